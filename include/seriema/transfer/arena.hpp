@@ -1,0 +1,77 @@
+// Registered arenas: one per NUMA zone. Large segments (1 GiB pages, else 2 MiB hugetlb, else
+// transparent huge pages, else normal pages), bound to the zone, registered with UCX once per
+// segment, handed out as 2 MiB blocks.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <seriema/transfer/memory.hpp>
+#include <seriema/transfer/ucx.hpp>
+#include <string>
+#include <vector>
+
+namespace seriema::transfer {
+
+enum class memory_source {
+  ucx,   // ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
+  self,  // our own mmap with the page cascade, then registered: put/get/atomics only
+};
+
+enum class page_preference { automatic, gigantic_1g, hugetlb_2m, transparent_huge, normal };
+
+struct arena_options {
+  memory_source source = memory_source::ucx;
+  page_preference pages = page_preference::automatic;
+  std::size_t segment_size = std::size_t{64} << 20;  // multiple of block_size
+  std::size_t limit = 0;                             // max bytes obtained; 0 = no cap
+  // From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
+  // Throws config_error naming the setting.
+  static arena_options from_environment();
+  void validate() const;  // throws config_error
+};
+
+// A concurrent source of registered 2 MiB blocks in one NUMA zone.
+// Thread-safety: all members may be called from any thread (a mutex guards the free list; blocks
+// are taken only when an allocator grows, never per operation).
+class arena final : public block_source {
+ public:
+  // zone: OS index of the NUMA node to bind to, or -1 for no binding.
+  arena(ucx_context& context, int zone, const arena_options& options);
+  ~arena() override;
+  arena(const arena&) = delete;
+  arena& operator=(const arena&) = delete;
+
+  memory_block allocate_block() override;  // data == nullptr when the limit is reached
+  void release_block(memory_block block) override;
+
+  // Segment containing [p, p+n), or nullptr. O(segments).
+  [[nodiscard]] const registered_segment* segment_of(const void* p, std::size_t n) const;
+  [[nodiscard]] int zone() const noexcept { return zone_; }
+  [[nodiscard]] std::size_t bytes_obtained() const;
+  // One line per segment: size, page kind and size, zone, source.
+  [[nodiscard]] std::vector<std::string> describe_segments() const;
+
+  // Allocates one segment now (e.g. so seriema-info can report the pages obtained). Throws
+  // seriema::error when the limit is reached or the system refuses memory.
+  const registered_segment& grow();
+
+ private:
+  const registered_segment& grow_locked();
+  void map_ucx_allocated(registered_segment& segment);
+  void map_self_allocated(registered_segment& segment);
+
+  ucx_context& context_;
+  int zone_;
+  arena_options options_;
+  mutable std::mutex mutex_;
+  std::deque<registered_segment> segments_;  // deque: segment addresses stay stable
+  std::vector<memory_block> free_blocks_;
+  std::size_t bytes_obtained_ = 0;
+};
+
+// Kernel page size backing the mapping that contains `address` (from /proc/self/smaps), or 0.
+std::size_t kernel_page_size_of(const void* address);
+
+}  // namespace seriema::transfer

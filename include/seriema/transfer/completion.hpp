@@ -1,0 +1,67 @@
+// Completion tags: how a buffer learns that every operation that used it has completed, without
+// asking the transmitter (paper §4.1: buffers tagged with (transmitter, flush number)).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace seriema::transfer {
+
+// The part of a transmitter a tag refers to. `completed_tickets` is written only by the
+// transmitter's completion callbacks and only ever grows; once it exceeds a ticket, every
+// operation tagged with that ticket has completed (locally and remotely).
+struct completion_counter {
+  std::atomic<std::uint64_t> completed_tickets{0};
+};
+
+// (transmitter, flush ticket). Empty (counter == nullptr) means "nothing pending".
+struct completion_tag {
+  const completion_counter* counter = nullptr;
+  std::uint64_t ticket = 0;
+
+  [[nodiscard]] bool is_complete() const noexcept {
+    return counter == nullptr || counter->completed_tickets.load(std::memory_order_acquire) > ticket;
+  }
+};
+
+// The tags of one recyclable unit. A unit may be used by several transmitters before it is
+// recycled, so it keeps one tag per transmitter (the newest ticket each). Single writer: the
+// thread that owns the allocator the unit belongs to (tagging happens on that thread, right
+// after the operation is posted).
+class unit_tags {
+ public:
+  static constexpr int max_transmitters = 4;
+
+  // Records that an operation tagged `tag` used this unit. Returns false (and records nothing)
+  // when the unit already carries tags of max_transmitters other transmitters.
+  [[nodiscard]] bool add(completion_tag tag) noexcept {
+    for (auto& slot : tags_) {
+      if (slot.counter == tag.counter) {
+        if (tag.ticket > slot.ticket) slot.ticket = tag.ticket;
+        return true;
+      }
+    }
+    for (auto& slot : tags_) {
+      if (slot.counter == nullptr || slot.is_complete()) {
+        slot = tag;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  [[nodiscard]] bool all_complete() const noexcept {
+    for (const auto& slot : tags_) {
+      if (!slot.is_complete()) return false;
+    }
+    return true;
+  }
+
+  void clear() noexcept { tags_ = {}; }
+
+ private:
+  std::array<completion_tag, max_transmitters> tags_{};
+};
+
+}  // namespace seriema::transfer

@@ -1,0 +1,129 @@
+// Transmitter (paper: IBTransmitter): put / get / atomics / send on one endpoint with automatic
+// selective completion and completion tags for bulk buffer recycling. Shareable by threads.
+//
+// Protocol and invariants (paper §4.1, adapted to UCX):
+//  * An operation is posted "unsignaled": its UCX request, if any, is released at once.
+//  * Completion is asked for by a *flush ticket*: k = tickets_claimed_.fetch_add(1), then
+//    ucp_ep_flush_nbx. When flush k completes, every operation posted on the endpoint before
+//    flush k was posted has completed (locally and at the target).
+//  * After posting an operation, the poster reads v = tickets_claimed_ and tags the buffers it
+//    used with (this, v). Ticket v had not been claimed when it was read, so flush v is posted
+//    after the operation (UCX's worker lock orders the two posts), hence flush v's completion
+//    implies the operation's. Any ticket w >= v implies it too: ticket w is claimed after v.
+//  * counter_.completed_tickets = 1 + the largest ticket whose flush completed; it only grows
+//    (fetch-max). A tag (this, v) is complete iff completed_tickets > v, so one atomic store
+//    recycles every buffer tagged with a smaller ticket.
+//  * Automatic mode: the poster of every S-th operation (ops_posted_ % S == 0) claims a ticket.
+//    Manual mode: only request_completion() does. Either way, no thread waits for another: a
+//    post is a bounded number of atomic operations plus the UCX call (wait-free bookkeeping;
+//    the UCX worker itself serializes threads internally when shared).
+//  * A flush's completion is reported by UCX on whichever thread progresses the worker. Ticket k
+//    and the "who finishes" flag live in the request's reserved bytes; the poster and the
+//    callback each do one atomic exchange on the flag, and the second one to arrive applies the
+//    completion and frees the request (no allocation, no lock, no lost completion).
+//  * A failed flush (dead peer) still advances completed_tickets (UCX will not touch the
+//    buffers again) and marks the transmitter failed; waits then return op_status::peer_failed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <seriema/transfer/completion.hpp>
+#include <seriema/transfer/memory.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/ucx.hpp>
+#include <span>
+
+namespace seriema::transfer {
+
+enum class op_status : std::uint8_t {
+  ok,
+  peer_failed,   // the endpoint reported the peer dead; nothing more will be delivered
+  out_of_range,  // the remote range is outside the locator (nothing was posted)
+  error,         // UCX refused the operation (see transmitter::last_error())
+};
+const char* to_string(op_status status) noexcept;
+
+struct transmitter_options {
+  std::uint32_t completion_interval = 64;  // S; >= 1. Default: SERIEMA_COMPLETION_INTERVAL
+  bool automatic = true;                   // false: completion only on request_completion()
+  static transmitter_options from_environment();
+};
+
+// Thread-safety: every member may be called concurrently by threads sharing the endpoint's
+// worker (which must then be worker_sharing::multi_thread).
+class transmitter {
+ public:
+  transmitter(ucx_endpoint& endpoint, const transmitter_options& options);
+  ~transmitter();  // asks for completion of everything and waits (bounded); never throws
+  transmitter(const transmitter&) = delete;
+  transmitter& operator=(const transmitter&) = delete;
+
+  // Writes `local` to dst[offset, offset+local.size()). `local` must stay untouched until the
+  // tag recorded in `tags` (if given) is complete.
+  [[nodiscard]] op_status put(std::span<const std::byte> local, const remote_memory& dst,
+                              std::uint64_t offset, unit_tags* tags = nullptr) noexcept;
+  [[nodiscard]] op_status put(const registered_buffer& local, std::size_t bytes,
+                              const remote_memory& dst, std::uint64_t offset) noexcept {
+    return put(local.bytes().first(bytes), dst, offset, local.tags);
+  }
+  // Reads src[offset, offset+local.size()) into `local`; the data is there once the tag is
+  // complete (wait(current_tag()) or the buffer's unit tags).
+  [[nodiscard]] op_status get(std::span<std::byte> local, const remote_memory& src,
+                              std::uint64_t offset, unit_tags* tags = nullptr) noexcept;
+  // 64-bit remote atomics; `offset` must be 8-byte aligned. Fetching variants write the old
+  // value into *result once the tag is complete (*result must stay alive until then).
+  [[nodiscard]] op_status atomic_add(const remote_memory& dst, std::uint64_t offset,
+                                     std::uint64_t value) noexcept;
+  [[nodiscard]] op_status fetch_add(const remote_memory& dst, std::uint64_t offset,
+                                    std::uint64_t value, std::uint64_t* result,
+                                    unit_tags* tags = nullptr) noexcept;
+  // Swaps in `desired` if the remote word equals `expected`; *result receives the old value.
+  [[nodiscard]] op_status compare_swap(const remote_memory& dst, std::uint64_t offset,
+                                       std::uint64_t expected, std::uint64_t desired,
+                                       std::uint64_t* result, unit_tags* tags = nullptr) noexcept;
+  // Active-message send (header + payload) to handler `am_id` on the peer worker.
+  [[nodiscard]] op_status send(unsigned am_id, std::span<const std::byte> header,
+                               std::span<const std::byte> payload, unit_tags* tags = nullptr) noexcept;
+
+  // The tag that covers every operation this thread posted so far.
+  [[nodiscard]] completion_tag current_tag() const noexcept {
+    return {&counter_, tickets_claimed_.load(std::memory_order_acquire)};
+  }
+  // Claims a flush ticket now (manual selective completion; also usable in automatic mode).
+  void request_completion() noexcept;
+  // Progresses the endpoint's worker (completions are delivered here).
+  bool progress() noexcept { return endpoint_.worker().progress(); }
+  // Blocks, progressing, until `tag` is complete. Returns peer_failed if the peer died.
+  [[nodiscard]] op_status wait(completion_tag tag) noexcept;
+  // request_completion() + wait for everything posted so far.
+  [[nodiscard]] op_status flush() noexcept;
+
+  [[nodiscard]] const completion_counter& counter() const noexcept { return counter_; }
+  [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  [[nodiscard]] ucs_status_t last_error() const noexcept {
+    return last_error_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t operations_posted() const noexcept {
+    return ops_posted_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t completions_requested() const noexcept {
+    return tickets_claimed_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] ucx_endpoint& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  op_status finish_post(void* request, unit_tags* tags) noexcept;
+  void complete_ticket(std::uint64_t ticket, ucs_status_t status) noexcept;
+  static void on_flush_done(void* request, ucs_status_t status, void* user_data);
+
+  ucx_endpoint& endpoint_;
+  const transmitter_options options_;
+  completion_counter counter_;
+  alignas(64) std::atomic<std::uint64_t> ops_posted_{0};
+  alignas(64) std::atomic<std::uint64_t> tickets_claimed_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<ucs_status_t> last_error_{UCS_OK};
+};
+
+}  // namespace seriema::transfer

@@ -1,0 +1,117 @@
+// RAII wrappers for the UCX objects seriema uses: one context per process, workers, endpoints
+// (with peer-failure detection), plus status helpers. Setup path: throws ucx_error.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace seriema::transfer {
+
+// Throws ucx_error("<what>: <UCX status text>") when status is not UCS_OK.
+void check_ucx(ucs_status_t status, const char* what);
+
+struct context_options {
+  // Endpoints report a dead peer as an error (UCP_ERR_HANDLING_MODE_PEER). Needs shm error
+  // handling, which the context turns on (POSIX_ERROR_HANDLING / SYSV_ERROR_HANDLING) unless the
+  // user set those UCX variables. Default: SERIEMA_PEER_ERRORS.
+  bool peer_errors = true;
+  // UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
+  long keepalive_ms = 1000;
+  static context_options from_environment();
+};
+
+// The process's UCX context (features: RMA, 64/32-bit atomics, active messages; workers may be
+// shared between threads). Thread-safety: immutable after construction; safe to share.
+class ucx_context {
+ public:
+  explicit ucx_context(const context_options& options = context_options::from_environment());
+  ~ucx_context();
+  ucx_context(const ucx_context&) = delete;
+  ucx_context& operator=(const ucx_context&) = delete;
+
+  [[nodiscard]] ucp_context_h handle() const noexcept { return context_; }
+  [[nodiscard]] const context_options& options() const noexcept { return options_; }
+  // Bytes every UCX request of this context reserves for seriema (see transmitter).
+  static constexpr std::size_t request_reserve = 32;
+
+ private:
+  ucp_context_h context_ = nullptr;
+  context_options options_;
+};
+
+enum class worker_sharing { single_thread, multi_thread };
+
+// A UCX worker (progress engine + address). Thread-safety: single_thread workers belong to one
+// thread; multi_thread workers may be used by any thread (UCX serializes internally).
+class ucx_worker {
+ public:
+  ucx_worker(ucx_context& context, worker_sharing sharing);
+  ~ucx_worker();
+  ucx_worker(const ucx_worker&) = delete;
+  ucx_worker& operator=(const ucx_worker&) = delete;
+
+  [[nodiscard]] ucp_worker_h handle() const noexcept { return worker_; }
+  [[nodiscard]] ucx_context& context() const noexcept { return context_; }
+  // The opaque address a peer needs to connect to this worker.
+  [[nodiscard]] const std::vector<std::byte>& address() const noexcept { return address_; }
+  // Progresses outstanding communication; returns true if anything happened.
+  bool progress() noexcept { return ucp_worker_progress(worker_) != 0; }
+
+ private:
+  ucx_context& context_;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<std::byte> address_;
+};
+
+// An endpoint from a worker to a peer worker. When the context enables peer errors, a dead peer
+// flips `failed()` (from UCX's error callback, on the thread progressing the worker) and every
+// later operation on the endpoint reports it. Thread-safety: as the worker.
+class ucx_endpoint {
+ public:
+  // `peer` names the remote process in messages ("rank 3").
+  ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_address, std::string peer);
+  ~ucx_endpoint();  // flushes and closes, bounded in time; never throws
+  ucx_endpoint(const ucx_endpoint&) = delete;
+  ucx_endpoint& operator=(const ucx_endpoint&) = delete;
+
+  [[nodiscard]] ucp_ep_h handle() const noexcept { return endpoint_; }
+  [[nodiscard]] ucx_worker& worker() const noexcept { return worker_; }
+  [[nodiscard]] const std::string& peer() const noexcept { return peer_; }
+  [[nodiscard]] bool failed() const noexcept {
+    return failure_.load(std::memory_order_acquire) != UCS_OK;
+  }
+  [[nodiscard]] ucs_status_t failure() const noexcept {
+    return failure_.load(std::memory_order_acquire);
+  }
+  // The transports UCX chose for this endpoint's lanes, e.g. "rma: posix/memory; am: tcp/eth0".
+  [[nodiscard]] std::string describe_transports() const;
+
+  // Blocks (progressing the worker) until every operation posted on this endpoint completed.
+  // Returns the final status (an error when the peer failed). Control path.
+  ucs_status_t flush_blocking() noexcept;
+
+ private:
+  static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  ucx_worker& worker_;
+  ucp_ep_h endpoint_ = nullptr;
+  std::string peer_;
+  std::atomic<ucs_status_t> failure_{UCS_OK};
+};
+
+// Waits for a UCX request pointer returned by an *_nbx call (progressing `worker`); returns its
+// final status and frees it. Accepts NULL (immediate success) and error pointers. Control path.
+ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept;
+
+// UCX library version ("1.13.1") and the transports/devices this context can use.
+std::string ucx_version();
+std::vector<std::string> ucx_available_transports(ucx_context& context);
+
+}  // namespace seriema::transfer

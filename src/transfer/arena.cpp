@@ -1,0 +1,332 @@
+// Registered arenas: segment allocation with the page-size cascade, NUMA binding before first
+// touch, one UCX registration per segment, and the block free list.
+#include <fmt/format.h>
+#include <hwloc.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/config.hpp>
+#include <seriema/transfer/error.hpp>
+#include <sstream>
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MAP_HUGE_1GB
+#define MAP_HUGE_1GB (30 << MAP_HUGE_SHIFT)
+#endif
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
+#endif
+
+namespace seriema::transfer {
+
+const char* to_string(page_kind kind) noexcept {
+  switch (kind) {
+    case page_kind::gigantic_1g:
+      return "1 GiB hugetlb";
+    case page_kind::hugetlb_2m:
+      return "2 MiB hugetlb";
+    case page_kind::transparent_huge:
+      return "transparent huge pages (madvise)";
+    case page_kind::normal:
+      return "normal pages";
+  }
+  return "unknown";
+}
+
+arena_options arena_options::from_environment() {
+  arena_options options;
+  static constexpr std::string_view sources[] = {"ucx", "self"};
+  options.source = config::get_choice("SERIEMA_MEMORY_SOURCE", sources) == 0 ? memory_source::ucx
+                                                                               : memory_source::self;
+  static constexpr std::string_view pages[] = {"auto", "1g", "2m", "thp", "normal"};
+  options.pages = static_cast<page_preference>(config::get_choice("SERIEMA_PAGES", pages));
+  options.segment_size = config::get_bytes("SERIEMA_SEGMENT_SIZE");
+  options.limit = config::get_bytes("SERIEMA_ARENA_LIMIT");
+  if (options.source == memory_source::ucx &&
+      (options.pages == page_preference::gigantic_1g || options.pages == page_preference::hugetlb_2m)) {
+    throw config_error(fmt::format(
+        "SERIEMA_PAGES={}: explicit hugetlb pages need SERIEMA_MEMORY_SOURCE=self; UCX-allocated "
+        "segments use huge pages when they are reserved (UCX_POSIX_HUGETLB_MODE)",
+        options.pages == page_preference::gigantic_1g ? "1g" : "2m"));
+  }
+  options.validate();
+  return options;
+}
+
+void arena_options::validate() const {
+  if (segment_size == 0 || segment_size % block_size != 0) {
+    throw config_error(fmt::format(
+        "SERIEMA_SEGMENT_SIZE={}: must be a positive multiple of 2M (the block size)", segment_size));
+  }
+  if (limit != 0 && limit < segment_size) {
+    throw config_error(fmt::format("SERIEMA_ARENA_LIMIT={}: smaller than one segment ({} bytes)",
+                                   limit, segment_size));
+  }
+  if (pages == page_preference::gigantic_1g && segment_size % (std::size_t{1} << 30) != 0) {
+    throw config_error("SERIEMA_PAGES=1g: SERIEMA_SEGMENT_SIZE must be a multiple of 1G");
+  }
+}
+
+std::size_t kernel_page_size_of(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  auto target = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 17) {
+      inside = target >= lo && target < hi;
+      continue;
+    }
+    if (inside && line.rfind("KernelPageSize:", 0) == 0) {
+      std::istringstream fields(line.substr(15));
+      std::size_t kib = 0;
+      fields >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+// One hwloc topology for memory binding, loaded on first use (thread-safe static init).
+hwloc_topology_t binding_topology() {
+  static hwloc_topology_t topology = [] {
+    hwloc_topology_t t = nullptr;
+    if (hwloc_topology_init(&t) != 0 || hwloc_topology_load(t) != 0) {
+      throw error("hwloc: cannot load the machine topology");
+    }
+    return t;
+  }();
+  return topology;
+}
+
+// Binds [base, base+size) to NUMA node `zone` before it is touched. A machine with one NUMA
+// node needs no binding. Returns false when hwloc refuses (reported by the caller).
+bool bind_to_zone(void* base, std::size_t size, int zone) {
+  if (zone < 0) return true;
+  hwloc_topology_t topology = binding_topology();
+  if (hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE) <= 1) return true;
+  hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(topology, static_cast<unsigned>(zone));
+  if (node == nullptr) return false;
+  return hwloc_set_area_membind(topology, base, size, node->nodeset, HWLOC_MEMBIND_BIND,
+                                HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_STRICT) == 0;
+}
+
+bool transparent_huge_pages_possible(const char* sysfs_file) {
+  std::ifstream f(sysfs_file);
+  std::string text;
+  std::getline(f, text);
+  return text.find("[never]") == std::string::npos && text.find("[deny]") == std::string::npos &&
+         !text.empty();
+}
+
+page_kind kind_from_page_size(std::size_t page_size, bool thp_advised) {
+  if (page_size >= (std::size_t{1} << 30)) return page_kind::gigantic_1g;
+  if (page_size >= (std::size_t{2} << 20)) return page_kind::hugetlb_2m;
+  return thp_advised ? page_kind::transparent_huge : page_kind::normal;
+}
+
+}  // namespace
+
+arena::arena(ucx_context& context, int zone, const arena_options& options)
+    : context_(context), zone_(zone), options_(options) {
+  options_.validate();
+}
+
+arena::~arena() {
+  for (auto& segment : segments_) {
+    if (segment.memh != nullptr) ucp_mem_unmap(context_.handle(), segment.memh);
+    if (!segment.ucx_allocated && segment.base != nullptr) munmap(segment.base, segment.size);
+  }
+}
+
+void arena::map_ucx_allocated(registered_segment& segment) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  params.length = segment.size;
+  params.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t status = ucp_mem_map(context_.handle(), &params, &memh);
+  if (status != UCS_OK) {
+    throw ucx_error(fmt::format(
+        "arena (zone {}): UCX could not allocate a {} MiB registered segment: {} (is /dev/shm "
+        "large enough? lower SERIEMA_SEGMENT_SIZE or set SERIEMA_MEMORY_SOURCE=self)",
+        zone_, segment.size >> 20, ucs_status_string(status)));
+  }
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  check_ucx(ucp_mem_query(memh, &attr), "ucp_mem_query");
+  segment.memh = memh;
+  segment.base = static_cast<std::byte*>(attr.address);
+  segment.ucx_allocated = true;
+  // UCX maps the segment without touching it, so binding now still decides page placement.
+  if (!bind_to_zone(segment.base, segment.size, zone_)) {
+    throw error(fmt::format("arena: cannot bind a UCX segment to NUMA zone {} (hwloc: {})", zone_,
+                            std::strerror(errno)));
+  }
+  bool thp = options_.pages != page_preference::normal &&
+             transparent_huge_pages_possible("/sys/kernel/mm/transparent_hugepage/shmem_enabled") &&
+             madvise(segment.base, segment.size, MADV_HUGEPAGE) == 0;
+  segment.page_size = kernel_page_size_of(segment.base);
+  if (segment.page_size == 0) segment.page_size = 4096;
+  segment.pages = kind_from_page_size(segment.page_size, thp);
+}
+
+void arena::map_self_allocated(registered_segment& segment) {
+  const std::size_t size = segment.size;
+  const auto want = options_.pages;
+  void* base = MAP_FAILED;
+  page_kind kind = page_kind::normal;
+  auto try_map = [&](int extra_flags) {
+    return mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags,
+                -1, 0);
+  };
+  const bool automatic = want == page_preference::automatic;
+  std::string refused;
+  if ((automatic && size % (std::size_t{1} << 30) == 0) || want == page_preference::gigantic_1g) {
+    base = try_map(MAP_HUGETLB | MAP_HUGE_1GB);
+    if (base != MAP_FAILED) kind = page_kind::gigantic_1g;
+    else refused += fmt::format("1 GiB pages: {}; ", std::strerror(errno));
+  }
+  if (base == MAP_FAILED && (automatic || want == page_preference::hugetlb_2m)) {
+    base = try_map(MAP_HUGETLB | MAP_HUGE_2MB);
+    if (base != MAP_FAILED) kind = page_kind::hugetlb_2m;
+    else refused += fmt::format("2 MiB pages: {}; ", std::strerror(errno));
+  }
+  if (base == MAP_FAILED && !automatic && want != page_preference::transparent_huge &&
+      want != page_preference::normal) {
+    throw error(fmt::format("SERIEMA_PAGES: the requested huge pages are not available ({}); "
+                            "reserve them in /sys/kernel/mm/hugepages/ or use SERIEMA_PAGES=auto",
+                            refused));
+  }
+  if (base == MAP_FAILED) {
+    base = try_map(0);
+    if (base == MAP_FAILED) {
+      throw error(fmt::format("arena (zone {}): mmap of {} MiB failed: {}", zone_, size >> 20,
+                              std::strerror(errno)));
+    }
+    kind = page_kind::normal;
+    if ((automatic || want == page_preference::transparent_huge) &&
+        transparent_huge_pages_possible("/sys/kernel/mm/transparent_hugepage/enabled") &&
+        madvise(base, size, MADV_HUGEPAGE) == 0) {
+      kind = page_kind::transparent_huge;
+    } else if (want == page_preference::transparent_huge) {
+      munmap(base, size);
+      throw error("SERIEMA_PAGES=thp: transparent huge pages are disabled on this machine "
+                  "(/sys/kernel/mm/transparent_hugepage/enabled)");
+    }
+  }
+  segment.base = static_cast<std::byte*>(base);
+  segment.pages = kind;
+  segment.page_size = kind == page_kind::gigantic_1g  ? (std::size_t{1} << 30)
+                      : kind == page_kind::hugetlb_2m ? (std::size_t{2} << 20)
+                      : kind == page_kind::transparent_huge ? (std::size_t{2} << 20)
+                                                            : 4096;
+  if (!bind_to_zone(base, size, zone_)) {
+    munmap(base, size);
+    throw error(fmt::format("arena: cannot bind memory to NUMA zone {}", zone_));
+  }
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = base;
+  params.length = size;
+  ucs_status_t status = ucp_mem_map(context_.handle(), &params, &segment.memh);
+  if (status != UCS_OK) {
+    munmap(base, size);
+    check_ucx(status, "ucp_mem_map (registering an arena segment)");
+  }
+}
+
+const registered_segment& arena::grow_locked() {
+  if (options_.limit != 0 && bytes_obtained_ + options_.segment_size > options_.limit) {
+    throw error(fmt::format("arena (zone {}): limit of {} bytes reached (SERIEMA_ARENA_LIMIT)",
+                            zone_, options_.limit));
+  }
+  registered_segment segment;
+  segment.size = options_.segment_size;
+  segment.numa_zone = zone_;
+  if (options_.source == memory_source::ucx) {
+    map_ucx_allocated(segment);
+  } else {
+    map_self_allocated(segment);
+  }
+  void* rkey = nullptr;
+  std::size_t rkey_size = 0;
+  ucs_status_t status = ucp_rkey_pack(context_.handle(), segment.memh, &rkey, &rkey_size);
+  if (status != UCS_OK) {
+    ucp_mem_unmap(context_.handle(), segment.memh);
+    if (!segment.ucx_allocated) munmap(segment.base, segment.size);
+    check_ucx(status, "ucp_rkey_pack");
+  }
+  auto* bytes = static_cast<const std::byte*>(rkey);
+  segment.packed_rkey.assign(bytes, bytes + rkey_size);
+  ucp_rkey_buffer_release(rkey);
+
+  segments_.push_back(std::move(segment));
+  const registered_segment& added = segments_.back();
+  bytes_obtained_ += added.size;
+  // Hand out blocks from the low addresses first (pushed in reverse onto the stack).
+  for (std::size_t offset = added.size; offset >= block_size; offset -= block_size) {
+    free_blocks_.push_back({added.base + offset - block_size, block_size, &added});
+  }
+  return added;
+}
+
+const registered_segment& arena::grow() {
+  std::lock_guard lock(mutex_);
+  return grow_locked();
+}
+
+memory_block arena::allocate_block() {
+  std::lock_guard lock(mutex_);
+  if (free_blocks_.empty()) {
+    if (options_.limit != 0 && bytes_obtained_ + options_.segment_size > options_.limit) {
+      return {};
+    }
+    grow_locked();
+  }
+  memory_block block = free_blocks_.back();
+  free_blocks_.pop_back();
+  return block;
+}
+
+void arena::release_block(memory_block block) {
+  if (block.data == nullptr) return;
+  std::lock_guard lock(mutex_);
+  free_blocks_.push_back(block);
+}
+
+const registered_segment* arena::segment_of(const void* p, std::size_t n) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& segment : segments_) {
+    if (segment.contains(p, n)) return &segment;
+  }
+  return nullptr;
+}
+
+std::size_t arena::bytes_obtained() const {
+  std::lock_guard lock(mutex_);
+  return bytes_obtained_;
+}
+
+std::vector<std::string> arena::describe_segments() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& s : segments_) {
+    out.push_back(fmt::format("{} MiB at {}, {} (kernel page {} KiB), zone {}, {}", s.size >> 20,
+                              static_cast<const void*>(s.base), to_string(s.pages),
+                              s.page_size >> 10, s.numa_zone,
+                              s.ucx_allocated ? "UCX-allocated (shm-mappable)"
+                                              : "self-allocated, registered"));
+  }
+  return out;
+}
+
+}  // namespace seriema::transfer

@@ -1,0 +1,235 @@
+// Transmitter: unsignaled posts, flush tickets, the poster/callback hand-off in the request's
+// reserved bytes, and completion-tag bookkeeping. See the header for the invariants.
+#include <cstring>
+#include <seriema/transfer/config.hpp>
+#include <seriema/transfer/error.hpp>
+#include <seriema/transfer/transmitter.hpp>
+#include <thread>
+
+namespace seriema::transfer {
+
+namespace {
+
+// Layout of our reserved bytes inside a UCX request (ucx_context::request_reserve). Zeroed by
+// request_init when UCX creates the request; reset to zero by us before every free, so the
+// next use starts clean.
+struct flush_slot {
+  std::atomic<std::uint32_t> state;  // 0: nobody yet; 1: poster stored ticket; 2: callback ran
+  ucs_status_t status;               // written by the callback before its exchange
+  std::uint64_t ticket;              // written by the poster before its exchange
+};
+static_assert(sizeof(flush_slot) <= ucx_context::request_reserve);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+// The handle UCX returns is the start of the reserved bytes (request_init gets the same pointer).
+flush_slot* slot_of(void* request) noexcept { return static_cast<flush_slot*>(request); }
+
+constexpr int spins_before_yield = 256;
+
+}  // namespace
+
+const char* to_string(op_status status) noexcept {
+  switch (status) {
+    case op_status::ok:
+      return "ok";
+    case op_status::peer_failed:
+      return "peer failed";
+    case op_status::out_of_range:
+      return "remote range out of bounds";
+    case op_status::error:
+      return "UCX error";
+  }
+  return "unknown";
+}
+
+transmitter_options transmitter_options::from_environment() {
+  transmitter_options options;
+  options.completion_interval =
+      static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_COMPLETION_INTERVAL", 1, 1u << 20));
+  return options;
+}
+
+transmitter::transmitter(ucx_endpoint& endpoint, const transmitter_options& options)
+    : endpoint_(endpoint), options_(options) {
+  if (options.completion_interval == 0) {
+    throw config_error("transmitter: completion_interval must be at least 1");
+  }
+}
+
+transmitter::~transmitter() {
+  if (!failed() && !endpoint_.failed()) (void)flush();
+}
+
+void transmitter::complete_ticket(std::uint64_t ticket, ucs_status_t status) noexcept {
+  if (status != UCS_OK) {
+    last_error_.store(status, std::memory_order_relaxed);
+    failed_.store(true, std::memory_order_release);
+  }
+  // fetch-max: completed_tickets only grows.
+  std::uint64_t want = ticket + 1;
+  std::uint64_t seen = counter_.completed_tickets.load(std::memory_order_relaxed);
+  while (seen < want && !counter_.completed_tickets.compare_exchange_weak(
+                            seen, want, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
+
+void transmitter::on_flush_done(void* request, ucs_status_t status, void* user_data) {
+  auto* self = static_cast<transmitter*>(user_data);
+  flush_slot* slot = slot_of(request);
+  slot->status = status;
+  if (slot->state.exchange(2, std::memory_order_acq_rel) == 1) {
+    // The poster already stored the ticket and left: we finish.
+    std::uint64_t ticket = slot->ticket;
+    slot->state.store(0, std::memory_order_relaxed);
+    self->complete_ticket(ticket, status);
+    ucp_request_free(request);
+  }
+}
+
+void transmitter::request_completion() noexcept {
+  std::uint64_t ticket = tickets_claimed_.fetch_add(1, std::memory_order_acq_rel);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &transmitter::on_flush_done;
+  param.user_data = this;
+  void* request = ucp_ep_flush_nbx(endpoint_.handle(), &param);
+  if (request == nullptr) {
+    complete_ticket(ticket, UCS_OK);  // completed in place; UCX will not call back
+    return;
+  }
+  if (UCS_PTR_IS_ERR(request)) {
+    complete_ticket(ticket, UCS_PTR_STATUS(request));
+    return;
+  }
+  flush_slot* slot = slot_of(request);
+  slot->ticket = ticket;
+  if (slot->state.exchange(1, std::memory_order_acq_rel) == 2) {
+    // The callback ran before we stored the ticket: we finish.
+    ucs_status_t status = slot->status;
+    slot->state.store(0, std::memory_order_relaxed);
+    complete_ticket(ticket, status);
+    ucp_request_free(request);
+  }
+}
+
+op_status transmitter::finish_post(void* request, unit_tags* tags) noexcept {
+  if (UCS_PTR_IS_ERR(request)) {
+    ucs_status_t status = UCS_PTR_STATUS(request);
+    last_error_.store(status, std::memory_order_relaxed);
+    if (endpoint_.failed() || status == UCS_ERR_CONNECTION_RESET ||
+        status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_UNREACHABLE) {
+      failed_.store(true, std::memory_order_release);
+      return op_status::peer_failed;
+    }
+    return op_status::error;
+  }
+  if (request != nullptr) ucp_request_free(request);  // unsignaled: completion comes by ticket
+  if (tags != nullptr) {
+    (void)tags->add({&counter_, tickets_claimed_.load(std::memory_order_acquire)});
+  }
+  std::uint64_t posted = ops_posted_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (options_.automatic && posted % options_.completion_interval == 0) request_completion();
+  return op_status::ok;
+}
+
+op_status transmitter::put(std::span<const std::byte> local, const remote_memory& dst,
+                           std::uint64_t offset, unit_tags* tags) noexcept {
+  if (!dst.contains(offset, local.size())) return op_status::out_of_range;
+  if (endpoint_.failed()) return op_status::peer_failed;
+  ucp_request_param_t param{};
+  return finish_post(ucp_put_nbx(endpoint_.handle(), local.data(), local.size(),
+                                 dst.address() + offset, dst.rkey(), &param),
+                     tags);
+}
+
+op_status transmitter::get(std::span<std::byte> local, const remote_memory& src,
+                           std::uint64_t offset, unit_tags* tags) noexcept {
+  if (!src.contains(offset, local.size())) return op_status::out_of_range;
+  if (endpoint_.failed()) return op_status::peer_failed;
+  ucp_request_param_t param{};
+  return finish_post(ucp_get_nbx(endpoint_.handle(), local.data(), local.size(),
+                                 src.address() + offset, src.rkey(), &param),
+                     tags);
+}
+
+op_status transmitter::atomic_add(const remote_memory& dst, std::uint64_t offset,
+                                  std::uint64_t value) noexcept {
+  if (!dst.contains(offset, sizeof(std::uint64_t)) || (dst.address() + offset) % 8 != 0) {
+    return op_status::out_of_range;
+  }
+  if (endpoint_.failed()) return op_status::peer_failed;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  // The operand is copied by UCX before the call returns for non-fetching atomics.
+  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_ADD, &value, 1,
+                                       dst.address() + offset, dst.rkey(), &param),
+                     nullptr);
+}
+
+op_status transmitter::fetch_add(const remote_memory& dst, std::uint64_t offset,
+                                 std::uint64_t value, std::uint64_t* result,
+                                 unit_tags* tags) noexcept {
+  if (!dst.contains(offset, sizeof(std::uint64_t)) || (dst.address() + offset) % 8 != 0) {
+    return op_status::out_of_range;
+  }
+  if (endpoint_.failed()) return op_status::peer_failed;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  param.reply_buffer = result;
+  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_ADD, &value, 1,
+                                       dst.address() + offset, dst.rkey(), &param),
+                     tags);
+}
+
+op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offset,
+                                    std::uint64_t expected, std::uint64_t desired,
+                                    std::uint64_t* result, unit_tags* tags) noexcept {
+  if (!dst.contains(offset, sizeof(std::uint64_t)) || (dst.address() + offset) % 8 != 0) {
+    return op_status::out_of_range;
+  }
+  if (endpoint_.failed()) return op_status::peer_failed;
+  // UCX CSWAP: the operand is the value to store; the reply buffer holds the value to compare
+  // with on entry and receives the old remote value.
+  *result = expected;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  param.reply_buffer = result;
+  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_CSWAP, &desired, 1,
+                                       dst.address() + offset, dst.rkey(), &param),
+                     tags);
+}
+
+op_status transmitter::send(unsigned am_id, std::span<const std::byte> header,
+                            std::span<const std::byte> payload, unit_tags* tags) noexcept {
+  if (endpoint_.failed()) return op_status::peer_failed;
+  ucp_request_param_t param{};
+  return finish_post(ucp_am_send_nbx(endpoint_.handle(), am_id, header.data(), header.size(),
+                                     payload.data(), payload.size(), &param),
+                     tags);
+}
+
+op_status transmitter::wait(completion_tag tag) noexcept {
+  int idle = 0;
+  while (!tag.is_complete()) {
+    if (endpoint_.failed()) {
+      failed_.store(true, std::memory_order_release);
+      return op_status::peer_failed;
+    }
+    if (!progress() && ++idle >= spins_before_yield) {
+      std::this_thread::yield();
+      idle = 0;
+    }
+  }
+  return failed() ? op_status::peer_failed : op_status::ok;
+}
+
+op_status transmitter::flush() noexcept {
+  completion_tag tag = current_tag();  // ticket to be claimed next covers everything so far
+  request_completion();
+  return wait(tag);
+}
+
+}  // namespace seriema::transfer

@@ -1,0 +1,302 @@
+// UCX context/worker/endpoint wrappers: creation with seriema's defaults, peer-failure tracking,
+// bounded close, and transport introspection for seriema-info and messages.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <seriema/transfer/config.hpp>
+#include <seriema/transfer/error.hpp>
+#include <seriema/transfer/ucx.hpp>
+#include <sstream>
+#include <thread>
+
+namespace seriema::transfer {
+
+void check_ucx(ucs_status_t status, const char* what) {
+  if (status != UCS_OK) {
+    throw ucx_error(fmt::format("{}: {}", what, ucs_status_string(status)));
+  }
+}
+
+context_options context_options::from_environment() {
+  context_options options;
+  options.peer_errors = config::get_bool("SERIEMA_PEER_ERRORS");
+  options.keepalive_ms = static_cast<long>(config::get_duration("SERIEMA_KEEPALIVE").count());
+  return options;
+}
+
+namespace {
+
+// Applies a UCX setting unless the user chose it explicitly through the UCX_* environment.
+void modify_unless_user_set(ucp_config_t* config, const char* name, const std::string& value) {
+  std::string env_name = std::string("UCX_") + name;
+  if (std::getenv(env_name.c_str()) != nullptr) return;
+  check_ucx(ucp_config_modify(config, name, value.c_str()),
+            fmt::format("ucp_config_modify({}={})", name, value).c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// Transport names and aliases UCX_TLS may legitimately contain on some machine (UCX 1.13+). A
+// token outside this list and outside what this UCX offers is a typo that UCX would only warn
+// about while silently using the other transports.
+constexpr std::string_view known_transport_names[] = {
+    "all",      "sm",        "shm",      "mm",        "self",     "tcp",      "posix",
+    "sysv",     "cma",       "knem",     "xpmem",     "ib",       "rc",       "rc_v",
+    "rc_x",     "rc_verbs",  "rc_mlx5",  "ud",        "ud_v",     "ud_x",     "ud_verbs",
+    "ud_mlx5",  "dc",        "dc_x",     "dc_mlx5",   "cuda",     "cuda_copy", "cuda_ipc",
+    "gdr_copy", "rocm",      "rocm_copy", "rocm_ipc", "rocm_gdr", "ugni",     "ugni_rdma",
+    "ugni_udt", "ugni_smsg", "ze",       "ze_copy",   "rdmacm",   "sockcm",   "srd"};
+
+void validate_tls_setting(const std::vector<std::string>& available) {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr) return;
+  std::string_view list(tls);
+  if (!list.empty() && (list.front() == '^' || list.front() == '\\')) list.remove_prefix(1);
+  std::string offered;
+  for (const auto& resource : available) {
+    std::string name = resource.substr(0, resource.find('/'));
+    if (offered.find(name) == std::string::npos) offered += (offered.empty() ? "" : ", ") + name;
+  }
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    std::string_view token = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    if (auto colon = token.find(':'); colon != std::string_view::npos) token = token.substr(0, colon);
+    if (token.empty()) continue;
+    bool known = false;
+    for (auto name : known_transport_names) known = known || name == token;
+    for (const auto& resource : available) {
+      known = known || resource.substr(0, resource.find('/')) == token;
+    }
+    if (!known) {
+      throw config_error(fmt::format(
+          "UCX_TLS={}: unknown transport '{}'; usable here: {} (aliases: all, sm, shm)", tls,
+          token, offered));
+    }
+  }
+}
+
+}  // namespace
+
+ucx_context::ucx_context(const context_options& options) : options_(options) {
+  if (options_.peer_errors) {
+    // Without these, UCX 1.13's shm transports refuse (or hang creating) endpoints in peer
+    // error-handling mode. They are transport-level settings that ucp_config_modify does not
+    // pass down to the posix/sysv interfaces, so they go through the environment, which UCX
+    // reads when it opens them. A value the user set is kept (overwrite = 0).
+    setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+    setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  }
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK) {
+    // The usual cause is a bad UCX_* variable; UCX names it on stderr, we say where to look.
+    throw ucx_error(fmt::format(
+        "UCX configuration rejected ({}); check the UCX_* variables (ucx_info -c lists them)",
+        ucs_status_string(status)));
+  }
+  try {
+    if (options_.peer_errors) {
+      modify_unless_user_set(config, "KEEPALIVE_INTERVAL", fmt::format("{}ms", options_.keepalive_ms));
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_REQUEST_INIT;
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_AM;
+    params.mt_workers_shared = 1;
+    params.request_size = request_reserve;
+    // Our bytes of a fresh request start zeroed; users reset them before freeing (transmitter).
+    params.request_init = [](void* request) { std::memset(request, 0, request_reserve); };
+    status = ucp_init(&params, config, &context_);
+  } catch (...) {
+    ucp_config_release(config);
+    throw;
+  }
+  ucp_config_release(config);
+  if (status != UCS_OK) {
+    const char* tls = std::getenv("UCX_TLS");
+    throw ucx_error(fmt::format("ucp_init failed: {}{}", ucs_status_string(status),
+                                tls ? fmt::format(" (UCX_TLS={}: is every transport named there "
+                                                  "known? ucx_info -d lists them)",
+                                                  tls)
+                                    : std::string()));
+  }
+  try {
+    validate_tls_setting(ucx_available_transports(*this));
+  } catch (...) {
+    ucp_cleanup(context_);
+    context_ = nullptr;
+    throw;
+  }
+}
+
+ucx_context::~ucx_context() {
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+ucx_worker::ucx_worker(ucx_context& context, worker_sharing sharing) : context_(context) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode =
+      sharing == worker_sharing::multi_thread ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
+  check_ucx(ucp_worker_create(context.handle(), &params, &worker_), "ucp_worker_create");
+  if (sharing == worker_sharing::multi_thread) {
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+    if (ucp_worker_query(worker_, &attr) == UCS_OK && attr.thread_mode != UCS_THREAD_MODE_MULTI) {
+      ucp_worker_destroy(worker_);
+      throw ucx_error("ucp_worker_create: this UCX build cannot share a worker between threads "
+                      "(built without --enable-mt)");
+    }
+  }
+  ucp_address_t* address = nullptr;
+  std::size_t length = 0;
+  ucs_status_t status = ucp_worker_get_address(worker_, &address, &length);
+  if (status != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    check_ucx(status, "ucp_worker_get_address");
+  }
+  auto* bytes = reinterpret_cast<const std::byte*>(address);
+  address_.assign(bytes, bytes + length);
+  ucp_worker_release_address(worker_, address);
+}
+
+ucx_worker::~ucx_worker() {
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+}
+
+ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept {
+  if (request == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  ucs_status_t status;
+  int idle = 0;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (!worker.progress() && ++idle > 1000) {
+      std::this_thread::yield();  // oversubscribed machines: let the peer run
+      idle = 0;
+    }
+  }
+  ucp_request_free(request);
+  return status;
+}
+
+void ucx_endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* self = static_cast<ucx_endpoint*>(arg);
+  ucs_status_t expected = UCS_OK;
+  self->failure_.compare_exchange_strong(expected, status, std::memory_order_acq_rel);
+}
+
+ucx_endpoint::ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_address,
+                           std::string peer)
+    : worker_(worker), peer_(std::move(peer)) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
+  if (worker.context().options().peer_errors) {
+    params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &ucx_endpoint::on_error;
+    params.err_handler.arg = this;
+  }
+  ucs_status_t status = ucp_ep_create(worker.handle(), &params, &endpoint_);
+  if (status != UCS_OK) {
+    throw ucx_error(fmt::format(
+        "cannot connect to {}: {} (no common transport? check UCX_TLS / UCX_NET_DEVICES on both "
+        "sides; try UCX_TLS=tcp,sm,self)",
+        peer_, ucs_status_string(status)));
+  }
+}
+
+ucs_status_t ucx_endpoint::flush_blocking() noexcept {
+  if (failed()) return failure();
+  ucp_request_param_t param{};
+  ucs_status_t status = wait_request(worker_, ucp_ep_flush_nbx(endpoint_, &param));
+  return failed() ? failure() : status;
+}
+
+ucx_endpoint::~ucx_endpoint() {
+  if (endpoint_ == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = failed() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  void* request = ucp_ep_close_nbx(endpoint_, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+  // Bounded: a peer that vanished without an error callback must not hang our shutdown.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+    if (std::chrono::steady_clock::now() > deadline) break;
+    if (!worker_.progress()) std::this_thread::yield();
+  }
+  ucp_request_free(request);
+}
+
+std::string ucx_endpoint::describe_transports() const {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return "unknown";
+  ucp_ep_print_info(endpoint_, stream);
+  std::fclose(stream);
+  std::string info(text, size);
+  std::free(text);
+  // Lines look like "#   lane[0]:  3:posix/memory.0 md[3] ... rma_bw#0 ..."; keep name + role.
+  std::vector<std::string> lanes;
+  std::istringstream lines(info);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto lane = line.find("lane[");
+    if (lane == std::string::npos) continue;
+    auto colon = line.find(':', lane);
+    if (colon == std::string::npos) continue;
+    std::istringstream fields(line.substr(colon + 1));
+    std::string resource;
+    fields >> resource;  // "3:posix/memory.0"
+    auto sep = resource.find(':');
+    if (sep != std::string::npos) resource = resource.substr(sep + 1);
+    std::string roles;
+    for (const char* role : {"am", "rma", "rma_bw", "amo", "rkey_ptr"}) {
+      if (line.find(std::string(" ") + role) != std::string::npos ||
+          line.find(std::string(role) + "#") != std::string::npos) {
+        roles += roles.empty() ? role : std::string(",") + role;
+      }
+    }
+    lanes.push_back(fmt::format("{}[{}]", resource, roles));
+  }
+  if (lanes.empty()) return "unknown";
+  std::string out;
+  for (std::size_t i = 0; i < lanes.size(); ++i) out += (i ? " " : "") + lanes[i];
+  return out;
+}
+
+std::string ucx_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  return fmt::format("{}.{}.{}", major, minor, release);
+}
+
+std::vector<std::string> ucx_available_transports(ucx_context& context) {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return {};
+  ucp_context_print_info(context.handle(), stream);
+  std::fclose(stream);
+  std::string info(text, size);
+  std::free(text);
+  std::vector<std::string> out;
+  std::istringstream lines(info);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("resource") == std::string::npos) continue;
+    auto dashes = line.rfind("-- ");
+    if (dashes != std::string::npos) out.push_back(line.substr(dashes + 3));
+  }
+  return out;
+}
+
+}  // namespace seriema::transfer
