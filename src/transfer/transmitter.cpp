@@ -190,14 +190,14 @@ op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offs
     return op_status::out_of_range;
   }
   if (endpoint_.failed()) return op_status::peer_failed;
-  // UCX CSWAP: the operand is the value to store; the reply buffer holds the value to compare
-  // with on entry and receives the old remote value.
-  *result = expected;
+  // UCX CSWAP (ucp.h atomic table): `buffer` holds the value to compare with; the reply buffer
+  // holds the value to store on entry and receives the old remote value.
+  *result = desired;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
   param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
   param.reply_buffer = result;
-  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_CSWAP, &desired, 1,
+  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_CSWAP, &expected, 1,
                                        dst.address() + offset, dst.rkey(), &param),
                      tags);
 }

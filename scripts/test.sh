@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build (normal and ASan+UBSan), run every test.
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    normal build only, no sanitizer pass
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+"$root/scripts/install-deps.sh"
+jobs=$(nproc)
+
+echo "== build (RelWithDebInfo)"
+"$root/scripts/build.sh" "$root/build"
+echo "== tests"
+(cd "$root/build" && ctest --output-on-failure -j "$jobs" --timeout 600)
+
+if [ $quick -eq 0 ]; then
+  echo "== build (ASan+UBSan)"
+  "$root/scripts/build.sh" "$root/build-asan" -DSERIEMA_SANITIZE=address -DSERIEMA_BUILD_BENCH=OFF
+  echo "== tests under ASan+UBSan"
+  # UCX installs memory hooks ASan does not like; its own leaks at exit are not ours.
+  (cd "$root/build-asan" && UCX_MEM_EVENTS=n ASAN_OPTIONS=detect_leaks=0 \
+     UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" --timeout 900)
+fi
+echo "== all tests passed"
