@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Bad configuration must stop a program with exit status != 0 and exactly one error line from
+# seriema that names the offending setting: seriema-info alone, and a 2-process job under the
+# launcher. Usage: bad_config_test.sh <seriema-info> <seriema-run> <multi-process test program>
+set -u
+info=$1 launcher=$2 program=$3
+failures=0
+
+# expect_error <setting-name-to-find> <command...> (environment given with env before it)
+expect_error() {
+  local name=$1; shift
+  local out rc lines
+  out=$("$@" 2>&1 >/dev/null); rc=$?
+  # UCX may add its own WARN lines; ours are the ones that start with the program name.
+  lines=$(printf '%s\n' "$out" | grep -E '^(seriema|put_get|transfer_ops|seriema test)' | grep -c "$name")
+  if [ $rc -eq 0 ]; then
+    echo "FAIL: exit status 0 for: $*"; failures=$((failures + 1))
+  elif [ "$lines" -lt 1 ]; then
+    echo "FAIL: no error line naming $name for: $*"; printf '%s\n' "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: $name -> $(printf '%s\n' "$out" | grep "$name" | head -1)"
+  fi
+}
+
+# seriema-info must print exactly one line on stderr for seriema's own settings.
+expect_single_line() {
+  local name=$1; shift
+  local out count
+  out=$("$@" 2>&1 >/dev/null)
+  count=$(printf '%s\n' "$out" | grep -c .)
+  if [ "$count" -ne 1 ]; then
+    echo "FAIL: expected one stderr line for $name, got $count:"; printf '%s\n' "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+}
+
+expect_error SERIEMA_PAGES env SERIEMA_PAGES=huge "$info" --no-memory
+expect_single_line SERIEMA_PAGES env SERIEMA_PAGES=huge "$info" --no-memory
+expect_error SERIEMA_THREADS env SERIEMA_THREADS=many "$info" --no-memory
+expect_error SERIEMA_KEEPALIVE env SERIEMA_KEEPALIVE=5parsecs "$info" --no-memory
+expect_error SERIEMA_SEGMENT_SIZE env SERIEMA_SEGMENT_SIZE=3M "$info" --no-memory
+expect_error SERIEMA_TREADS env SERIEMA_TREADS=2 "$info" --no-memory
+expect_single_line SERIEMA_TREADS env SERIEMA_TREADS=2 "$info" --no-memory
+expect_error SERIEMA_PROCESS_ZONES env SERIEMA_PROCESS_ZONES=64 "$info" --no-memory
+expect_single_line SERIEMA_PROCESS_ZONES env SERIEMA_PROCESS_ZONES=64 "$info" --no-memory
+expect_error UCX_TLS env UCX_TLS=tcp,foo "$info" --no-memory
+expect_error "placement '2xx3'" "$info" --no-memory --shape 2xx3
+
+# The same through a real 2-process job: every rank refuses, the launcher exits non-zero.
+expect_error SERIEMA_PAGES env SERIEMA_PAGES=huge SERIEMA_BOOTSTRAP_TIMEOUT=10s "$launcher" -n 2 -- "$program"
+expect_error SERIEMA_PROCESS_ZONES env SERIEMA_PROCESS_ZONES=64 SERIEMA_BOOTSTRAP_TIMEOUT=10s "$launcher" -n 2 -- "$program"
+expect_error UCX_TLS env UCX_TLS=tcp,foo SERIEMA_BOOTSTRAP_TIMEOUT=10s "$launcher" -n 2 -- "$program"
+
+if [ $failures -ne 0 ]; then
+  echo "bad_config_test: $failures failure(s)"
+  exit 1
+fi
+echo "bad_config_test: all cases rejected with a line naming the setting"
