@@ -113,6 +113,10 @@ transfer::remote_memory runtime::resolve(const transfer::remote_memory_locator& 
 }
 
 std::vector<std::vector<std::byte>> runtime::allgather(std::span<const std::byte> mine) {
+  // The bootstrap blocks without progressing UCX. A peer may still be completing one-sided
+  // operations on this process (over TCP they need our progress), so first meet in the
+  // progressing barrier: every rank gets there only after its own flushes returned.
+  barrier();
   return boot_->allgather(mine);
 }
 

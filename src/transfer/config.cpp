@@ -46,6 +46,8 @@ constexpr setting settings_table[] = {
     {"SERIEMA_RUN_SIZE", "", "set by seriema-run: number of processes"},
     {"SERIEMA_RUN_MACHINE", "", "set by seriema-run: emulated machine of this process"},
     {"SERIEMA_RUN_MACHINES", "", "set by seriema-run: number of emulated machines"},
+    {"SERIEMA_RUN_ISOLATED", "",
+     "set by seriema-run: yes when emulated machines have their own boot ids (UCX sees hosts)"},
 };
 
 const setting* find_setting(std::string_view name) {

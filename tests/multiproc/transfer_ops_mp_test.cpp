@@ -59,6 +59,15 @@ TEST(TransferMp, LocatorsAreWellFormedAndDirectOnlyOnSameMachine) {
     auto remote = rt.resolve(locator);
     if (!rt.same_machine(r)) {
       EXPECT_EQ(remote.direct(), nullptr) << "rank " << r << " is on another machine";
+      const char* isolated = std::getenv("SERIEMA_RUN_ISOLATED");
+      if (isolated != nullptr && std::string(isolated) == "yes") {
+        // Emulated machines with their own boot ids: UCX must not find shared memory.
+        std::string transports = rt.endpoint(r).describe_transports();
+        for (const char* shm : {"posix", "sysv", "cma"}) {
+          EXPECT_EQ(transports.find(shm), std::string::npos)
+              << "rank " << r << " on another machine reached through " << transports;
+        }
+      }
     } else if (!tcp_only()) {
       EXPECT_NE(remote.direct(), nullptr) << "same-machine UCX memory must be directly mapped";
     }

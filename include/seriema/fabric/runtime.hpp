@@ -64,7 +64,8 @@ class runtime {
   // Collective over all ranks, progressing the worker while it waits (one-sided traffic over
   // TCP needs the target to progress). Throws seriema::error if a peer fails.
   void barrier();
-  // Bootstrap allgather (control path; does not progress UCX).
+  // Collective exchange of small blobs (control path): a progressing barrier, then the
+  // bootstrap's allgather, so a peer finishing one-sided operations on us is never stranded.
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
 
   // Final barrier and teardown of endpoints. Idempotent.

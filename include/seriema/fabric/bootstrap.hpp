@@ -1,0 +1,71 @@
+// Job bootstrap: who am I (rank, size, machine), exchange of small blobs (UCX worker addresses,
+// rkeys), and a barrier. Three modes chosen automatically: PMIx (mpirun/prterun/srun), the
+// seriema-run launcher, or a single process.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <seriema/transfer/error.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace seriema::fabric {
+
+enum class bootstrap_mode { pmix, launcher, single };
+const char* to_string(bootstrap_mode mode) noexcept;
+
+// Thrown when a bootstrap collective cannot complete: a peer died (the message names its rank),
+// the timeout passed (the message names the ranks that never arrived), or the launcher vanished.
+// Also thrown when the bootstrap cannot start (launcher socket unreachable, PMIx_Init failed,
+// inconsistent SERIEMA_RUN_* variables). Messages start with "seriema: bootstrap failed: ".
+class bootstrap_error : public seriema::error {
+ public:
+  using error::error;
+};
+
+struct bootstrap_options {
+  // How long one collective may wait for the slowest peer. Default: SERIEMA_BOOTSTRAP_TIMEOUT
+  // (30 s when unset).
+  std::chrono::milliseconds timeout{0};  // 0 = take from the environment
+};
+
+// Thread-safety: one thread at a time (the collectives are called from the process's main thread
+// during startup and shutdown).
+//
+// Collectives are matched by call order: the k-th collective (allgather or barrier) of one rank
+// meets the k-th collective of every other rank. Several bootstrap objects may be created one
+// after another in a process; every rank must then create and use them in the same order.
+class bootstrap {
+ public:
+  virtual ~bootstrap() = default;
+
+  // Detects the mode from the environment: PMIx variables (PMIX_RANK / PMIX_NAMESPACE) → pmix;
+  // SERIEMA_RUN_SOCKET → launcher; otherwise single. Throws seriema::error on failure.
+  static std::unique_ptr<bootstrap> create(const bootstrap_options& options = {});
+
+  // The mode create() would choose in this environment (for seriema-info and messages).
+  [[nodiscard]] static bootstrap_mode detect_mode() noexcept;
+
+  [[nodiscard]] virtual bootstrap_mode mode() const noexcept = 0;
+  [[nodiscard]] virtual int rank() const noexcept = 0;
+  [[nodiscard]] virtual int size() const noexcept = 0;
+  // Machines are numbered 0..machine_count()-1, in order of their lowest rank.
+  [[nodiscard]] virtual int machine() const noexcept = 0;
+  [[nodiscard]] virtual int machine_count() const noexcept = 0;
+  // machine_of(r) for every rank r (known after construction; O(1)).
+  [[nodiscard]] virtual int machine_of(int rank) const noexcept = 0;
+
+  // Collective: every rank contributes `mine`; returns all contributions indexed by rank.
+  // Throws bootstrap_error when a peer died, the timeout passed or the launcher went away.
+  virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
+  // Collective: returns when every rank has entered it. Throws like allgather.
+  virtual void barrier() = 0;
+  // Tells the launcher (or PMIx) that this rank is failing and why, so that the others stop
+  // promptly; best effort, never throws. The caller still exits (non-zero) by itself.
+  virtual void abort(const std::string& why) noexcept = 0;
+};
+
+}  // namespace seriema::fabric
