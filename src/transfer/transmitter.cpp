@@ -26,6 +26,11 @@ flush_slot* slot_of(void* request) noexcept { return static_cast<flush_slot*>(re
 
 constexpr int spins_before_yield = 256;
 
+// Atomics work on one naturally aligned 64-bit word inside the locator.
+bool is_atomic_word(const remote_memory& dst, std::uint64_t offset) noexcept {
+  return dst.contains(offset, sizeof(std::uint64_t)) && (dst.address() + offset) % 8 == 0;
+}
+
 }  // namespace
 
 const char* to_string(op_status status) noexcept {
@@ -152,12 +157,16 @@ op_status transmitter::get(std::span<std::byte> local, const remote_memory& src,
                      tags);
 }
 
+op_status transmitter::check_atomic_target(const remote_memory& dst,
+                                           std::uint64_t offset) const noexcept {
+  if (!is_atomic_word(dst, offset)) return op_status::out_of_range;
+  if (endpoint_.failed()) return op_status::peer_failed;
+  return op_status::ok;
+}
+
 op_status transmitter::atomic_add(const remote_memory& dst, std::uint64_t offset,
                                   std::uint64_t value) noexcept {
-  if (!dst.contains(offset, sizeof(std::uint64_t)) || (dst.address() + offset) % 8 != 0) {
-    return op_status::out_of_range;
-  }
-  if (endpoint_.failed()) return op_status::peer_failed;
+  if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
@@ -170,10 +179,7 @@ op_status transmitter::atomic_add(const remote_memory& dst, std::uint64_t offset
 op_status transmitter::fetch_add(const remote_memory& dst, std::uint64_t offset,
                                  std::uint64_t value, std::uint64_t* result,
                                  unit_tags* tags) noexcept {
-  if (!dst.contains(offset, sizeof(std::uint64_t)) || (dst.address() + offset) % 8 != 0) {
-    return op_status::out_of_range;
-  }
-  if (endpoint_.failed()) return op_status::peer_failed;
+  if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
   param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
@@ -186,10 +192,7 @@ op_status transmitter::fetch_add(const remote_memory& dst, std::uint64_t offset,
 op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offset,
                                     std::uint64_t expected, std::uint64_t desired,
                                     std::uint64_t* result, unit_tags* tags) noexcept {
-  if (!dst.contains(offset, sizeof(std::uint64_t)) || (dst.address() + offset) % 8 != 0) {
-    return op_status::out_of_range;
-  }
-  if (endpoint_.failed()) return op_status::peer_failed;
+  if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
   // UCX CSWAP (ucp.h atomic table): `buffer` holds the value to compare with; the reply buffer
   // holds the value to store on entry and receives the old remote value.
   *result = desired;

@@ -185,6 +185,24 @@ ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept {
   return status;
 }
 
+namespace {
+
+// What one of UCX's *_print_info functions writes, as a string ("" if it cannot be captured).
+template <class Print>
+std::string capture_output(Print print) {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return {};
+  print(stream);
+  std::fclose(stream);
+  std::string out(text, size);
+  std::free(text);
+  return out;
+}
+
+}  // namespace
+
 void ucx_endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* self = static_cast<ucx_endpoint*>(arg);
   ucs_status_t expected = UCS_OK;
@@ -236,14 +254,8 @@ ucx_endpoint::~ucx_endpoint() {
 }
 
 std::string ucx_endpoint::describe_transports() const {
-  char* text = nullptr;
-  std::size_t size = 0;
-  FILE* stream = open_memstream(&text, &size);
-  if (stream == nullptr) return "unknown";
-  ucp_ep_print_info(endpoint_, stream);
-  std::fclose(stream);
-  std::string info(text, size);
-  std::free(text);
+  std::string info = capture_output([this](FILE* stream) { ucp_ep_print_info(endpoint_, stream); });
+  if (info.empty()) return "unknown";
   // Lines look like "#   lane[0]:  3:posix/memory.0 md[3] ... rma_bw#0 ..."; keep name + role.
   std::vector<std::string> lanes;
   std::istringstream lines(info);
@@ -280,14 +292,8 @@ std::string ucx_version() {
 }
 
 std::vector<std::string> ucx_available_transports(ucx_context& context) {
-  char* text = nullptr;
-  std::size_t size = 0;
-  FILE* stream = open_memstream(&text, &size);
-  if (stream == nullptr) return {};
-  ucp_context_print_info(context.handle(), stream);
-  std::fclose(stream);
-  std::string info(text, size);
-  std::free(text);
+  std::string info =
+      capture_output([&context](FILE* stream) { ucp_context_print_info(context.handle(), stream); });
   std::vector<std::string> out;
   std::istringstream lines(info);
   std::string line;

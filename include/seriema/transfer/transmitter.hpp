@@ -114,6 +114,7 @@ class transmitter {
 
  private:
   op_status finish_post(void* request, unit_tags* tags) noexcept;
+  op_status check_atomic_target(const remote_memory& dst, std::uint64_t offset) const noexcept;
   void complete_ticket(std::uint64_t ticket, ucs_status_t status) noexcept;
   static void on_flush_done(void* request, ucs_status_t status, void* user_data);
 
