@@ -17,6 +17,7 @@ struct barrier_message {
   std::uint64_t epoch;
   std::uint32_t kind;  // 0: arrival at rank 0; 1: release from rank 0
   std::int32_t from;
+  std::uint64_t value;  // arrival: this rank's addend; release: the sum
 };
 
 }  // namespace
@@ -26,6 +27,13 @@ runtime_options runtime_options::from_environment() {
   runtime_options options;
   options.threads_per_process =
       static_cast<int>(config::get_unsigned("SERIEMA_THREADS", 1, 4096));
+  options.service_threads =
+      static_cast<int>(config::get_unsigned("SERIEMA_SERVICE_THREADS", 0, 1));
+  options.send_limit = config::get_bytes("SERIEMA_SEND_LIMIT");
+  if (options.send_limit < 64 || options.send_limit > (std::size_t{1} << 30)) {
+    throw config_error(fmt::format("SERIEMA_SEND_LIMIT={}: expected 64 bytes .. 1G",
+                                   options.send_limit));
+  }
   options.placement = placement_options::from_environment();
   options.ucx = transfer::context_options::from_environment();
   options.memory = transfer::arena_options::from_environment();
@@ -45,18 +53,31 @@ runtime::runtime(const runtime_options& options) : options_(options) {
     context_ = std::make_unique<transfer::ucx_context>(options_.ucx);
     worker_ = std::make_unique<transfer::ucx_worker>(*context_, transfer::worker_sharing::multi_thread);
 
-    ucp_am_handler_param_t handler{};
-    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                         UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    handler.id = am_id_runtime_barrier;
-    handler.cb = &runtime::on_barrier_message;
-    handler.arg = this;
-    transfer::check_ucx(ucp_worker_set_am_recv_handler(worker_->handle(), &handler),
-                        "ucp_worker_set_am_recv_handler (barrier)");
-    barrier_arrivals_.assign(2, 0);
+    for (int t = 0; t < options_.threads_per_process; ++t) {
+      local_states_.push_back(std::make_unique<local_thread_state>());
+    }
+    struct handler_entry {
+      unsigned id;
+      ucp_am_recv_callback_t callback;
+      const char* what;
+    };
+    for (const handler_entry& h : {handler_entry{am_id_runtime_barrier, &runtime::on_barrier_message, "barrier"},
+                                   handler_entry{am_id_call, &runtime::on_call_message, "calls"},
+                                   handler_entry{am_id_reply, &runtime::on_reply_message, "replies"}}) {
+      ucp_am_handler_param_t handler{};
+      handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                           UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+      handler.id = h.id;
+      handler.cb = h.callback;
+      handler.arg = this;
+      handler.flags = UCP_AM_FLAG_PERSISTENT_DATA;  // calls keep their data until they ran
+      transfer::check_ucx(ucp_worker_set_am_recv_handler(worker_->handle(), &handler),
+                          fmt::format("ucp_worker_set_am_recv_handler ({})", h.what).c_str());
+    }
 
     addresses_ = boot_->allgather(worker_->address());
     endpoints_.resize(static_cast<std::size_t>(boot_->size()));
+    check_registries();
   } catch (const std::exception& e) {
     boot_->abort(e.what());
     throw;
@@ -69,9 +90,26 @@ runtime::~runtime() {
   } catch (const std::exception& e) {
     fmt::print(stderr, "seriema[rank {}]: shutdown: {}\n", boot_ ? boot_->rank() : -1, e.what());
   }
+  // Calls still queued hold UCX data of the process worker: release them first.
+  std::vector<call_queue::item> leftover;
+  auto release_all = [&](call_queue& queue) {
+    queue.take_all(leftover);
+    for (auto& item : leftover) {
+      if (item.ucx_data != nullptr) {
+        ucp_am_data_release(worker_->handle(), item.ucx_data);
+      } else {
+        delete[] item.payload;
+      }
+    }
+  };
+  if (worker_) {
+    release_all(service_queue_);
+    for (auto& state : local_states_) release_all(state->incoming);
+  }
   // Endpoints before arenas (rkeys unpacked on them refer to peers), arenas before the worker
   // and context (memory handles belong to the context).
   endpoints_.clear();
+  service_allocators_.clear();
   arenas_.clear();
   worker_.reset();
   context_.reset();
@@ -108,6 +146,32 @@ transfer::arena& runtime::local_arena() {
   return arena_for_zone(placement_->zone_of_process(rank()));
 }
 
+transfer::registered_buffer runtime::service_allocate(int zone, std::size_t bytes) {
+  transfer::arena& zone_arena = arena_for_zone(zone);
+  std::lock_guard lock(service_allocators_mutex_);
+  if (service_allocators_.size() <= static_cast<std::size_t>(zone)) {
+    service_allocators_.resize(static_cast<std::size_t>(zone) + 1);
+  }
+  auto& slot = service_allocators_[static_cast<std::size_t>(zone)];
+  if (!slot) {
+    transfer::general_allocator_config config;
+    config.policy = transfer::fit_policy::best_fit;
+    slot = std::make_unique<transfer::general_allocator>(zone_arena, config);
+  }
+  return slot->allocate(bytes);
+}
+
+bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
+  std::lock_guard lock(service_allocators_mutex_);
+  for (auto& allocator : service_allocators_) {
+    if (!allocator) continue;
+    transfer::registered_buffer buffer{reinterpret_cast<std::byte*>(address),
+                                       static_cast<std::size_t>(size), nullptr, nullptr};
+    if (allocator->free(buffer) == transfer::free_status::ok) return true;
+  }
+  return false;
+}
+
 transfer::remote_memory runtime::resolve(const transfer::remote_memory_locator& locator) {
   return transfer::remote_memory(endpoint(locator.process), locator, same_machine(locator.process));
 }
@@ -123,13 +187,20 @@ std::vector<std::vector<std::byte>> runtime::allgather(std::span<const std::byte
 ucs_status_t runtime::on_barrier_message(void* arg, const void* header, std::size_t header_length,
                                          void*, std::size_t, const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);
-  if (header_length != sizeof(barrier_message)) return UCS_OK;  // not ours: ignore
+  if (header_length != sizeof(barrier_message)) return UCS_OK;  // malformed: ignore
   barrier_message message;
   std::memcpy(&message, header, sizeof message);
   if (message.kind == 0) {
-    ++self->barrier_arrivals_[message.epoch % 2];
-  } else if (message.epoch + 1 > self->barrier_released_) {
-    self->barrier_released_ = message.epoch + 1;
+    // Sum before count: the waiter reads the count (acquire), then the sum.
+    self->barrier_sums_[message.epoch % 2].fetch_add(message.value, std::memory_order_relaxed);
+    self->barrier_arrivals_[message.epoch % 2].fetch_add(1, std::memory_order_release);
+  } else {
+    self->barrier_result_.store(message.value, std::memory_order_relaxed);
+    std::uint64_t released = self->barrier_released_.load(std::memory_order_relaxed);
+    while (released < message.epoch + 1 &&
+           !self->barrier_released_.compare_exchange_weak(released, message.epoch + 1,
+                                                          std::memory_order_release)) {
+    }
   }
   return UCS_OK;
 }
@@ -149,8 +220,10 @@ void send_barrier_message(transfer::ucx_endpoint& endpoint, const barrier_messag
 
 }  // namespace
 
-void runtime::barrier() {
-  if (size() == 1) return;
+void runtime::barrier() { (void)allreduce_sum(0); }
+
+std::uint64_t runtime::allreduce_sum(std::uint64_t value) {
+  if (size() == 1) return value;
   const std::uint64_t epoch = barrier_epoch_++;
   auto wait_until = [&](auto done, auto check_peer) {
     int idle = 0;
@@ -163,7 +236,8 @@ void runtime::barrier() {
     }
   };
   if (rank() == 0) {
-    wait_until([&] { return barrier_arrivals_[epoch % 2] >= static_cast<std::uint64_t>(size() - 1); },
+    auto& arrivals = barrier_arrivals_[epoch % 2];
+    wait_until([&] { return arrivals.load(std::memory_order_acquire) >= static_cast<std::uint64_t>(size() - 1); },
                [&] {
                  for (int r = 1; r < size(); ++r) {
                    auto& ep = endpoint(r);
@@ -173,19 +247,21 @@ void runtime::barrier() {
                    }
                  }
                });
-    barrier_arrivals_[epoch % 2] = 0;
-    for (int r = 1; r < size(); ++r) send_barrier_message(endpoint(r), {epoch, 1, 0});
-  } else {
-    send_barrier_message(endpoint(0), {epoch, 0, rank()});
-    wait_until([&] { return barrier_released_ > epoch; },
-               [&] {
-                 auto& ep = endpoint(0);
-                 if (ep.failed()) {
-                   throw error(fmt::format("barrier: rank 0 failed ({})",
-                                           ucs_status_string(ep.failure())));
-                 }
-               });
+    std::uint64_t total = value + barrier_sums_[epoch % 2].exchange(0, std::memory_order_relaxed);
+    arrivals.store(0, std::memory_order_relaxed);
+    for (int r = 1; r < size(); ++r) send_barrier_message(endpoint(r), {epoch, 1, 0, total});
+    return total;
   }
+  send_barrier_message(endpoint(0), {epoch, 0, rank(), value});
+  wait_until([&] { return barrier_released_.load(std::memory_order_acquire) > epoch; },
+             [&] {
+               auto& ep = endpoint(0);
+               if (ep.failed()) {
+                 throw error(fmt::format("barrier: rank 0 failed ({})",
+                                         ucs_status_string(ep.failure())));
+               }
+             });
+  return barrier_result_.load(std::memory_order_relaxed);
 }
 
 void runtime::finalize() {
@@ -195,6 +271,242 @@ void runtime::finalize() {
   for (auto& endpoint : endpoints_) {
     if (endpoint) (void)endpoint->flush_blocking();
   }
+}
+
+}  // namespace seriema::fabric
+
+namespace seriema::fabric {
+
+void runtime::check_registries() {
+  auto& registry = function_registry::instance();
+  registry.freeze();
+  struct digest {
+    std::uint64_t fingerprint;
+    std::uint64_t functions;
+  };
+  digest mine{registry.fingerprint(), registry.size()};
+  auto all = boot_->allgather(std::as_bytes(std::span(&mine, 1)));
+  std::string differing;
+  digest first{};
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    digest d{};
+    if (all[r].size() != sizeof d) {
+      throw error(fmt::format("startup: rank {} sent a malformed function-registry digest", r));
+    }
+    std::memcpy(&d, all[r].data(), sizeof d);
+    if (r == 0) first = d;
+    if (d.fingerprint != first.fingerprint || d.functions != first.functions) {
+      differing += fmt::format("{}rank {} ({} functions, {:#x})", differing.empty() ? "" : ", ", r,
+                               d.functions, d.fingerprint);
+    }
+  }
+  if (!differing.empty()) {
+    throw error(fmt::format(
+        "refusing to start: the processes' remote-function registries differ (rank 0 has {} "
+        "functions, {:#x}; different: {}); every process must run the same build of the "
+        "program and register the same functions",
+        first.functions, first.fingerprint, differing));
+  }
+}
+
+local_thread_state& runtime::local_state(thread_id id) {
+  const auto& where = placement_->locate(id);
+  return *local_states_[static_cast<std::size_t>(where.local_thread)];
+}
+
+bool runtime::is_local(thread_id id) const noexcept {
+  return id < placement_->thread_count() && placement_->locate(id).process == rank();
+}
+
+std::size_t runtime::serve(thread_context& self) {
+  progress_shared();
+  // One thread at a time runs service calls, so they run in arrival order; the progress flag
+  // is not held meanwhile (a service call that sends must not stop others from progressing).
+  if (service_queue_.empty()) return 0;
+  bool expected = false;
+  if (!service_running_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+    return 0;
+  }
+  std::vector<call_queue::item> batch;
+  service_queue_.take_all(batch);
+  std::size_t ran = thread_context::run_calls(self, batch);
+  service_running_.store(false, std::memory_order_release);
+  return ran;
+}
+
+void runtime::progress_shared() noexcept {
+  bool expected = false;
+  if (!service_role_taken_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+    return;
+  }
+  while (worker_->progress()) {
+  }
+  service_role_taken_.store(false, std::memory_order_release);
+}
+
+void runtime::run(const std::function<void(thread_context&)>& body) {
+  const int threads = options_.threads_per_process;
+  std::atomic<int> bodies_done{0};
+  std::atomic<std::uint64_t> flush_round{0};   // coordinator -> threads: flush your endpoints
+  std::atomic<int> flushed{0};                 // threads -> coordinator
+  std::atomic<bool> finished{false};
+  std::mutex error_mutex;
+  std::exception_ptr first_error;
+
+  auto thread_main = [&](thread_id id, bool is_service) {
+    std::uint64_t seen_round = 0;
+    try {
+      if (!is_service) placement_->pin_thread(id);
+      thread_context ctx(*this, is_service ? service_of(rank()) : id);
+      if (!is_service) {
+        try {
+          body(ctx);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!first_error) first_error = std::current_exception();
+        }
+        bodies_done.fetch_add(1, std::memory_order_acq_rel);
+      }
+      // Keep serving calls until the whole job is quiet; flush on request so the coordinator's
+      // counts include everything this thread sent.
+      unsigned idle = 0;
+      while (!finished.load(std::memory_order_acquire)) {
+        std::size_t ran = is_service ? serve(ctx) + ctx.poll() : ctx.poll();
+        std::uint64_t round = flush_round.load(std::memory_order_acquire);
+        if (round != seen_round) {
+          ctx.flush_endpoints();
+          seen_round = round;
+          flushed.fetch_add(1, std::memory_order_acq_rel);
+        }
+        if (ran == 0) thread_context::back_off(idle);
+        else idle = 0;
+      }
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!first_error) first_error = std::current_exception();
+      bodies_done.fetch_add(is_service ? 0 : 1);
+      finished.store(true);
+    }
+  };
+
+  std::vector<std::thread> pool;
+  const int participants = threads + options_.service_threads;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back(thread_main, placement_->global_id(rank(), t), false);
+  }
+  if (options_.service_threads > 0) pool.emplace_back(thread_main, 0, true);
+
+  // Coordinator (this thread): wait for the local bodies, then run termination rounds: every
+  // thread flushes (its sends are delivered), then the job sums sent and executed counts; the
+  // job is quiet when two consecutive rounds agree and sent == executed.
+  try {
+    while (bodies_done.load(std::memory_order_acquire) < threads && !finished.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    std::uint64_t last_sent = ~std::uint64_t{0};
+    for (std::uint64_t round = 1;; ++round) {
+      flushed.store(0, std::memory_order_relaxed);
+      flush_round.store(round, std::memory_order_release);
+      while (flushed.load(std::memory_order_acquire) < participants && !finished.load()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      std::uint64_t sent = allreduce_sum(counters_.sent.load(std::memory_order_acquire));
+      // Every message sent is eventually executed or rejected (counted either way).
+      std::uint64_t executed = allreduce_sum(counters_.consumed());
+      if (sent == executed && sent == last_sent) break;
+      last_sent = sent;
+    }
+  } catch (...) {
+    std::lock_guard lock(error_mutex);
+    if (!first_error) first_error = std::current_exception();
+  }
+  finished.store(true, std::memory_order_release);
+  for (auto& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+namespace {
+
+// Validates a call's header against its payload; returns false for anything malformed.
+bool well_formed(const call_header& h, std::size_t length, const function_entry* entry,
+                 std::size_t send_limit) {
+  if (entry == nullptr) return false;
+  // Overflow-safe: sizes are 32-bit, their sum is computed in 64 bits.
+  std::uint64_t expected = std::uint64_t{h.closure_size} + h.buffer_size;
+  return h.closure_size == entry->closure_size && expected == length && length <= send_limit &&
+         (h.reply_slot == 0 || entry->result_size > 0) && h.reserved == 0;
+}
+
+}  // namespace
+
+ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t header_length,
+                                      void* data, std::size_t length,
+                                      const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<runtime*>(arg);
+  if (header_length != sizeof(call_header)) {
+    self->counters_.rejected_malformed.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  call_header h;
+  std::memcpy(&h, header, sizeof h);
+  const function_entry* entry = function_registry::instance().find(h.function);
+  if (entry == nullptr) {
+    self->counters_.rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  if (!well_formed(h, length, entry, self->options_.send_limit) ||
+      (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    self->counters_.rejected_malformed.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  call_queue* queue = nullptr;
+  if ((h.destination & service_bit) != 0) {
+    if ((h.destination & ~service_bit) == static_cast<std::uint32_t>(self->rank())) {
+      queue = &self->service_queue_;
+    }
+  } else if (self->is_local(h.destination)) {
+    queue = &self->local_state(h.destination).incoming;
+  }
+  if (queue == nullptr) {
+    self->counters_.rejected_bad_destination.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  call_queue::item item;
+  item.header = h;
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
+    item.payload = static_cast<std::byte*>(data);
+    item.ucx_data = data;  // kept until the call ran (released by run_calls)
+    queue->push(item);
+    return UCS_INPROGRESS;
+  }
+  item.payload = new std::byte[length == 0 ? 1 : length];
+  if (length > 0) std::memcpy(item.payload, data, length);
+  queue->push(item);
+  return UCS_OK;
+}
+
+ucs_status_t runtime::on_reply_message(void* arg, const void* header, std::size_t header_length,
+                                       void* data, std::size_t length,
+                                       const ucp_am_recv_param_t*) {
+  auto* self = static_cast<runtime*>(arg);
+  call_header h;
+  if (header_length != sizeof h) {
+    self->counters_.rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof h);
+  // For a reply, `destination` is the caller thread and buffer_size says whether it succeeded.
+  bool delivered = self->is_local(h.destination) &&
+                   self->local_state(h.destination)
+                       .deliver_reply(h.reply_slot, h.reply_generation,
+                                      {static_cast<const std::byte*>(data), length},
+                                      h.buffer_size == 0);
+  if (delivered) {
+    self->counters_.executed.fetch_add(1, std::memory_order_relaxed);  // a reply is a message too
+  } else {
+    self->counters_.rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
+  }
+  return UCS_OK;
 }
 
 }  // namespace seriema::fabric

@@ -25,6 +25,9 @@ constexpr setting settings_table[] = {
      "avoid: put threads on hyperthread siblings only after every core has one; use: fill PUs"},
     {"SERIEMA_PROCESS_ZONES", "auto",
      "NUMA zone of each process on a machine: auto (spread evenly) or a comma list, e.g. 0,1"},
+    {"SERIEMA_SERVICE_THREADS", "0",
+     "service threads per process: 0 (worker threads take the service role) or 1"},
+    {"SERIEMA_SEND_LIMIT", "1M", "largest closure + buffer of one send-based call"},
     {"SERIEMA_BIND", "yes", "yes: bind processes to zones and pin threads to PUs; none: do not"},
     // transfer: registered memory
     {"SERIEMA_PAGES", "auto",

@@ -2,7 +2,7 @@
 #
 # seriema_mp_executable(<name> <source> <library>)
 # seriema_mp_run(<test-name> EXE <name> NP <n> [MACHINES <m>] [TLS default|tcp] [TIMEOUT <s>]
-#                [ARGS ...] [WILL_FAIL])
+#                [ARGS ...] [ENV VAR=value ...] [WILL_FAIL])
 function(seriema_mp_executable name source library)
   add_executable(${name} ${source})
   target_link_libraries(${name} PRIVATE ${library} GTest::gtest seriema_build_flags)
@@ -10,7 +10,7 @@ function(seriema_mp_executable name source library)
 endfunction()
 
 function(seriema_mp_run test_name)
-  cmake_parse_arguments(arg "WILL_FAIL" "EXE;NP;MACHINES;TLS;TIMEOUT" "ARGS" ${ARGN})
+  cmake_parse_arguments(arg "WILL_FAIL" "EXE;NP;MACHINES;TLS;TIMEOUT" "ARGS;ENV" ${ARGN})
   if(NOT TARGET seriema-run)
     message(FATAL_ERROR "multi-process tests need the seriema-run target (tools/seriema_run.cpp)")
   endif()
@@ -23,7 +23,7 @@ function(seriema_mp_run test_name)
   endif()
   add_test(NAME ${test_name}
            COMMAND $<TARGET_FILE:seriema-run> ${launcher_args} -- $<TARGET_FILE:${arg_EXE}> ${arg_ARGS})
-  set(env "")
+  set(env ${arg_ENV})
   if(arg_TLS STREQUAL "tcp")
     list(APPEND env "UCX_TLS=tcp,self")
   endif()

@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/placement.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/transfer/allocators.hpp>
 #include <seriema/transfer/arena.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <seriema/transfer/ucx.hpp>
@@ -20,6 +23,8 @@ namespace seriema::fabric {
 
 struct runtime_options {
   int threads_per_process = 1;  // SERIEMA_THREADS
+  int service_threads = 0;      // SERIEMA_SERVICE_THREADS: 0 (workers take the role) or 1
+  std::size_t send_limit = std::size_t{1} << 20;  // SERIEMA_SEND_LIMIT: max send-based payload
   placement_options placement;
   transfer::context_options ucx;
   transfer::arena_options memory;
@@ -57,6 +62,10 @@ class runtime {
   // process's zone.
   transfer::arena& arena_for_zone(int zone);
   transfer::arena& local_arena();
+  // The remote allocation service's allocator for zone `zone` (general allocator, best fit,
+  // over that zone's arena), and the matching free. Thread-safe.
+  transfer::registered_buffer service_allocate(int zone, std::size_t bytes);
+  [[nodiscard]] bool service_free(std::uint64_t address, std::uint64_t size);
   // Resolves a locator for use from this process: direct pointer access only when the owner is
   // on this machine (so --machines N really takes the inter-machine path).
   transfer::remote_memory resolve(const transfer::remote_memory_locator& locator);
@@ -68,8 +77,32 @@ class runtime {
   // bootstrap's allgather, so a peer finishing one-sided operations on us is never stranded.
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
 
+  // Sum of `value` over all ranks; a progressing collective like barrier().
+  std::uint64_t allreduce_sum(std::uint64_t value);
+
+  // Runs body(ctx) on every worker thread of this process (SERIEMA_THREADS of them, pinned as
+  // the placement says), plus the service thread when configured. Returns when every body has
+  // returned and the whole job is quiet: every call sent anywhere has been executed (threads
+  // keep serving calls until then). Collective: every process calls it. Rethrows the first
+  // exception a body threw, after the others finished.
+  void run(const std::function<void(thread_context&)>& body);
+
   // Final barrier and teardown of endpoints. Idempotent.
   void finalize();
+
+  // --- used by thread_context and the receive path ---
+  [[nodiscard]] const runtime_options& options() const noexcept { return options_; }
+  [[nodiscard]] local_thread_state& local_state(thread_id id);
+  [[nodiscard]] bool is_local(thread_id id) const noexcept;
+  [[nodiscard]] invocation_counters& counters() noexcept { return counters_; }
+  [[nodiscard]] call_queue& service_queue() noexcept { return service_queue_; }
+  // Takes the service role if nobody holds it: progresses the process worker and runs queued
+  // service calls with `self` as the serving context. Returns the number of calls run.
+  std::size_t serve(thread_context& self);
+  // Progresses the process worker unless another thread is at it right now (a thread waiting
+  // for its own send must keep wireup and incoming traffic moving, service thread or not).
+  void progress_shared() noexcept;
+  [[nodiscard]] bool has_service_thread() const noexcept { return options_.service_threads > 0; }
 
  private:
   static ucs_status_t on_barrier_message(void* arg, const void* header, std::size_t header_length,
@@ -86,16 +119,37 @@ class runtime {
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints_;
   std::mutex arenas_mutex_;
   std::vector<std::unique_ptr<transfer::arena>> arenas_;  // indexed by zone OS index
-  // Barrier state: written by the AM handler (on the thread progressing the worker, which is
-  // the thread inside barrier()), read by that same thread.
-  std::vector<std::uint64_t> barrier_arrivals_;  // rank 0: arrivals per epoch parity
-  std::uint64_t barrier_epoch_ = 0;
-  std::uint64_t barrier_released_ = 0;
+  std::mutex service_allocators_mutex_;
+  // Destroyed before arenas_ (they return their blocks to them): declared after.
+  std::vector<std::unique_ptr<transfer::general_allocator>> service_allocators_;  // by zone
+  static ucs_status_t on_call_message(void* arg, const void* header, std::size_t header_length,
+                                      void* data, std::size_t length,
+                                      const ucp_am_recv_param_t* param);
+  static ucs_status_t on_reply_message(void* arg, const void* header, std::size_t header_length,
+                                       void* data, std::size_t length,
+                                       const ucp_am_recv_param_t* param);
+  void check_registries();
+
+  // Barrier state: written by the AM handler on whichever thread progresses the process worker
+  // (worker threads taking the service role, too), read by the thread inside barrier(): atomic.
+  std::atomic<std::uint64_t> barrier_arrivals_[2] = {0, 0};  // rank 0: arrivals per epoch parity
+  std::atomic<std::uint64_t> barrier_sums_[2] = {0, 0};      // rank 0: sum of values per parity
+  std::atomic<std::uint64_t> barrier_released_{0};           // epochs released (non-zero ranks)
+  std::atomic<std::uint64_t> barrier_result_{0};             // total carried by the release
+  std::uint64_t barrier_epoch_ = 0;  // owner: the thread calling barrier()
   bool finalized_ = false;
+
+  std::vector<std::unique_ptr<local_thread_state>> local_states_;  // by local thread index
+  call_queue service_queue_;
+  invocation_counters counters_;
+  std::atomic<bool> service_role_taken_{false};  // someone is progressing the process worker
+  std::atomic<bool> service_running_{false};     // someone is running service calls
 };
 
 // Active-message ids reserved by seriema's own layers (applications use ids >= 16).
 inline constexpr unsigned am_id_runtime_barrier = 1;
+inline constexpr unsigned am_id_call = 2;
+inline constexpr unsigned am_id_reply = 3;
 inline constexpr unsigned am_id_first_free = 16;
 
 }  // namespace seriema::fabric

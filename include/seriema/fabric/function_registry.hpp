@@ -1,0 +1,172 @@
+// Function identity for remote invocation: every lambda type used remotely gets a job-wide id
+// (a hash of its mangled type name, registered at static-initialization time through
+// function_wrapper<F, Shape>), applications may register functions under ids of their own, and
+// the registry's fingerprint lets the runtime refuse a job whose processes disagree.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+namespace seriema::fabric {
+
+class thread_context;
+using function_id = std::uint32_t;
+// Ids with this bit set are chosen by the application (register_function); the others are
+// derived from type names.
+inline constexpr function_id user_function_bit = 0x8000'0000u;
+
+// What a function receives when it runs on its destination thread.
+struct invocation {
+  thread_context* self = nullptr;       // the executing thread (null only in unit tests)
+  std::uint32_t source = 0;             // global id of the calling thread
+  std::span<std::byte> buffer;          // call_buffer: the buffer that came with the call
+  std::span<std::byte> result;          // call_return: storage for the return value
+};
+
+// Runs the function whose closure bytes start at `closure` (closure_size bytes, as registered).
+using invoker_fn = void (*)(const std::byte* closure, invocation& call);
+
+struct function_entry {
+  function_id id = 0;
+  std::string name;            // mangled type name or the application's name
+  invoker_fn invoke = nullptr;
+  std::uint32_t closure_size = 0;
+  std::uint32_t result_size = 0;  // call_return: bytes of the return value; 0 otherwise
+};
+
+// The process-wide registry. Registration happens before main (static initialization) or
+// before the runtime starts; the runtime then freezes it, and lookups are lock-free reads of
+// an immutable table. Thread-safety: add() before freeze() from one thread at a time (static
+// init); find() after freeze() from any thread.
+class function_registry {
+ public:
+  static function_registry& instance();
+
+  // Registers a type-derived function; returns its id. Aborts the process with a message when
+  // two different names hash to one id or when called after freeze() (programming errors that
+  // would otherwise mis-dispatch calls).
+  function_id add(std::string_view name, invoker_fn invoke, std::uint32_t closure_size,
+                  std::uint32_t result_size);
+  // Registers an application-chosen id (user_function_bit is set on it). Throws seriema::error
+  // when the id is taken by another name or the registry is frozen.
+  function_id add_user(function_id id, std::string_view name, invoker_fn invoke,
+                       std::uint32_t closure_size, std::uint32_t result_size);
+
+  // Builds the lookup table; later registrations are refused. Idempotent.
+  void freeze();
+  [[nodiscard]] bool frozen() const noexcept { return frozen_; }
+
+  // The entry for `id`, or nullptr (unknown id: a peer sent something we never registered).
+  [[nodiscard]] const function_entry* find(function_id id) const noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+  // Order-independent digest of every (id, name): equal in processes running the same binary.
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept;
+
+ private:
+  function_registry() = default;
+  std::vector<function_entry> entries_;
+  std::vector<std::uint32_t> table_;  // open addressing: index+1 into entries_, 0 = empty
+  bool frozen_ = false;
+};
+
+// 32-bit id from a name (FNV-1a folded), with user_function_bit cleared.
+function_id function_id_of_name(std::string_view name) noexcept;
+
+namespace detail {
+
+template <class F>
+F closure_from_bytes(const std::byte* bytes) noexcept {
+  std::array<std::byte, sizeof(F)> raw;
+  std::memcpy(raw.data(), bytes, sizeof(F));
+  return std::bit_cast<F>(raw);
+}
+
+template <class F>
+constexpr bool takes_context_v = std::is_invocable_v<F&, thread_context&>;
+
+// What f() or f(ctx) returns (the shapes call_return accepts).
+template <class F>
+using return_type_t = typename std::conditional_t<takes_context_v<F>,
+                                                  std::invoke_result<F&, thread_context&>,
+                                                  std::invoke_result<F&>>::type;
+
+}  // namespace detail
+
+// The rule for anything that travels as a closure.
+template <class F>
+constexpr void check_remote_closure() {
+  static_assert(std::is_trivially_copyable_v<F> && std::is_trivially_destructible_v<F>,
+                "a remotely called function may capture only trivially copyable values (numbers, "
+                "pointers, ids, RemoteMemoryLocators...): capture no std::string, std::vector or "
+                "reference-owning object; pass such data as a buffer or a serialized argument");
+}
+
+// Shapes of remote functions (they differ in how the invoker calls the closure).
+struct plain_shape {};   // f() or f(thread_context&)
+struct buffer_shape {};  // f(std::span<std::byte>) or f(thread_context&, std::span<std::byte>)
+struct return_shape {};  // r = f() or f(thread_context&); r written into invocation::result
+
+// One instantiation per (closure type, shape) used remotely; its `id` is registered before main.
+template <class F, class Shape>
+struct function_wrapper {
+  static void invoke(const std::byte* closure, invocation& call) {
+    F f = detail::closure_from_bytes<F>(closure);
+    if constexpr (std::is_same_v<Shape, plain_shape>) {
+      if constexpr (detail::takes_context_v<F>) {
+        f(*call.self);
+      } else {
+        f();
+      }
+    } else if constexpr (std::is_same_v<Shape, buffer_shape>) {
+      if constexpr (std::is_invocable_v<F&, thread_context&, std::span<std::byte>>) {
+        f(*call.self, call.buffer);
+      } else {
+        f(call.buffer);
+      }
+    } else {
+      auto value = [&] {
+        if constexpr (detail::takes_context_v<F>) {
+          return f(*call.self);
+        } else {
+          return f();
+        }
+      }();
+      static_assert(std::is_trivially_copyable_v<decltype(value)>,
+                    "call_return: the return value must be trivially copyable");
+      std::memcpy(call.result.data(), &value, sizeof value);
+    }
+  }
+
+  static std::uint32_t result_size() {
+    if constexpr (std::is_same_v<Shape, return_shape>) {
+      return sizeof(detail::return_type_t<F>);
+    } else {
+      return 0;
+    }
+  }
+
+  static inline const function_id id = function_registry::instance().add(
+      typeid(function_wrapper).name(), &function_wrapper::invoke,
+      static_cast<std::uint32_t>(sizeof(F)), result_size());
+};
+
+// Registers `F` (a trivially copyable callable type) under an application-chosen id, e.g. so
+// that separately built programs can call each other. Returns the id with user_function_bit.
+template <class F, class Shape = plain_shape>
+function_id register_function(function_id id, std::string_view name) {
+  check_remote_closure<F>();
+  return function_registry::instance().add_user(
+      id, name, &function_wrapper<F, Shape>::invoke, static_cast<std::uint32_t>(sizeof(F)),
+      function_wrapper<F, Shape>::result_size());
+}
+
+}  // namespace seriema::fabric

@@ -1,0 +1,248 @@
+// A long-lived thread of the job and its send-based remote invocation (UCX active messages):
+// call / call_buffer / call_return to any thread, no setup between the two threads, calls run
+// by the destination when it polls, in FIFO order per sender.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <seriema/fabric/function_registry.hpp>
+#include <seriema/fabric/placement.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/ucx.hpp>
+#include <span>
+#include <vector>
+
+namespace seriema::fabric {
+
+class runtime;
+
+enum class call_status : std::uint8_t {
+  ok,
+  bad_destination,  // no such thread
+  too_large,        // closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT)
+  peer_failed,      // the destination's process is dead (endpoint error)
+  error,            // UCX refused the send
+};
+const char* to_string(call_status status) noexcept;
+
+// Wire header of a send-based call (the UCX active-message header). Every field is checked by
+// the receiver before use; see docs/invocation.md.
+struct call_header {
+  function_id function = 0;
+  std::uint32_t destination = 0;   // global thread id, or service_of(process)
+  std::uint32_t source = 0;        // global thread id of the caller
+  std::uint32_t closure_size = 0;  // bytes of closure at the start of the payload
+  std::uint32_t buffer_size = 0;   // bytes of buffer after the closure
+  std::uint32_t reply_slot = 0;    // call_return: slot index at the caller (0 = no reply)
+  std::uint32_t reply_generation = 0;
+  std::uint32_t reserved = 0;
+};
+static_assert(sizeof(call_header) == 32);
+
+// Destinations above this bit are a process's service role rather than a worker thread.
+inline constexpr std::uint32_t service_bit = 0x8000'0000u;
+constexpr std::uint32_t service_of(int process) noexcept {
+  return service_bit | static_cast<std::uint32_t>(process);
+}
+
+// Where a call_return's value lands. Lives in the caller's memory until ready() or the call
+// failed; the caller waits with thread_context::wait_for(slot) (which keeps serving calls).
+template <class R>
+class return_slot {
+  static_assert(std::is_trivially_copyable_v<R>, "call_return values must be trivially copyable");
+
+ public:
+  [[nodiscard]] bool ready() const noexcept { return state_.load(std::memory_order_acquire) == 1; }
+  [[nodiscard]] bool failed() const noexcept { return state_.load(std::memory_order_acquire) == 2; }
+  [[nodiscard]] bool done() const noexcept { return state_.load(std::memory_order_acquire) != 0; }
+  [[nodiscard]] const R& value() const noexcept { return value_; }
+
+ private:
+  friend class thread_context;
+  R value_{};
+  std::atomic<int> state_{0};  // 0 pending, 1 ready, 2 failed (written by the owner thread)
+};
+
+// Per-destination FIFO of received calls. Producers: whoever progresses the process worker (AM
+// handler) and same-process senders; consumer: the destination thread. A mutex with batch swap
+// keeps a global FIFO order across producer threads (lock-free multi-producer queues only keep
+// per-producer order, and the progressing thread may change between two calls of one sender).
+class call_queue {
+ public:
+  struct item {
+    call_header header;
+    std::byte* payload = nullptr;  // closure bytes, then buffer bytes
+    void* ucx_data = nullptr;      // UCX AM data to release after running (else payload owned)
+  };
+  void push(const item& call);
+  // Moves every queued call into `out` (cleared first); returns how many.
+  std::size_t take_all(std::vector<item>& out);
+  [[nodiscard]] bool empty() const noexcept { return size_.load(std::memory_order_relaxed) == 0; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<item> items_;
+  std::atomic<std::size_t> size_{0};
+};
+
+// Counters of send-based invocation in one process (wire safety: rejected input is counted,
+// never run). sent/executed also drive runtime::run's termination.
+struct invocation_counters {
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::uint64_t> executed{0};
+  std::atomic<std::uint64_t> rejected_malformed{0};
+  std::atomic<std::uint64_t> rejected_unknown_function{0};
+  std::atomic<std::uint64_t> rejected_bad_destination{0};
+  std::atomic<std::uint64_t> rejected_bad_reply{0};
+
+  // Messages that arrived and were dealt with: run, or rejected.
+  [[nodiscard]] std::uint64_t consumed() const noexcept {
+    return executed.load(std::memory_order_acquire) + rejected() ;
+  }
+  [[nodiscard]] std::uint64_t rejected() const noexcept {
+    return rejected_malformed.load(std::memory_order_relaxed) +
+           rejected_unknown_function.load(std::memory_order_relaxed) +
+           rejected_bad_destination.load(std::memory_order_relaxed) +
+           rejected_bad_reply.load(std::memory_order_relaxed);
+  }
+};
+
+// State of one local thread that must outlive its thread_context: calls may arrive before the
+// thread starts and replies after it stopped waiting. Owned by the runtime.
+struct local_thread_state {
+  struct reply_entry {
+    void* value = nullptr;
+    std::size_t size = 0;
+    std::atomic<int>* state = nullptr;
+    std::uint32_t generation = 0;
+  };
+  call_queue incoming;
+  std::mutex replies_mutex;            // owner thread and receive path
+  std::vector<reply_entry> replies{1};  // index 0 unused (0 = "no reply")
+  std::vector<std::uint32_t> free_replies;
+
+  // Writes `value` into reply slot (index, generation) and marks it ready; false (nothing
+  // written) when the slot is unknown, stale or of another size: a peer's bad reply.
+  bool deliver_reply(std::uint32_t index, std::uint32_t generation,
+                     std::span<const std::byte> value, bool ok) noexcept;
+};
+
+// One long-lived thread's handle on the job. Thread-safety: owner thread only, except
+// incoming() which the runtime fills from other threads.
+class thread_context {
+ public:
+  thread_context(runtime& rt, thread_id id);
+  ~thread_context();
+  thread_context(const thread_context&) = delete;
+  thread_context& operator=(const thread_context&) = delete;
+
+  [[nodiscard]] thread_id id() const noexcept { return id_; }
+  [[nodiscard]] int process() const noexcept;
+  [[nodiscard]] runtime& rt() const noexcept { return rt_; }
+  [[nodiscard]] thread_id thread_count() const noexcept;
+
+  // Send-based: `dest` runs f() (or f(ctx)) when it polls.
+  template <class F>
+  [[nodiscard]] call_status call(thread_id dest, F f) {
+    check_remote_closure<F>();
+    return send_call(dest, function_wrapper<F, plain_shape>::id, as_bytes_of(f), {}, 0, 0);
+  }
+  // Send-based: `dest` runs f(buf) (or f(ctx, buf)) with a copy of `buffer`.
+  template <class F>
+  [[nodiscard]] call_status call_buffer(thread_id dest, F f, std::span<const std::byte> buffer) {
+    check_remote_closure<F>();
+    return send_call(dest, function_wrapper<F, buffer_shape>::id, as_bytes_of(f), buffer, 0, 0);
+  }
+  // Send-based: `dest` runs f(); its return value lands in `slot` (wait_for(slot)).
+  template <class F, class R>
+  [[nodiscard]] call_status call_return(thread_id dest, F f, return_slot<R>& slot) {
+    check_remote_closure<F>();
+    static_assert(std::is_same_v<R, detail::return_type_t<F>>,
+                  "call_return: the slot's type must be the function's return type");
+    slot.state_.store(0, std::memory_order_relaxed);
+    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    call_status status = send_call(dest, function_wrapper<F, return_shape>::id, as_bytes_of(f),
+                                   {}, index, generation);
+    if (status != call_status::ok) close_reply(index, false);
+    return status;
+  }
+  // Service call: the process's service role (service thread, or a worker taking the role)
+  // runs f(ctx) where ctx is the serving thread's context.
+  template <class F>
+  [[nodiscard]] call_status service_call(int process, F f) {
+    check_remote_closure<F>();
+    return send_call(service_of(process), function_wrapper<F, plain_shape>::id, as_bytes_of(f),
+                     {}, 0, 0);
+  }
+  template <class F, class R>
+  [[nodiscard]] call_status service_call_return(int process, F f, return_slot<R>& slot) {
+    check_remote_closure<F>();
+    static_assert(std::is_same_v<R, detail::return_type_t<F>>,
+                  "service_call_return: the slot's type must be the function's return type");
+    slot.state_.store(0, std::memory_order_relaxed);
+    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    call_status status = send_call(service_of(process), function_wrapper<F, return_shape>::id,
+                                   as_bytes_of(f), {}, index, generation);
+    if (status != call_status::ok) close_reply(index, false);
+    return status;
+  }
+
+  // Runs the calls received so far (FIFO per sender) and progresses communication; takes the
+  // service role when no service thread is configured. Returns the number of calls run.
+  std::size_t poll();
+  // Polls until pred() holds (with idle back-off). Serving calls while waiting is what lets two
+  // threads that wait on each other both progress.
+  template <class Pred>
+  void wait_until(Pred pred) {
+    unsigned idle = 0;
+    while (!pred()) {
+      if (poll() == 0) back_off(idle);
+      else idle = 0;
+    }
+  }
+  template <class R>
+  void wait_for(const return_slot<R>& slot) {
+    wait_until([&] { return slot.done(); });
+  }
+
+  // Allocates `bytes` of registered memory in the NUMA zone of thread `owner` (any process),
+  // through a no-setup service call; waits (serving calls). Throws seriema::error on failure.
+  transfer::remote_memory_locator allocate_remote(thread_id owner, std::size_t bytes);
+  void free_remote(const transfer::remote_memory_locator& locator);
+
+  // The thread's own UCX worker (sends) and its endpoint to `process`'s process worker.
+  [[nodiscard]] transfer::ucx_worker& worker() noexcept { return *worker_; }
+  transfer::ucx_endpoint& endpoint_to(int process);
+
+  // Flushes every endpoint of this thread (all sends delivered). Control path.
+  void flush_endpoints();
+
+  static void back_off(unsigned& idle) noexcept;
+  // Runs the calls in `batch` on behalf of `self`; releases their payloads. Returns count run.
+  static std::size_t run_calls(thread_context& self, std::vector<call_queue::item>& batch);
+
+ private:
+  template <class F>
+  static std::span<const std::byte> as_bytes_of(const F& f) noexcept {
+    return {reinterpret_cast<const std::byte*>(&f), sizeof(F)};
+  }
+  call_status send_call(std::uint32_t dest, function_id function,
+                        std::span<const std::byte> closure, std::span<const std::byte> buffer,
+                        std::uint32_t reply_slot, std::uint32_t reply_generation);
+  std::pair<std::uint32_t, std::uint32_t> open_reply(void* value, std::size_t size,
+                                                     std::atomic<int>* state);
+  void close_reply(std::uint32_t index, bool ok) noexcept;
+
+  runtime& rt_;
+  thread_id id_;
+  local_thread_state& state_;
+  std::unique_ptr<transfer::ucx_worker> worker_;
+  std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints_;  // by process
+  std::vector<call_queue::item> batch_;  // reused by poll()
+};
+
+}  // namespace seriema::fabric

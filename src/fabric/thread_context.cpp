@@ -1,0 +1,341 @@
+// Send-based remote invocation: sending calls as UCX active messages (or straight into a local
+// thread's queue), running received calls in FIFO order, replies for call_return, and the
+// remote allocation service.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/transfer/error.hpp>
+#include <thread>
+
+namespace seriema::fabric {
+
+namespace {
+
+// Waits for a send of `self` to complete locally while keeping the process worker moving (the
+// peer's answer to our wireup may need it, and so may the peer's own sends to us).
+ucs_status_t wait_send(thread_context& self, void* request) noexcept {
+  if (request == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  ucs_status_t status;
+  unsigned idle = 0;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    bool progressed = self.worker().progress();
+    self.rt().progress_shared();
+    if (!progressed) thread_context::back_off(idle);
+  }
+  ucp_request_free(request);
+  return status;
+}
+
+}  // namespace
+
+const char* to_string(call_status status) noexcept {
+  switch (status) {
+    case call_status::ok:
+      return "ok";
+    case call_status::bad_destination:
+      return "no such destination thread";
+    case call_status::too_large:
+      return "call larger than SERIEMA_SEND_LIMIT";
+    case call_status::peer_failed:
+      return "destination process failed";
+    case call_status::error:
+      return "UCX error";
+  }
+  return "unknown";
+}
+
+void call_queue::push(const item& call) {
+  std::lock_guard lock(mutex_);
+  items_.push_back(call);
+  size_.store(items_.size(), std::memory_order_relaxed);
+}
+
+std::size_t call_queue::take_all(std::vector<item>& out) {
+  out.clear();
+  if (empty()) return 0;
+  std::lock_guard lock(mutex_);
+  out.swap(items_);
+  size_.store(0, std::memory_order_relaxed);
+  return out.size();
+}
+
+bool local_thread_state::deliver_reply(std::uint32_t index, std::uint32_t generation,
+                                       std::span<const std::byte> value, bool ok) noexcept {
+  std::lock_guard lock(replies_mutex);
+  if (index == 0 || index >= replies.size()) return false;
+  reply_entry& entry = replies[index];
+  if (entry.state == nullptr || entry.generation != generation) return false;  // stale/forged
+  if (ok && value.size() != entry.size) return false;
+  if (ok) std::memcpy(entry.value, value.data(), value.size());
+  entry.state->store(ok ? 1 : 2, std::memory_order_release);
+  entry.state = nullptr;
+  entry.value = nullptr;
+  free_replies.push_back(index);
+  return true;
+}
+
+thread_context::thread_context(runtime& rt, thread_id id)
+    : rt_(rt),
+      id_(id),
+      state_((id & service_bit) != 0 ? *new local_thread_state : rt.local_state(id)),
+      worker_(std::make_unique<transfer::ucx_worker>(rt.context(),
+                                                     transfer::worker_sharing::single_thread)) {
+  endpoints_.resize(static_cast<std::size_t>(rt.size()));
+}
+
+thread_context::~thread_context() {
+  endpoints_.clear();  // before the worker they belong to
+  worker_.reset();
+  if ((id_ & service_bit) != 0) delete &state_;
+}
+
+int thread_context::process() const noexcept {
+  if ((id_ & service_bit) != 0) return static_cast<int>(id_ & ~service_bit);
+  return rt_.placement().locate(id_).process;
+}
+
+thread_id thread_context::thread_count() const noexcept { return rt_.placement().thread_count(); }
+
+transfer::ucx_endpoint& thread_context::endpoint_to(int process) {
+  auto& slot = endpoints_[static_cast<std::size_t>(process)];
+  if (!slot) {
+    slot = std::make_unique<transfer::ucx_endpoint>(*worker_, rt_.worker_address(process),
+                                                    fmt::format("rank {}", process));
+  }
+  return *slot;
+}
+
+void thread_context::flush_endpoints() {
+  for (auto& endpoint : endpoints_) {
+    if (!endpoint || endpoint->failed()) continue;
+    ucp_request_param_t param{};
+    (void)wait_send(*this, ucp_ep_flush_nbx(endpoint->handle(), &param));
+  }
+}
+
+void thread_context::back_off(unsigned& idle) noexcept {
+  // Spin briefly, then yield, then sleep: idle pollers must leave the cores to busy threads
+  // (tests run more polling threads than there are cores).
+  ++idle;
+  if (idle < 64) return;
+  if (idle < 256) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(idle < 4096 ? 20 : 200));
+}
+
+std::pair<std::uint32_t, std::uint32_t> thread_context::open_reply(void* value, std::size_t size,
+                                                                   std::atomic<int>* state) {
+  std::lock_guard lock(state_.replies_mutex);
+  std::uint32_t index;
+  if (!state_.free_replies.empty()) {
+    index = state_.free_replies.back();
+    state_.free_replies.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(state_.replies.size());
+    state_.replies.emplace_back();
+  }
+  auto& entry = state_.replies[index];
+  entry.value = value;
+  entry.size = size;
+  entry.state = state;
+  ++entry.generation;
+  return {index, entry.generation};
+}
+
+void thread_context::close_reply(std::uint32_t index, bool ok) noexcept {
+  std::lock_guard lock(state_.replies_mutex);
+  auto& entry = state_.replies[index];
+  if (entry.state != nullptr) entry.state->store(ok ? 1 : 2, std::memory_order_release);
+  entry.state = nullptr;
+  entry.value = nullptr;
+  state_.free_replies.push_back(index);
+}
+
+call_status thread_context::send_call(std::uint32_t dest, function_id function,
+                                      std::span<const std::byte> closure,
+                                      std::span<const std::byte> buffer, std::uint32_t reply_slot,
+                                      std::uint32_t reply_generation) {
+  int process;
+  if ((dest & service_bit) != 0) {
+    process = static_cast<int>(dest & ~service_bit);
+    if (process >= rt_.size()) return call_status::bad_destination;
+  } else {
+    if (dest >= thread_count()) return call_status::bad_destination;
+    process = rt_.placement().locate(dest).process;
+  }
+  if (closure.size() + buffer.size() > rt_.options().send_limit) return call_status::too_large;
+  call_header header;
+  header.function = function;
+  header.destination = dest;
+  header.source = id_;
+  header.closure_size = static_cast<std::uint32_t>(closure.size());
+  header.buffer_size = static_cast<std::uint32_t>(buffer.size());
+  header.reply_slot = reply_slot;
+  header.reply_generation = reply_generation;
+
+  rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
+  if (process == rt_.rank()) {
+    // Same process: straight into the destination's queue, no UCX involved.
+    call_queue::item item;
+    item.header = header;
+    item.payload = new std::byte[closure.size() + buffer.size() + 1];
+    std::memcpy(item.payload, closure.data(), closure.size());
+    if (!buffer.empty()) std::memcpy(item.payload + closure.size(), buffer.data(), buffer.size());
+    ((dest & service_bit) != 0 ? rt_.service_queue() : rt_.local_state(dest).incoming).push(item);
+    return call_status::ok;
+  }
+
+  transfer::ucx_endpoint& endpoint = endpoint_to(process);
+  if (endpoint.failed()) {
+    rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+    return call_status::peer_failed;
+  }
+  ucp_dt_iov_t iov[2] = {{const_cast<std::byte*>(closure.data()), closure.size()},
+                         {const_cast<std::byte*>(buffer.data()), buffer.size()}};
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
+  param.datatype = ucp_dt_make_iov();
+  // Eager keeps calls of one sender in order and lets the receiver keep the data in place.
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  void* request = ucp_am_send_nbx(endpoint.handle(), am_id_call, &header, sizeof header, iov,
+                                  buffer.empty() ? 1 : 2, &param);
+  // The closure usually lives on the caller's stack: wait for local completion (send-based
+  // calls are the no-setup path, not the high-rate one).
+  ucs_status_t status = wait_send(*this, request);
+  if (status != UCS_OK) {
+    rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+    return endpoint.failed() ? call_status::peer_failed : call_status::error;
+  }
+  return call_status::ok;
+}
+
+std::size_t thread_context::run_calls(thread_context& self, std::vector<call_queue::item>& batch) {
+  runtime& rt = self.rt_;
+  std::size_t ran = 0;
+  for (auto& item : batch) {
+    const call_header& h = item.header;
+    const function_entry* entry = function_registry::instance().find(h.function);
+    if (entry == nullptr) {
+      rt.counters().rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      alignas(16) std::byte result[256];
+      std::vector<std::byte> big_result;
+      std::span<std::byte> result_span;
+      if (entry->result_size > 0) {
+        if (entry->result_size <= sizeof result) {
+          result_span = {result, entry->result_size};
+        } else {
+          big_result.resize(entry->result_size);
+          result_span = big_result;
+        }
+      }
+      invocation call{&self, h.source, {item.payload + h.closure_size, h.buffer_size}, result_span};
+      entry->invoke(item.payload, call);
+      ++ran;
+      rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
+      if (h.reply_slot != 0) {
+        // Send the value back to the caller (destination of the reply = the caller thread).
+        call_header reply;
+        reply.function = h.function;
+        reply.destination = h.source;
+        reply.source = self.id_;
+        reply.reply_slot = h.reply_slot;
+        reply.reply_generation = h.reply_generation;
+        int caller_process = (h.source & service_bit) != 0
+                                 ? static_cast<int>(h.source & ~service_bit)
+                                 : rt.placement().locate(h.source).process;
+        rt.counters().sent.fetch_add(1, std::memory_order_relaxed);
+        if (caller_process == rt.rank()) {
+          if (rt.is_local(h.source) &&
+              rt.local_state(h.source).deliver_reply(h.reply_slot, h.reply_generation, result_span,
+                                                     true)) {
+            rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            rt.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
+          }
+        } else {
+          transfer::ucx_endpoint& endpoint = self.endpoint_to(caller_process);
+          ucp_request_param_t param{};
+          void* request = ucp_am_send_nbx(endpoint.handle(), am_id_reply, &reply, sizeof reply,
+                                          result_span.data(), result_span.size(), &param);
+          if (wait_send(self, request) != UCS_OK) {
+            rt.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+          }
+        }
+      }
+    }
+    if (item.ucx_data != nullptr) {
+      ucp_am_data_release(rt.worker().handle(), item.ucx_data);
+    } else {
+      delete[] item.payload;
+    }
+  }
+  batch.clear();
+  return ran;
+}
+
+std::size_t thread_context::poll() {
+  std::size_t ran = 0;
+  worker_->progress();
+  if (!rt_.has_service_thread() && (id_ & service_bit) == 0) ran += rt_.serve(*this);
+  if (state_.incoming.take_all(batch_) > 0) ran += run_calls(*this, batch_);
+  return ran;
+}
+
+transfer::remote_memory_locator thread_context::allocate_remote(thread_id owner, std::size_t bytes) {
+  if (owner >= thread_count()) {
+    throw error(fmt::format("allocate_remote: thread {} does not exist", owner));
+  }
+  const auto& where = rt_.placement().locate(owner);
+  int zone = where.zone;
+  std::uint64_t size = bytes;
+  return_slot<transfer::remote_memory_locator> slot;
+  call_status status = service_call_return(
+      where.process,
+      [zone, size](thread_context& server) {
+        transfer::remote_memory_locator out{};
+        transfer::registered_buffer buffer =
+            server.rt().service_allocate(zone, static_cast<std::size_t>(size));
+        if (buffer) out = transfer::remote_memory_locator::make(server.rt().rank(), buffer);
+        return out;
+      },
+      slot);
+  if (status != call_status::ok) {
+    throw error(fmt::format("allocate_remote({} bytes near thread {}): {}", bytes, owner,
+                            to_string(status)));
+  }
+  wait_for(slot);
+  if (slot.failed() || !slot.value().valid()) {
+    throw error(fmt::format("allocate_remote: process {} could not allocate {} bytes in zone {}",
+                            where.process, bytes, zone));
+  }
+  return slot.value();
+}
+
+void thread_context::free_remote(const transfer::remote_memory_locator& locator) {
+  std::uint64_t address = locator.address;
+  std::uint64_t size = locator.size;
+  return_slot<int> slot;
+  call_status status = service_call_return(
+      locator.process,
+      [address, size](thread_context& server) {
+        return server.rt().service_free(address, size) ? 1 : 0;
+      },
+      slot);
+  if (status != call_status::ok) {
+    throw error(fmt::format("free_remote({}): {}", locator.to_string(), to_string(status)));
+  }
+  wait_for(slot);
+  if (!slot.ready() || slot.value() != 1) {
+    throw error(fmt::format("free_remote({}): the owner does not know this allocation",
+                            locator.to_string()));
+  }
+}
+
+}  // namespace seriema::fabric

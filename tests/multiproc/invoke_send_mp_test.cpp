@@ -1,0 +1,212 @@
+// Send-based remote invocation between threads of several processes (shm and tcp, also across
+// emulated machines): call, call_buffer, call_return, service calls, remote allocation, FIFO
+// order, and run()'s guarantee that every call sent was executed before it returns.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/transfer/transmitter.hpp>
+
+#include "support/mp_main.hpp"
+
+using namespace seriema;
+using fabric::call_status;
+using fabric::thread_context;
+
+namespace {
+
+constexpr int max_local_threads = 16;
+
+// Per local thread: what arrived. Written only by the thread itself (calls run on it).
+struct inbox {
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<std::uint64_t> source_sum{0};
+  std::atomic<std::uint64_t> payload_sum{0};
+  std::atomic<std::uint64_t> fifo_next{0};
+  std::atomic<std::uint64_t> fifo_errors{0};
+  std::atomic<std::uint64_t> wrong_thread{0};
+};
+std::array<inbox, max_local_threads> inboxes;
+
+inbox& inbox_of(thread_context& ctx) {
+  return inboxes[static_cast<std::size_t>(test::rt().placement().locate(ctx.id()).local_thread)];
+}
+
+void reset_inboxes() {
+  for (auto& box : inboxes) {
+    box.calls = 0;
+    box.source_sum = 0;
+    box.payload_sum = 0;
+    box.fifo_next = 0;
+    box.fifo_errors = 0;
+    box.wrong_thread = 0;
+  }
+}
+
+std::uint64_t expected_calls_per_thread() { return test::rt().placement().thread_count() - 1; }
+
+}  // namespace
+
+TEST(InvokeSend, CallRunsOnTheRightThreadWithItsCaptures) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  rt.run([](thread_context& ctx) {
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      if (dest == ctx.id()) continue;
+      std::uint32_t from = ctx.id();
+      std::uint64_t token = 1000 + dest;
+      ASSERT_EQ(ctx.call(dest,
+                         [from, dest, token](thread_context& self) {
+                           inbox& box = inbox_of(self);
+                           if (self.id() != dest || token != 1000 + dest) box.wrong_thread += 1;
+                           box.source_sum += from;
+                           box.calls += 1;
+                         }),
+                call_status::ok);
+    }
+  });
+  // run() returned: every call was executed. Check this process's threads.
+  std::uint64_t all_ids = 0;
+  for (fabric::thread_id t = 0; t < rt.placement().thread_count(); ++t) all_ids += t;
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    fabric::thread_id me = rt.placement().global_id(rt.rank(), t);
+    EXPECT_EQ(inboxes[t].calls.load(), expected_calls_per_thread()) << "thread " << me;
+    EXPECT_EQ(inboxes[t].source_sum.load(), all_ids - me) << "thread " << me;
+    EXPECT_EQ(inboxes[t].wrong_thread.load(), 0u);
+  }
+}
+
+TEST(InvokeSend, CallBufferCarriesTheBuffer) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  rt.run([](thread_context& ctx) {
+    std::vector<std::byte> data(1000 + ctx.id() * 37);
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      data[i] = static_cast<std::byte>((i * 13 + ctx.id()) & 0xff);
+      sum += std::to_integer<unsigned>(data[i]);
+    }
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      if (dest == ctx.id()) continue;
+      std::uint64_t size = data.size();
+      ASSERT_EQ(ctx.call_buffer(dest,
+                                [size, sum](thread_context& self, std::span<std::byte> buffer) {
+                                  inbox& box = inbox_of(self);
+                                  std::uint64_t got = 0;
+                                  for (auto b : buffer) got += std::to_integer<unsigned>(b);
+                                  if (buffer.size() != size || got != sum) box.wrong_thread += 1;
+                                  box.payload_sum += got;
+                                  box.calls += 1;
+                                },
+                                data),
+                call_status::ok);
+    }
+  });
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    EXPECT_EQ(inboxes[t].calls.load(), expected_calls_per_thread());
+    EXPECT_EQ(inboxes[t].wrong_thread.load(), 0u);
+  }
+}
+
+TEST(InvokeSend, CallReturnBringsTheValueBack) {
+  std::atomic<int> errors{0};
+  test::rt().run([&errors](thread_context& ctx) {
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      std::uint64_t x = 7 * ctx.id() + 3;
+      fabric::return_slot<std::uint64_t> slot;
+      if (ctx.call_return(dest, [x](thread_context& self) { return x * 1000 + self.id(); }, slot) !=
+          call_status::ok) {
+        errors += 1;
+        continue;
+      }
+      ctx.wait_for(slot);
+      if (!slot.ready() || slot.value() != x * 1000 + dest) errors += 1;
+    }
+  });
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(InvokeSend, FifoPerSenderOverManyCalls) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  constexpr std::uint64_t calls = 100'000;
+  const fabric::thread_id last = rt.placement().thread_count() - 1;
+  rt.run([last](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    for (std::uint64_t seq = 0; seq < calls; ++seq) {
+      ASSERT_EQ(ctx.call(last,
+                         [seq](thread_context& self) {
+                           inbox& box = inbox_of(self);
+                           if (box.fifo_next != seq) box.fifo_errors += 1;
+                           box.fifo_next = seq + 1;
+                         }),
+                call_status::ok);
+      if (seq % 256 == 0) ctx.poll();
+    }
+  });
+  if (rt.is_local(last)) {
+    auto& box = inboxes[static_cast<std::size_t>(rt.placement().locate(last).local_thread)];
+    EXPECT_EQ(box.fifo_next.load(), calls);
+    EXPECT_EQ(box.fifo_errors.load(), 0u);
+  }
+}
+
+TEST(InvokeSend, RemoteAllocationInTheOwnersZoneThenPut) {
+  std::atomic<int> errors{0};
+  auto& rt = test::rt();
+  rt.run([&](thread_context& ctx) {
+    fabric::thread_id owner = (ctx.id() + rt.options().threads_per_process) % ctx.thread_count();
+    auto locator = ctx.allocate_remote(owner, 4096);
+    if (locator.process != rt.placement().locate(owner).process || locator.size != 4096) errors += 1;
+    // Write into it one-sidedly, then ask the owner to check the bytes.
+    std::vector<std::byte> data(4096, static_cast<std::byte>(ctx.id() + 1));
+    {
+      transfer::ucx_endpoint& ep = ctx.endpoint_to(locator.process);
+      transfer::remote_memory remote(ep, locator, rt.same_machine(locator.process));
+      transfer::transmitter tx(ep, {});
+      if (tx.put(data, remote, 0) != transfer::op_status::ok || tx.flush() != transfer::op_status::ok) {
+        errors += 1;
+      }
+    }
+    std::uint64_t address = locator.address;
+    std::uint32_t writer = ctx.id();
+    fabric::return_slot<int> verdict;
+    ASSERT_EQ(ctx.call_return(owner,
+                              [address, writer] {
+                                auto* p = reinterpret_cast<const std::byte*>(address);
+                                for (int i = 0; i < 4096; ++i) {
+                                  if (p[i] != static_cast<std::byte>(writer + 1)) return 0;
+                                }
+                                return 1;
+                              },
+                              verdict),
+              call_status::ok);
+    ctx.wait_for(verdict);
+    if (!verdict.ready() || verdict.value() != 1) errors += 1;
+    ctx.free_remote(locator);
+    EXPECT_THROW(ctx.free_remote(locator), seriema::error);  // double free is refused
+  });
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(InvokeSend, ServiceCallsRunOnTheTargetProcess) {
+  std::atomic<int> errors{0};
+  auto& rt = test::rt();
+  rt.run([&](thread_context& ctx) {
+    for (int p = 0; p < rt.size(); ++p) {
+      fabric::return_slot<int> slot;
+      ASSERT_EQ(ctx.service_call_return(p, [](thread_context& server) { return server.rt().rank(); },
+                                        slot),
+                call_status::ok);
+      ctx.wait_for(slot);
+      if (!slot.ready() || slot.value() != p) errors += 1;
+    }
+    EXPECT_EQ(ctx.call(ctx.thread_count() + 5, [] {}), call_status::bad_destination);
+  });
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(rt.counters().rejected(), 0u);
+}
+
+int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
