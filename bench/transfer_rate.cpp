@@ -1,0 +1,971 @@
+// transfer_rate (paper §5.1, Fig. 2): messages/s of one-sided puts against message size for raw
+// UCX, the transmitter with manual and with automatic selective completion, and ucx_perftest
+// ucp_put_bw measured in the same run as the baseline. Rank 0 sends, rank 1 is the target.
+//   seriema-run -n 2 -- transfer_rate --transport shm --json bench/results/transfer_rate-shm.json
+// (bench/run-transfer-rate.sh runs the shm and the tcp case and draws the plot.)
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/transfer/allocators.hpp>
+#include <seriema/transfer/transmitter.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+using namespace seriema;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* mode_names[] = {"raw", "manual", "auto"};
+// Rank 1's block: puts go round a window at its start (at most half of it); the last cache line
+// holds the flag rank 0 writes to end a timed phase.
+constexpr std::size_t flag_offset = seriema::transfer::block_size - 64;
+constexpr int mode_count = 3;
+
+struct options {
+  std::string transport;  // label: "shm", "tcp" (default: guessed from the endpoint)
+  std::vector<std::size_t> sizes;
+  std::size_t min_size = 8;
+  std::size_t max_size = 65536;
+  int reps = 3;
+  double seconds = 0.3;     // target duration of one timed point
+  std::uint64_t iters = 0;  // fixed N per point; 0 = calibrate to `seconds`
+  std::uint64_t max_iters = 10'000'000;
+  std::uint64_t max_bytes = std::uint64_t{16} << 30;  // per point, caps N at large sizes
+  std::uint32_t interval = 0;  // S; 0 = SERIEMA_COMPLETION_INTERVAL (default 64)
+  // The same in-flight budget for every mode, in puts: clamp(inflight_bytes / unit, 2 S,
+  // inflight_puts), unit = size rounded up to 64 B. auto: the circular allocator's ring has that
+  // many units (a unit is reused only once its put completed); raw and manual: at most
+  // budget / S completion requests outstanding. (ucx_perftest is bounded only by the transport.)
+  std::size_t inflight_bytes = 16 << 20;
+  std::size_t inflight_puts = 4096;
+  std::size_t window = 256 << 10;  // target window (power of two; at least the message size)
+  std::string touch = "full";      // full | last-byte
+  std::string perftest = "ucx_perftest";
+  bool no_perftest = false;
+  bool verbose = false;          // print UCX's full endpoint configuration
+  std::string perftest_tls;      // UCX_TLS for perftest; default: ours, tcp,self across machines
+  double perftest_timeout = 25;  // seconds per ucx_perftest run (bootstrap timeout is 30 s)
+  double target = 0.9;           // reported, never asserted: auto >= target x perftest
+  std::string json;
+};
+
+// ---- machine description -------------------------------------------------------------------
+
+std::string read_first_match(const char* path, const char* key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      auto value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      return value;
+    }
+  }
+  return "unknown";
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::vector<int> cpus_of(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Binds every thread of this process (the main thread and UCX's) to `cpus`.
+void pin_all_threads(const cpu_set_t& cpus) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    pid_t tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
+    (void)sched_setaffinity(tid, sizeof cpus, &cpus);
+  }
+}
+
+std::string join_cpus(const std::vector<int>& cpus) {
+  std::string out;
+  for (int c : cpus) out += (out.empty() ? "" : ",") + std::to_string(c);
+  return out.empty() ? "?" : out;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// ---- ucx_perftest baseline ------------------------------------------------------------------
+
+struct perftest_result {
+  bool ok = false;
+  double msgs_per_s = 0;
+  double mib_per_s = 0;  // ucx_perftest's "MB/s" is 2^20 bytes per second
+  std::string error;
+};
+
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+bool port_is_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool port_is_listening(int port) {
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      auto colon = local.rfind(':');
+      if (colon == std::string::npos || state != "0A") continue;
+      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) return true;
+    }
+  }
+  return false;
+}
+
+// Runs ucx_perftest pairs (server + client on 127.0.0.1) with a pristine copy of the environment
+// (taken before the runtime touched it), UCX_TLS as chosen, and each side pinned like its rank.
+class perftest_runner {
+ public:
+  perftest_runner(std::string binary, std::vector<std::string> environment, std::string tls,
+                  cpu_set_t client_cpus, cpu_set_t server_cpus, double timeout)
+      : binary_(std::move(binary)),
+        environment_(std::move(environment)),
+        tls_(std::move(tls)),
+        client_cpus_(client_cpus),
+        server_cpus_(server_cpus),
+        timeout_(timeout),
+        next_port_(13000 + static_cast<int>(getpid() % 1000)) {
+    std::erase_if(environment_, [](const std::string& e) { return e.rfind("UCX_TLS=", 0) == 0; });
+    if (!tls_.empty()) environment_.push_back("UCX_TLS=" + tls_);
+  }
+
+  perftest_result run(std::size_t size, std::uint64_t iters, std::uint64_t warmup) {
+    perftest_result result;
+    int port = pick_port();
+    std::vector<std::string> args = {binary_,
+                                     "-t",
+                                     "ucp_put_bw",
+                                     "-s",
+                                     std::to_string(size),
+                                     "-n",
+                                     std::to_string(iters),
+                                     "-w",
+                                     std::to_string(warmup),
+                                     "-p",
+                                     std::to_string(port)};
+    std::string server_out = temp_path("server"), client_out = temp_path("client");
+    pid_t server = spawn(args, server_cpus_, server_out);
+    if (server < 0) return fail(result, "cannot start the ucx_perftest server");
+    clock_type::time_point deadline =
+        clock_type::now() +
+        std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(timeout_));
+    bool listening = false;
+    while (clock_type::now() < deadline && !exited(server)) {
+      if ((listening = port_is_listening(port))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_t client = -1;
+    if (listening) {
+      auto client_args = args;
+      client_args.insert(client_args.begin() + 1, "127.0.0.1");
+      client = spawn(client_args, client_cpus_, client_out);
+    }
+    bool client_done = client > 0 && wait_until(client, deadline);
+    clock_type::time_point grace = clock_type::now() + std::chrono::seconds(2);
+    bool server_done = wait_until(server, std::max(deadline, grace));
+    if (client > 0 && !client_done) kill_and_reap(client);
+    if (!server_done) kill_and_reap(server);
+    std::string output = slurp(client_out);
+    std::string server_output = slurp(server_out);
+    std::remove(client_out.c_str());
+    std::remove(server_out.c_str());
+    if (!listening)
+      return fail(result, "server never listened on port " + std::to_string(port) + ": " +
+                              last_line(server_output));
+    if (!client_done) return fail(result, fmt::format("timed out after {:.0f} s", timeout_));
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.rfind("Final:", 0) != 0) continue;
+      // Final: iters p50 avg overall | MB/s avg overall | msg/s avg overall
+      std::istringstream fields(line.substr(6));
+      double v[8];
+      int n = 0;
+      while (n < 8 && fields >> v[n]) ++n;
+      if (n == 8) {
+        result.ok = true;
+        result.mib_per_s = v[5];
+        result.msgs_per_s = v[7];
+        return result;
+      }
+    }
+    return fail(result, "no \"Final:\" line in its output: " + last_line(output));
+  }
+
+ private:
+  static perftest_result& fail(perftest_result& r, std::string why) {
+    r.ok = false;
+    r.error = std::move(why);
+    return r;
+  }
+  static std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static std::string last_line(const std::string& text) {
+    auto end = text.find_last_not_of("\n ");
+    if (end == std::string::npos) return "(no output)";
+    auto start = text.rfind('\n', end);
+    return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start + 1));
+  }
+  static std::string temp_path(const char* what) {
+    std::string path = fmt::format("/tmp/transfer_rate-{}-{}-XXXXXX", getpid(), what);
+    int fd = mkstemp(path.data());
+    if (fd >= 0) ::close(fd);
+    return path;
+  }
+  int pick_port() {
+    for (int tries = 0; tries < 200; ++tries) {
+      int port = next_port_;
+      next_port_ = next_port_ >= 14999 ? 13000 : next_port_ + 1;
+      if (port_is_free(port)) return port;
+    }
+    return next_port_;
+  }
+  // fork+exec: the child only redirects output, sets its CPU affinity and execs (async-signal-safe
+  // calls only; argv/envp are prepared before the fork).
+  pid_t spawn(const std::vector<std::string>& args, const cpu_set_t& cpus, const std::string& out) {
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (auto& e : environment_) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::close(fd);
+      }
+      int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) ::dup2(null_fd, 0);
+      (void)sched_setaffinity(0, sizeof cpus, &cpus);
+      ::execve(argv[0], argv.data(), envp.data());
+      _exit(127);
+    }
+    return pid;
+  }
+  bool exited(pid_t pid) {
+    int status;
+    return waitpid(pid, &status, WNOHANG) == pid;
+  }
+  bool wait_until(pid_t pid, clock_type::time_point deadline) {
+    while (clock_type::now() < deadline) {
+      if (exited(pid)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+  static void kill_and_reap(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    int status;
+    (void)waitpid(pid, &status, 0);
+  }
+
+  std::string binary_;
+  std::vector<std::string> environment_;
+  std::string tls_;
+  cpu_set_t client_cpus_, server_cpus_;
+  double timeout_;
+  int next_port_;
+};
+
+// ---- the three modes --------------------------------------------------------------------------
+
+// The in-flight budget at `size` (see options): a multiple of S, at least 2 S.
+std::size_t budget_puts(const options& opt, std::size_t size) {
+  const std::size_t unit = (size + 63) / 64 * 64;
+  const std::size_t s = opt.interval;
+  std::size_t puts =
+      std::clamp<std::size_t>(opt.inflight_bytes / unit, 2 * s, std::max(opt.inflight_puts, 2 * s));
+  return puts / s * s;
+}
+
+struct target_window {
+  const transfer::remote_memory* remote;
+  std::uint64_t mask;  // window size - 1 (a power of two, >= every message size)
+  bool fill = true;    // fill the whole message before its put; false: only its last byte
+};
+
+// What a sender does to a message before it posts it: write it (all of it by default; the last
+// byte only with --touch last-byte: no more than ucx_perftest writes, at most a sequence number).
+inline void touch(std::byte* message, std::size_t size, std::uint64_t i, const target_window& w) {
+  if (w.fill) {
+    std::memset(message, static_cast<int>(i & 0xff), size);
+  } else {
+    message[size - 1] = static_cast<std::byte>(i & 0xff);
+  }
+}
+
+[[noreturn]] void die(const std::string& what) {
+  fmt::print(stderr, "transfer_rate: {}\n", what);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+struct raw_flush_state {
+  std::atomic<int> outstanding{0};
+};
+
+void on_raw_flush(void* request, ucs_status_t status, void* user_data) {
+  if (status != UCS_OK) die(fmt::format("raw: flush failed: {}", ucs_status_string(status)));
+  static_cast<raw_flush_state*>(user_data)->outstanding.fetch_sub(1, std::memory_order_relaxed);
+  ucp_request_free(request);
+}
+
+// 1. raw: ucp_put_nbx with the unpacked rkey, put requests released at once, a flush every S
+// operations with at most `inflight` flushes outstanding, and a final flush waited for.
+double run_raw(fabric::runtime& rt, std::byte* source, std::size_t size, std::uint64_t n,
+               std::uint32_t interval, std::uint32_t inflight, const target_window& w) {
+  ucp_ep_h ep = rt.endpoint(1).handle();
+  ucp_worker_h worker = rt.worker().handle();
+  ucp_rkey_h rkey = w.remote->rkey();
+  const std::uint64_t base = w.remote->address();
+  raw_flush_state state;
+  ucp_request_param_t put_param{};
+  ucp_request_param_t flush_param{};
+  flush_param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  flush_param.cb.send = &on_raw_flush;
+  flush_param.user_data = &state;
+
+  auto start = clock_type::now();
+  std::uint32_t since_flush = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    touch(source, size, i, w);
+    void* request = ucp_put_nbx(ep, source, size, base + ((i * size) & w.mask), rkey, &put_param);
+    if (UCS_PTR_IS_PTR(request)) {
+      ucp_request_free(request);
+    } else if (UCS_PTR_IS_ERR(request)) {
+      die(fmt::format("raw: ucp_put_nbx: {}", ucs_status_string(UCS_PTR_STATUS(request))));
+    }
+    if (++since_flush == interval) {
+      since_flush = 0;
+      void* flush = ucp_ep_flush_nbx(ep, &flush_param);
+      if (UCS_PTR_IS_ERR(flush)) die("raw: ucp_ep_flush_nbx failed");
+      if (flush != nullptr) {
+        state.outstanding.fetch_add(1, std::memory_order_relaxed);
+        while (state.outstanding.load(std::memory_order_relaxed) > static_cast<int>(inflight)) {
+          ucp_worker_progress(worker);
+        }
+      }
+    }
+  }
+  ucp_request_param_t final_param{};
+  if (transfer::wait_request(rt.worker(), ucp_ep_flush_nbx(ep, &final_param)) != UCS_OK) {
+    die("raw: final flush failed");
+  }
+  auto end = clock_type::now();
+  while (state.outstanding.load(std::memory_order_relaxed) > 0) ucp_worker_progress(worker);
+  return std::chrono::duration<double>(end - start).count();
+}
+
+// 2. manual: transmitter with automatic=false; request_completion() every S puts, at most
+// `inflight` completion requests outstanding; one fixed registered source buffer.
+double run_manual(transfer::transmitter& tx, std::byte* source, std::size_t size, std::uint64_t n,
+                  std::uint32_t interval, std::uint32_t inflight, const target_window& w) {
+  auto start = clock_type::now();
+  std::uint32_t since_request = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    touch(source, size, i, w);
+    if (tx.put(std::span<const std::byte>(source, size), *w.remote, (i * size) & w.mask) !=
+        transfer::op_status::ok) {
+      die(fmt::format("manual: put failed: {}", ucs_status_string(tx.last_error())));
+    }
+    if (++since_request == interval) {
+      since_request = 0;
+      tx.request_completion();
+      std::uint64_t claimed = tx.completions_requested();
+      if (claimed > inflight) {
+        transfer::completion_tag oldest{&tx.counter(), claimed - 1 - inflight};
+        while (!oldest.is_complete()) tx.progress();
+      }
+    }
+  }
+  if (tx.flush() != transfer::op_status::ok) die("manual: flush failed");
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+// 3. auto: transmitter in automatic mode; each message's source is a fresh unit of a circular
+// allocator, filled before the put; when no unit is free, progress until one is.
+double run_auto(transfer::transmitter& tx, transfer::circular_allocator& units, std::size_t size,
+                std::uint64_t n, const target_window& w) {
+  auto start = clock_type::now();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    transfer::registered_buffer unit = units.allocate();
+    if (!unit) {
+      // Ring exhausted: completions arrive through progress. The oldest unit's ticket is claimed
+      // within S puts of it, so a ring of at least S units only waits; a smaller ring (large
+      // messages, --auto-ring-bytes) asks for the completion itself when progress goes idle.
+      std::uint32_t idle = 0;
+      do {
+        if (tx.progress()) {
+          idle = 0;
+        } else if (++idle % 1024 == 8) {
+          tx.request_completion();
+        }
+        unit = units.allocate();
+      } while (!unit);
+    }
+    touch(unit.data, size, i, w);
+    if (tx.put(unit, size, *w.remote, (i * size) & w.mask) != transfer::op_status::ok) {
+      die(fmt::format("auto: put failed: {}", ucs_status_string(tx.last_error())));
+    }
+  }
+  if (tx.flush() != transfer::op_status::ok) die("auto: flush failed");
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+// ---- output -----------------------------------------------------------------------------------
+
+struct point {
+  std::size_t size = 0;
+  std::uint64_t iters = 0;
+  std::size_t ring_units = 0;  // the in-flight budget: auto's ring units; raw/manual S x requests
+  std::vector<double> seconds[mode_count];
+  std::vector<perftest_result> perftest;
+
+  double rate(int mode) const {  // median msgs/s
+    std::vector<double> r;
+    for (double s : seconds[mode]) r.push_back(static_cast<double>(iters) / s);
+    return median(r);
+  }
+  std::optional<double> perftest_rate() const {
+    std::vector<double> r;
+    for (auto& p : perftest) {
+      if (p.ok) r.push_back(p.msgs_per_s);
+    }
+    if (r.empty()) return std::nullopt;
+    return median(r);
+  }
+};
+
+double mib(double msgs_per_s, std::size_t size) {
+  return msgs_per_s * static_cast<double>(size) / (1024.0 * 1024.0);
+}
+
+std::string rate_text(double msgs_per_s) {
+  if (msgs_per_s >= 1e6) return fmt::format("{:.2f}M", msgs_per_s / 1e6);
+  return fmt::format("{:.1f}k", msgs_per_s / 1e3);
+}
+
+std::string ratio_text(std::optional<double> r) {
+  return r ? fmt::format("{:.2f}", *r) : "-";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  // Before the runtime binds us and edits the environment: what ucx_perftest should inherit.
+  cpu_set_t launch_cpus;
+  CPU_ZERO(&launch_cpus);
+  sched_getaffinity(0, sizeof launch_cpus, &launch_cpus);
+  std::vector<std::string> pristine_environment;
+  for (char** e = environ; *e != nullptr; ++e) pristine_environment.emplace_back(*e);
+
+  options opt;
+  CLI::App app{
+      "transfer_rate: puts/s vs message size (paper Fig. 2): raw UCX, transmitter "
+      "manual and automatic, and ucx_perftest ucp_put_bw in the same run"};
+  app.add_option("--transport", opt.transport, "label for the output (shm, tcp); default: guessed");
+  app.add_option("--sizes", opt.sizes, "message sizes (default: powers of two, min..max)")
+      ->delimiter(',');
+  app.add_option("--min-size", opt.min_size, "smallest size (power of two)");
+  app.add_option("--max-size", opt.max_size, "largest size (power of two, <= 1 MiB)");
+  app.add_option("--reps", opt.reps, "timed repetitions per point (median reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--seconds", opt.seconds, "target duration of one point when calibrating N");
+  app.add_option("--iters", opt.iters, "fixed N puts per point (0: calibrate to --seconds)");
+  app.add_option("--max-iters", opt.max_iters, "cap on the calibrated N");
+  app.add_option("--max-bytes", opt.max_bytes, "cap on N * size per point");
+  app.add_option("--interval", opt.interval,
+                 "S, puts per completion request (0: SERIEMA_COMPLETION_INTERVAL)");
+  app.add_option("--window", opt.window, "target window in bytes (power of two, <= 1 MiB)");
+  app.add_option("--inflight-bytes", opt.inflight_bytes,
+                 "in-flight budget in bytes (auto: ring size)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--inflight-puts", opt.inflight_puts,
+                 "in-flight budget cap in puts (auto: ring units)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--touch", opt.touch,
+                 "what the sender writes per message: full (memset) or last-byte (<= what "
+                 "ucx_perftest writes)")
+      ->check(CLI::IsMember({"full", "last-byte"}));
+  app.add_option("--perftest", opt.perftest, "ucx_perftest binary");
+  app.add_flag("--verbose", opt.verbose, "print UCX's endpoint configuration (lanes, thresholds)");
+  app.add_flag("--no-perftest", opt.no_perftest, "skip the ucx_perftest baseline");
+  app.add_option("--perftest-tls", opt.perftest_tls,
+                 "UCX_TLS for ucx_perftest (default: ours; tcp,self across machines)");
+  app.add_option("--perftest-timeout", opt.perftest_timeout,
+                 "seconds per ucx_perftest run (< bootstrap timeout)");
+  app.add_option("--target", opt.target, "reported target: auto >= TARGET x perftest");
+  app.add_option("--json", opt.json, "write results here (rank 0)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (opt.sizes.empty()) {
+    for (std::size_t s = opt.min_size; s <= opt.max_size; s *= 2) opt.sizes.push_back(s);
+  }
+  // The target region is one 2 MiB block of rank 1; puts go round a window at its start.
+  const std::size_t window = opt.window;
+  if (window == 0 || (window & (window - 1)) != 0 || window > transfer::block_size / 2) {
+    throw error(
+        fmt::format("--window {}: need a power of two up to {}", window, transfer::block_size / 2));
+  }
+  for (std::size_t s : opt.sizes) {
+    if (s == 0 || (s & (s - 1)) != 0 || s > transfer::block_size / 2) {
+      throw error(fmt::format("--sizes: {} is not a power of two between 1 and {}", s,
+                              transfer::block_size / 2));
+    }
+  }
+
+  fabric::runtime rt;
+  if (rt.size() != 2) {
+    fmt::print(stderr,
+               "transfer_rate: needs exactly two processes: seriema-run -n 2 -- transfer_rate\n");
+    return 2;
+  }
+  if (opt.interval == 0)
+    opt.interval = transfer::transmitter_options::from_environment().completion_interval;
+
+  // Each rank's CPUs after the runtime bound it: perftest's server runs where rank 1 runs, its
+  // client where rank 0 runs.
+  cpu_set_t my_cpus;
+  CPU_ZERO(&my_cpus);
+  sched_getaffinity(0, sizeof my_cpus, &my_cpus);
+  auto cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
+  // Emulated machines (--machines 2) on one host: placement binds each machine's process to
+  // that machine's first PU, the same PU for both. Sender and target would then share one core,
+  // so the benchmark spreads them over the CPUs it was launched with (rank r -> r-th CPU).
+  std::string repinned;
+  {
+    cpu_set_t other;
+    std::memcpy(&other, cpu_sets[static_cast<std::size_t>(1 - rt.rank())].data(), sizeof other);
+    cpu_set_t overlap;
+    CPU_AND(&overlap, &my_cpus, &other);
+    auto launch = cpus_of(launch_cpus);
+    if (CPU_COUNT(&overlap) > 0 && launch.size() >= 2) {
+      CPU_ZERO(&my_cpus);
+      CPU_SET(launch[static_cast<std::size_t>(rt.rank())], &my_cpus);
+      pin_all_threads(my_cpus);
+      cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
+      repinned =
+          "placement put both ranks on the same CPUs; the benchmark re-pinned rank r to CPU r";
+    }
+  }
+
+  // Rank 1: the target block, published; then it only progresses (while rank 0 sends) or
+  // blocks in the bootstrap (while rank 0 runs ucx_perftest).
+  transfer::memory_block target = rt.local_arena().allocate_block();
+  if (target.data == nullptr) throw error("arena exhausted: cannot allocate the target block");
+  *reinterpret_cast<std::uint64_t*>(target.data + flag_offset) = 0;
+  auto locator =
+      transfer::remote_memory_locator::make(rt.rank(), *target.segment, target.data, target.size);
+  auto locators = rt.allgather(std::as_bytes(std::span(&locator, 1)));
+
+  if (rt.rank() == 1) {
+    // While rank 0 sends we spin on the worker, as ucx_perftest's responder does in one-sided
+    // tests (over TCP the target applies the puts and acknowledges them), until rank 0 puts the
+    // phase's epoch into the flag word at the end of our block. (rt.barrier() would do, but it
+    // naps 50 us when idle, which slows TCP completions during calibration.)
+    std::atomic_ref<std::uint64_t> flag(
+        *reinterpret_cast<std::uint64_t*>(target.data + flag_offset));
+    std::uint64_t epoch = 0;
+    transfer::ucx_endpoint& to_sender = rt.endpoint(0);
+    auto serve = [&] {
+      ++epoch;
+      for (std::uint32_t spins = 1; flag.load(std::memory_order_acquire) < epoch; ++spins) {
+        rt.worker().progress();
+        if (spins % 65536 == 0 && to_sender.failed()) throw error("rank 0 failed");
+      }
+    };
+    serve();  // rank 0 warms up (first touch of the window, UCX's lazy setup)
+    for (std::size_t k = 0; k < opt.sizes.size(); ++k) {
+      serve();  // rank 0 calibrates and warms up
+      for (int r = 0; r < opt.reps; ++r) {
+        serve();           // rank 0 times the three modes
+        rt.allgather({});  // rank 0 runs ucx_perftest; we sleep in the bootstrap, off the CPUs
+      }
+    }
+    rt.barrier();
+    rt.local_arena().release_block(target);
+    return 0;
+  }
+
+  // ---- rank 0 ----
+  transfer::remote_memory_locator theirs;
+  std::memcpy(&theirs, locators[1].data(), sizeof theirs);
+  transfer::remote_memory remote = rt.resolve(theirs);
+  cpu_set_t rank1_cpus;
+  std::memcpy(&rank1_cpus, cpu_sets[1].data(), sizeof rank1_cpus);
+  auto cpus0 = cpus_of(my_cpus), cpus1 = cpus_of(rank1_cpus);
+
+  const bool same_machine = rt.same_machine(1);
+  const char* our_tls_env = std::getenv("UCX_TLS");
+  const std::string our_tls = our_tls_env ? our_tls_env : "";
+  if (opt.transport.empty()) {
+    opt.transport = same_machine && our_tls.find("tcp") == std::string::npos ? "shm" : "tcp";
+  }
+  std::string perftest_tls = opt.perftest_tls;
+  std::string perftest_note;
+  if (perftest_tls.empty()) {
+    perftest_tls = our_tls;
+    if (!same_machine && our_tls.empty()) {
+      perftest_tls = "tcp,self";
+      perftest_note =
+          "ranks on different emulated machines: ucx_perftest forced to UCX_TLS=tcp,self";
+    }
+  }
+  bool pinned = cpus0.size() == 1 && cpus1.size() == 1 && cpus0 != cpus1;
+  std::optional<perftest_runner> perftest;
+  std::string perftest_binary = opt.no_perftest ? "" : find_in_path(opt.perftest);
+  if (!opt.no_perftest && perftest_binary.empty()) {
+    fmt::print(stderr, "transfer_rate: {} not found: no baseline, ratios left empty\n",
+               opt.perftest);
+  }
+  if (!perftest_binary.empty()) {
+    perftest.emplace(perftest_binary, pristine_environment, perftest_tls,
+                     pinned ? my_cpus : launch_cpus, pinned ? rank1_cpus : launch_cpus,
+                     opt.perftest_timeout);
+  }
+
+  utsname un{};
+  uname(&un);
+  const std::string host = un.nodename, kernel = un.release;
+  const std::string cpu_model = read_first_match("/proc/cpuinfo", "model name");
+  const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+  const std::string ucx_version = transfer::ucx_version();
+  const std::string lanes = rt.endpoint(1).describe_transports();
+  const std::string date = utc_now();
+  const std::string load_before = load_average();
+
+  fmt::print("# transfer_rate [{}]: {} -> rank 1 ({}), lanes: {}\n", opt.transport,
+             same_machine ? "same machine" : "another emulated machine",
+             remote.direct() ? "mappable" : "put path", lanes);
+  fmt::print("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}\n", host, cpu_model,
+             nproc, kernel, ucx_version, date, load_before);
+  fmt::print(
+      "# UCX_TLS={} (ours), {} (ucx_perftest, over 127.0.0.1){}; rank0 CPUs {}, rank1 CPUs {}{}\n",
+      our_tls.empty() ? "(unset)" : our_tls, perftest_tls.empty() ? "(unset)" : perftest_tls,
+      perftest_note.empty() ? "" : " -- " + perftest_note, join_cpus(cpus0), join_cpus(cpus1),
+      pinned ? "; perftest client/server pinned the same way" : "");
+  if (!repinned.empty()) fmt::print("# note: {}\n", repinned);
+  fmt::print(
+      "# S={} puts per completion request; in flight: {} KiB in {}..{} puts (auto: ring units; "
+      "raw/manual: budget/S requests); window {} KiB; sender writes {} of each message; {} reps, "
+      "median\n",
+      opt.interval, opt.inflight_bytes / 1024, budget_puts(opt, std::size_t{1} << 30),
+      budget_puts(opt, 1), window / 1024, opt.touch == "full" ? "all" : "the last byte", opt.reps);
+  if (opt.verbose) ucp_ep_print_info(rt.endpoint(1).handle(), stdout);
+  std::fflush(stdout);
+
+  transfer::memory_block source_block = rt.local_arena().allocate_block();
+  if (source_block.data == nullptr)
+    throw error("arena exhausted: cannot allocate the source block");
+  std::byte* source = source_block.data;
+
+  transfer::transmitter_options manual_options{opt.interval, false};
+  transfer::transmitter_options auto_options{opt.interval, true};
+  transfer::transmitter tx_manual(rt.endpoint(1), manual_options);
+  transfer::transmitter tx_auto(rt.endpoint(1), auto_options);
+
+  std::uint64_t epoch = 0;
+  auto release_target = [&] {  // ends rank 1's current progress phase
+    const std::uint64_t value = ++epoch;
+    if (tx_manual.put(std::as_bytes(std::span(&value, 1)), remote, flag_offset) !=
+            transfer::op_status::ok ||
+        tx_manual.flush() != transfer::op_status::ok) {
+      die("cannot signal rank 1");
+    }
+  };
+
+  // Warm-up: touch the usable half of the target block (pages, mappings), then about 0.1 s of puts
+  // at the first size, so the first point is not measured cold.
+  {
+    const target_window whole{&remote, transfer::block_size / 2 - 1};
+    const std::uint32_t k = static_cast<std::uint32_t>(budget_puts(opt, 4096) / opt.interval);
+    (void)run_raw(rt, source, 4096, 2 * transfer::block_size / 4096, opt.interval, k, whole);
+    const target_window first{&remote, std::max(window, opt.sizes.front()) - 1};
+    for (std::uint64_t n = 1024;; n *= 2) {
+      const std::uint32_t k1 =
+          static_cast<std::uint32_t>(budget_puts(opt, opt.sizes.front()) / opt.interval);
+      if (run_raw(rt, source, opt.sizes.front(), n, opt.interval, k1, first) > 0.05) break;
+    }
+  }
+  release_target();
+
+  std::vector<point> points;
+  for (std::size_t size : opt.sizes) {
+    point p;
+    p.size = size;
+    const target_window w{&remote, std::max(window, size) - 1, opt.touch == "full"};
+    transfer::circular_allocator_config config;
+    config.unit_size =
+        (size + transfer::min_alignment - 1) / transfer::min_alignment * transfer::min_alignment;
+    const std::size_t ring_units = budget_puts(opt, size);
+    const auto inflight = static_cast<std::uint32_t>(ring_units / opt.interval);
+    p.ring_units = ring_units;
+    config.max_units = ring_units;
+    config.initial_units = ring_units;
+    config.max_bytes = std::max<std::size_t>(config.max_bytes, ring_units * config.unit_size);
+    transfer::circular_allocator units(rt.local_arena(), config);
+
+    auto run_mode = [&](int mode, std::uint64_t n) {
+      switch (mode) {
+        case 0:
+          return run_raw(rt, source, size, n, opt.interval, inflight, w);
+        case 1:
+          return run_manual(tx_manual, source, size, n, opt.interval, inflight, w);
+        default:
+          return run_auto(tx_auto, units, size, n, w);
+      }
+    };
+
+    // Calibrate N on raw: double until a pilot takes 20 ms, then take the fastest of three
+    // pilots at that count (a pilot that lost its CPU to another process would make N tiny).
+    std::uint64_t n = opt.iters;
+    const std::uint64_t cap =
+        std::max<std::uint64_t>(1000, std::min<std::uint64_t>(opt.max_iters, opt.max_bytes / size));
+    if (n == 0) {
+      std::uint64_t pilot = 256;
+      double t = run_mode(0, pilot);
+      while (t < 0.02 && pilot < cap) {
+        pilot *= 2;
+        t = run_mode(0, pilot);
+      }
+      for (int again = 0; again < 2; ++again) t = std::min(t, run_mode(0, pilot));
+      n = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(opt.seconds * pilot / t), 1000, cap);
+    }
+    p.iters = n;
+    const std::uint64_t warmup = std::clamp<std::uint64_t>(n / 10, 100, 10000);
+    for (int mode = 0; mode < mode_count; ++mode) (void)run_mode(mode, warmup);
+    release_target();
+
+    for (int r = 0; r < opt.reps; ++r) {
+      for (int mode = 0; mode < mode_count; ++mode) p.seconds[mode].push_back(run_mode(mode, n));
+      release_target();
+      if (perftest) {
+        p.perftest.push_back(perftest->run(size, n, warmup));
+        if (!p.perftest.back().ok) {
+          fmt::print(stderr, "transfer_rate: ucx_perftest at {} B: {}\n", size,
+                     p.perftest.back().error);
+        }
+      }
+      rt.allgather({});
+    }
+    fmt::print(stderr, "[{}] {:>6} B: N={} raw {} manual {} auto {} perftest {}\n", opt.transport,
+               size, n, rate_text(p.rate(0)), rate_text(p.rate(1)), rate_text(p.rate(2)),
+               p.perftest_rate() ? rate_text(*p.perftest_rate()) : "-");
+    points.push_back(std::move(p));
+  }
+  rt.barrier();
+
+  // ---- table ----
+  fmt::print(
+      "\n{:>6} {:>9} | {:>8} {:>8} | {:>8} {:>8} | {:>8} {:>8} | {:>8} {:>8} | {:>7} {:>7} {:>7}\n",
+      "size", "N", "raw/s", "MiB/s", "manual/s", "MiB/s", "auto/s", "MiB/s", "perftest", "MiB/s",
+      "auto/pt", "man/pt", "raw/pt");
+  std::vector<std::size_t> met, missed;
+  for (const point& p : points) {
+    auto pt = p.perftest_rate();
+    auto ratio = [&](int mode) -> std::optional<double> {
+      if (!pt) return std::nullopt;
+      return p.rate(mode) / *pt;
+    };
+    fmt::print(
+        "{:>6} {:>9} | {:>8} {:>8.1f} | {:>8} {:>8.1f} | {:>8} {:>8.1f} | {:>8} {:>8} | {:>7} "
+        "{:>7} {:>7}\n",
+        p.size, p.iters, rate_text(p.rate(0)), mib(p.rate(0), p.size), rate_text(p.rate(1)),
+        mib(p.rate(1), p.size), rate_text(p.rate(2)), mib(p.rate(2), p.size),
+        pt ? rate_text(*pt) : "-", pt ? fmt::format("{:.1f}", mib(*pt, p.size)) : "-",
+        ratio_text(ratio(2)), ratio_text(ratio(1)), ratio_text(ratio(0)));
+    if (pt) (ratio(2).value() >= opt.target ? met : missed).push_back(p.size);
+  }
+  auto list = [](const std::vector<std::size_t>& v) {
+    std::string s;
+    for (auto x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
+    return s.empty() ? "none" : s;
+  };
+  fmt::print("\ntarget auto >= {:.2f} x ucx_perftest [{}]: met at {}; missed at {}\n", opt.target,
+             opt.transport, list(met), list(missed));
+
+  // ---- JSON ----
+  if (!opt.json.empty()) {
+    std::filesystem::path path(opt.json);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream out(path);
+    out << "{\n  \"benchmark\": \"transfer_rate\",\n  \"figure\": \"paper Fig. 2\",\n";
+    out << "  \"transport\": " << json_string(opt.transport) << ",\n";
+    out << "  \"date\": " << json_string(date) << ",\n";
+    out << "  \"machine\": {\"hostname\": " << json_string(host)
+        << ", \"cpu_model\": " << json_string(cpu_model) << ", \"nproc\": " << nproc
+        << ", \"kernel\": " << json_string(kernel) << "},\n";
+    out << "  \"load_average\": {\"start\": " << json_string(load_before)
+        << ", \"end\": " << json_string(load_average()) << "},\n";
+    out << "  \"ucx_version\": " << json_string(ucx_version) << ",\n";
+    out << "  \"ucx_tls\": " << json_string(our_tls) << ",\n";
+    out << "  \"perftest_tls\": " << json_string(perftest_tls) << ",\n";
+    out << "  \"perftest_note\": " << json_string(perftest_note) << ",\n";
+    out << "  \"lanes\": " << json_string(lanes) << ",\n";
+    out << "  \"same_machine\": " << (same_machine ? "true" : "false") << ",\n";
+    out << "  \"binding\": {\"rank0_cpus\": " << json_string(join_cpus(cpus0))
+        << ", \"rank1_cpus\": " << json_string(join_cpus(cpus1))
+        << ", \"perftest_pinned_like_ranks\": " << (pinned ? "true" : "false")
+        << ", \"note\": " << json_string(repinned) << "},\n";
+    out << fmt::format(
+        "  \"parameters\": {{\"reps\": {}, \"seconds_per_point\": {}, \"completion_interval\": {}, "
+        "\"inflight_bytes\": {}, \"inflight_puts_max\": {}, \"window_bytes\": {}, "
+        "\"touch\": {}, \"target\": {}}},\n",
+        opt.reps, opt.seconds, opt.interval, opt.inflight_bytes, opt.inflight_puts, window,
+        json_string(opt.touch), opt.target);
+    out << "  \"units\": {\"rate\": \"messages/s\", \"bandwidth\": \"MiB/s (2^20 B/s, as "
+           "ucx_perftest)\"},\n";
+    out << "  \"points\": [\n";
+    for (std::size_t k = 0; k < points.size(); ++k) {
+      const point& p = points[k];
+      out << fmt::format("    {{\"size\": {}, \"iters\": {}, \"inflight_puts\": {}", p.size,
+                         p.iters, p.ring_units);
+      for (int mode = 0; mode < mode_count; ++mode) {
+        out << fmt::format(
+            ", \"{}\": {{\"msgs_per_s\": {:.1f}, \"mib_per_s\": {:.2f}, \"reps_msgs_per_s\": [",
+            mode_names[mode], p.rate(mode), mib(p.rate(mode), p.size));
+        for (std::size_t r = 0; r < p.seconds[mode].size(); ++r) {
+          out << (r ? ", " : "")
+              << fmt::format("{:.1f}", static_cast<double>(p.iters) / p.seconds[mode][r]);
+        }
+        out << "]}";
+      }
+      auto pt = p.perftest_rate();
+      if (pt) {
+        out << fmt::format(
+            ", \"perftest\": {{\"msgs_per_s\": {:.1f}, \"mib_per_s\": {:.2f}, \"reps_msgs_per_s\": "
+            "[",
+            *pt, mib(*pt, p.size));
+        bool first = true;
+        for (auto& run : p.perftest) {
+          if (!run.ok) continue;
+          out << (first ? "" : ", ") << fmt::format("{:.1f}", run.msgs_per_s);
+          first = false;
+        }
+        out << "]}";
+        out << fmt::format(
+            ", \"ratios\": {{\"raw\": {:.4f}, \"manual\": {:.4f}, \"auto\": {:.4f}}}",
+            p.rate(0) / *pt, p.rate(1) / *pt, p.rate(2) / *pt);
+        out << ", \"meets_target\": " << (p.rate(2) / *pt >= opt.target ? "true" : "false");
+      } else {
+        out << ", \"perftest\": null, \"ratios\": null, \"meets_target\": null";
+      }
+      out << "}" << (k + 1 < points.size() ? "," : "") << "\n";
+    }
+    out << "  ]\n}\n";
+    fmt::print("# wrote {}\n", opt.json);
+  }
+  rt.local_arena().release_block(source_block);
+  rt.local_arena().release_block(target);
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "transfer_rate: {}\n", e.what());
+  return 1;
+}
