@@ -43,8 +43,18 @@ runtime_options runtime_options::from_environment() {
 runtime::runtime(const runtime_options& options) : options_(options) {
   boot_ = bootstrap::create(options_.boot);
   try {
-    std::vector<int> processes_on_machine(static_cast<std::size_t>(boot_->machine_count()), 0);
-    for (int r = 0; r < boot_->size(); ++r) ++processes_on_machine[boot_->machine_of(r)];
+    // Placement is about hardware. seriema-run runs every rank on this one host, also when it
+    // emulates several machines: then the host's cores are shared by all ranks, not handed out
+    // again per emulated machine (which would pin ranks of different "machines" to one core).
+    const bool emulated_machines =
+        boot_->mode() == bootstrap_mode::launcher && boot_->machine_count() > 1;
+    std::vector<int> processes_on_machine;
+    if (emulated_machines) {
+      processes_on_machine.assign(1, boot_->size());
+    } else {
+      processes_on_machine.assign(static_cast<std::size_t>(boot_->machine_count()), 0);
+      for (int r = 0; r < boot_->size(); ++r) ++processes_on_machine[boot_->machine_of(r)];
+    }
     placement_ = std::make_unique<fabric::placement>(machine_topology::detect(), processes_on_machine,
                                                      options_.threads_per_process,
                                                      options_.placement);

@@ -52,6 +52,17 @@ constexpr std::string_view known_transport_names[] = {
     "gdr_copy", "rocm",      "rocm_copy", "rocm_ipc", "rocm_gdr", "ugni",     "ugni_rdma",
     "ugni_udt", "ugni_smsg", "ze",       "ze_copy",   "rdmacm",   "sockcm",   "srd"};
 
+// True unless UCX_TLS is a positive list naming no shared-memory transport.
+bool tls_may_use_shared_memory() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0' || *tls == '^' || *tls == '\\') return true;
+  std::string list = std::string(",") + tls + ",";
+  for (const char* name : {",all,", ",sm,", ",shm,", ",mm,", ",posix,", ",sysv,"}) {
+    if (list.find(name) != std::string::npos) return true;
+  }
+  return false;
+}
+
 void validate_tls_setting(const std::vector<std::string>& available) {
   const char* tls = std::getenv("UCX_TLS");
   if (tls == nullptr) return;
@@ -84,11 +95,12 @@ void validate_tls_setting(const std::vector<std::string>& available) {
 }  // namespace
 
 ucx_context::ucx_context(const context_options& options) : options_(options) {
-  if (options_.peer_errors) {
+  if (options_.peer_errors && tls_may_use_shared_memory()) {
     // Without these, UCX 1.13's shm transports refuse (or hang creating) endpoints in peer
     // error-handling mode. They are transport-level settings that ucp_config_modify does not
     // pass down to the posix/sysv interfaces, so they go through the environment, which UCX
-    // reads when it opens them. A value the user set is kept (overwrite = 0).
+    // reads when it opens them. A value the user set is kept (overwrite = 0). When UCX_TLS
+    // rules shm out they are left alone (UCX would warn about unused variables).
     setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
     setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
   }

@@ -49,6 +49,9 @@ class runtime {
   [[nodiscard]] int machine_of(int rank) const noexcept { return boot_->machine_of(rank); }
   [[nodiscard]] bool same_machine(int rank) const noexcept { return machine_of(rank) == machine(); }
   [[nodiscard]] bootstrap& boot() noexcept { return *boot_; }
+  // Where processes and threads run on the hardware. With machines emulated by seriema-run on
+  // one host, it describes that host shared by all ranks; which (emulated) machine a rank
+  // belongs to is machine_of(), never the placement's machine field.
   [[nodiscard]] const fabric::placement& placement() const noexcept { return *placement_; }
   [[nodiscard]] transfer::ucx_context& context() noexcept { return *context_; }
   // The process-wide worker (shared by threads). Endpoints below belong to it.
