@@ -115,14 +115,6 @@ std::vector<int> cpus_of(const cpu_set_t& set) {
   return cpus;
 }
 
-// Binds every thread of this process (the main thread and UCX's) to `cpus`.
-void pin_all_threads(const cpu_set_t& cpus) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    pid_t tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
-    (void)sched_setaffinity(tid, sizeof cpus, &cpus);
-  }
-}
-
 std::string join_cpus(const std::vector<int>& cpus) {
   std::string out;
   for (int c : cpus) out += (out.empty() ? "" : ",") + std::to_string(c);
@@ -419,10 +411,11 @@ void on_raw_flush(void* request, ucs_status_t status, void* user_data) {
 
 // 1. raw: ucp_put_nbx with the unpacked rkey, put requests released at once, a flush every S
 // operations with at most `inflight` flushes outstanding, and a final flush waited for.
-double run_raw(fabric::runtime& rt, std::byte* source, std::size_t size, std::uint64_t n,
-               std::uint32_t interval, std::uint32_t inflight, const target_window& w) {
-  ucp_ep_h ep = rt.endpoint(1).handle();
-  ucp_worker_h worker = rt.worker().handle();
+double run_raw(transfer::ucx_endpoint& endpoint, std::byte* source, std::size_t size,
+               std::uint64_t n, std::uint32_t interval, std::uint32_t inflight,
+               const target_window& w) {
+  ucp_ep_h ep = endpoint.handle();
+  ucp_worker_h worker = endpoint.worker().handle();
   ucp_rkey_h rkey = w.remote->rkey();
   const std::uint64_t base = w.remote->address();
   raw_flush_state state;
@@ -455,7 +448,7 @@ double run_raw(fabric::runtime& rt, std::byte* source, std::size_t size, std::ui
     }
   }
   ucp_request_param_t final_param{};
-  if (transfer::wait_request(rt.worker(), ucp_ep_flush_nbx(ep, &final_param)) != UCS_OK) {
+  if (transfer::wait_request(endpoint.worker(), ucp_ep_flush_nbx(ep, &final_param)) != UCS_OK) {
     die("raw: final flush failed");
   }
   auto end = clock_type::now();
@@ -636,23 +629,15 @@ int main(int argc, char** argv) try {
   CPU_ZERO(&my_cpus);
   sched_getaffinity(0, sizeof my_cpus, &my_cpus);
   auto cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
-  // Emulated machines (--machines 2) on one host: placement binds each machine's process to
-  // that machine's first PU, the same PU for both. Sender and target would then share one core,
-  // so the benchmark spreads them over the CPUs it was launched with (rank r -> r-th CPU).
-  std::string repinned;
+  // Sender and target sharing a core would measure the scheduler, not the transport: refuse.
   {
     cpu_set_t other;
     std::memcpy(&other, cpu_sets[static_cast<std::size_t>(1 - rt.rank())].data(), sizeof other);
     cpu_set_t overlap;
     CPU_AND(&overlap, &my_cpus, &other);
-    auto launch = cpus_of(launch_cpus);
-    if (CPU_COUNT(&overlap) > 0 && launch.size() >= 2) {
-      CPU_ZERO(&my_cpus);
-      CPU_SET(launch[static_cast<std::size_t>(rt.rank())], &my_cpus);
-      pin_all_threads(my_cpus);
-      cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
-      repinned =
-          "placement put both ranks on the same CPUs; the benchmark re-pinned rank r to CPU r";
+    if (CPU_COUNT(&overlap) > 0 && CPU_COUNT(&my_cpus) == 1) {
+      throw error("rank 0 and rank 1 are pinned to the same CPU; check SERIEMA_BIND and the "
+                  "placement (seriema-info --shape 1x2x1)");
     }
   }
 
@@ -697,7 +682,12 @@ int main(int argc, char** argv) try {
   // ---- rank 0 ----
   transfer::remote_memory_locator theirs;
   std::memcpy(&theirs, locators[1].data(), sizeof theirs);
-  transfer::remote_memory remote = rt.resolve(theirs);
+  // The sender posts from a private single-thread worker, as hand-written UCX code (and
+  // ucx_perftest) would: the runtime's process worker is shared by threads and takes a lock on
+  // every operation. All three modes use this endpoint.
+  transfer::ucx_worker sender_worker(rt.context(), transfer::worker_sharing::single_thread);
+  transfer::ucx_endpoint sender_endpoint(sender_worker, rt.worker_address(1), "rank 1");
+  transfer::remote_memory remote(sender_endpoint, theirs, rt.same_machine(1));
   cpu_set_t rank1_cpus;
   std::memcpy(&rank1_cpus, cpu_sets[1].data(), sizeof rank1_cpus);
   auto cpus0 = cpus_of(my_cpus), cpus1 = cpus_of(rank1_cpus);
@@ -737,7 +727,7 @@ int main(int argc, char** argv) try {
   const std::string cpu_model = read_first_match("/proc/cpuinfo", "model name");
   const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
   const std::string ucx_version = transfer::ucx_version();
-  const std::string lanes = rt.endpoint(1).describe_transports();
+  const std::string lanes = sender_endpoint.describe_transports();
   const std::string date = utc_now();
   const std::string load_before = load_average();
 
@@ -751,14 +741,13 @@ int main(int argc, char** argv) try {
       our_tls.empty() ? "(unset)" : our_tls, perftest_tls.empty() ? "(unset)" : perftest_tls,
       perftest_note.empty() ? "" : " -- " + perftest_note, join_cpus(cpus0), join_cpus(cpus1),
       pinned ? "; perftest client/server pinned the same way" : "");
-  if (!repinned.empty()) fmt::print("# note: {}\n", repinned);
   fmt::print(
       "# S={} puts per completion request; in flight: {} KiB in {}..{} puts (auto: ring units; "
       "raw/manual: budget/S requests); window {} KiB; sender writes {} of each message; {} reps, "
       "median\n",
       opt.interval, opt.inflight_bytes / 1024, budget_puts(opt, std::size_t{1} << 30),
       budget_puts(opt, 1), window / 1024, opt.touch == "full" ? "all" : "the last byte", opt.reps);
-  if (opt.verbose) ucp_ep_print_info(rt.endpoint(1).handle(), stdout);
+  if (opt.verbose) ucp_ep_print_info(sender_endpoint.handle(), stdout);
   std::fflush(stdout);
 
   transfer::memory_block source_block = rt.local_arena().allocate_block();
@@ -768,8 +757,8 @@ int main(int argc, char** argv) try {
 
   transfer::transmitter_options manual_options{opt.interval, false};
   transfer::transmitter_options auto_options{opt.interval, true};
-  transfer::transmitter tx_manual(rt.endpoint(1), manual_options);
-  transfer::transmitter tx_auto(rt.endpoint(1), auto_options);
+  transfer::transmitter tx_manual(sender_endpoint, manual_options);
+  transfer::transmitter tx_auto(sender_endpoint, auto_options);
 
   std::uint64_t epoch = 0;
   auto release_target = [&] {  // ends rank 1's current progress phase
@@ -786,12 +775,12 @@ int main(int argc, char** argv) try {
   {
     const target_window whole{&remote, transfer::block_size / 2 - 1};
     const std::uint32_t k = static_cast<std::uint32_t>(budget_puts(opt, 4096) / opt.interval);
-    (void)run_raw(rt, source, 4096, 2 * transfer::block_size / 4096, opt.interval, k, whole);
+    (void)run_raw(sender_endpoint, source, 4096, 2 * transfer::block_size / 4096, opt.interval, k, whole);
     const target_window first{&remote, std::max(window, opt.sizes.front()) - 1};
     for (std::uint64_t n = 1024;; n *= 2) {
       const std::uint32_t k1 =
           static_cast<std::uint32_t>(budget_puts(opt, opt.sizes.front()) / opt.interval);
-      if (run_raw(rt, source, opt.sizes.front(), n, opt.interval, k1, first) > 0.05) break;
+      if (run_raw(sender_endpoint, source, opt.sizes.front(), n, opt.interval, k1, first) > 0.05) break;
     }
   }
   release_target();
@@ -815,7 +804,7 @@ int main(int argc, char** argv) try {
     auto run_mode = [&](int mode, std::uint64_t n) {
       switch (mode) {
         case 0:
-          return run_raw(rt, source, size, n, opt.interval, inflight, w);
+          return run_raw(sender_endpoint, source, size, n, opt.interval, inflight, w);
         case 1:
           return run_manual(tx_manual, source, size, n, opt.interval, inflight, w);
         default:
@@ -912,8 +901,7 @@ int main(int argc, char** argv) try {
     out << "  \"same_machine\": " << (same_machine ? "true" : "false") << ",\n";
     out << "  \"binding\": {\"rank0_cpus\": " << json_string(join_cpus(cpus0))
         << ", \"rank1_cpus\": " << json_string(join_cpus(cpus1))
-        << ", \"perftest_pinned_like_ranks\": " << (pinned ? "true" : "false")
-        << ", \"note\": " << json_string(repinned) << "},\n";
+        << ", \"perftest_pinned_like_ranks\": " << (pinned ? "true" : "false") << "},\n";
     out << fmt::format(
         "  \"parameters\": {{\"reps\": {}, \"seconds_per_point\": {}, \"completion_interval\": {}, "
         "\"inflight_bytes\": {}, \"inflight_puts_max\": {}, \"window_bytes\": {}, "
