@@ -156,7 +156,7 @@ circular_allocator::circular_allocator(block_source& source,
                                        const circular_allocator_config& config)
     : ring_(source, config, "circular_allocator") {}
 
-registered_buffer circular_allocator::allocate() {
+registered_buffer circular_allocator::allocate_slow() {
   const std::size_t i = ring_.acquire_at(next_);
   if (i == detail::unit_ring::npos) return {};
   const detail::ring_unit& unit = ring_[i];

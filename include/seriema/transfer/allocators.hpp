@@ -69,7 +69,16 @@ class circular_allocator {
   circular_allocator& operator=(const circular_allocator&) = delete;
 
   // The next unit, or an empty buffer when it is busy and the ring cannot grow. Owner thread.
-  [[nodiscard]] registered_buffer allocate();
+  // Fast path inline: the next unit is free (the usual case once the ring is sized).
+  [[nodiscard]] registered_buffer allocate() {
+    const detail::ring_unit& unit = ring_[next_];
+    if (unit.tags->all_complete()) {
+      unit.tags->clear();
+      next_ = next_ + 1 == ring_.size() ? 0 : next_ + 1;
+      return {unit.data, ring_.unit_size(), unit.segment, unit.tags};
+    }
+    return allocate_slow();
+  }
 
   [[nodiscard]] std::size_t unit_size() const noexcept { return ring_.unit_size(); }
   [[nodiscard]] std::size_t unit_alignment() const noexcept { return ring_.unit_alignment(); }
@@ -78,6 +87,7 @@ class circular_allocator {
   [[nodiscard]] std::size_t blocks() const noexcept { return ring_.blocks(); }
 
  private:
+  registered_buffer allocate_slow();
   detail::unit_ring ring_;
   std::size_t next_ = 0;  // ring index of the unit allocate() tries next; < units()
 };

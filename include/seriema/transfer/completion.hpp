@@ -36,14 +36,20 @@ class unit_tags {
   // Records that an operation tagged `tag` used this unit. Returns false (and records nothing)
   // when the unit already carries tags of max_transmitters other transmitters.
   [[nodiscard]] bool add(completion_tag tag) noexcept {
+    // Occupied slots form a prefix (only clear() empties slots), so the first empty slot ends
+    // the search; with one transmitter this is a single comparison.
     for (auto& slot : tags_) {
       if (slot.counter == tag.counter) {
         if (tag.ticket > slot.ticket) slot.ticket = tag.ticket;
         return true;
       }
+      if (slot.counter == nullptr) {
+        slot = tag;
+        return true;
+      }
     }
-    for (auto& slot : tags_) {
-      if (slot.counter == nullptr || slot.is_complete()) {
+    for (auto& slot : tags_) {  // full: reuse the slot of a transmitter that is done with us
+      if (slot.is_complete()) {
         slot = tag;
         return true;
       }
@@ -53,6 +59,7 @@ class unit_tags {
 
   [[nodiscard]] bool all_complete() const noexcept {
     for (const auto& slot : tags_) {
+      if (slot.counter == nullptr) return true;  // the rest are empty too
       if (!slot.is_complete()) return false;
     }
     return true;

@@ -120,6 +120,9 @@ class transmitter {
 
   ucx_endpoint& endpoint_;
   const transmitter_options options_;
+  // S - 1 when S is a power of two (then "every S-th" is a mask test), else 0. Note S = 1 gives
+  // mask 0 and takes the modulo path, which is then trivially true.
+  const std::uint64_t interval_mask_;
   completion_counter counter_;
   alignas(64) std::atomic<std::uint64_t> ops_posted_{0};
   alignas(64) std::atomic<std::uint64_t> tickets_claimed_{0};
