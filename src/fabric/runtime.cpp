@@ -277,10 +277,12 @@ std::uint64_t runtime::allreduce_sum(std::uint64_t value) {
 void runtime::finalize() {
   if (finalized_) return;
   finalized_ = true;
-  barrier();  // nobody tears down memory a peer may still be writing
+  // Our one-sided traffic lands first, then we meet: after the barrier nobody writes into
+  // memory a peer is about to tear down.
   for (auto& endpoint : endpoints_) {
     if (endpoint) (void)endpoint->flush_blocking();
   }
+  barrier();
 }
 
 }  // namespace seriema::fabric

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <seriema/transfer/arena.hpp>
@@ -119,6 +120,44 @@ bool bind_to_zone(void* base, std::size_t size, int zone) {
                                 HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_STRICT) == 0;
 }
 
+// While alive, the calling thread allocates (first-touches) in NUMA node `zone`: UCX may touch
+// pages while it allocates and registers them (RDMA registration pins), before any binding of
+// the area could apply. Does nothing on one-node machines or when zone < 0.
+class scoped_thread_membind {
+ public:
+  explicit scoped_thread_membind(int zone) {
+    if (zone < 0) return;
+    topology_ = binding_topology();
+    if (hwloc_get_nbobjs_by_type(topology_, HWLOC_OBJ_NUMANODE) <= 1) return;
+    hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(topology_, static_cast<unsigned>(zone));
+    if (node == nullptr) return;
+    previous_ = hwloc_bitmap_alloc();
+    if (hwloc_get_membind(topology_, previous_, &previous_policy_,
+                          HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) != 0) {
+      hwloc_bitmap_free(previous_);
+      previous_ = nullptr;
+      return;
+    }
+    active_ = hwloc_set_membind(topology_, node->nodeset, HWLOC_MEMBIND_BIND,
+                                HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0;
+  }
+  ~scoped_thread_membind() {
+    if (active_) {
+      (void)hwloc_set_membind(topology_, previous_, previous_policy_,
+                              HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
+    }
+    if (previous_ != nullptr) hwloc_bitmap_free(previous_);
+  }
+  scoped_thread_membind(const scoped_thread_membind&) = delete;
+  scoped_thread_membind& operator=(const scoped_thread_membind&) = delete;
+
+ private:
+  hwloc_topology_t topology_ = nullptr;
+  hwloc_bitmap_t previous_ = nullptr;
+  hwloc_membind_policy_t previous_policy_ = HWLOC_MEMBIND_DEFAULT;
+  bool active_ = false;
+};
+
 bool transparent_huge_pages_possible(const char* sysfs_file) {
   std::ifstream f(sysfs_file);
   std::string text;
@@ -153,7 +192,11 @@ void arena::map_ucx_allocated(registered_segment& segment) {
   params.length = segment.size;
   params.flags = UCP_MEM_MAP_ALLOCATE;
   ucp_mem_h memh = nullptr;
-  ucs_status_t status = ucp_mem_map(context_.handle(), &params, &memh);
+  ucs_status_t status;
+  {
+    scoped_thread_membind in_zone(zone_);
+    status = ucp_mem_map(context_.handle(), &params, &memh);
+  }
   if (status != UCS_OK) {
     throw ucx_error(fmt::format(
         "arena (zone {}): UCX could not allocate a {} MiB registered segment: {} (is /dev/shm "
@@ -162,14 +205,21 @@ void arena::map_ucx_allocated(registered_segment& segment) {
   }
   ucp_mem_attr_t attr{};
   attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-  check_ucx(ucp_mem_query(memh, &attr), "ucp_mem_query");
+  status = ucp_mem_query(memh, &attr);
+  if (status != UCS_OK) {
+    ucp_mem_unmap(context_.handle(), memh);
+    check_ucx(status, "ucp_mem_query");
+  }
   segment.memh = memh;
   segment.base = static_cast<std::byte*>(attr.address);
   segment.ucx_allocated = true;
-  // UCX maps the segment without touching it, so binding now still decides page placement.
+  // Also bind the area itself (pages not touched yet follow it).
   if (!bind_to_zone(segment.base, segment.size, zone_)) {
+    int err = errno;
+    ucp_mem_unmap(context_.handle(), memh);
+    segment.memh = nullptr;
     throw error(fmt::format("arena: cannot bind a UCX segment to NUMA zone {} (hwloc: {})", zone_,
-                            std::strerror(errno)));
+                            std::strerror(err)));
   }
   bool thp = options_.pages != page_preference::normal &&
              transparent_huge_pages_possible("/sys/kernel/mm/transparent_hugepage/shmem_enabled") &&
@@ -225,10 +275,11 @@ void arena::map_self_allocated(registered_segment& segment) {
   }
   segment.base = static_cast<std::byte*>(base);
   segment.pages = kind;
+  // The kernel page size of a mapping; transparent huge pages are 4 KiB pages the kernel may
+  // back with 2 MiB ones (reported as their own kind).
   segment.page_size = kind == page_kind::gigantic_1g  ? (std::size_t{1} << 30)
                       : kind == page_kind::hugetlb_2m ? (std::size_t{2} << 20)
-                      : kind == page_kind::transparent_huge ? (std::size_t{2} << 20)
-                                                            : 4096;
+                                                      : 4096;
   if (!bind_to_zone(base, size, zone_)) {
     munmap(base, size);
     throw error(fmt::format("arena: cannot bind memory to NUMA zone {}", zone_));
@@ -300,6 +351,20 @@ memory_block arena::allocate_block() {
 void arena::release_block(memory_block block) {
   if (block.data == nullptr) return;
   std::lock_guard lock(mutex_);
+  // A foreign or misaligned block would later be handed out twice: refuse it loudly.
+  bool ours = false;
+  for (const auto& segment : segments_) {
+    if (&segment == block.segment && segment.contains(block.data, block_size) &&
+        static_cast<std::size_t>(block.data - segment.base) % block_size == 0) {
+      ours = true;
+      break;
+    }
+  }
+  if (!ours || block.size != block_size) {
+    std::fprintf(stderr, "seriema: arena (zone %d): release_block of a block it never handed out "
+                 "(%p); ignored\n", zone_, static_cast<void*>(block.data));
+    return;
+  }
   free_blocks_.push_back(block);
 }
 

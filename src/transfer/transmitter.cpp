@@ -1,7 +1,11 @@
 // Transmitter: unsignaled posts, flush tickets, the poster/callback hand-off in the request's
 // reserved bytes, and completion-tag bookkeeping. See the header for the invariants.
 #include <bit>
+#include <chrono>
 #include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
 #include <seriema/transfer/config.hpp>
 #include <seriema/transfer/error.hpp>
 #include <seriema/transfer/transmitter.hpp>
@@ -44,6 +48,8 @@ const char* to_string(op_status status) noexcept {
       return "remote range out of bounds";
     case op_status::error:
       return "UCX error";
+    case op_status::tags_full:
+      return "the buffer already carries tags of too many transmitters";
   }
   return "unknown";
 }
@@ -55,44 +61,86 @@ transmitter_options transmitter_options::from_environment() {
   return options;
 }
 
+namespace {
+
+// Completion states of destroyed transmitters: kept (reachable, so not a leak) because late
+// UCX callbacks and unit tags may still read them. About 200 bytes per transmitter ever made.
+std::mutex retired_mutex;
+std::vector<void*>& retired_states() {
+  static std::vector<void*> states;
+  return states;
+}
+
+}  // namespace
+
 transmitter::transmitter(ucx_endpoint& endpoint, const transmitter_options& options)
     : endpoint_(endpoint),
       options_(options),
       interval_mask_(std::has_single_bit(options.completion_interval)
                          ? options.completion_interval - 1
-                         : 0) {
+                         : 0),
+      state_(new completion_state) {
   if (options.completion_interval == 0) {
+    delete state_;
     throw config_error("transmitter: completion_interval must be at least 1");
   }
 }
 
 transmitter::~transmitter() {
-  if (!failed() && !endpoint_.failed()) (void)flush();
+  if (!failed() && !endpoint_.failed()) {
+    // Bounded: a peer that hangs without an error must not hang our destructor.
+    completion_tag everything = current_tag();
+    request_completion();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    unsigned idle = 0;
+    while (!everything.is_complete() && !failed() && !endpoint_.failed() &&
+           std::chrono::steady_clock::now() < deadline) {
+      if (!progress() && ++idle > 256) {
+        std::this_thread::yield();
+        idle = 0;
+      }
+    }
+  }
+  std::lock_guard lock(retired_mutex);
+  retired_states().push_back(state_);
 }
 
-void transmitter::complete_ticket(std::uint64_t ticket, ucs_status_t status) noexcept {
-  if (status != UCS_OK) {
-    last_error_.store(status, std::memory_order_relaxed);
-    failed_.store(true, std::memory_order_release);
-  }
+void transmitter::completion_state::complete_ticket(std::uint64_t ticket) noexcept {
   // fetch-max: completed_tickets only grows.
   std::uint64_t want = ticket + 1;
-  std::uint64_t seen = counter_.completed_tickets.load(std::memory_order_relaxed);
-  while (seen < want && !counter_.completed_tickets.compare_exchange_weak(
+  std::uint64_t seen = counter.completed_tickets.load(std::memory_order_relaxed);
+  while (seen < want && !counter.completed_tickets.compare_exchange_weak(
                             seen, want, std::memory_order_release, std::memory_order_relaxed)) {
   }
 }
 
+void transmitter::completion_state::fail(ucs_status_t status) noexcept {
+  last_error.store(status, std::memory_order_relaxed);
+  failed.store(true, std::memory_order_release);
+  // UCX has purged the endpoint's operations: every tagged buffer is free again.
+  counter.completed_tickets.store(std::numeric_limits<std::uint64_t>::max(),
+                                  std::memory_order_release);
+}
+
 void transmitter::on_flush_done(void* request, ucs_status_t status, void* user_data) {
-  auto* self = static_cast<transmitter*>(user_data);
+  // user_data is the completion state, which outlives the transmitter.
   flush_slot* slot = slot_of(request);
   slot->status = status;
   if (slot->state.exchange(2, std::memory_order_acq_rel) == 1) {
     // The poster already stored the ticket and left: we finish.
     std::uint64_t ticket = slot->ticket;
     slot->state.store(0, std::memory_order_relaxed);
-    self->complete_ticket(ticket, status);
+    finish_flush(static_cast<completion_state*>(user_data), ticket, status);
     ucp_request_free(request);
+  }
+}
+
+void transmitter::finish_flush(completion_state* state, std::uint64_t ticket,
+                               ucs_status_t status) noexcept {
+  if (status == UCS_OK) {
+    state->complete_ticket(ticket);
+  } else {
+    state->fail(status);  // a flush that fails means the endpoint is dead
   }
 }
 
@@ -101,14 +149,20 @@ void transmitter::request_completion() noexcept {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &transmitter::on_flush_done;
-  param.user_data = this;
+  param.user_data = state_;
   void* request = ucp_ep_flush_nbx(endpoint_.handle(), &param);
   if (request == nullptr) {
-    complete_ticket(ticket, UCS_OK);  // completed in place; UCX will not call back
+    state_->complete_ticket(ticket);  // completed in place; UCX will not call back
     return;
   }
   if (UCS_PTR_IS_ERR(request)) {
-    complete_ticket(ticket, UCS_PTR_STATUS(request));
+    ucs_status_t status = UCS_PTR_STATUS(request);
+    if (endpoint_.failed()) {
+      state_->fail(endpoint_.failure());
+    } else {
+      // Not posted (e.g. no memory): this ticket stays open; the next one claimed covers it.
+      state_->last_error.store(status, std::memory_order_relaxed);
+    }
     return;
   }
   flush_slot* slot = slot_of(request);
@@ -117,7 +171,7 @@ void transmitter::request_completion() noexcept {
     // The callback ran before we stored the ticket: we finish.
     ucs_status_t status = slot->status;
     slot->state.store(0, std::memory_order_relaxed);
-    complete_ticket(ticket, status);
+    finish_flush(state_, ticket, status);
     ucp_request_free(request);
   }
 }
@@ -125,17 +179,18 @@ void transmitter::request_completion() noexcept {
 op_status transmitter::finish_post(void* request, unit_tags* tags) noexcept {
   if (UCS_PTR_IS_ERR(request)) {
     ucs_status_t status = UCS_PTR_STATUS(request);
-    last_error_.store(status, std::memory_order_relaxed);
     if (endpoint_.failed() || status == UCS_ERR_CONNECTION_RESET ||
         status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_UNREACHABLE) {
-      failed_.store(true, std::memory_order_release);
+      state_->fail(status);
       return op_status::peer_failed;
     }
+    state_->last_error.store(status, std::memory_order_relaxed);
     return op_status::error;
   }
   if (request != nullptr) ucp_request_free(request);  // unsignaled: completion comes by ticket
   if (tags != nullptr) {
-    (void)tags->add({&counter_, tickets_claimed_.load(std::memory_order_acquire)});
+    // Cannot fail: tags_accept() was checked before posting, by the owner of the unit.
+    (void)tags->add({&state_->counter, tickets_claimed_.load(std::memory_order_acquire)});
   }
   std::uint64_t posted = ops_posted_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Every S-th operation asks for completion. S is usually a power of two: a mask instead of
@@ -152,6 +207,7 @@ op_status transmitter::put(std::span<const std::byte> local, const remote_memory
                            std::uint64_t offset, unit_tags* tags) noexcept {
   if (!dst.contains(offset, local.size())) return op_status::out_of_range;
   if (endpoint_.failed()) return op_status::peer_failed;
+  if (!tags_accept(tags)) return op_status::tags_full;
   ucp_request_param_t param{};
   return finish_post(ucp_put_nbx(endpoint_.handle(), local.data(), local.size(),
                                  dst.address() + offset, dst.rkey(), &param),
@@ -162,6 +218,7 @@ op_status transmitter::get(std::span<std::byte> local, const remote_memory& src,
                            std::uint64_t offset, unit_tags* tags) noexcept {
   if (!src.contains(offset, local.size())) return op_status::out_of_range;
   if (endpoint_.failed()) return op_status::peer_failed;
+  if (!tags_accept(tags)) return op_status::tags_full;
   ucp_request_param_t param{};
   return finish_post(ucp_get_nbx(endpoint_.handle(), local.data(), local.size(),
                                  src.address() + offset, src.rkey(), &param),
@@ -191,6 +248,7 @@ op_status transmitter::fetch_add(const remote_memory& dst, std::uint64_t offset,
                                  std::uint64_t value, std::uint64_t* result,
                                  unit_tags* tags) noexcept {
   if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
+  if (!tags_accept(tags)) return op_status::tags_full;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
   param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
@@ -204,6 +262,7 @@ op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offs
                                     std::uint64_t expected, std::uint64_t desired,
                                     std::uint64_t* result, unit_tags* tags) noexcept {
   if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
+  if (!tags_accept(tags)) return op_status::tags_full;
   // UCX CSWAP (ucp.h atomic table): `buffer` holds the value to compare with; the reply buffer
   // holds the value to store on entry and receives the old remote value.
   *result = desired;
@@ -219,17 +278,26 @@ op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offs
 op_status transmitter::send(unsigned am_id, std::span<const std::byte> header,
                             std::span<const std::byte> payload, unit_tags* tags) noexcept {
   if (endpoint_.failed()) return op_status::peer_failed;
+  if (!tags_accept(tags)) return op_status::tags_full;
   ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
   return finish_post(ucp_am_send_nbx(endpoint_.handle(), am_id, header.data(), header.size(),
                                      payload.data(), payload.size(), &param),
                      tags);
 }
 
 op_status transmitter::wait(completion_tag tag) noexcept {
+  // No ticket covering `tag` claimed yet (automatic mode claims one only every S posts): claim
+  // one, or this would wait for posts that may never come.
+  if (tag.counter == &state_->counter &&
+      tickets_claimed_.load(std::memory_order_acquire) <= tag.ticket) {
+    request_completion();
+  }
   int idle = 0;
   while (!tag.is_complete()) {
     if (endpoint_.failed()) {
-      failed_.store(true, std::memory_order_release);
+      state_->fail(endpoint_.failure());
       return op_status::peer_failed;
     }
     if (!progress() && ++idle >= spins_before_yield) {
@@ -241,9 +309,7 @@ op_status transmitter::wait(completion_tag tag) noexcept {
 }
 
 op_status transmitter::flush() noexcept {
-  completion_tag tag = current_tag();  // ticket to be claimed next covers everything so far
-  request_completion();
-  return wait(tag);
+  return wait(current_tag());  // the next ticket covers everything posted so far
 }
 
 }  // namespace seriema::transfer

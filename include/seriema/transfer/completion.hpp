@@ -57,6 +57,14 @@ class unit_tags {
     return false;
   }
 
+  // Whether add() for this counter would succeed (checked before posting an operation).
+  [[nodiscard]] bool can_accept(const completion_counter* counter) const noexcept {
+    for (const auto& slot : tags_) {
+      if (slot.counter == counter || slot.counter == nullptr || slot.is_complete()) return true;
+    }
+    return false;
+  }
+
   [[nodiscard]] bool all_complete() const noexcept {
     for (const auto& slot : tags_) {
       if (slot.counter == nullptr) return true;  // the rest are empty too

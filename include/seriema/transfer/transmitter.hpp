@@ -21,8 +21,15 @@
 //    and the "who finishes" flag live in the request's reserved bytes; the poster and the
 //    callback each do one atomic exchange on the flag, and the second one to arrive applies the
 //    completion and frees the request (no allocation, no lock, no lost completion).
-//  * A failed flush (dead peer) still advances completed_tickets (UCX will not touch the
-//    buffers again) and marks the transmitter failed; waits then return op_status::peer_failed.
+//  * A flush that fails (dead peer) marks the transmitter failed and completes every ticket
+//    (completed_tickets = max): UCX has purged the endpoint's operations and will not touch
+//    the buffers again, so units tagged by this transmitter recycle. A flush UCX refuses to
+//    post for another reason (e.g. no memory) advances nothing; a later ticket covers it.
+//  * wait(tag) claims a ticket itself when none covering `tag` was claimed yet, so it never
+//    depends on other posts arriving.
+//  * The completion state (counter, failure) lives in a block that is never freed while the
+//    process runs (retired to a global list when the transmitter is destroyed): UCX may call
+//    back for a flush after the transmitter is gone, and unit tags keep pointing at the counter.
 #pragma once
 
 #include <atomic>
@@ -41,6 +48,8 @@ enum class op_status : std::uint8_t {
   peer_failed,   // the endpoint reported the peer dead; nothing more will be delivered
   out_of_range,  // the remote range is outside the locator (nothing was posted)
   error,         // UCX refused the operation (see transmitter::last_error())
+  tags_full,     // the buffer's unit already carries tags of unit_tags::max_transmitters other
+                 // transmitters (nothing was posted)
 };
 const char* to_string(op_status status) noexcept;
 
@@ -55,7 +64,7 @@ struct transmitter_options {
 class transmitter {
  public:
   transmitter(ucx_endpoint& endpoint, const transmitter_options& options);
-  ~transmitter();  // asks for completion of everything and waits (bounded); never throws
+  ~transmitter();  // asks for completion of everything and waits (at most 5 s); never throws
   transmitter(const transmitter&) = delete;
   transmitter& operator=(const transmitter&) = delete;
 
@@ -82,27 +91,32 @@ class transmitter {
   [[nodiscard]] op_status compare_swap(const remote_memory& dst, std::uint64_t offset,
                                        std::uint64_t expected, std::uint64_t desired,
                                        std::uint64_t* result, unit_tags* tags = nullptr) noexcept;
-  // Active-message send (header + payload) to handler `am_id` on the peer worker.
+  // Active-message send (header + payload) to handler `am_id` on the peer worker, always eager
+  // (a rendezvous send would still be reading `payload` after the flush that completes its
+  // tag). `header` and `payload` must stay untouched until the tag is complete.
   [[nodiscard]] op_status send(unsigned am_id, std::span<const std::byte> header,
                                std::span<const std::byte> payload, unit_tags* tags = nullptr) noexcept;
 
   // The tag that covers every operation this thread posted so far.
   [[nodiscard]] completion_tag current_tag() const noexcept {
-    return {&counter_, tickets_claimed_.load(std::memory_order_acquire)};
+    return {&state_->counter, tickets_claimed_.load(std::memory_order_acquire)};
   }
   // Claims a flush ticket now (manual selective completion; also usable in automatic mode).
   void request_completion() noexcept;
   // Progresses the endpoint's worker (completions are delivered here).
   bool progress() noexcept { return endpoint_.worker().progress(); }
-  // Blocks, progressing, until `tag` is complete. Returns peer_failed if the peer died.
+  // Blocks, progressing, until `tag` is complete (claiming a ticket if none covers it yet).
+  // Returns peer_failed if the peer died.
   [[nodiscard]] op_status wait(completion_tag tag) noexcept;
   // request_completion() + wait for everything posted so far.
   [[nodiscard]] op_status flush() noexcept;
 
-  [[nodiscard]] const completion_counter& counter() const noexcept { return counter_; }
-  [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  [[nodiscard]] const completion_counter& counter() const noexcept { return state_->counter; }
+  [[nodiscard]] bool failed() const noexcept {
+    return state_->failed.load(std::memory_order_acquire);
+  }
   [[nodiscard]] ucs_status_t last_error() const noexcept {
-    return last_error_.load(std::memory_order_relaxed);
+    return state_->last_error.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t operations_posted() const noexcept {
     return ops_posted_.load(std::memory_order_relaxed);
@@ -113,21 +127,33 @@ class transmitter {
   [[nodiscard]] ucx_endpoint& endpoint() const noexcept { return endpoint_; }
 
  private:
+  // What outlives the transmitter (see the invariants above). Written by completion callbacks
+  // and posters; never freed while the process runs.
+  struct completion_state {
+    completion_counter counter;
+    std::atomic<bool> failed{false};
+    std::atomic<ucs_status_t> last_error{UCS_OK};
+    void complete_ticket(std::uint64_t ticket) noexcept;
+    void fail(ucs_status_t status) noexcept;  // completes every ticket
+  };
+
+  [[nodiscard]] bool tags_accept(const unit_tags* tags) const noexcept {
+    return tags == nullptr || tags->can_accept(&state_->counter);
+  }
   op_status finish_post(void* request, unit_tags* tags) noexcept;
   op_status check_atomic_target(const remote_memory& dst, std::uint64_t offset) const noexcept;
-  void complete_ticket(std::uint64_t ticket, ucs_status_t status) noexcept;
   static void on_flush_done(void* request, ucs_status_t status, void* user_data);
+  static void finish_flush(completion_state* state, std::uint64_t ticket,
+                           ucs_status_t status) noexcept;
 
   ucx_endpoint& endpoint_;
   const transmitter_options options_;
   // S - 1 when S is a power of two (then "every S-th" is a mask test), else 0. Note S = 1 gives
   // mask 0 and takes the modulo path, which is then trivially true.
   const std::uint64_t interval_mask_;
-  completion_counter counter_;
+  completion_state* state_;
   alignas(64) std::atomic<std::uint64_t> ops_posted_{0};
   alignas(64) std::atomic<std::uint64_t> tickets_claimed_{0};
-  std::atomic<bool> failed_{false};
-  std::atomic<ucs_status_t> last_error_{UCS_OK};
 };
 
 }  // namespace seriema::transfer

@@ -3,7 +3,9 @@
 // checks by content at the destination every time a unit comes back.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstring>
 #include <seriema/transfer/allocators.hpp>
@@ -160,5 +162,46 @@ TEST(Transmitter, TagsOrderAndBounds) {
   EXPECT_EQ(locator.slice(8, 16)->address, locator.address + 8);
   EXPECT_THROW((void)remote_memory_locator::make(0, *target.segment, target.data - 1, 8),
                seriema::error);
+  w.memory.release_block(target);
+}
+
+TEST(Transmitter, WaitClaimsATicketWhenNoneCoversTheTag) {
+  // Automatic mode asks for completion only every S posts; a lone get followed by
+  // wait(current_tag()) must still complete (it used to spin forever).
+  two_workers w;
+  memory_block target = w.memory.allocate_block();
+  std::memset(target.data, 0x7b, 64);
+  remote_memory remote(w.endpoint,
+                       remote_memory_locator::make(0, *target.segment, target.data, target.size),
+                       false);
+  transmitter tx(w.endpoint, transmitter_options{64, true});
+  std::array<std::byte, 64> local{};
+  ASSERT_EQ(tx.get(local, remote, 0), op_status::ok);
+  EXPECT_EQ(tx.completions_requested(), 0u);
+  EXPECT_EQ(tx.wait(tx.current_tag()), op_status::ok);
+  EXPECT_EQ(local[63], std::byte{0x7b});
+  w.memory.release_block(target);
+}
+
+TEST(Transmitter, RefusesAUnitTaggedByTooManyTransmitters) {
+  two_workers w;
+  memory_block target = w.memory.allocate_block();
+  remote_memory remote(w.endpoint,
+                       remote_memory_locator::make(0, *target.segment, target.data, target.size),
+                       false);
+  std::vector<std::unique_ptr<transmitter>> txs;
+  for (int i = 0; i <= unit_tags::max_transmitters; ++i) {
+    txs.push_back(std::make_unique<transmitter>(w.endpoint, transmitter_options{1000, false}));
+  }
+  unit_tags tags;
+  std::byte byte{1};
+  for (int i = 0; i < unit_tags::max_transmitters; ++i) {
+    ASSERT_EQ(txs[i]->put(std::span(&byte, 1), remote, 0, &tags), op_status::ok);
+  }
+  // A fifth transmitter would leave the unit untagged: refused before posting anything.
+  EXPECT_EQ(txs.back()->put(std::span(&byte, 1), remote, 0, &tags), op_status::tags_full);
+  EXPECT_EQ(txs.back()->operations_posted(), 0u);
+  for (auto& tx : txs) EXPECT_EQ(tx->flush(), op_status::ok);
+  EXPECT_TRUE(tags.all_complete());
   w.memory.release_block(target);
 }
