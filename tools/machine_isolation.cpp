@@ -51,10 +51,18 @@ emulated_machines::emulated_machines(int machines) : machines_(machines) {
   }
   directory_ = buffer.data();
   boot_id_files_.assign(static_cast<std::size_t>(machines_), "");
-  for (int m = 1; m < machines_; ++m) {
-    std::string file = fmt::format("{}/boot_id.{}", directory_, m);
-    std::ofstream(file) << fresh_uuid() << '\n';
-    boot_id_files_[static_cast<std::size_t>(m)] = file;
+  try {
+    for (int m = 1; m < machines_; ++m) {
+      std::string file = fmt::format("{}/boot_id.{}", directory_, m);
+      boot_id_files_[static_cast<std::size_t>(m)] = file;  // removed by the destructor
+      std::ofstream out(file);
+      out << fresh_uuid() << '\n';
+      out.close();
+      if (!out) throw seriema::error(fmt::format("cannot write {}", file));
+    }
+  } catch (const std::exception& e) {
+    reason_ = e.what();  // isolation stays off, and the launcher says why
+    return;
   }
   // Probe in a throwaway child so the launcher's own namespace stays untouched.
   pid_t pid = ::fork();

@@ -209,6 +209,7 @@ struct output_pipe {
 
 struct rank_state {
   pid_t pid = -1;
+  bool own_group = false;  // leads its own process group: signals go to the whole group
   bool running = false;
   int wait_status = 0;
   bool signaled_by_us = false;  // its death is a consequence, not a cause
@@ -332,6 +333,7 @@ class launcher {
       }
       int machine = proto::machine_of_rank(r, options_.np, options_.machines);
       std::string rank_text = std::to_string(r);
+      const bool own_group = r > 0 || ::isatty(0) == 0;
       pid_t pid = ::fork();
       if (pid < 0) {
         fmt::print(stderr, "seriema-run: cannot start rank {}: fork: {}\n", r,
@@ -341,6 +343,10 @@ class launcher {
       if (pid == 0) {
         // Child: never returns. Dies with the launcher so that no rank outlives a killed job.
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        // Own process group, so that signals reach whatever the rank started too (a wrapper
+        // script, timeout, valgrind). Rank 0 reading a terminal stays in ours: a background
+        // group reading the terminal would be stopped (SIGTTIN).
+        if (own_group) ::setpgid(0, 0);
         if (::getppid() != launcher_pid) ::_exit(1);
         ::setenv("SERIEMA_RUN_SOCKET", socket_path.c_str(), 1);
         ::setenv("SERIEMA_RUN_RANK", rank_text.c_str(), 1);
@@ -364,8 +370,10 @@ class launcher {
         (void)!::write(2, message.data(), message.size());
         ::_exit(exit_cannot_execute);
       }
+      if (own_group) ::setpgid(pid, pid);  // also here: no race with the signals below
       auto& rs = ranks_[static_cast<std::size_t>(r)];
       rs.pid = pid;
+      rs.own_group = own_group;
       rs.running = true;
       if (options_.tag_output) {
         ::close(out_pipe[1]);
@@ -383,7 +391,7 @@ class launcher {
     record_exit_code(1);
     for (auto& rs : ranks_) {
       if (rs.running) {
-        ::kill(rs.pid, SIGKILL);
+        ::kill(rs.own_group ? -rs.pid : rs.pid, SIGKILL);
         ::waitpid(rs.pid, nullptr, 0);
         rs.running = false;
       }
@@ -508,7 +516,7 @@ class launcher {
   void send_signal(rank_state& rs, int sig) {
     if (!rs.running) return;
     rs.signaled_by_us = true;
-    ::kill(rs.pid, sig);
+    ::kill(rs.own_group ? -rs.pid : rs.pid, sig);
   }
 
   // --on-failure=kill: ranks that were just told of a failed collective get the grace period to

@@ -29,3 +29,8 @@ if(SERIEMA_MPIRUN)
 else()
   message(STATUS "mpirun not found: mp.bootstrap.mpirun_np2 (PMIx bootstrap) is not registered")
 endif()
+
+# A failed job leaves no process behind, including children of its ranks.
+add_test(NAME mp.launcher.kills_rank_children
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher_group_test.sh $<TARGET_FILE:seriema-run>)
+set_tests_properties(mp.launcher.kills_rank_children PROPERTIES LABELS multiproc TIMEOUT 60)
