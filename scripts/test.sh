@@ -2,10 +2,18 @@
 # The whole test suite: install what is missing, build (normal and ASan+UBSan), run every test.
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    normal build only, no sanitizer pass
+#   scripts/test.sh --tsan     additionally a ThreadSanitizer build and run (about 15 minutes more
+#                              on 2 cores, so not part of CI's run)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+tsan=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  --tsan) tsan=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick | --tsan]" >&2; exit 2 ;;
+esac
 "$root/scripts/install-deps.sh"
 jobs=$(nproc)
 
@@ -23,5 +31,14 @@ if [ $quick -eq 0 ]; then
   (cd "$root/build-asan" && UCX_MEM_EVENTS=n ASAN_OPTIONS=detect_leaks=1 \
      LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
      UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" --timeout 900)
+fi
+if [ $tsan -eq 1 ]; then
+  echo "== build (TSan)"
+  "$root/scripts/build.sh" "$root/build-tsan" -DSERIEMA_SANITIZE=thread -DSERIEMA_BUILD_BENCH=OFF
+  echo "== tests under TSan"
+  # UCX's memory hooks crash TSan; only third-party libraries are suppressed (tests/tsan.supp).
+  (cd "$root/build-tsan" && UCX_MEM_EVENTS=n \
+     TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+     ctest --output-on-failure -j "$jobs" --timeout 1800)
 fi
 echo "== all tests passed"
