@@ -160,15 +160,7 @@ class thread_context {
   // Send-based: `dest` runs f(); its return value lands in `slot` (wait_for(slot)).
   template <class F, class R>
   [[nodiscard]] call_status call_return(thread_id dest, F f, return_slot<R>& slot) {
-    check_remote_closure<F>();
-    static_assert(std::is_same_v<R, detail::return_type_t<F>>,
-                  "call_return: the slot's type must be the function's return type");
-    slot.state_.store(0, std::memory_order_relaxed);
-    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
-    call_status status = send_call(dest, function_wrapper<F, return_shape>::id, as_bytes_of(f),
-                                   {}, index, generation);
-    if (status != call_status::ok) close_reply(index, false);
-    return status;
+    return send_returning(dest, f, slot);
   }
   // Service call: the process's service role (service thread, or a worker taking the role)
   // runs f(ctx) where ctx is the serving thread's context.
@@ -180,15 +172,7 @@ class thread_context {
   }
   template <class F, class R>
   [[nodiscard]] call_status service_call_return(int process, F f, return_slot<R>& slot) {
-    check_remote_closure<F>();
-    static_assert(std::is_same_v<R, detail::return_type_t<F>>,
-                  "service_call_return: the slot's type must be the function's return type");
-    slot.state_.store(0, std::memory_order_relaxed);
-    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
-    call_status status = send_call(service_of(process), function_wrapper<F, return_shape>::id,
-                                   as_bytes_of(f), {}, index, generation);
-    if (status != call_status::ok) close_reply(index, false);
-    return status;
+    return send_returning(service_of(process), f, slot);
   }
 
   // Runs the calls received so far (FIFO per sender) and progresses communication; takes the
@@ -229,6 +213,19 @@ class thread_context {
   template <class F>
   static std::span<const std::byte> as_bytes_of(const F& f) noexcept {
     return {reinterpret_cast<const std::byte*>(&f), sizeof(F)};
+  }
+  // call_return and service_call_return: open a reply slot, send, close it if sending failed.
+  template <class F, class R>
+  call_status send_returning(std::uint32_t dest, const F& f, return_slot<R>& slot) {
+    check_remote_closure<F>();
+    static_assert(std::is_same_v<R, detail::return_type_t<F>>,
+                  "call_return: the slot's type must be the function's return type");
+    slot.state_.store(0, std::memory_order_relaxed);
+    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    call_status status = send_call(dest, function_wrapper<F, return_shape>::id, as_bytes_of(f),
+                                   {}, index, generation);
+    if (status != call_status::ok) close_reply(index, false);
+    return status;
   }
   call_status send_call(std::uint32_t dest, function_id function,
                         std::span<const std::byte> closure, std::span<const std::byte> buffer,

@@ -47,6 +47,12 @@ struct two_workers {
   }
 };
 
+// A remote_memory for all of `block`, as seen from the sender (no direct mapping).
+remote_memory remote_view(two_workers& w, const memory_block& block) {
+  return remote_memory(w.endpoint, remote_memory_locator::make(0, *block.segment, block.data, block.size),
+                       false);
+}
+
 void fill(std::byte* p, std::size_t n, std::uint64_t seed) {
   for (std::size_t i = 0; i < n; i += 8) {
     std::uint64_t v = seed * 0x9E3779B97F4A7C15ull + i;
@@ -118,9 +124,7 @@ TEST(Transmitter, TwoThreadsOneMillionPutsRecycleOnlyCompletedUnits) {
 TEST(Transmitter, ManualModeCompletesOnlyOnRequest) {
   two_workers w;
   memory_block target = w.memory.allocate_block();
-  remote_memory remote(w.endpoint,
-                       remote_memory_locator::make(0, *target.segment, target.data, target.size),
-                       false);
+  remote_memory remote = remote_view(w, target);
   transmitter tx(w.endpoint, transmitter_options{4, false});
   std::uint64_t value = 42;
   unit_tags tags;
@@ -141,9 +145,7 @@ TEST(Transmitter, ManualModeCompletesOnlyOnRequest) {
 TEST(Transmitter, TagsOrderAndBounds) {
   two_workers w;
   memory_block target = w.memory.allocate_block();
-  remote_memory remote(w.endpoint,
-                       remote_memory_locator::make(0, *target.segment, target.data, target.size),
-                       false);
+  remote_memory remote = remote_view(w, target);
   transmitter tx(w.endpoint, transmitter_options{1, true});  // S = 1: every op asks
   std::byte byte{1};
   completion_tag before = tx.current_tag();
@@ -171,9 +173,7 @@ TEST(Transmitter, WaitClaimsATicketWhenNoneCoversTheTag) {
   two_workers w;
   memory_block target = w.memory.allocate_block();
   std::memset(target.data, 0x7b, 64);
-  remote_memory remote(w.endpoint,
-                       remote_memory_locator::make(0, *target.segment, target.data, target.size),
-                       false);
+  remote_memory remote = remote_view(w, target);
   transmitter tx(w.endpoint, transmitter_options{64, true});
   std::array<std::byte, 64> local{};
   ASSERT_EQ(tx.get(local, remote, 0), op_status::ok);
@@ -186,9 +186,7 @@ TEST(Transmitter, WaitClaimsATicketWhenNoneCoversTheTag) {
 TEST(Transmitter, RefusesAUnitTaggedByTooManyTransmitters) {
   two_workers w;
   memory_block target = w.memory.allocate_block();
-  remote_memory remote(w.endpoint,
-                       remote_memory_locator::make(0, *target.segment, target.data, target.size),
-                       false);
+  remote_memory remote = remote_view(w, target);
   std::vector<std::unique_ptr<transmitter>> txs;
   for (int i = 0; i <= unit_tags::max_transmitters; ++i) {
     txs.push_back(std::make_unique<transmitter>(w.endpoint, transmitter_options{1000, false}));
