@@ -356,8 +356,25 @@ void runtime::progress_shared() noexcept {
   service_role_taken_.store(false, std::memory_order_release);
 }
 
+std::uint64_t runtime::messages_sent() const noexcept {
+  std::uint64_t total = counters_.sent.load(std::memory_order_acquire);
+  for (const auto& state : local_states_) {
+    total += state->one_sided_sent.load(std::memory_order_acquire);
+  }
+  return total;
+}
+
+std::uint64_t runtime::messages_consumed() const noexcept {
+  std::uint64_t total = counters_.consumed();
+  for (const auto& state : local_states_) {
+    total += state->one_sided_consumed.load(std::memory_order_acquire);
+  }
+  return total;
+}
+
 void runtime::run(const std::function<void(thread_context&)>& body) {
   const int threads = options_.threads_per_process;
+  run_epoch_.fetch_add(1, std::memory_order_acq_rel);
   std::atomic<int> bodies_done{0};
   std::atomic<std::uint64_t> flush_round{0};   // coordinator -> threads: flush your endpoints
   std::atomic<int> flushed{0};                 // threads -> coordinator
@@ -422,9 +439,9 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
       while (flushed.load(std::memory_order_acquire) < participants && !finished.load()) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-      std::uint64_t sent = allreduce_sum(counters_.sent.load(std::memory_order_acquire));
+      std::uint64_t sent = allreduce_sum(messages_sent());
       // Every message sent is eventually executed or rejected (counted either way).
-      std::uint64_t executed = allreduce_sum(counters_.consumed());
+      std::uint64_t executed = allreduce_sum(messages_consumed());
       if (sent == executed && sent == last_sent) break;
       last_sent = sent;
     }

@@ -30,7 +30,13 @@ ucs_status_t wait_send(thread_context& self, void* request) noexcept {
   return status;
 }
 
+std::atomic<thread_extension_factory> installed_extension{nullptr};
+
 }  // namespace
+
+void install_thread_extension(thread_extension_factory factory) noexcept {
+  installed_extension.store(factory, std::memory_order_release);
+}
 
 const char* to_string(call_status status) noexcept {
   switch (status) {
@@ -42,6 +48,8 @@ const char* to_string(call_status status) noexcept {
       return "call larger than SERIEMA_SEND_LIMIT";
     case call_status::peer_failed:
       return "destination process failed";
+    case call_status::full:
+      return "destination's chunks are full (channel at its maximum)";
     case call_status::error:
       return "UCX error";
   }
@@ -78,6 +86,13 @@ bool local_thread_state::deliver_reply(std::uint32_t index, std::uint32_t genera
   return true;
 }
 
+void local_thread_state::grant(const granted_memory& entry) {
+  std::lock_guard lock(granted_mutex);
+  granted.push_back(entry);
+  granted_count.store(granted.size(), std::memory_order_release);
+  if (entry.batch == 0) first_grants.fetch_add(1, std::memory_order_release);
+}
+
 thread_context::thread_context(runtime& rt, thread_id id)
     : rt_(rt),
       id_(id),
@@ -85,9 +100,13 @@ thread_context::thread_context(runtime& rt, thread_id id)
       worker_(std::make_unique<transfer::ucx_worker>(rt.context(),
                                                      transfer::worker_sharing::single_thread)) {
   endpoints_.resize(static_cast<std::size_t>(rt.size()));
+  run_epoch_ = rt.run_epoch();
+  thread_extension_factory factory = installed_extension.load(std::memory_order_acquire);
+  if (factory != nullptr && (id & service_bit) == 0) extension_ = factory(*this);
 }
 
 thread_context::~thread_context() {
+  extension_.reset();
   endpoints_.clear();  // before the worker they belong to
   worker_.reset();
   if ((id_ & service_bit) != 0) delete &state_;
@@ -110,6 +129,7 @@ transfer::ucx_endpoint& thread_context::endpoint_to(int process) {
 }
 
 void thread_context::flush_endpoints() {
+  if (extension_) extension_->flush(*this);
   for (auto& endpoint : endpoints_) {
     if (!endpoint || endpoint->failed()) continue;
     ucp_request_param_t param{};
@@ -285,6 +305,7 @@ std::size_t thread_context::poll() {
   worker_->progress();
   if (!rt_.has_service_thread() && (id_ & service_bit) == 0) ran += rt_.serve(*this);
   if (state_.incoming.take_all(batch_) > 0) ran += run_calls(*this, batch_);
+  if (extension_) ran += extension_->poll(*this);
   return ran;
 }
 

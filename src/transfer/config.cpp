@@ -43,6 +43,16 @@ constexpr setting settings_table[] = {
     {"SERIEMA_PEER_ERRORS", "yes",
      "yes: endpoints report a dead peer as an error (UCX peer error handling); no: do not"},
     {"SERIEMA_KEEPALIVE", "1s", "UCX keepalive interval: how fast a dead peer is detected"},
+    // invoke: one-sided channels (messengers and aggregators)
+    {"SERIEMA_CHUNK_SIZE", "2M",
+     "bytes of one messenger chunk in the receiver's zone, header included (8K..2M)"},
+    {"SERIEMA_CHUNKS_PER_ALLOCATION", "2", "chunks obtained per allocation service call (1..8)"},
+    {"SERIEMA_MAX_CHUNKS", "8", "most chunks one messenger may hold (its ring's maximum)"},
+    {"SERIEMA_FLUSH_SIZE", "4K", "traditional aggregation: bytes batched before a publish"},
+    {"SERIEMA_EXCEEDING_LIMIT", "64M",
+     "bytes of calls a thread may queue locally (overflow aggregation, RetryAsync)"},
+    {"SERIEMA_STAGING_SIZE", "256K",
+     "bytes of one registered staging unit for calls to other machines (>= 2 x chunk records)"},
     // set by seriema-run for the processes it starts (not for users)
     {"SERIEMA_RUN_SOCKET", "", "set by seriema-run: its rendezvous socket"},
     {"SERIEMA_RUN_RANK", "", "set by seriema-run: this process's rank"},

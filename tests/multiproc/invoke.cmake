@@ -17,3 +17,18 @@ foreach(tls default tcp)
   set_tests_properties(mp.registry_skew.np2.${tls} PROPERTIES LABELS multiproc TIMEOUT 120)
 endforeach()
 set_tests_properties(mp.registry_skew.np2.tcp PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
+
+# One-sided invocation (Messenger, aggregators): every primitive, FIFO over 1 M calls per mode,
+# backpressure and corrupt records; 2 processes x 3 threads over shm, tcp and 2 emulated machines.
+# The all-to-all stress runs 2 processes x 2 threads over shm and tcp.
+seriema_mp_executable(invoke_onesided_mp_test invoke_onesided_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.invoke_onesided.np2.shm EXE invoke_onesided_mp_test NP 2
+               ARGS --gtest_filter=-*AllToAll* ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_onesided.np2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp
+               ARGS --gtest_filter=-*AllToAll* ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_onesided.np2.machines2.tcp EXE invoke_onesided_mp_test NP 2 MACHINES 2
+               TLS tcp ARGS --gtest_filter=-*AllToAll*:*Fifo* ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_stress.np2x2.shm EXE invoke_onesided_mp_test NP 2
+               ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp
+               ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)

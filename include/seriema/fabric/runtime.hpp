@@ -106,6 +106,13 @@ class runtime {
   // for its own send must keep wireup and incoming traffic moving, service thread or not).
   void progress_shared() noexcept;
   [[nodiscard]] bool has_service_thread() const noexcept { return options_.service_threads > 0; }
+  // Number of run() calls started so far (thread contexts of run k carry epoch k).
+  [[nodiscard]] std::uint64_t run_epoch() const noexcept {
+    return run_epoch_.load(std::memory_order_acquire);
+  }
+  // Messages this process sent / consumed, send-based and one-sided (quiescence detection).
+  [[nodiscard]] std::uint64_t messages_sent() const noexcept;
+  [[nodiscard]] std::uint64_t messages_consumed() const noexcept;
 
  private:
   static ucs_status_t on_barrier_message(void* arg, const void* header, std::size_t header_length,
@@ -147,6 +154,7 @@ class runtime {
   invocation_counters counters_;
   std::atomic<bool> service_role_taken_{false};  // someone is progressing the process worker
   std::atomic<bool> service_running_{false};     // someone is running service calls
+  std::atomic<std::uint64_t> run_epoch_{0};
 };
 
 // Active-message ids reserved by seriema's own layers (applications use ids >= 16).

@@ -23,7 +23,10 @@ class runtime;
 enum class call_status : std::uint8_t {
   ok,
   bad_destination,  // no such thread
-  too_large,        // closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT)
+  too_large,        // closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT), or
+                    // a one-sided record does not fit in a chunk
+  full,             // one-sided: the channel's ring is at its maximum and the call's policy
+                    // is to fail (the call was not sent)
   peer_failed,      // the destination's process is dead (endpoint error)
   error,            // UCX refused the send
 };
@@ -111,6 +114,16 @@ struct invocation_counters {
   }
 };
 
+// Registered memory a sender obtained in this thread's NUMA zone through the allocation service
+// (the paper's "incoming memory map" entry): the invoke layer's chunks, handed to the receiving
+// thread in the order the sender allocated them.
+struct granted_memory {
+  std::uint32_t sender = 0;       // global thread id of the sender
+  std::uint64_t run = 0;          // runtime::run epoch it belongs to
+  std::uint32_t batch = 0;        // the sender's allocation batch (0 = the channel's first)
+  transfer::registered_buffer memory;
+};
+
 // State of one local thread that must outlive its thread_context: calls may arrive before the
 // thread starts and replies after it stopped waiting. Owned by the runtime.
 struct local_thread_state {
@@ -129,7 +142,49 @@ struct local_thread_state {
   // written) when the slot is unknown, stale or of another size: a peer's bad reply.
   bool deliver_reply(std::uint32_t index, std::uint32_t generation,
                      std::span<const std::byte> value, bool ok) noexcept;
+
+  // Incoming memory map. Writers: the allocation service (any thread serving calls); reader:
+  // the owner thread, which takes entries out. `granted_count` lets the owner skip the mutex.
+  std::mutex granted_mutex;
+  std::vector<granted_memory> granted;
+  std::atomic<std::size_t> granted_count{0};
+  std::atomic<std::size_t> first_grants{0};  // entries of batch 0 ever granted (new channels)
+  void grant(const granted_memory& entry);
+  // Moves out every entry `which` selects, in grant order.
+  template <class Which>
+  std::vector<granted_memory> take_granted(Which which) {
+    std::vector<granted_memory> out;
+    if (granted_count.load(std::memory_order_acquire) == 0) return out;
+    std::lock_guard lock(granted_mutex);
+    std::erase_if(granted, [&](const granted_memory& g) {
+      if (!which(g)) return false;
+      out.push_back(g);
+      return true;
+    });
+    granted_count.store(granted.size(), std::memory_order_release);
+    return out;
+  }
+
+  // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
+  // the send-based counters). Single writer each: the owner thread (relaxed load + store).
+  std::atomic<std::uint64_t> one_sided_sent{0};
+  std::atomic<std::uint64_t> one_sided_consumed{0};
 };
+
+// Per-thread state of a layer above fabric (the invoke layer's messengers). Created for every
+// worker thread_context by the factory that layer installs at static-initialization time, so a
+// thread receives one-sided calls even if it never sends one. Owner thread only.
+class thread_extension {
+ public:
+  virtual ~thread_extension() = default;
+  // Receives and runs what arrived, and moves queued work on; returns the number of calls run.
+  virtual std::size_t poll(thread_context& self) = 0;
+  // Publishes everything batched locally (aggregators), so that it will be received.
+  virtual void flush(thread_context& self) = 0;
+};
+using thread_extension_factory = std::unique_ptr<thread_extension> (*)(thread_context& self);
+// Installs the factory (one layer; the last install wins). Call before runtime::run.
+void install_thread_extension(thread_extension_factory factory) noexcept;
 
 // One long-lived thread's handle on the job. Thread-safety: owner thread only, except
 // incoming() which the runtime fills from other threads.
@@ -175,17 +230,31 @@ class thread_context {
     return send_returning(service_of(process), f, slot);
   }
 
+  // Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply
+  // (index, generation) fills; close_reply(index, false) fails it (the call was not sent).
+  template <class R>
+  std::pair<std::uint32_t, std::uint32_t> open_reply_for(return_slot<R>& slot) {
+    slot.state_.store(0, std::memory_order_relaxed);
+    return open_reply(&slot.value_, sizeof(R), &slot.state_);
+  }
+  void close_reply(std::uint32_t index, bool ok) noexcept;
+
   // Runs the calls received so far (FIFO per sender) and progresses communication; takes the
   // service role when no service thread is configured. Returns the number of calls run.
   std::size_t poll();
   // Polls until pred() holds (with idle back-off). Serving calls while waiting is what lets two
-  // threads that wait on each other both progress.
+  // threads that wait on each other both progress; an idle wait also publishes what this
+  // thread's aggregators batched (the call it waits for may be among it).
   template <class Pred>
   void wait_until(Pred pred) {
     unsigned idle = 0;
     while (!pred()) {
-      if (poll() == 0) back_off(idle);
-      else idle = 0;
+      if (poll() == 0) {
+        if (idle == 0 && extension_) extension_->flush(*this);
+        back_off(idle);
+      } else {
+        idle = 0;
+      }
     }
   }
   template <class R>
@@ -202,8 +271,15 @@ class thread_context {
   [[nodiscard]] transfer::ucx_worker& worker() noexcept { return *worker_; }
   transfer::ucx_endpoint& endpoint_to(int process);
 
-  // Flushes every endpoint of this thread (all sends delivered). Control path.
+  // Publishes what the extension batched, then flushes every endpoint of this thread (all sends
+  // and puts delivered). Control path.
   void flush_endpoints();
+
+  // The layer above's per-thread state (null for service threads or when none is installed).
+  [[nodiscard]] thread_extension* extension() const noexcept { return extension_.get(); }
+  [[nodiscard]] local_thread_state& state() noexcept { return state_; }
+  // runtime::run epoch this context belongs to (1 for the first run).
+  [[nodiscard]] std::uint64_t run_epoch() const noexcept { return run_epoch_; }
 
   static void back_off(unsigned& idle) noexcept;
   // Runs the calls in `batch` on behalf of `self`; releases their payloads. Returns count run.
@@ -232,7 +308,6 @@ class thread_context {
                         std::uint32_t reply_slot, std::uint32_t reply_generation);
   std::pair<std::uint32_t, std::uint32_t> open_reply(void* value, std::size_t size,
                                                      std::atomic<int>* state);
-  void close_reply(std::uint32_t index, bool ok) noexcept;
 
   runtime& rt_;
   thread_id id_;
@@ -240,6 +315,9 @@ class thread_context {
   std::unique_ptr<transfer::ucx_worker> worker_;
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints_;  // by process
   std::vector<call_queue::item> batch_;  // reused by poll()
+  std::uint64_t run_epoch_ = 0;
+  // Destroyed first (it holds rkeys and endpoints of worker_).
+  std::unique_ptr<thread_extension> extension_;
 };
 
 }  // namespace seriema::fabric

@@ -1,0 +1,309 @@
+// One-sided remote invocation (paper §4.4): the Messenger of one ordered thread pair (sender
+// side), its receiving counterpart, and the per-thread table of both (MessengerGlobal), which is
+// the invoke layer's thread_extension. The protocol and word ownership are in docs/messenger.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/invoke/wire.hpp>
+#include <seriema/transfer/allocators.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/transmitter.hpp>
+#include <span>
+#include <vector>
+
+namespace seriema::invoke {
+
+using fabric::call_status;
+using fabric::thread_context;
+using fabric::thread_id;
+
+// How a call travels. send: UCX active message (fabric, no setup); write: the one-sided
+// Messenger, published at once; trad: batched, published every flush_size bytes (or on flush);
+// ovfl: published at once while the messenger has room, queued locally (in order) only while
+// it has none.
+enum class channel : std::uint8_t { send, write, trad, ovfl };
+const char* to_string(channel c) noexcept;
+
+// What a call does when the destination's ring is full and cannot grow.
+namespace policy {
+struct fail {};         // return call_status::full; nothing was sent
+struct retry {};        // block until there is room, running incoming calls meanwhile
+struct retry_async {};  // queue the call locally (in order) and return; the thread's polls send it
+}  // namespace policy
+
+struct messenger_options {
+  std::size_t chunk_size = std::size_t{2} << 20;  // SERIEMA_CHUNK_SIZE, header included
+  std::uint32_t chunks_per_allocation = 2;        // SERIEMA_CHUNKS_PER_ALLOCATION, 1..8
+  std::uint32_t max_chunks = 8;                   // SERIEMA_MAX_CHUNKS, >= chunks_per_allocation
+  std::size_t flush_size = 4096;                  // SERIEMA_FLUSH_SIZE (trad)
+  std::size_t exceeding_limit = std::size_t{64} << 20;  // SERIEMA_EXCEEDING_LIMIT
+  std::size_t staging_size = std::size_t{256} << 10;    // SERIEMA_STAGING_SIZE
+  static constexpr std::uint32_t max_chunks_per_allocation = 8;
+
+  // Throws config_error naming the setting.
+  static messenger_options from_environment();
+  void validate() const;
+  // Largest record (header + closure + buffer) one call may have.
+  [[nodiscard]] std::size_t max_record() const noexcept;
+};
+
+// Counters of one messenger (sender side) or one thread's receiving side.
+struct messenger_counters {
+  std::uint64_t calls = 0;      // records written (or queued) by the sender
+  std::uint64_t bytes = 0;      // record bytes
+  std::uint64_t publishes = 0;  // published-word writes
+  std::uint64_t chunks_grown = 0;
+  std::uint64_t full = 0;       // calls that found the ring full (any policy)
+  std::uint64_t exceeding = 0;  // records that went through the local queue
+  std::uint64_t exceeding_peak_bytes = 0;
+};
+
+class channels;
+
+// Locally queued records (overflow aggregation, RetryAsync, replies that found no room), in
+// FIFO order, as complete wire records. Owner thread only.
+class exceeding_queue {
+ public:
+  [[nodiscard]] bool empty() const noexcept { return pages_.empty(); }
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+  // Space for a record of `size` bytes at the tail; commit() makes it part of the queue.
+  std::byte* reserve(std::size_t size);
+  void commit(std::size_t size) noexcept;
+  // The oldest record (its header says its size); pop() removes it.
+  [[nodiscard]] std::span<const std::byte> front() const noexcept;
+  void pop() noexcept;
+  void clear() noexcept;
+
+ private:
+  static constexpr std::size_t page_size = 64 * 1024;
+  struct page {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+    std::size_t head = 0;  // first unread byte
+    std::size_t tail = 0;  // end of committed records
+  };
+  std::deque<page> pages_;
+  std::size_t bytes_ = 0;
+};
+
+// The sending side of one ordered pair (sender thread -> destination thread). Created by
+// channels::to(dest) on first use; setup (the first chunk allocation) happens on the first call.
+// Owner: the sender thread.
+class messenger {
+ public:
+  messenger(channels& owner, thread_id destination, std::uint32_t released_word);
+  ~messenger();
+  messenger(const messenger&) = delete;
+  messenger& operator=(const messenger&) = delete;
+
+  [[nodiscard]] thread_id destination() const noexcept { return destination_; }
+  [[nodiscard]] const messenger_counters& counters() const noexcept { return counters_; }
+  [[nodiscard]] std::size_t chunks() const noexcept { return ring_.size(); }
+  // True when records to this destination are written straight into its chunks (same machine,
+  // mappable memory); false when they are staged and put.
+  [[nodiscard]] bool direct() const noexcept { return direct_; }
+  [[nodiscard]] bool failed() const noexcept { return failed_; }
+  [[nodiscard]] std::size_t queued_bytes() const noexcept { return queue_.bytes(); }
+  // Addresses (in the receiver's memory) of the ring's chunks in ring order: equal to the
+  // receiver's chunk_addresses() once it has caught up (the rings are symmetric).
+  [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
+
+  // Allocates the first chunks now (otherwise the first call does). Throws seriema::error.
+  void setup();
+
+  // Writes one record. `closure` is the function's bytes, `extras` the reply/notify words.
+  template <class Policy>
+  call_status send(channel mode, fabric::function_id function, std::span<const std::byte> closure,
+                   std::uint32_t flags, std::span<const std::byte> extras,
+                   std::span<const std::byte> buffer);
+
+  // Publishes what was written but not yet published (trad batches). Cheap when nothing is.
+  void publish();
+  // Moves queued records into the ring while there is room; publishes. Returns records moved.
+  std::size_t drain();
+
+  // Test and diagnostic hooks (docs/messenger.md, "Testing the receiver"): append `bytes` as
+  // they are (they count as `messages` sent) and publish them; or write `word` as the published
+  // word of the current chunk (counts as one message sent).
+  call_status publish_raw_for_testing(std::span<const std::byte> bytes, std::uint64_t messages);
+  call_status publish_word_for_testing(std::uint64_t word);
+
+ private:
+  struct slot {
+    transfer::remote_memory_locator locator;
+    std::unique_ptr<transfer::remote_memory> remote;
+    std::byte* direct_data = nullptr;      // data area when mapped, else null
+    std::uint64_t* direct_word = nullptr;  // published word when mapped
+    std::uint64_t capacity = 0;            // data-area bytes
+    std::uint32_t lap = 0;                 // lap of the fill in progress / last fill
+    std::uint64_t fill = 0;                // fill number (1-based) of its last fill; 0 = never
+  };
+
+  enum class space : std::uint8_t { ok, full, failed, too_large };
+  // Makes room for `size` bytes in the current chunk (moving to / growing into another chunk
+  // when needed); returns where to serialize, or null with the reason.
+  std::byte* reserve(std::size_t size, space& why, bool may_grow);
+  std::byte* reserve_slow(std::size_t size, space& why, bool may_grow);
+  void commit(std::size_t size, bool publish_now);
+  bool advance_chunk(bool may_grow, space& why);
+  [[nodiscard]] bool slot_free(const slot& s) const noexcept;
+  void start_fill(std::size_t index);
+  void close_current(bool splice);
+  bool grow();
+  void publish_word(bool full, bool splice);
+  void put_staged(bool full, bool splice);
+  bool start_staging_unit(std::size_t size);
+  bool check_peer();
+  void fail_all() noexcept;
+  call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
+                           std::uint32_t flags, std::span<const std::byte> extras,
+                           std::span<const std::byte> buffer, bool bounded);
+  call_status write_record(channel mode, fabric::function_id function,
+                           std::span<const std::byte> closure, std::uint32_t flags,
+                           std::span<const std::byte> extras, std::span<const std::byte> buffer,
+                           space& why);
+
+  channels& owner_;
+  thread_id destination_;
+  int destination_process_;
+  std::uint32_t released_word_;  // index of our `released` word in the thread's feedback area
+  bool direct_ = false;
+  bool failed_ = false;
+  bool busy_ = false;  // inside reserve/grow: a nested call (from a handler run while we wait)
+                       // goes to the queue so the ring is never written re-entrantly
+  std::uint32_t batches_ = 0;  // allocation batches obtained
+  std::vector<slot> ring_;
+  std::size_t current_ = 0;
+  std::uint64_t fills_ = 0;          // fills started
+  std::uint64_t write_offset_ = 0;   // bytes written in the current chunk this lap
+  std::uint64_t published_ = 0;      // bytes published in the current chunk this lap
+  bool closed_ = false;              // the current chunk was published full; move before writing
+  // Remote path: records are serialized into a staging unit and put at publish.
+  std::unique_ptr<transfer::transmitter> transmitter_;
+  std::unique_ptr<transfer::circular_allocator> staging_;
+  transfer::registered_buffer staging_unit_;
+  std::size_t staged_ = 0;          // bytes used in staging_unit_
+  std::size_t staged_batch_ = 0;    // staging offset of the first unpublished record
+  exceeding_queue queue_;
+  messenger_counters counters_;
+};
+
+// The receiving side of one ordered pair: the ring of chunks the sender allocated here, read in
+// FIFO order. Owner: the receiving thread.
+class inbound_channel {
+ public:
+  inbound_channel(channels& owner, std::uint32_t sender, std::vector<fabric::granted_memory> first);
+  ~inbound_channel();
+  inbound_channel(const inbound_channel&) = delete;
+  inbound_channel& operator=(const inbound_channel&) = delete;
+
+  [[nodiscard]] std::uint32_t sender() const noexcept { return sender_; }
+  [[nodiscard]] std::size_t chunks() const noexcept { return ring_.size(); }
+  // Runs what the sender published since the last poll; returns calls run.
+  std::size_t poll(thread_context& self);
+  // Addresses of the ring's chunks in ring order (see messenger::chunk_addresses).
+  [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
+
+ private:
+  struct chunk {
+    fabric::granted_memory memory;
+    wire::chunk_header* header = nullptr;
+    std::byte* data = nullptr;
+    std::uint64_t capacity = 0;
+    std::uint32_t lap = 1;  // lap expected next
+  };
+  void adopt(std::vector<fabric::granted_memory>& batch, std::size_t position);
+  void release_chunk(thread_context& self);
+  void notify(thread_context& self, std::uint32_t word, std::uint64_t value);
+  std::size_t run_range(thread_context& self, chunk& c, std::uint64_t end);
+
+  channels& owner_;
+  std::uint32_t sender_;
+  std::vector<chunk> ring_;
+  std::size_t current_ = 0;
+  std::uint64_t read_offset_ = 0;
+  std::uint32_t next_batch_ = 1;
+  std::uint64_t last_bad_word_ = 0;
+  bool running_ = false;  // a call of this channel is running: nested polls skip the channel
+  transfer::remote_memory_locator feedback_locator_{};
+  std::unique_ptr<transfer::remote_memory> feedback_;
+};
+
+// Counters of one thread's receiving side (wire safety: rejected input is counted, never run).
+struct receive_counters {
+  std::uint64_t calls = 0;
+  std::uint64_t rejected_malformed = 0;  // bad framing or a published word no sender writes
+  std::uint64_t rejected_record = 0;     // well framed, but inconsistent with its function
+  std::uint64_t rejected_unknown_function = 0;
+  std::uint64_t chunks_released = 0;
+};
+
+// MessengerGlobal: a thread's messengers (created on demand, one per destination) and its
+// inbound channels, plus the registered feedback area peers write into. The invoke layer's
+// thread_extension. Owner: the thread.
+class channels final : public fabric::thread_extension {
+ public:
+  static constexpr std::size_t synchronizer_words = 1024;  // per thread
+
+  explicit channels(thread_context& self);
+  ~channels() override;
+
+  [[nodiscard]] thread_context& self() noexcept { return self_; }
+  [[nodiscard]] const messenger_options& options() const noexcept { return options_; }
+  // Replaces the options of messengers created from now on (e.g. small chunks in a test).
+  void set_options(const messenger_options& options);
+
+  // The messenger to `dest`, created on first use. Throws seriema::error for a bad id.
+  messenger& to(thread_id dest);
+  [[nodiscard]] messenger* existing(thread_id dest) noexcept;
+  [[nodiscard]] inbound_channel* inbound_from(thread_id sender) noexcept;
+
+  std::size_t poll(thread_context& self) override;
+  void flush(thread_context& self) override;
+
+  [[nodiscard]] const receive_counters& received() const noexcept { return received_; }
+  // The feedback area (released words, synchronizer counters): registered, in this thread's
+  // zone; word i is at feedback_words()[i].
+  [[nodiscard]] std::uint64_t* feedback_words() const noexcept {
+    return reinterpret_cast<std::uint64_t*>(feedback_.data);
+  }
+  [[nodiscard]] const transfer::remote_memory_locator& feedback_locator() const noexcept {
+    return feedback_locator_;
+  }
+  [[nodiscard]] std::size_t feedback_word_count() const noexcept { return feedback_.size / 8; }
+  // Synchronizer words (indices >= first_synchronizer_word); 0 when none is free.
+  std::uint32_t acquire_counter_word();
+  void release_counter_word(std::uint32_t word) noexcept;
+
+  // used by messengers / inbound channels
+  void count_sent(std::uint64_t n) noexcept;
+  void count_consumed(std::uint64_t n) noexcept;
+  receive_counters& receive_counts() noexcept { return received_; }
+  // Messengers failed by their peer's death: synchronizers check it.
+  [[nodiscard]] bool any_failed() const noexcept;
+
+ private:
+  thread_context& self_;
+  messenger_options options_;
+  transfer::registered_buffer feedback_;
+  transfer::remote_memory_locator feedback_locator_;
+  std::uint32_t first_synchronizer_word_ = 0;
+  std::vector<std::uint32_t> free_counter_words_;
+  std::vector<std::unique_ptr<messenger>> out_;  // by destination thread id
+  std::vector<std::unique_ptr<inbound_channel>> in_;  // by sender thread id
+  std::vector<inbound_channel*> in_list_;             // polled in this order
+  std::size_t new_channels_seen_ = 0;
+  receive_counters received_;
+  std::size_t polling_depth_ = 0;
+};
+
+// This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
+// service thread's context.
+channels& channels_of(thread_context& self);
+
+}  // namespace seriema::invoke

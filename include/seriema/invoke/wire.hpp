@@ -1,0 +1,154 @@
+// Wire format of one-sided calls: the chunk header (Producer / Consumer / setup parts), the
+// published word, and call records, with the receiver's bounds-checked record parser. See
+// docs/messenger.md for the protocol and who writes which word.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <seriema/fabric/function_registry.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <span>
+
+namespace seriema::invoke::wire {
+
+// Published word (Producer part). Single writer: the sending thread (remote put after a fence,
+// or a release store when it maps the chunk). Bits:
+//   0..31  offset: bytes of records in the chunk's data area that are complete
+//   32..55 lap:    how many times the sender started filling this chunk (1 for the first fill);
+//                  a word of an older lap is stale and means "nothing new yet"
+//   61     closed: reserved (0)
+//   62     splice: the sender grew the ring after this chunk; the receiver inserts the next
+//                  batch of granted chunks right after it
+//   63     full:   the sender moved on; the chunk holds exactly `offset` bytes this lap
+inline constexpr std::uint64_t offset_mask = 0xFFFF'FFFFull;
+inline constexpr int lap_shift = 32;
+inline constexpr std::uint64_t lap_mask = 0xFF'FFFFull;
+inline constexpr std::uint64_t splice_bit = 1ull << 62;
+inline constexpr std::uint64_t full_bit = 1ull << 63;
+inline constexpr std::uint64_t known_bits = full_bit | splice_bit | (lap_mask << lap_shift) |
+                                            offset_mask;
+
+constexpr std::uint64_t make_published(std::uint64_t offset, std::uint32_t lap, bool full,
+                                       bool splice) noexcept {
+  return (offset & offset_mask) | ((std::uint64_t{lap} & lap_mask) << lap_shift) |
+         (full ? full_bit : 0) | (splice ? splice_bit : 0);
+}
+constexpr std::uint64_t published_offset(std::uint64_t word) noexcept { return word & offset_mask; }
+constexpr std::uint32_t published_lap(std::uint64_t word) noexcept {
+  return static_cast<std::uint32_t>((word >> lap_shift) & lap_mask);
+}
+constexpr std::uint32_t next_lap(std::uint32_t lap) noexcept {
+  std::uint32_t next = (lap + 1) & lap_mask;
+  return next == 0 ? 1 : next;  // lap 0 is "never written" (a fresh chunk's zeroed word)
+}
+
+inline constexpr std::uint32_t chunk_magic = 0x5345'524Du;  // "SERM"
+
+// Start of every chunk, in the receiver's memory. Ownership:
+//  * producer.published: written only by the sender (see above).
+//  * consumer.consumed:  written only by the receiving thread, with local stores: the offset it
+//    has run up to and the lap (published format without flags); the sender may read it with a
+//    get (pull), but normally learns of progress by the push of `released` (see feedback).
+//  * setup: written once by the allocation service (a local thread of the receiver's process)
+//    before the chunk's locator is returned to the sender; read-only afterwards.
+struct chunk_header {
+  struct alignas(64) producer_part {
+    std::uint64_t published;
+  } producer;
+  struct alignas(64) consumer_part {
+    std::uint64_t consumed;
+  } consumer;
+  struct alignas(64) setup_part {
+    std::uint32_t magic;
+    std::uint32_t sender;    // global thread id
+    std::uint32_t receiver;  // global thread id
+    std::uint32_t batch;     // the sender's allocation batch this chunk came in
+    std::uint64_t run;       // runtime::run epoch
+    std::uint64_t capacity;  // bytes of the data area (after this header)
+    // The sender's feedback words: [0] fills released (the receiver adds 1 each time it has
+    // consumed a chunk entirely), [1..] synchronizer counters. Registered memory of the sender.
+    transfer::remote_memory_locator feedback;
+  } setup;
+};
+inline constexpr std::size_t chunk_header_size = 384;
+static_assert(sizeof(chunk_header) <= chunk_header_size);
+static_assert(offsetof(chunk_header, producer) == 0);
+inline constexpr std::size_t published_word_offset = 0;  // within the chunk
+
+// A call record in a chunk's data area: this header, the closure, optional extras, the buffer,
+// padding to a multiple of record_alignment. `size` covers all of it.
+struct record_header {
+  fabric::function_id function;
+  std::uint32_t size;          // bytes of the whole record, multiple of record_alignment
+  std::uint32_t closure_size;  // must equal the registered closure size of `function`
+  std::uint32_t buffer_size;   // bytes of buffer after the closure (and extras)
+  std::uint32_t flags;         // record_flag bits; unknown bits make the record malformed
+  std::uint32_t reserved;      // 0
+};
+static_assert(sizeof(record_header) == 24);
+inline constexpr std::size_t record_alignment = 8;
+
+enum record_flag : std::uint32_t {
+  flag_reply = 1u << 0,     // extras: reply_extra; the caller waits for the function's value
+  flag_notify = 1u << 1,    // extras: notify_extra; decrement the sender's counter once run
+  flag_internal = 1u << 2,  // a seriema-internal record (e.g. a reply): not a user message
+};
+inline constexpr std::uint32_t known_flags = flag_reply | flag_notify | flag_internal;
+
+struct reply_extra {
+  std::uint32_t slot;
+  std::uint32_t generation;
+};
+struct notify_extra {
+  std::uint32_t counter;  // index into the sender's feedback words (>= 1)
+  std::uint32_t reserved;
+};
+
+constexpr std::size_t extras_size(std::uint32_t flags) noexcept {
+  return ((flags & flag_reply) ? sizeof(reply_extra) : 0) +
+         ((flags & flag_notify) ? sizeof(notify_extra) : 0);
+}
+constexpr std::size_t align_record(std::size_t n) noexcept {
+  return (n + record_alignment - 1) & ~(record_alignment - 1);
+}
+// Bytes of a record with these sizes (closure and buffer are below 4 GiB by construction).
+constexpr std::size_t record_size(std::size_t closure, std::size_t buffer,
+                                  std::uint32_t flags) noexcept {
+  return align_record(sizeof(record_header) + closure + extras_size(flags) + buffer);
+}
+
+// What the receiver made of the bytes at one offset.
+enum class parse_status : std::uint8_t {
+  ok,
+  malformed,         // the header cannot be trusted: the rest of the published range is dropped
+  bad_record,        // well-framed (size is sane) but invalid: this record alone is skipped
+  unknown_function,  // well-framed, function id not registered: this record alone is skipped
+};
+
+struct parsed_record {
+  parse_status status = parse_status::malformed;
+  std::uint32_t size = 0;  // bytes to skip (valid unless malformed)
+  record_header header{};
+  const fabric::function_entry* entry = nullptr;
+  const std::byte* closure = nullptr;
+  reply_extra reply{};
+  notify_extra notify{};
+  std::span<std::byte> buffer;
+};
+
+// Parses the record at the start of `bytes` (the published, not yet consumed part of a chunk;
+// peer-written). Every length is checked against bytes.size() in 64-bit arithmetic, so no
+// value a peer writes can make the receiver read outside the range.
+parsed_record parse_record(std::span<std::byte> bytes) noexcept;
+
+// Validates a published word against the receiver's view of the chunk: lap `lap`, data area of
+// `capacity` bytes, consumed up to `read_offset`. stale: nothing new (an older lap);
+// invalid: a value the sender can never write (offset past the chunk, going backwards, unknown
+// bits, full while data is missing).
+enum class word_status : std::uint8_t { fresh, stale, invalid };
+word_status check_published(std::uint64_t word, std::uint32_t lap, std::uint64_t capacity,
+                            std::uint64_t read_offset) noexcept;
+
+}  // namespace seriema::invoke::wire

@@ -1,0 +1,356 @@
+// The receiving side of the Messenger protocol (FIFO consumption, release pushes, splicing of
+// new chunks) and MessengerGlobal (channels): the per-thread table the invoke layer installs as
+// fabric's thread extension.
+#include <fmt/format.h>
+
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <seriema/invoke/messenger.hpp>
+#include <seriema/transfer/error.hpp>
+
+namespace seriema::invoke {
+
+namespace {
+
+std::unique_ptr<fabric::thread_extension> make_channels(thread_context& self) {
+  return std::make_unique<channels>(self);
+}
+
+// Installed before main: every worker thread_context gets its channels, so a thread receives
+// one-sided calls whether or not it ever sends one.
+const bool installed = [] {
+  fabric::install_thread_extension(&make_channels);
+  return true;
+}();
+
+// Operands of the remote atomics a receiver posts; they must outlive the operation, so they are
+// static (UCX may read them after ucp_atomic_op_nbx returned).
+const std::uint64_t operand_one = 1;
+const std::uint64_t operand_minus_one = ~std::uint64_t{0};
+
+const messenger_options& environment_options() {
+  static const messenger_options options = messenger_options::from_environment();
+  return options;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- inbound_channel
+
+inbound_channel::inbound_channel(channels& owner, std::uint32_t sender,
+                                 std::vector<fabric::granted_memory> first)
+    : owner_(owner), sender_(sender) {
+  adopt(first, 0);
+  const auto* header = reinterpret_cast<const wire::chunk_header*>(ring_.front().memory.memory.data);
+  feedback_locator_ = header->setup.feedback;
+}
+
+inbound_channel::~inbound_channel() {
+  feedback_.reset();
+  fabric::runtime& rt = owner_.self().rt();
+  for (chunk& c : ring_) {
+    (void)rt.service_free(reinterpret_cast<std::uint64_t>(c.memory.memory.data), c.memory.memory.size);
+  }
+}
+
+void inbound_channel::adopt(std::vector<fabric::granted_memory>& batch, std::size_t position) {
+  std::vector<chunk> fresh;
+  for (auto& g : batch) {
+    chunk c;
+    c.memory = g;
+    c.header = reinterpret_cast<wire::chunk_header*>(g.memory.data);
+    c.data = g.memory.data + wire::chunk_header_size;
+    // Capacity from our own allocation (not from anything a peer wrote).
+    c.capacity = g.memory.size - wire::chunk_header_size;
+    fresh.push_back(c);
+  }
+  ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(position), fresh.begin(), fresh.end());
+}
+
+std::vector<std::uint64_t> inbound_channel::chunk_addresses() const {
+  std::vector<std::uint64_t> out;
+  for (const chunk& c : ring_) out.push_back(reinterpret_cast<std::uint64_t>(c.memory.memory.data));
+  return out;
+}
+
+void inbound_channel::notify(thread_context& self, std::uint32_t word, std::uint64_t value) {
+  if (!feedback_) {
+    const int process = static_cast<int>(feedback_locator_.process);
+    if (process < 0 || process >= self.rt().size()) return;
+    feedback_ = std::make_unique<transfer::remote_memory>(
+        self.endpoint_to(process), feedback_locator_, self.rt().same_machine(process));
+  }
+  const std::uint64_t offset = std::uint64_t{word} * 8;
+  if (!feedback_->contains(offset, 8)) {
+    ++owner_.receive_counts().rejected_record;  // a notify word outside the sender's area
+    return;
+  }
+  if (std::byte* direct = feedback_->direct(); direct != nullptr) {
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(direct + offset))
+        .fetch_add(value, std::memory_order_acq_rel);
+    return;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_contig(8);
+  const std::uint64_t* operand = value == 1 ? &operand_one : &operand_minus_one;
+  void* request = ucp_atomic_op_nbx(feedback_->endpoint().handle(), UCP_ATOMIC_OP_ADD, operand, 1,
+                                    feedback_->address() + offset, feedback_->rkey(), &param);
+  // Completes in the background (the thread's polls progress its worker); a failure means the
+  // sender died, and nobody is waiting for the word then.
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) ucp_request_free(request);
+}
+
+void inbound_channel::release_chunk(thread_context& self) {
+  ++owner_.receive_counts().chunks_released;
+  // Our `released` word in the sender's feedback area is indexed by our id (see channels).
+  notify(self, self.id() + 1, 1);
+}
+
+std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint64_t end) {
+  std::size_t ran = 0;
+  running_ = true;
+  struct reset_running {
+    bool& flag;
+    ~reset_running() { flag = false; }
+  } guard{running_};
+  receive_counters& counts = owner_.receive_counts();
+  while (read_offset_ < end) {
+    wire::parsed_record rec = wire::parse_record({c.data + read_offset_, end - read_offset_});
+    switch (rec.status) {
+      case wire::parse_status::malformed:
+        // No trustworthy size: nothing after it in this published range can be framed.
+        ++counts.rejected_malformed;
+        owner_.count_consumed(1);
+        read_offset_ = end;
+        continue;
+      case wire::parse_status::unknown_function:
+        ++counts.rejected_unknown_function;
+        owner_.count_consumed(1);
+        read_offset_ += rec.size;
+        continue;
+      case wire::parse_status::bad_record:
+        ++counts.rejected_record;
+        owner_.count_consumed(1);
+        read_offset_ += rec.size;
+        continue;
+      case wire::parse_status::ok:
+        break;
+    }
+    // Advance first: a nested poll (from the function) skips this channel while it runs, and the
+    // chunk is not released before the whole lap was consumed, so rec's bytes stay valid.
+    read_offset_ += rec.size;
+    alignas(16) std::byte result[256];
+    std::vector<std::byte> big_result;
+    std::span<std::byte> result_span;
+    if (rec.entry->result_size > 0) {
+      if (rec.entry->result_size <= sizeof result) {
+        result_span = {result, rec.entry->result_size};
+      } else {
+        big_result.resize(rec.entry->result_size);
+        result_span = big_result;
+      }
+    }
+    fabric::invocation call{&self, sender_, rec.buffer, result_span};
+    rec.entry->invoke(rec.closure, call);
+    ++ran;
+    ++counts.calls;
+    owner_.count_consumed(1);
+    if ((rec.header.flags & wire::flag_reply) != 0) {
+      detail::send_reply(self, sender_, rec.reply.slot, rec.reply.generation, result_span);
+    }
+    if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, operand_minus_one);
+  }
+  return ran;
+}
+
+std::size_t inbound_channel::poll(thread_context& self) {
+  if (running_) return 0;
+  std::size_t ran = 0;
+  for (;;) {
+    chunk& c = ring_[current_];
+    const std::uint64_t word = std::atomic_ref<std::uint64_t>(c.header->producer.published)
+                                   .load(std::memory_order_acquire);
+    switch (wire::check_published(word, c.lap, c.capacity, read_offset_)) {
+      case wire::word_status::stale:
+        return ran;
+      case wire::word_status::invalid:
+        if (word != last_bad_word_) {
+          last_bad_word_ = word;
+          ++owner_.receive_counts().rejected_malformed;
+          owner_.count_consumed(1);
+        }
+        return ran;
+      case wire::word_status::fresh:
+        break;
+    }
+    const std::uint64_t end = wire::published_offset(word);
+    if (end > read_offset_) {
+      ran += run_range(self, c, end);
+      // Consumer part: only this thread writes it.
+      std::atomic_ref<std::uint64_t>(c.header->consumer.consumed)
+          .store(wire::make_published(read_offset_, c.lap, false, false), std::memory_order_release);
+    }
+    if ((word & wire::full_bit) == 0 || read_offset_ != end) return ran;
+    if ((word & wire::splice_bit) != 0) {
+      // The sender grew the ring after this chunk: its next batch goes right here, in the same
+      // place as in the sender's ring. The batch was granted before the sender learned of it.
+      const std::uint64_t run = self.run_epoch();
+      const std::uint32_t sender = sender_;
+      const std::uint32_t batch = next_batch_;
+      std::vector<fabric::granted_memory> fresh = self.state().take_granted(
+          [&](const fabric::granted_memory& g) {
+            return g.sender == sender && g.run == run && g.batch == batch;
+          });
+      if (fresh.empty()) return ran;  // not visible yet: look again at the next poll
+      c.lap = wire::next_lap(c.lap);
+      adopt(fresh, current_ + 1);  // (invalidates c)
+      ++next_batch_;
+    } else {
+      c.lap = wire::next_lap(c.lap);
+    }
+    release_chunk(self);
+    current_ = (current_ + 1) % ring_.size();
+    read_offset_ = 0;
+  }
+}
+
+// ---------------------------------------------------------------- channels
+
+channels::channels(thread_context& self) : self_(self), options_(environment_options()) {
+  fabric::runtime& rt = self.rt();
+  const std::size_t threads = rt.placement().thread_count();
+  first_synchronizer_word_ = static_cast<std::uint32_t>(threads + 1);
+  const std::size_t words = threads + 1 + synchronizer_words;
+  const std::size_t bytes = (words * 8 + 4095) / 4096 * 4096;
+  const int zone = rt.placement().locate(self.id()).zone;
+  feedback_ = rt.service_allocate(zone, bytes);
+  if (!feedback_) {
+    throw error(fmt::format("thread {}: no registered memory for its feedback words", self.id()));
+  }
+  std::memset(feedback_.data, 0, feedback_.size);
+  feedback_locator_ = transfer::remote_memory_locator::make(rt.rank(), feedback_);
+  for (std::uint32_t w = static_cast<std::uint32_t>(feedback_.size / 8); w-- > first_synchronizer_word_;) {
+    free_counter_words_.push_back(w);
+  }
+  out_.resize(threads);
+  in_.resize(threads);
+}
+
+channels::~channels() {
+  fabric::runtime& rt = self_.rt();
+  out_.clear();
+  in_list_.clear();
+  in_.clear();
+  // Chunks granted to us this run that no channel adopted (the sender never got to use them).
+  for (auto& g : self_.state().take_granted(
+           [run = self_.run_epoch()](const fabric::granted_memory& m) { return m.run == run; })) {
+    (void)rt.service_free(reinterpret_cast<std::uint64_t>(g.memory.data), g.memory.size);
+  }
+  (void)rt.service_free(reinterpret_cast<std::uint64_t>(feedback_.data), feedback_.size);
+}
+
+void channels::set_options(const messenger_options& options) {
+  options.validate();
+  options_ = options;
+}
+
+messenger& channels::to(thread_id dest) {
+  if (dest >= out_.size()) {
+    throw error(fmt::format("messenger: thread {} does not exist (the job has {} threads)", dest,
+                            out_.size()));
+  }
+  auto& slot = out_[dest];
+  if (!slot) slot = std::make_unique<messenger>(*this, dest, static_cast<std::uint32_t>(dest + 1));
+  return *slot;
+}
+
+messenger* channels::existing(thread_id dest) noexcept {
+  return dest < out_.size() ? out_[dest].get() : nullptr;
+}
+
+inbound_channel* channels::inbound_from(thread_id sender) noexcept {
+  return sender < in_.size() ? in_[sender].get() : nullptr;
+}
+
+std::size_t channels::poll(thread_context& self) {
+  std::size_t ran = 0;
+  fabric::local_thread_state& state = self.state();
+  const std::size_t grants = state.first_grants.load(std::memory_order_acquire);
+  if (grants != new_channels_seen_) {
+    // New senders: their first batch of chunks is in our incoming memory map. (Entries of a
+    // later run, granted by a process that is already there, stay for that run's channels.)
+    new_channels_seen_ = grants;
+    const std::uint64_t run = self.run_epoch();
+    std::vector<fabric::granted_memory> firsts = state.take_granted(
+        [&](const fabric::granted_memory& g) { return g.batch == 0 && g.run == run; });
+    std::size_t i = 0;
+    while (i < firsts.size()) {
+      const std::uint32_t sender = firsts[i].sender;
+      std::vector<fabric::granted_memory> batch;
+      while (i < firsts.size() && firsts[i].sender == sender) batch.push_back(firsts[i++]);
+      if (sender >= in_.size() || in_[sender]) {
+        // Not a sender we can have (or a second channel from it in one run): give it back.
+        for (auto& g : batch) {
+          (void)self.rt().service_free(reinterpret_cast<std::uint64_t>(g.memory.data),
+                                       g.memory.size);
+        }
+        continue;
+      }
+      in_[sender] = std::make_unique<inbound_channel>(*this, sender, std::move(batch));
+      in_list_.push_back(in_[sender].get());
+    }
+  }
+  for (inbound_channel* channel : in_list_) ran += channel->poll(self);
+  for (auto& m : out_) {
+    if (m && m->queued_bytes() > 0) ran += m->drain();
+  }
+  return ran;
+}
+
+void channels::flush(thread_context&) {
+  for (auto& m : out_) {
+    if (!m) continue;
+    m->drain();
+    m->publish();
+  }
+}
+
+std::uint32_t channels::acquire_counter_word() {
+  if (free_counter_words_.empty()) return 0;
+  std::uint32_t w = free_counter_words_.back();
+  free_counter_words_.pop_back();
+  return w;
+}
+
+void channels::release_counter_word(std::uint32_t word) noexcept {
+  free_counter_words_.push_back(word);
+}
+
+void channels::count_sent(std::uint64_t n) noexcept {
+  auto& counter = self_.state().one_sided_sent;
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
+
+void channels::count_consumed(std::uint64_t n) noexcept {
+  auto& counter = self_.state().one_sided_consumed;
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
+
+bool channels::any_failed() const noexcept {
+  for (const auto& m : out_) {
+    if (m && m->failed()) return true;
+  }
+  return false;
+}
+
+channels& channels_of(thread_context& self) {
+  auto* ext = dynamic_cast<channels*>(self.extension());
+  if (ext == nullptr) {
+    throw error(fmt::format("thread {} has no one-sided channels (service threads do not)",
+                            self.id()));
+  }
+  return *ext;
+}
+
+}  // namespace seriema::invoke

@@ -1,0 +1,634 @@
+// The sending side of the one-sided Messenger protocol (paper §4.4.1): chunk allocation by
+// no-setup service calls, serialization straight into the receiver's chunk (same machine) or a
+// registered staging unit (put, fence, then the published word), ring growth with the splice
+// mark, the full-buffer policies and the local queue. docs/messenger.md has the invariants.
+#include <fmt/format.h>
+
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/messenger.hpp>
+#include <seriema/transfer/config.hpp>
+#include <seriema/transfer/error.hpp>
+
+namespace seriema::invoke {
+
+namespace {
+
+// What the allocation service returns: up to max_chunks_per_allocation chunk locators.
+struct chunk_grant {
+  std::uint32_t count = 0;
+  std::uint32_t reserved = 0;
+  transfer::remote_memory_locator chunks[messenger_options::max_chunks_per_allocation];
+};
+
+std::uint64_t load_acquire(const std::uint64_t* word) noexcept {
+  return std::atomic_ref<const std::uint64_t>(*word).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+const char* to_string(channel c) noexcept {
+  switch (c) {
+    case channel::send:
+      return "send";
+    case channel::write:
+      return "write";
+    case channel::trad:
+      return "trad";
+    case channel::ovfl:
+      return "ovfl";
+  }
+  return "unknown";
+}
+
+messenger_options messenger_options::from_environment() {
+  messenger_options options;
+  options.chunk_size = config::get_bytes("SERIEMA_CHUNK_SIZE");
+  options.chunks_per_allocation = static_cast<std::uint32_t>(config::get_unsigned(
+      "SERIEMA_CHUNKS_PER_ALLOCATION", 1, max_chunks_per_allocation));
+  options.max_chunks = static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_MAX_CHUNKS", 1, 4096));
+  options.flush_size = config::get_bytes("SERIEMA_FLUSH_SIZE");
+  options.exceeding_limit = config::get_bytes("SERIEMA_EXCEEDING_LIMIT");
+  options.staging_size = config::get_bytes("SERIEMA_STAGING_SIZE");
+  options.validate();
+  return options;
+}
+
+void messenger_options::validate() const {
+  if (chunk_size < 8192 || chunk_size > transfer::block_size || chunk_size % 4096 != 0) {
+    throw config_error(fmt::format(
+        "SERIEMA_CHUNK_SIZE={}: expected a multiple of 4K between 8K and 2M", chunk_size));
+  }
+  if (chunks_per_allocation < 1 || chunks_per_allocation > max_chunks_per_allocation) {
+    throw config_error(fmt::format("SERIEMA_CHUNKS_PER_ALLOCATION={}: expected 1..{}",
+                                   chunks_per_allocation, max_chunks_per_allocation));
+  }
+  if (max_chunks < chunks_per_allocation) {
+    throw config_error(fmt::format(
+        "SERIEMA_MAX_CHUNKS={}: must be at least SERIEMA_CHUNKS_PER_ALLOCATION ({})", max_chunks,
+        chunks_per_allocation));
+  }
+  if (flush_size < 64 || flush_size > chunk_size - wire::chunk_header_size) {
+    throw config_error(fmt::format(
+        "SERIEMA_FLUSH_SIZE={}: expected 64 bytes .. the chunk's data area ({} bytes)", flush_size,
+        chunk_size - wire::chunk_header_size));
+  }
+  if (staging_size < 4096 || staging_size > transfer::block_size) {
+    throw config_error(
+        fmt::format("SERIEMA_STAGING_SIZE={}: expected 4K .. 2M", staging_size));
+  }
+}
+
+std::size_t messenger_options::max_record() const noexcept {
+  // A record must fit a chunk's data area and a staging unit (with the published word's slot).
+  return std::min(chunk_size - wire::chunk_header_size, staging_size - 64);
+}
+
+// ---------------------------------------------------------------- exceeding_queue
+
+std::byte* exceeding_queue::reserve(std::size_t size) {
+  if (pages_.empty() || pages_.back().capacity - pages_.back().tail < size) {
+    page fresh;
+    fresh.capacity = std::max(page_size, size);
+    fresh.data = std::make_unique<std::byte[]>(fresh.capacity);
+    pages_.push_back(std::move(fresh));
+  }
+  return pages_.back().data.get() + pages_.back().tail;
+}
+
+void exceeding_queue::commit(std::size_t size) noexcept {
+  pages_.back().tail += size;
+  bytes_ += size;
+}
+
+std::span<const std::byte> exceeding_queue::front() const noexcept {
+  const page& p = pages_.front();
+  wire::record_header h;
+  std::memcpy(&h, p.data.get() + p.head, sizeof h);
+  return {p.data.get() + p.head, h.size};
+}
+
+void exceeding_queue::pop() noexcept {
+  page& p = pages_.front();
+  wire::record_header h;
+  std::memcpy(&h, p.data.get() + p.head, sizeof h);
+  p.head += h.size;
+  bytes_ -= h.size;
+  if (p.head == p.tail) pages_.pop_front();
+}
+
+void exceeding_queue::clear() noexcept {
+  pages_.clear();
+  bytes_ = 0;
+}
+
+// ---------------------------------------------------------------- messenger
+
+messenger::messenger(channels& owner, thread_id destination, std::uint32_t released_word)
+    : owner_(owner),
+      destination_(destination),
+      destination_process_(owner.self().rt().placement().locate(destination).process),
+      released_word_(released_word) {}
+
+messenger::~messenger() {
+  // The transmitter waits (bounded) for puts still reading staging units; then the units go.
+  transmitter_.reset();
+  staging_.reset();
+}
+
+namespace {
+
+void write_record_header(std::byte* p, fabric::function_id function, std::size_t size,
+                         std::size_t closure, std::uint32_t flags, std::size_t buffer) noexcept {
+  wire::record_header h{function,
+                        static_cast<std::uint32_t>(size),
+                        static_cast<std::uint32_t>(closure),
+                        static_cast<std::uint32_t>(buffer),
+                        flags,
+                        0};
+  std::memcpy(p, &h, sizeof h);
+}
+
+// Serializes a whole record at `p` (size bytes, from record_size()).
+void serialize(std::byte* p, std::size_t size, fabric::function_id function,
+               std::span<const std::byte> closure, std::uint32_t flags,
+               std::span<const std::byte> extras, std::span<const std::byte> buffer) noexcept {
+  write_record_header(p, function, size, closure.size(), flags, buffer.size());
+  std::byte* q = p + sizeof(wire::record_header);
+  std::memcpy(q, closure.data(), closure.size());
+  q += closure.size();
+  if (!extras.empty()) {
+    std::memcpy(q, extras.data(), extras.size());
+    q += extras.size();
+  }
+  if (!buffer.empty()) {
+    std::memcpy(q, buffer.data(), buffer.size());
+    q += buffer.size();
+  }
+  std::memset(q, 0, static_cast<std::size_t>(p + size - q));  // padding: no stale bytes leak
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> messenger::chunk_addresses() const {
+  std::vector<std::uint64_t> out;
+  for (const slot& s : ring_) out.push_back(s.locator.address);
+  return out;
+}
+
+void messenger::setup() {
+  if (!ring_.empty()) return;
+  busy_ = true;
+  space why;
+  bool ok = advance_chunk(true, why);
+  busy_ = false;
+  if (!ok) {
+    throw error(fmt::format("messenger to thread {}: {}", destination_,
+                            failed_ ? "its process failed" : "could not allocate chunks"));
+  }
+}
+
+bool messenger::check_peer() {
+  if (failed_) return false;
+  thread_context& self = owner_.self();
+  if (self.endpoint_to(destination_process_).failed() ||
+      (transmitter_ && transmitter_->failed())) {
+    fail_all();
+    return false;
+  }
+  return true;
+}
+
+void messenger::fail_all() noexcept {
+  failed_ = true;
+  queue_.clear();
+}
+
+bool messenger::grow() {
+  thread_context& self = owner_.self();
+  fabric::runtime& rt = self.rt();
+  const messenger_options& options = owner_.options();
+  const std::uint32_t count = static_cast<std::uint32_t>(
+      std::min<std::size_t>(options.chunks_per_allocation, options.max_chunks - ring_.size()));
+  if (count == 0) return false;
+  const std::uint32_t sender = self.id();
+  const std::uint32_t receiver = destination_;
+  const std::uint32_t batch = batches_;
+  const std::uint64_t run = self.run_epoch();
+  const std::uint64_t chunk_size = options.chunk_size;
+  const transfer::remote_memory_locator feedback = owner_.feedback_locator();
+  fabric::return_slot<chunk_grant> reply;
+  // No-setup service call on the destination's process: the receiving thread is not involved.
+  fabric::call_status status = self.service_call_return(
+      destination_process_,
+      [=](thread_context& server) {
+        chunk_grant out{};
+        fabric::runtime& host = server.rt();
+        if (!host.is_local(receiver) || count > messenger_options::max_chunks_per_allocation) {
+          return out;
+        }
+        const int zone = host.placement().locate(receiver).zone;
+        transfer::registered_buffer got[messenger_options::max_chunks_per_allocation];
+        for (std::uint32_t i = 0; i < count; ++i) {
+          got[i] = host.service_allocate(zone, static_cast<std::size_t>(chunk_size));
+          if (!got[i]) {
+            for (std::uint32_t j = 0; j < i; ++j) {
+              (void)host.service_free(reinterpret_cast<std::uint64_t>(got[j].data), got[j].size);
+            }
+            return out;
+          }
+          // Setup part, written before anyone can know the chunk (the locator is not out yet).
+          std::memset(got[i].data, 0, wire::chunk_header_size);
+          auto* header = reinterpret_cast<wire::chunk_header*>(got[i].data);
+          header->setup.magic = wire::chunk_magic;
+          header->setup.sender = sender;
+          header->setup.receiver = receiver;
+          header->setup.batch = batch;
+          header->setup.run = run;
+          header->setup.capacity = chunk_size - wire::chunk_header_size;
+          header->setup.feedback = feedback;
+          out.chunks[i] = transfer::remote_memory_locator::make(host.rank(), got[i]);
+        }
+        // Into the receiver's incoming memory map, in order, before the reply leaves.
+        for (std::uint32_t i = 0; i < count; ++i) {
+          host.local_state(receiver).grant({sender, run, batch, got[i]});
+        }
+        out.count = count;
+        return out;
+      },
+      reply);
+  if (status != fabric::call_status::ok) {
+    if (status == fabric::call_status::peer_failed) fail_all();
+    return false;
+  }
+  self.wait_until([&] { return reply.done() || self.endpoint_to(destination_process_).failed(); });
+  if (!reply.ready()) {
+    fail_all();
+    return false;
+  }
+  const chunk_grant& grant = reply.value();
+  if (grant.count != count) return false;  // the destination is out of registered memory
+  ++batches_;
+
+  transfer::ucx_endpoint& endpoint = self.endpoint_to(destination_process_);
+  const bool same_machine = rt.same_machine(destination_process_);
+  std::vector<slot> fresh(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    slot& s = fresh[i];
+    s.locator = grant.chunks[i];
+    s.remote = std::make_unique<transfer::remote_memory>(endpoint, s.locator, same_machine);
+    s.capacity = chunk_size - wire::chunk_header_size;
+    if (s.remote->direct() != nullptr) {
+      s.direct_word = reinterpret_cast<std::uint64_t*>(s.remote->direct());
+      s.direct_data = s.remote->direct() + wire::chunk_header_size;
+    }
+  }
+  if (ring_.empty()) {
+    direct_ = fresh[0].direct_data != nullptr;
+    if (!direct_) {
+      transfer::transmitter_options topts = transfer::transmitter_options::from_environment();
+      transmitter_ = std::make_unique<transfer::transmitter>(endpoint, topts);
+      transfer::circular_allocator_config sconfig;
+      sconfig.unit_size = options.staging_size;
+      sconfig.initial_units = 2;
+      sconfig.max_bytes = std::max<std::size_t>(16 * options.staging_size, std::size_t{8} << 20);
+      staging_ = std::make_unique<transfer::circular_allocator>(rt.local_arena(), sconfig);
+    }
+  }
+  for (const slot& s : fresh) {
+    if ((s.direct_data != nullptr) != direct_) {
+      throw error(fmt::format("messenger to thread {}: chunks of one ring must all be mappable "
+                              "or all not (memory sources differ?)", destination_));
+    }
+  }
+  counters_.chunks_grown += count;
+  const std::size_t position = ring_.empty() ? 0 : current_ + 1;
+  ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(position),
+               std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+  return true;
+}
+
+bool messenger::slot_free(const slot& s) const noexcept {
+  // Fills are released in order (FIFO on both sides), so a chunk is free once the receiver has
+  // released its last fill.
+  return s.fill == 0 || load_acquire(owner_.feedback_words() + released_word_) >= s.fill;
+}
+
+void messenger::start_fill(std::size_t index) {
+  current_ = index;
+  closed_ = false;
+  slot& s = ring_[current_];
+  s.fill = ++fills_;
+  s.lap = wire::next_lap(s.lap);
+  write_offset_ = 0;
+  published_ = 0;
+}
+
+void messenger::close_current(bool splice) {
+  // Everything in the chunk is published with the full mark (and the splice mark when the ring
+  // grew right after it); the receiver moves on once it has run all of it.
+  if (direct_) {
+    publish_word(true, splice);
+  } else {
+    put_staged(true, splice);
+  }
+  closed_ = true;
+}
+
+bool messenger::advance_chunk(bool may_grow, space& why) {
+  if (ring_.empty()) {
+    if (!may_grow || !grow()) {
+      why = failed_ ? space::failed : space::full;
+      return false;
+    }
+    start_fill(0);
+    return true;
+  }
+  std::size_t next = (current_ + 1) % ring_.size();
+  if (!closed_) {
+    // With one chunk, `next` is the current chunk itself: busy until the receiver released it,
+    // which it does only after seeing it closed. So close first, then wait.
+    bool splice = false;
+    if (!slot_free(ring_[next]) && may_grow && ring_.size() < owner_.options().max_chunks) {
+      if (grow()) {
+        splice = true;
+        next = current_ + 1;
+      } else if (failed_) {
+        why = space::failed;
+        return false;
+      }
+    }
+    close_current(splice);
+    if (failed_) {
+      why = space::failed;
+      return false;
+    }
+    if (splice) {
+      start_fill(next);
+      return true;
+    }
+  }
+  if (!slot_free(ring_[next])) {
+    why = space::full;
+    return false;
+  }
+  start_fill(next);
+  return true;
+}
+
+bool messenger::start_staging_unit(std::size_t size) {
+  // A staging unit is reused only when every put from it completed (its tags).
+  unsigned idle = 0;
+  for (;;) {
+    staging_unit_ = staging_->allocate();
+    if (staging_unit_) break;
+    if (!check_peer()) return false;
+    transmitter_->request_completion();
+    if (!transmitter_->progress()) fabric::thread_context::back_off(idle);
+  }
+  staged_ = 0;
+  staged_batch_ = 0;
+  return size + 64 <= staging_unit_.size;
+}
+
+std::byte* messenger::reserve_slow(std::size_t size, space& why, bool may_grow) {
+  if (!check_peer()) {
+    why = space::failed;
+    return nullptr;
+  }
+  if (ring_.empty() || closed_ || write_offset_ + size > ring_[current_].capacity) {
+    if (!advance_chunk(may_grow, why)) return nullptr;
+  }
+  if (direct_) return ring_[current_].direct_data + write_offset_;
+  // Staged: room for the record and the published word's slot in the unit.
+  if (!staging_unit_ || staged_ + size + 8 > staging_unit_.size) {
+    if (staging_unit_ && staged_ > staged_batch_) put_staged(false, false);
+    if (!start_staging_unit(size)) {
+      why = failed_ ? space::failed : space::too_large;
+      return nullptr;
+    }
+  }
+  return staging_unit_.data + staged_;
+}
+
+std::byte* messenger::reserve(std::size_t size, space& why, bool may_grow) {
+  why = space::ok;
+  if (!ring_.empty() && !closed_ && write_offset_ + size <= ring_[current_].capacity) {
+    if (direct_) return ring_[current_].direct_data + write_offset_;
+    if (staging_unit_ && staged_ + size + 8 <= staging_unit_.size) return staging_unit_.data + staged_;
+  }
+  return reserve_slow(size, why, may_grow);
+}
+
+void messenger::commit(std::size_t size, bool publish_now) {
+  write_offset_ += size;
+  if (!direct_) staged_ += size;
+  ++counters_.calls;
+  counters_.bytes += size;
+  owner_.count_sent(1);
+  if (publish_now) publish();
+}
+
+void messenger::publish_word(bool full, bool splice) {
+  slot& s = ring_[current_];
+  std::atomic_ref<std::uint64_t>(*s.direct_word)
+      .store(wire::make_published(write_offset_, s.lap, full, splice), std::memory_order_release);
+  published_ = write_offset_;
+  ++counters_.publishes;
+}
+
+void messenger::put_staged(bool full, bool splice) {
+  slot& s = ring_[current_];
+  const std::size_t pending = staged_ - staged_batch_;
+  if (pending > 0) {
+    // The batch's remote offset: it ends where the chunk's written bytes end.
+    const std::uint64_t remote_offset = wire::chunk_header_size + write_offset_ - pending;
+    transfer::op_status st = transmitter_->put(
+        {staging_unit_.data + staged_batch_, pending}, *s.remote, remote_offset, staging_unit_.tags);
+    if (st != transfer::op_status::ok) {
+      fail_all();
+      return;
+    }
+    // The data lands before the word that publishes it (UCX orders across the fence).
+    ucp_worker_fence(owner_.self().worker().handle());
+  }
+  // The word travels from the staging unit too (it must stay untouched until the put is done).
+  const std::uint64_t word = wire::make_published(write_offset_, s.lap, full, splice);
+  std::memcpy(staging_unit_.data + staged_, &word, sizeof word);
+  transfer::op_status st = transmitter_->put({staging_unit_.data + staged_, sizeof word}, *s.remote,
+                                             wire::published_word_offset, staging_unit_.tags);
+  if (st != transfer::op_status::ok) {
+    fail_all();
+    return;
+  }
+  staged_ += sizeof word;
+  staged_batch_ = staged_;
+  published_ = write_offset_;
+  ++counters_.publishes;
+}
+
+void messenger::publish() {
+  if (ring_.empty() || closed_ || published_ == write_offset_ || failed_) return;
+  if (direct_) {
+    publish_word(false, false);
+  } else {
+    put_staged(false, false);
+  }
+}
+
+call_status messenger::write_record(channel mode, fabric::function_id function,
+                                    std::span<const std::byte> closure, std::uint32_t flags,
+                                    std::span<const std::byte> extras,
+                                    std::span<const std::byte> buffer, space& why) {
+  const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
+  busy_ = true;
+  std::byte* p = reserve(size, why, true);
+  if (p == nullptr) {
+    busy_ = false;
+    if (why == space::failed) return call_status::peer_failed;
+    if (why == space::too_large) return call_status::too_large;
+    return call_status::full;
+  }
+  serialize(p, size, function, closure, flags, extras, buffer);
+  const bool publish_now =
+      mode != channel::trad || write_offset_ + size - published_ >= owner_.options().flush_size;
+  commit(size, publish_now);
+  busy_ = false;
+  return call_status::ok;
+}
+
+call_status messenger::queue_record(fabric::function_id function,
+                                    std::span<const std::byte> closure, std::uint32_t flags,
+                                    std::span<const std::byte> extras,
+                                    std::span<const std::byte> buffer, bool bounded) {
+  const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
+  if (bounded && queue_.bytes() + size > owner_.options().exceeding_limit) return call_status::full;
+  std::byte* p = queue_.reserve(size);
+  serialize(p, size, function, closure, flags, extras, buffer);
+  queue_.commit(size);
+  ++counters_.exceeding;
+  counters_.exceeding_peak_bytes = std::max<std::uint64_t>(counters_.exceeding_peak_bytes,
+                                                           queue_.bytes());
+  return call_status::ok;
+}
+
+std::size_t messenger::drain() {
+  if (queue_.empty() || busy_ || failed_) return 0;
+  std::size_t moved = 0;
+  busy_ = true;
+  while (!queue_.empty()) {
+    std::span<const std::byte> record = queue_.front();
+    space why;
+    // May grow: the allocation's wait nests a poll, which skips this messenger (busy_).
+    std::byte* p = reserve(record.size(), why, true);
+    if (p == nullptr) {
+      if (why == space::failed) fail_all();
+      break;
+    }
+    std::memcpy(p, record.data(), record.size());
+    commit(record.size(), false);
+    queue_.pop();
+    ++moved;
+  }
+  busy_ = false;
+  if (moved > 0) publish();
+  return moved;
+}
+
+template <class Policy>
+call_status messenger::send(channel mode, fabric::function_id function,
+                            std::span<const std::byte> closure, std::uint32_t flags,
+                            std::span<const std::byte> extras, std::span<const std::byte> buffer) {
+  const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
+  if (size > owner_.options().max_record()) return call_status::too_large;
+  if (failed_) return call_status::peer_failed;
+  if (busy_) {
+    // Called from a handler that runs while this messenger waits (growth, Retry): the ring is
+    // mid-operation, so the record goes to the queue, behind everything before it.
+    return queue_record(function, closure, flags, extras, buffer, false);
+  }
+  if (!queue_.empty()) drain();
+  if (queue_.empty()) {
+    space why;
+    call_status status = write_record(mode, function, closure, flags, extras, buffer, why);
+    if (status != call_status::full) return status;
+    ++counters_.full;
+  }
+  // No room, or older records are queued (FIFO: this one goes behind them). Overflow mode and
+  // retry_async queue it, up to the exceeding limit; past it the policy decides.
+  if (mode == channel::ovfl || std::is_same_v<Policy, policy::retry_async>) {
+    if (queue_record(function, closure, flags, extras, buffer, true) == call_status::ok) {
+      return call_status::ok;
+    }
+  }
+  if constexpr (std::is_same_v<Policy, policy::retry>) {
+    thread_context& self = owner_.self();
+    unsigned idle = 0;
+    for (;;) {
+      // Serving incoming calls while waiting is what lets two threads that fill each other's
+      // rings both progress; the receiver's release arrives through this progress too.
+      std::size_t ran = self.poll();
+      if (!check_peer()) return call_status::peer_failed;
+      if (!queue_.empty()) drain();
+      if (queue_.empty()) {
+        space why;
+        call_status status = write_record(mode, function, closure, flags, extras, buffer, why);
+        if (status != call_status::full) return status;
+      }
+      if (ran == 0) fabric::thread_context::back_off(idle);
+    }
+  }
+  return call_status::full;
+}
+
+template call_status messenger::send<policy::fail>(channel, fabric::function_id,
+                                                   std::span<const std::byte>, std::uint32_t,
+                                                   std::span<const std::byte>,
+                                                   std::span<const std::byte>);
+template call_status messenger::send<policy::retry>(channel, fabric::function_id,
+                                                    std::span<const std::byte>, std::uint32_t,
+                                                    std::span<const std::byte>,
+                                                    std::span<const std::byte>);
+template call_status messenger::send<policy::retry_async>(channel, fabric::function_id,
+                                                          std::span<const std::byte>,
+                                                          std::uint32_t,
+                                                          std::span<const std::byte>,
+                                                          std::span<const std::byte>);
+
+call_status messenger::publish_raw_for_testing(std::span<const std::byte> bytes,
+                                               std::uint64_t messages) {
+  if (bytes.size() % wire::record_alignment != 0 || bytes.size() > owner_.options().max_record()) {
+    return call_status::too_large;
+  }
+  space why;
+  busy_ = true;
+  std::byte* p = reserve(bytes.size(), why, true);
+  busy_ = false;
+  if (p == nullptr) return why == space::failed ? call_status::peer_failed : call_status::full;
+  std::memcpy(p, bytes.data(), bytes.size());
+  write_offset_ += bytes.size();
+  if (!direct_) staged_ += bytes.size();
+  owner_.count_sent(messages);
+  publish();
+  return call_status::ok;
+}
+
+call_status messenger::publish_word_for_testing(std::uint64_t word) {
+  if (ring_.empty()) setup();
+  slot& s = ring_[current_];
+  owner_.count_sent(1);
+  if (direct_) {
+    std::atomic_ref<std::uint64_t>(*s.direct_word).store(word, std::memory_order_release);
+    return call_status::ok;
+  }
+  if (!staging_unit_ || staged_ + 8 > staging_unit_.size) {
+    if (!start_staging_unit(0)) return call_status::peer_failed;
+  }
+  std::memcpy(staging_unit_.data + staged_, &word, sizeof word);
+  transfer::op_status st = transmitter_->put({staging_unit_.data + staged_, sizeof word}, *s.remote,
+                                             wire::published_word_offset, staging_unit_.tags);
+  staged_ += sizeof word;
+  staged_batch_ = staged_;
+  return st == transfer::op_status::ok ? call_status::ok : call_status::error;
+}
+
+}  // namespace seriema::invoke

@@ -1,0 +1,418 @@
+// One-sided remote invocation (Messenger, aggregators) between threads of several processes
+// (shm, tcp, emulated machines): every primitive in every mode, FIFO order over many calls,
+// all-to-all stress with checksums, backpressure under each full-buffer policy with ring growth
+// checked for symmetry, and corrupt records rejected while good calls keep running.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <seriema/invoke/invoke.hpp>
+#include <thread>
+
+#include "support/mp_main.hpp"
+
+using namespace seriema;
+using fabric::thread_context;
+using invoke::call_status;
+using invoke::channel;
+
+namespace {
+
+constexpr int max_local_threads = 16;
+constexpr std::size_t max_threads = 64;
+
+// Per local thread: what arrived. Written only by the thread itself (calls run on it); read by
+// the main thread after run() returned.
+struct inbox {
+  std::uint64_t calls = 0;
+  std::uint64_t wrong = 0;  // wrong thread, captures, buffer or order
+  std::uint64_t source_sum = 0;
+  std::uint64_t bytes = 0;
+  std::array<std::uint64_t, max_threads> next_seq{};  // FIFO: next sequence number per sender
+};
+std::array<inbox, max_local_threads> inboxes;
+
+inbox& inbox_of(thread_context& ctx) {
+  return inboxes[static_cast<std::size_t>(test::rt().placement().locate(ctx.id()).local_thread)];
+}
+void reset_inboxes() { inboxes = {}; }
+
+std::uint64_t env_count(const char* name, std::uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::strtoull(v, nullptr, 10);
+}
+
+std::uint64_t checksum(std::span<const std::byte> bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
+  return h;
+}
+
+void fill_pattern(std::span<std::byte> bytes, std::uint64_t seed) {
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& b : bytes) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<std::byte>(x);
+  }
+}
+
+fabric::thread_id threads() { return test::rt().placement().thread_count(); }
+
+// Every primitive from every thread to every thread (itself included), in mode C.
+template <channel C>
+void every_primitive() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  std::array<std::atomic<std::uint64_t>, max_local_threads> returns_ok{};
+  rt.run([&](thread_context& ctx) {
+    const std::uint32_t me = ctx.id();
+    std::vector<std::byte> buffer(300);
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      const std::uint64_t token = 7000 + dest;
+      ASSERT_EQ((invoke::call<C, invoke::policy::retry>(ctx, dest,
+                                                       [me, dest, token](thread_context& self) {
+                                                         inbox& box = inbox_of(self);
+                                                         if (self.id() != dest || token != 7000 + dest) ++box.wrong;
+                                                         box.source_sum += me;
+                                                         ++box.calls;
+                                                       })),
+                call_status::ok);
+      fill_pattern(buffer, me * 1000 + dest);
+      const std::uint64_t sum = checksum(buffer);
+      ASSERT_EQ((invoke::call_buffer<C, invoke::policy::retry>(
+                    ctx, dest,
+                    [dest, sum](thread_context& self, std::span<std::byte> got) {
+                      inbox& box = inbox_of(self);
+                      if (self.id() != dest || got.size() != 300 || checksum(got) != sum) ++box.wrong;
+                      box.bytes += got.size();
+                      ++box.calls;
+                    },
+                    buffer)),
+                call_status::ok);
+    }
+    // call_return to every thread: the value comes back into the caller's slot.
+    std::size_t local = static_cast<std::size_t>(test::rt().placement().locate(me).local_thread);
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      invoke::return_slot<std::uint64_t> slot;
+      const std::uint64_t x = 3 * me + 1;
+      ASSERT_EQ((invoke::call_return<C, invoke::policy::retry>(
+                    ctx, dest, [x](thread_context& self) { return x * 1000 + self.id(); }, slot)),
+                call_status::ok);
+      ctx.wait_for(slot);
+      ASSERT_TRUE(slot.ready());
+      EXPECT_EQ(slot.value(), x * 1000 + dest);
+      if (slot.value() == x * 1000 + dest) returns_ok[local] += 1;
+    }
+  });
+  std::uint64_t all_ids = 0;
+  for (fabric::thread_id t = 0; t < threads(); ++t) all_ids += t;
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    EXPECT_EQ(inboxes[t].calls, 2 * threads()) << "local thread " << t;
+    EXPECT_EQ(inboxes[t].source_sum, all_ids);
+    EXPECT_EQ(inboxes[t].bytes, 300 * threads());
+    EXPECT_EQ(inboxes[t].wrong, 0u);
+    EXPECT_EQ(returns_ok[t].load(), threads());
+  }
+}
+
+}  // namespace
+
+TEST(InvokeOneSided, EveryPrimitiveWrite) { every_primitive<channel::write>(); }
+TEST(InvokeOneSided, EveryPrimitiveTrad) { every_primitive<channel::trad>(); }
+TEST(InvokeOneSided, EveryPrimitiveOvfl) { every_primitive<channel::ovfl>(); }
+TEST(InvokeOneSided, EveryPrimitiveSend) { every_primitive<channel::send>(); }
+
+namespace {
+
+// One sender (global thread 0) to the last thread of the last process: `count` calls carrying
+// sequence numbers; the receiver checks the order.
+template <channel C, class Policy>
+void fifo(std::uint64_t count) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id receiver = threads() - 1;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    for (std::uint64_t seq = 0; seq < count; ++seq) {
+      call_status st = invoke::call<C, Policy>(ctx, receiver, [seq](thread_context& self) {
+        inbox& box = inbox_of(self);
+        if (box.next_seq[0] != seq) ++box.wrong;
+        box.next_seq[0] = seq + 1;
+        ++box.calls;
+      });
+      ASSERT_EQ(st, call_status::ok) << "call " << seq;
+    }
+  });
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    EXPECT_EQ(inboxes[local].calls, count);
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+    EXPECT_EQ(inboxes[local].next_seq[0], count);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeOneSided, FifoWrite) { fifo<channel::write, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
+TEST(InvokeOneSided, FifoTrad) { fifo<channel::trad, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
+TEST(InvokeOneSided, FifoOvfl) { fifo<channel::ovfl, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
+
+// All-to-all: every thread sends calls of random sizes (8 B .. 4 KiB of buffer) with checksums
+// and per-pair sequence numbers to random threads, mixing the one-sided modes.
+TEST(InvokeOneSided, AllToAllStress) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const std::uint64_t total = env_count("TEST_STRESS_CALLS", 4000000);
+  const std::uint64_t per_thread = total / threads();
+  std::array<std::array<std::uint64_t, max_threads>, max_local_threads> sent_to{};
+  rt.run([&](thread_context& ctx) {
+    const std::uint32_t me = ctx.id();
+    const auto local = test::rt().placement().locate(me).local_thread;
+    std::mt19937_64 rng(me * 7919 + 17);
+    std::vector<std::byte> buffer(4096);
+    std::array<std::uint64_t, max_threads> seq{};
+    for (std::uint64_t i = 0; i < per_thread; ++i) {
+      const fabric::thread_id dest = static_cast<fabric::thread_id>(rng() % ctx.thread_count());
+      const std::size_t size = 8 + rng() % (4096 - 8 + 1);
+      std::span<std::byte> payload(buffer.data(), size);
+      fill_pattern(payload.first(std::min<std::size_t>(size, 64)), i);
+      const std::uint64_t sum = checksum(payload);
+      const std::uint64_t s = seq[dest]++;
+      auto f = [me, s, sum, size](thread_context& self, std::span<std::byte> got) {
+        inbox& box = inbox_of(self);
+        if (got.size() != size || checksum(got) != sum || box.next_seq[me] != s) ++box.wrong;
+        box.next_seq[me] = s + 1;
+        box.bytes += got.size();
+        ++box.calls;
+      };
+      call_status st;
+      switch (i % 3) {
+        case 0:
+          st = invoke::call_buffer<channel::write, invoke::policy::retry>(ctx, dest, f, payload);
+          break;
+        case 1:
+          st = invoke::call_buffer<channel::trad, invoke::policy::retry>(ctx, dest, f, payload);
+          break;
+        default:
+          st = invoke::call_buffer<channel::ovfl, invoke::policy::retry>(ctx, dest, f, payload);
+          break;
+      }
+      ASSERT_EQ(st, call_status::ok);
+      ++sent_to[local][dest];
+      if ((i & 255) == 0) ctx.poll();
+    }
+  });
+  // Sum what every thread sent to each thread over the job; compare with what arrived.
+  std::array<std::uint64_t, max_threads> sent_here{};
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    for (std::size_t d = 0; d < threads(); ++d) sent_here[d] += sent_to[t][d];
+  }
+  auto all = test::allgather_value(sent_here);
+  std::uint64_t grand_total = 0;
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    fabric::thread_id me = rt.placement().global_id(rt.rank(), t);
+    std::uint64_t expected = 0;
+    for (const auto& per_rank : all) expected += per_rank[me];
+    EXPECT_EQ(inboxes[t].calls, expected) << "thread " << me << ": lost or duplicated calls";
+    EXPECT_EQ(inboxes[t].wrong, 0u) << "thread " << me << ": bad checksum or order";
+  }
+  for (const auto& per_rank : all) {
+    for (std::size_t d = 0; d < threads(); ++d) grand_total += per_rank[d];
+  }
+  EXPECT_EQ(grand_total, per_thread * threads());
+}
+
+namespace {
+
+// Backpressure options: tiny chunks, one per allocation, at most 3 per ring.
+invoke::messenger_options tiny_ring() {
+  invoke::messenger_options o;
+  o.chunk_size = 8192;
+  o.chunks_per_allocation = 1;
+  o.max_chunks = 3;
+  o.flush_size = 1024;
+  o.staging_size = 8192;
+  return o;
+}
+
+struct ring_view {
+  std::uint32_t chunks = 0;
+  std::array<std::uint64_t, 8> addresses{};
+};
+
+}  // namespace
+
+// The receiver does not poll for a while: fail returns full, retry blocks then completes,
+// retry_async queues and completes in order; the ring grows to its maximum and both sides list
+// the same chunks in the same order.
+TEST(InvokeOneSided, BackpressurePoliciesAndSymmetricGrowth) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  std::atomic<bool> saw_full{false};
+  std::atomic<std::uint64_t> sent_ok{0};
+  ring_view sender_view, receiver_view;
+  const int sleep_ms = 1500;
+  rt.run([&](thread_context& ctx) {
+    invoke::channels_of(ctx).set_options(tiny_ring());
+    if (ctx.id() == receiver) {
+      // Not polling: chunks fill up. (Another thread of the process serves the allocations.)
+      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+      ctx.wait_until([&] { return inbox_of(ctx).calls >= 3 * 2000; });
+      // Ring as the receiver sees it.
+      invoke::inbound_channel* in = invoke::channels_of(ctx).inbound_from(sender);
+      ASSERT_NE(in, nullptr);
+      auto addresses = in->chunk_addresses();
+      receiver_view.chunks = static_cast<std::uint32_t>(addresses.size());
+      for (std::size_t i = 0; i < addresses.size() && i < 8; ++i) receiver_view.addresses[i] = addresses[i];
+      return;
+    }
+    if (ctx.id() != sender) return;
+    std::vector<std::byte> payload(200);
+    std::uint64_t seq = 0;
+    auto f = [](std::uint64_t s) {
+      return [s](thread_context& self, std::span<std::byte>) {
+        inbox& box = inbox_of(self);
+        if (box.next_seq[0] != s) ++box.wrong;
+        box.next_seq[0] = s + 1;
+        ++box.calls;
+      };
+    };
+    // 1. fail: write until the ring (3 chunks of 8 KiB) is full.
+    for (int i = 0; i < 2000; ++i) {
+      call_status st = invoke::call_buffer<channel::write, invoke::policy::fail>(ctx, receiver, f(seq), payload);
+      if (st == call_status::full) {
+        saw_full = true;
+        continue;
+      }
+      ASSERT_EQ(st, call_status::ok);
+      ++seq;
+    }
+    sent_ok = seq;
+    const std::uint64_t failed = 2000 - seq;
+    // 2. retry: blocks until the receiver wakes, then completes.
+    for (std::uint64_t i = 0; i < 2000 + failed; ++i) {
+      ASSERT_EQ((invoke::call_buffer<channel::write, invoke::policy::retry>(ctx, receiver, f(seq), payload)),
+                call_status::ok);
+      ++seq;
+    }
+    // 3. retry_async: returns at once (queued), completes in order later.
+    for (int i = 0; i < 2000; ++i) {
+      ASSERT_EQ((invoke::call_buffer<channel::write, invoke::policy::retry_async>(ctx, receiver, f(seq), payload)),
+                call_status::ok);
+      ++seq;
+    }
+    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
+    auto addresses = m.chunk_addresses();
+    sender_view.chunks = static_cast<std::uint32_t>(addresses.size());
+    for (std::size_t i = 0; i < addresses.size() && i < 8; ++i) sender_view.addresses[i] = addresses[i];
+  });
+  EXPECT_TRUE(saw_full.load() || rt.placement().locate(sender).process != rt.rank());
+  auto senders = test::allgather_value(sender_view);
+  auto receivers = test::allgather_value(receiver_view);
+  const auto& s = senders[static_cast<std::size_t>(rt.placement().locate(sender).process)];
+  const auto& r = receivers[static_cast<std::size_t>(rt.placement().locate(receiver).process)];
+  EXPECT_EQ(s.chunks, 3u) << "the ring grew to its maximum";
+  EXPECT_EQ(s.chunks, r.chunks);
+  EXPECT_EQ(s.addresses, r.addresses) << "sender and receiver rings hold the same chunks in the same order";
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    EXPECT_EQ(inboxes[local].calls, 6000u);
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+  }
+}
+
+namespace {
+
+struct counted_function {
+  std::uint64_t value;
+  void operator()(thread_context& self) const {
+    inbox& box = inbox_of(self);
+    box.bytes += value;
+    ++box.calls;
+  }
+};
+
+}  // namespace
+
+// Corrupt records written into a chunk are rejected and counted; good calls keep running.
+TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  invoke::receive_counters seen{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() == receiver) {
+      ctx.wait_until([&] { return inbox_of(ctx).calls >= 2; });
+      seen = invoke::channels_of(ctx).received();
+      return;
+    }
+    if (ctx.id() != sender) return;
+    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
+    ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, counted_function{1}), call_status::ok);
+    const fabric::function_id good_id = fabric::function_wrapper<counted_function, fabric::plain_shape>::id;
+    auto record = [&](std::uint32_t function, std::uint32_t size, std::uint32_t closure) {
+      std::vector<std::byte> bytes(32, std::byte{0});
+      invoke::wire::record_header h{function, size, closure, 0, 0, 0};
+      std::memcpy(bytes.data(), &h, sizeof h);
+      return bytes;
+    };
+    // Each corrupt record is published alone and the sender waits until the receiver counted
+    // it: a malformed record drops the rest of its published range, which must not hide the next.
+    auto wait_counts = [&](std::uint64_t malformed, std::uint64_t unknown, std::uint64_t bad) {
+      for (;;) {
+        fabric::return_slot<invoke::receive_counters> counts;
+        ASSERT_EQ(ctx.call_return(receiver,
+                                  [](thread_context& self) {
+                                    return invoke::channels_of(self).received();
+                                  },
+                                  counts),
+                  call_status::ok);
+        ctx.wait_for(counts);
+        const auto& c = counts.value();
+        if (c.rejected_malformed == malformed && c.rejected_unknown_function == unknown &&
+            c.rejected_record == bad) {
+          return;
+        }
+        ASSERT_LE(c.rejected_malformed, malformed);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+    // A length that is not a multiple of 8 (malformed: the rest of the range is dropped).
+    ASSERT_EQ(m.publish_raw_for_testing(record(good_id, 12, 8), 1), call_status::ok);
+    wait_counts(1, 0, 0);
+    // A length past the published range (malformed).
+    ASSERT_EQ(m.publish_raw_for_testing(record(good_id, 4096, 8), 1), call_status::ok);
+    wait_counts(2, 0, 0);
+    // An unknown function id (skipped).
+    ASSERT_EQ(m.publish_raw_for_testing(record(0x7eadbeef, 32, 8), 1), call_status::ok);
+    wait_counts(2, 1, 0);
+    // A closure size that does not match the function (skipped).
+    ASSERT_EQ(m.publish_raw_for_testing(record(good_id, 32, 4), 1), call_status::ok);
+    wait_counts(2, 1, 1);
+    // A published offset past the chunk: the receiver must see it before the next good publish.
+    ASSERT_EQ(m.publish_word_for_testing(invoke::wire::make_published(
+                  std::uint64_t{1} << 31, 1, false, false)),
+              call_status::ok);
+    wait_counts(3, 1, 1);
+    ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, counted_function{10}), call_status::ok);
+  });
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    EXPECT_EQ(inboxes[local].calls, 2u);
+    EXPECT_EQ(inboxes[local].bytes, 11u);
+    EXPECT_EQ(seen.rejected_malformed, 3u);
+    EXPECT_EQ(seen.rejected_unknown_function, 1u);
+    EXPECT_EQ(seen.rejected_record, 1u);
+  }
+}
+
+int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
