@@ -73,7 +73,9 @@ runtime::runtime(const runtime_options& options) : options_(options) {
     };
     for (const handler_entry& h : {handler_entry{am_id_runtime_barrier, &runtime::on_barrier_message, "barrier"},
                                    handler_entry{am_id_call, &runtime::on_call_message, "calls"},
-                                   handler_entry{am_id_reply, &runtime::on_reply_message, "replies"}}) {
+                                   handler_entry{am_id_reply, &runtime::on_reply_message, "replies"},
+                                   handler_entry{am_id_feedback, &runtime::on_feedback_message,
+                                                 "feedback"}}) {
       ucp_am_handler_param_t handler{};
       handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                            UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
@@ -511,6 +513,22 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
   item.payload = new std::byte[length == 0 ? 1 : length];
   if (length > 0) std::memcpy(item.payload, data, length);
   queue->push(item);
+  return UCS_OK;
+}
+
+ucs_status_t runtime::on_feedback_message(void* arg, const void* header,
+                                          std::size_t header_length, void*, std::size_t length,
+                                          const ucp_am_recv_param_t*) {
+  auto* self = static_cast<runtime*>(arg);
+  feedback_message m;
+  if (header_length != sizeof m || length != 0) {
+    self->counters_.rejected_feedback.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  std::memcpy(&m, header, sizeof m);
+  if (!self->is_local(m.thread) || !self->local_state(m.thread).add_feedback(m.word, m.value)) {
+    self->counters_.rejected_feedback.fetch_add(1, std::memory_order_relaxed);
+  }
   return UCS_OK;
 }
 

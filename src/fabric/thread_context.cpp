@@ -93,6 +93,13 @@ void local_thread_state::grant(const granted_memory& entry) {
   if (entry.batch == 0) first_grants.fetch_add(1, std::memory_order_release);
 }
 
+bool local_thread_state::add_feedback(std::uint32_t word, std::uint64_t value) noexcept {
+  std::lock_guard lock(feedback_mutex);
+  if (feedback_words == nullptr || word >= feedback_count) return false;
+  std::atomic_ref<std::uint64_t>(feedback_words[word]).fetch_add(value, std::memory_order_acq_rel);
+  return true;
+}
+
 thread_context::thread_context(runtime& rt, thread_id id)
     : rt_(rt),
       id_(id),

@@ -23,10 +23,7 @@ const bool installed = [] {
   return true;
 }();
 
-// Operands of the remote atomics a receiver posts; they must outlive the operation, so they are
-// static (UCX may read them after ucp_atomic_op_nbx returned).
-const std::uint64_t operand_one = 1;
-const std::uint64_t operand_minus_one = ~std::uint64_t{0};
+const std::uint64_t operand_minus_one = ~std::uint64_t{0};  // adds -1
 
 const messenger_options& environment_options() {
   static const messenger_options options = messenger_options::from_environment();
@@ -90,15 +87,10 @@ void inbound_channel::notify(thread_context& self, std::uint32_t word, std::uint
         .fetch_add(value, std::memory_order_acq_rel);
     return;
   }
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-  param.datatype = ucp_dt_make_contig(8);
-  const std::uint64_t* operand = value == 1 ? &operand_one : &operand_minus_one;
-  void* request = ucp_atomic_op_nbx(feedback_->endpoint().handle(), UCP_ATOMIC_OP_ADD, operand, 1,
-                                    feedback_->address() + offset, feedback_->rkey(), &param);
-  // Completes in the background (the thread's polls progress its worker); a failure means the
-  // sender died, and nobody is waiting for the word then.
-  if (request != nullptr && !UCS_PTR_IS_ERR(request)) ucp_request_free(request);
+  // Not mappable (another machine): an active message the sender's process applies. Not a remote
+  // atomic: UCX 1.13 emulates those over tcp with a reply, and a reply to a process that died
+  // meanwhile aborts the replying process.
+  owner_.send_feedback(feedback_->endpoint(), sender_, word, value);
 }
 
 void inbound_channel::release_chunk(thread_context& self) {
@@ -230,6 +222,12 @@ channels::channels(thread_context& self) : self_(self), options_(environment_opt
   }
   std::memset(feedback_.data, 0, feedback_.size);
   feedback_locator_ = transfer::remote_memory_locator::make(rt.rank(), feedback_);
+  {
+    fabric::local_thread_state& state = self.state();
+    std::lock_guard lock(state.feedback_mutex);
+    state.feedback_words = feedback_words();
+    state.feedback_count = feedback_.size / 8;
+  }
   for (std::uint32_t w = static_cast<std::uint32_t>(feedback_.size / 8); w-- > first_synchronizer_word_;) {
     free_counter_words_.push_back(w);
   }
@@ -239,6 +237,16 @@ channels::channels(thread_context& self) : self_(self), options_(environment_opt
 
 channels::~channels() {
   fabric::runtime& rt = self_.rt();
+  {
+    fabric::local_thread_state& state = self_.state();
+    std::lock_guard lock(state.feedback_mutex);
+    state.feedback_words = nullptr;
+    state.feedback_count = 0;
+  }
+  for (feedback_slot& slot : feedback_slots_) {
+    if (slot.request != nullptr) ucp_request_free(slot.request);  // completes in the background
+    slot.request = nullptr;
+  }
   out_.clear();
   in_list_.clear();
   in_.clear();
@@ -248,6 +256,26 @@ channels::~channels() {
     (void)rt.service_free(reinterpret_cast<std::uint64_t>(g.memory.data), g.memory.size);
   }
   (void)rt.service_free(reinterpret_cast<std::uint64_t>(feedback_.data), feedback_.size);
+}
+
+void channels::send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thread,
+                             std::uint32_t word, std::uint64_t value) {
+  feedback_slot& slot = feedback_slots_[next_feedback_slot_];
+  next_feedback_slot_ = (next_feedback_slot_ + 1) % feedback_slots_.size();
+  if (slot.request != nullptr) {
+    // 256 notifications later and still queued (a congested socket): wait for this one.
+    while (ucp_request_check_status(slot.request) == UCS_INPROGRESS) self_.worker().progress();
+    ucp_request_free(slot.request);
+    slot.request = nullptr;
+  }
+  slot.message = {thread, word, value};
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  void* request = ucp_am_send_nbx(endpoint.handle(), fabric::am_id_feedback, &slot.message,
+                                  sizeof slot.message, nullptr, 0, &param);
+  // An error means the sender's process died: nobody waits for the word any more.
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) slot.request = request;
 }
 
 void channels::set_options(const messenger_options& options) {
@@ -337,11 +365,12 @@ void channels::count_consumed(std::uint64_t n) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
 }
 
-bool channels::any_failed() const noexcept {
+bool channels::any_failed() {
+  bool failed = false;
   for (const auto& m : out_) {
-    if (m && m->failed()) return true;
+    if (m && !m->check_peer()) failed = true;
   }
-  return false;
+  return failed;
 }
 
 channels& channels_of(thread_context& self) {

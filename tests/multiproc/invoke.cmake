@@ -32,3 +32,13 @@ seriema_mp_run(mp.invoke_stress.np2x2.shm EXE invoke_onesided_mp_test NP 2
                ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
 seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp
                ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
+
+# Peer death: 10 000 calls in flight to a rank that dies; errors within 5 s, over shm and tcp.
+seriema_mp_executable(invoke_peer_death_mp_test invoke_peer_death_mp_test.cpp seriema::invoke)
+foreach(tls default tcp)
+  add_test(NAME mp.invoke_peer_death.np2.${tls}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/invoke_peer_death_test.sh $<TARGET_FILE:seriema-run>
+                   $<TARGET_FILE:invoke_peer_death_mp_test>)
+  set_tests_properties(mp.invoke_peer_death.np2.${tls} PROPERTIES LABELS multiproc TIMEOUT 180)
+endforeach()
+set_tests_properties(mp.invoke_peer_death.np2.tcp PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")

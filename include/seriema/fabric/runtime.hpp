@@ -135,6 +135,9 @@ class runtime {
   static ucs_status_t on_call_message(void* arg, const void* header, std::size_t header_length,
                                       void* data, std::size_t length,
                                       const ucp_am_recv_param_t* param);
+  static ucs_status_t on_feedback_message(void* arg, const void* header, std::size_t header_length,
+                                          void* data, std::size_t length,
+                                          const ucp_am_recv_param_t* param);
   static ucs_status_t on_reply_message(void* arg, const void* header, std::size_t header_length,
                                        void* data, std::size_t length,
                                        const ucp_am_recv_param_t* param);
@@ -161,6 +164,14 @@ class runtime {
 inline constexpr unsigned am_id_runtime_barrier = 1;
 inline constexpr unsigned am_id_call = 2;
 inline constexpr unsigned am_id_reply = 3;
+// A notification for a thread's feedback words (header: feedback_message; no payload).
+inline constexpr unsigned am_id_feedback = 4;
+
+struct feedback_message {
+  std::uint32_t thread;  // global id of a thread of the receiving process
+  std::uint32_t word;    // index into its feedback words
+  std::uint64_t value;   // added (two's complement: ~0 subtracts one)
+};
 inline constexpr unsigned am_id_first_free = 16;
 
 }  // namespace seriema::fabric

@@ -101,6 +101,8 @@ struct invocation_counters {
   std::atomic<std::uint64_t> rejected_unknown_function{0};
   std::atomic<std::uint64_t> rejected_bad_destination{0};
   std::atomic<std::uint64_t> rejected_bad_reply{0};
+  // Feedback notifications naming no word (not messages: not part of consumed()).
+  std::atomic<std::uint64_t> rejected_feedback{0};
 
   // Messages that arrived and were dealt with: run, or rejected.
   [[nodiscard]] std::uint64_t consumed() const noexcept {
@@ -164,6 +166,16 @@ struct local_thread_state {
     granted_count.store(granted.size(), std::memory_order_release);
     return out;
   }
+
+  // The layer above's feedback words (registered memory peers write into: the invoke layer's
+  // released counts and synchronizers), published so that a notification arriving as an active
+  // message (am_id_feedback) can be applied here. Guarded by feedback_mutex: the handler runs on
+  // whichever thread progresses the process worker; the owner sets and clears the area.
+  std::mutex feedback_mutex;
+  std::uint64_t* feedback_words = nullptr;
+  std::size_t feedback_count = 0;
+  // Adds `value` to word `word`; false (nothing done) when there is no such word.
+  bool add_feedback(std::uint32_t word, std::uint64_t value) noexcept;
 
   // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
   // the send-based counters). Single writer each: the owner thread (relaxed load + store).

@@ -3,11 +3,13 @@
 // the invoke layer's thread_extension. The protocol and word ownership are in docs/messenger.md.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/wire.hpp>
 #include <seriema/transfer/allocators.hpp>
@@ -113,6 +115,10 @@ class messenger {
   // receiver's chunk_addresses() once it has caught up (the rings are symmetric).
   [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
 
+  // False once the destination's process is known dead (endpoint error); the queue is dropped
+  // then, and every later call returns peer_failed.
+  bool check_peer();
+
   // Allocates the first chunks now (otherwise the first call does). Throws seriema::error.
   void setup();
 
@@ -158,7 +164,6 @@ class messenger {
   void publish_word(bool full, bool splice);
   void put_staged(bool full, bool splice);
   bool start_staging_unit(std::size_t size);
-  bool check_peer();
   void fail_all() noexcept;
   call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
                            std::uint32_t flags, std::span<const std::byte> extras,
@@ -284,8 +289,14 @@ class channels final : public fabric::thread_extension {
   void count_sent(std::uint64_t n) noexcept;
   void count_consumed(std::uint64_t n) noexcept;
   receive_counters& receive_counts() noexcept { return received_; }
-  // Messengers failed by their peer's death: synchronizers check it.
-  [[nodiscard]] bool any_failed() const noexcept;
+  // Sends a notification for `thread`'s feedback word as an active message on `endpoint` (the
+  // path for peers that cannot map the words; no reply travels back, so a dead peer cannot
+  // stall or break this process).
+  void send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thread, std::uint32_t word,
+                     std::uint64_t value);
+
+  // Whether a messenger's peer died (checked now): synchronizers stop waiting then.
+  [[nodiscard]] bool any_failed();
 
  private:
   thread_context& self_;
@@ -299,7 +310,13 @@ class channels final : public fabric::thread_extension {
   std::vector<inbound_channel*> in_list_;             // polled in this order
   std::size_t new_channels_seen_ = 0;
   receive_counters received_;
-  std::size_t polling_depth_ = 0;
+  // Active-message notifications in flight: the header must stay put until UCX is done with it.
+  struct feedback_slot {
+    fabric::feedback_message message{};
+    void* request = nullptr;
+  };
+  std::array<feedback_slot, 256> feedback_slots_{};
+  std::size_t next_feedback_slot_ = 0;
 };
 
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
