@@ -329,7 +329,8 @@ std::size_t channels::poll(thread_context& self) {
       in_list_.push_back(in_[sender].get());
     }
   }
-  for (inbound_channel* channel : in_list_) ran += channel->poll(self);
+  // By index: a call run here may poll again (nested) and add channels to the list.
+  for (std::size_t i = 0; i < in_list_.size(); ++i) ran += in_list_[i]->poll(self);
   for (auto& m : out_) {
     if (m && m->queued_bytes() > 0) ran += m->drain();
   }

@@ -2,6 +2,7 @@
 // area) and the reply path of one-sided call_return.
 #include <fmt/format.h>
 
+#include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/transfer/error.hpp>
 
@@ -62,6 +63,60 @@ void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
   (void)channels_of(self).to(caller).send<policy::retry_async>(
       channel::write, fabric::function_wrapper<reply_delivery, fabric::buffer_shape>::id,
       bytes_of(delivery), 0, {}, value);
+}
+
+call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
+                         const transfer::remote_memory_locator& target) {
+  fabric::runtime& rt = self.rt();
+  transfer::ucx_endpoint& endpoint = self.endpoint_to(target.process);
+  if (endpoint.failed()) return call_status::peer_failed;
+  transfer::remote_memory remote(endpoint, target, rt.same_machine(target.process));
+  if (!remote.contains(0, bytes.size())) return call_status::too_large;
+  if (remote.direct() != nullptr) {
+    std::memcpy(remote.direct(), bytes.data(), bytes.size());
+    std::atomic_thread_fence(std::memory_order_release);  // before the call that names it
+    return call_status::ok;
+  }
+  ucp_request_param_t param{};
+  void* put = ucp_put_nbx(endpoint.handle(), bytes.data(), bytes.size(), remote.address(),
+                          remote.rkey(), &param);
+  if (UCS_PTR_IS_ERR(put)) return call_status::error;
+  if (put != nullptr) ucp_request_free(put);
+  // Remote completion: the flush returns once the bytes are in the target's memory.
+  return endpoint.flush_blocking() == UCS_OK ? call_status::ok : call_status::peer_failed;
+}
+
+std::vector<std::byte> read_remote(thread_context& self,
+                                   const transfer::remote_memory_locator& origin) {
+  fabric::runtime& rt = self.rt();
+  if (origin.process < 0 || origin.process >= rt.size()) {
+    throw error(fmt::format("call_buffer_get: no process {}", origin.process));
+  }
+  transfer::ucx_endpoint& endpoint = self.endpoint_to(origin.process);
+  transfer::remote_memory remote(endpoint, origin, rt.same_machine(origin.process));
+  std::vector<std::byte> local(static_cast<std::size_t>(origin.size));
+  if (remote.direct() != nullptr) {
+    std::memcpy(local.data(), remote.direct(), local.size());
+    return local;
+  }
+  ucp_request_param_t param{};
+  void* get = ucp_get_nbx(endpoint.handle(), local.data(), local.size(), remote.address(),
+                          remote.rkey(), &param);
+  if (UCS_PTR_IS_ERR(get)) {
+    throw error(fmt::format("call_buffer_get: read of {} failed: {}", origin.to_string(),
+                            ucs_status_string(UCS_PTR_STATUS(get))));
+  }
+  if (get != nullptr) {
+    // Serve calls while the read is in flight (the origin may need our progress over tcp).
+    self.wait_until([&] { return ucp_request_check_status(get) != UCS_INPROGRESS; });
+    ucs_status_t st = ucp_request_check_status(get);
+    ucp_request_free(get);
+    if (st != UCS_OK) {
+      throw error(fmt::format("call_buffer_get: read of {} failed: {}", origin.to_string(),
+                              ucs_status_string(st)));
+    }
+  }
+  return local;
 }
 
 }  // namespace detail

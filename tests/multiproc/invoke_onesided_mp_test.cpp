@@ -415,4 +415,96 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
   }
 }
 
+namespace {
+
+// Every thread broadcasts once (plain and with a buffer): each thread runs each broadcast
+// exactly once.
+template <channel C>
+void broadcast_everywhere() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  rt.run([](thread_context& ctx) {
+    const std::uint32_t root = ctx.id();
+    invoke::broadcast<C>(ctx, [root](thread_context& self) {
+      inbox& box = inbox_of(self);
+      ++box.next_seq[root];
+      ++box.calls;
+    });
+    std::vector<std::byte> buffer(100);
+    fill_pattern(buffer, root);
+    const std::uint64_t sum = checksum(buffer);
+    invoke::broadcast_buffer<C>(ctx,
+                                [root, sum](thread_context& self, std::span<std::byte> got) {
+                                  inbox& box = inbox_of(self);
+                                  if (checksum(got) != sum) ++box.wrong;
+                                  box.source_sum += root;
+                                  box.bytes += got.size();
+                                },
+                                buffer);
+  });
+  std::uint64_t all_ids = 0;
+  for (fabric::thread_id t = 0; t < threads(); ++t) all_ids += t;
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    EXPECT_EQ(inboxes[t].calls, threads()) << "local thread " << t;
+    for (fabric::thread_id root = 0; root < threads(); ++root) {
+      EXPECT_EQ(inboxes[t].next_seq[root], 1u) << "broadcast from " << root << " ran "
+                                                << inboxes[t].next_seq[root] << " times";
+    }
+    EXPECT_EQ(inboxes[t].source_sum, all_ids);
+    EXPECT_EQ(inboxes[t].bytes, 100 * threads());
+    EXPECT_EQ(inboxes[t].wrong, 0u);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeOneSided, BroadcastWrite) { broadcast_everywhere<channel::write>(); }
+TEST(InvokeOneSided, BroadcastTrad) { broadcast_everywhere<channel::trad>(); }
+TEST(InvokeOneSided, BroadcastSend) { broadcast_everywhere<channel::send>(); }
+
+// call_buffer's put and get variants: the buffer reaches the destination through a remote write
+// into memory allocated near it, or a remote read of the caller's registered memory.
+TEST(InvokeOneSided, CallBufferPutAndGetVariants) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  rt.run([](thread_context& ctx) {
+    const std::uint32_t me = ctx.id();
+    const fabric::thread_id dest = (me + 1) % ctx.thread_count();
+    std::vector<std::byte> data(5000);
+    fill_pattern(data, me);
+    const std::uint64_t sum = checksum(data);
+    auto check = [dest, sum](thread_context& self, std::span<std::byte> got) {
+      inbox& box = inbox_of(self);
+      if (self.id() != dest || got.size() != 5000 || checksum(got) != sum) ++box.wrong;
+      box.bytes += got.size();
+      ++box.calls;
+    };
+    // Put variant: into memory allocated in the destination's zone.
+    transfer::remote_memory_locator target = ctx.allocate_remote(dest, data.size());
+    ASSERT_EQ((invoke::call_buffer<channel::write, invoke::policy::retry>(ctx, dest, check, data, target)),
+              call_status::ok);
+    // Get variant: the destination reads our registered copy.
+    transfer::remote_memory_locator origin = ctx.allocate_remote(me, data.size());
+    std::memcpy(reinterpret_cast<void*>(origin.address), data.data(), data.size());
+    ASSERT_EQ((invoke::call_buffer_get<channel::write, invoke::policy::retry>(ctx, dest, check, origin)),
+              call_status::ok);
+    // Wait until both ran (the destination reports back), then give the memory back.
+    fabric::return_slot<std::uint64_t> done;
+    for (;;) {
+      ASSERT_EQ(ctx.call_return(dest, [](thread_context& self) { return inbox_of(self).calls; }, done),
+                call_status::ok);
+      ctx.wait_for(done);
+      if (done.value() >= 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ctx.free_remote(target);
+    ctx.free_remote(origin);
+  });
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    EXPECT_EQ(inboxes[t].calls, 2u) << "local thread " << t;
+    EXPECT_EQ(inboxes[t].bytes, 10000u);
+    EXPECT_EQ(inboxes[t].wrong, 0u);
+  }
+}
+
 int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }

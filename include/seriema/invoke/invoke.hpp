@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/messenger.hpp>
 #include <span>
@@ -140,6 +141,126 @@ call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R
     if (status != call_status::ok) self.close_reply(index, false);
     return status;
   }
+}
+
+namespace detail {
+
+// Puts `bytes` into `target` (direct copy when mapped) and waits for remote completion.
+call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
+                         const transfer::remote_memory_locator& target);
+// Reads the whole of `origin` (waiting, while serving calls); throws seriema::error on failure.
+std::vector<std::byte> read_remote(thread_context& self,
+                                   const transfer::remote_memory_locator& origin);
+
+// Runs the user's buffer function on a buffer that lies in the executing thread's memory.
+template <class F>
+void run_on_buffer(const F& f, thread_context& self, std::span<std::byte> buffer) {
+  F copy = f;
+  if constexpr (std::is_invocable_v<F&, thread_context&, std::span<std::byte>>) {
+    copy(self, buffer);
+  } else {
+    copy(buffer);
+  }
+}
+
+// call_buffer, put variant: the buffer was put into (address, size) of the destination's
+// memory before this call was sent.
+template <class F>
+struct call_on_put_buffer {
+  F f;
+  std::uint64_t address;
+  std::uint64_t size;
+  void operator()(thread_context& self) const {
+    run_on_buffer(f, self, {reinterpret_cast<std::byte*>(address), static_cast<std::size_t>(size)});
+  }
+};
+
+// call_buffer, get variant: the destination reads `origin` (a remote read), then runs f on it.
+template <class F>
+struct call_after_get {
+  F f;
+  transfer::remote_memory_locator origin;
+  void operator()(thread_context& self) const {
+    std::vector<std::byte> local = read_remote(self, origin);
+    run_on_buffer(f, self, local);
+  }
+};
+
+// A hop of a broadcast: forward to this thread's children in the binary tree rooted at `root`
+// (thread ids relative to it), then run f here. Forwarding queues when a ring is full
+// (retry_async): a handler never blocks.
+template <channel C, class F, class Shape>
+struct broadcast_hop {
+  F f;
+  std::uint32_t root;
+  void operator()(thread_context& self, std::span<std::byte> buffer) const { hop(self, buffer); }
+  void operator()(thread_context& self) const { hop(self, {}); }
+
+  void hop(thread_context& self, std::span<std::byte> buffer) const {
+    const std::uint32_t n = self.thread_count();
+    const std::uint32_t relative = (self.id() + n - root) % n;
+    for (std::uint32_t child = 2 * relative + 1; child <= 2 * relative + 2 && child < n; ++child) {
+      const thread_id dest = (child + root) % n;
+      (void)dispatch<policy::retry_async, Shape>(self, C, dest, *this, buffer, nullptr,
+                                                 notify_on::transmit);
+    }
+    F copy = f;
+    if constexpr (std::is_same_v<Shape, fabric::buffer_shape>) {
+      run_on_buffer(copy, self, buffer);
+    } else if constexpr (fabric::detail::takes_context_v<F>) {
+      copy(self);
+    } else {
+      copy();
+    }
+  }
+};
+
+}  // namespace detail
+
+// call_buffer, put variant (paper): `origin` is put into `target` (registered memory of the
+// destination's process, e.g. from allocate_remote), and once it is there `dest` runs
+// f(target's bytes). Waits for the put's completion before sending the call.
+template <channel C = channel::write, class Policy = policy::fail, class F>
+call_status call_buffer(thread_context& self, thread_id dest, F f,
+                        std::span<const std::byte> origin,
+                        const transfer::remote_memory_locator& target) {
+  fabric::check_remote_closure<F>();
+  if (dest >= self.thread_count()) return call_status::bad_destination;
+  if (target.process != self.rt().placement().locate(dest).process ||
+      origin.size() > target.size) {
+    return call_status::bad_destination;
+  }
+  call_status status = detail::put_and_wait(self, origin, target);
+  if (status != call_status::ok) return status;
+  return invoke::call<C, Policy>(self, dest,
+                                 detail::call_on_put_buffer<F>{f, target.address, origin.size()});
+}
+
+// call_buffer, get variant (paper): `dest` reads `origin` (registered memory anywhere, e.g. the
+// caller's, which must stay unchanged until the call ran) by a remote read, then runs
+// f(bytes read). The read is synchronous on the destination thread (it serves calls while it
+// waits).
+template <channel C = channel::write, class Policy = policy::fail, class F>
+call_status call_buffer_get(thread_context& self, thread_id dest, F f,
+                            const transfer::remote_memory_locator& origin) {
+  fabric::check_remote_closure<F>();
+  return invoke::call<C, Policy>(self, dest, detail::call_after_get<F>{f, origin});
+}
+
+// broadcast: f() (or f(ctx)) runs once on every thread of the job, this one included, through
+// a binary tree rooted here; each hop travels on channel C.
+template <channel C = channel::write, class F>
+void broadcast(thread_context& self, F f) {
+  fabric::check_remote_closure<F>();
+  detail::broadcast_hop<C, F, fabric::plain_shape>{f, self.id()}.hop(self, {});
+}
+
+// broadcast_buffer: f(buf) runs once on every thread with a copy of `buffer`, through the tree.
+template <channel C = channel::write, class F>
+void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buffer) {
+  fabric::check_remote_closure<F>();
+  std::vector<std::byte> mine(buffer.begin(), buffer.end());
+  detail::broadcast_hop<C, F, fabric::buffer_shape>{f, self.id()}.hop(self, mine);
 }
 
 // Aggregator (paper §4.4.2): calls of this thread through one one-sided mode, traditional
