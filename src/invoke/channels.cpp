@@ -244,7 +244,13 @@ channels::~channels() {
     state.feedback_count = 0;
   }
   for (feedback_slot& slot : feedback_slots_) {
-    if (slot.request != nullptr) ucp_request_free(slot.request);  // completes in the background
+    if (slot.request == nullptr) continue;
+    // Its header lives here: let UCX finish with it first (bounded: a dead peer fails it).
+    for (int i = 0; i < 100000 && ucp_request_check_status(slot.request) == UCS_INPROGRESS; ++i) {
+      self_.worker().progress();
+    }
+    if (ucp_request_check_status(slot.request) == UCS_INPROGRESS) ucp_request_cancel(self_.worker().handle(), slot.request);
+    ucp_request_free(slot.request);
     slot.request = nullptr;
   }
   out_.clear();

@@ -72,6 +72,10 @@ void messenger_options::validate() const {
         "SERIEMA_FLUSH_SIZE={}: expected 64 bytes .. the chunk's data area ({} bytes)", flush_size,
         chunk_size - wire::chunk_header_size));
   }
+  if (exceeding_limit < 4096) {
+    throw config_error(fmt::format("SERIEMA_EXCEEDING_LIMIT={}: expected at least 4K",
+                                   exceeding_limit));
+  }
   if (staging_size < 4096 || staging_size > transfer::block_size) {
     throw config_error(
         fmt::format("SERIEMA_STAGING_SIZE={}: expected 4K .. 2M", staging_size));
@@ -419,12 +423,14 @@ std::byte* messenger::reserve(std::size_t size, space& why, bool may_grow) {
   return reserve_slow(size, why, may_grow);
 }
 
-void messenger::commit(std::size_t size, bool publish_now) {
+void messenger::commit(std::size_t size, bool publish_now, bool count) {
   write_offset_ += size;
   if (!direct_) staged_ += size;
-  ++counters_.calls;
-  counters_.bytes += size;
-  owner_.count_sent(1);
+  if (count) {  // queued records were counted when they were queued
+    ++counters_.calls;
+    counters_.bytes += size;
+    owner_.count_sent(1);
+  }
   if (publish_now) publish();
 }
 
@@ -452,6 +458,12 @@ void messenger::put_staged(bool full, bool splice) {
     ucp_worker_fence(owner_.self().worker().handle());
   }
   // The word travels from the staging unit too (it must stay untouched until the put is done).
+  // A publish may have used the unit's last 8 bytes; a close then needs a fresh unit (nothing
+  // is pending in that case: records reserve room for their own publish word).
+  if (staged_ + sizeof(std::uint64_t) > staging_unit_.size && !start_staging_unit(0)) {
+    fail_all();
+    return;
+  }
   const std::uint64_t word = wire::make_published(write_offset_, s.lap, full, splice);
   std::memcpy(staging_unit_.data + staged_, &word, sizeof word);
   transfer::op_status st = transmitter_->put({staging_unit_.data + staged_, sizeof word}, *s.remote,
@@ -491,7 +503,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
   serialize(p, size, function, closure, flags, extras, buffer);
   const bool publish_now =
       mode != channel::trad || write_offset_ + size - published_ >= owner_.options().flush_size;
-  commit(size, publish_now);
+  commit(size, publish_now, true);
   busy_ = false;
   return call_status::ok;
 }
@@ -505,6 +517,10 @@ call_status messenger::queue_record(fabric::function_id function,
   std::byte* p = queue_.reserve(size);
   serialize(p, size, function, closure, flags, extras, buffer);
   queue_.commit(size);
+  // Counted as sent now, so runtime::run's quiescence waits for it to be drained and run.
+  ++counters_.calls;
+  counters_.bytes += size;
+  owner_.count_sent(1);
   ++counters_.exceeding;
   counters_.exceeding_peak_bytes = std::max<std::uint64_t>(counters_.exceeding_peak_bytes,
                                                            queue_.bytes());
@@ -525,7 +541,7 @@ std::size_t messenger::drain() {
       break;
     }
     std::memcpy(p, record.data(), record.size());
-    commit(record.size(), false);
+    commit(record.size(), false, false);
     queue_.pop();
     ++moved;
   }
@@ -593,6 +609,20 @@ template call_status messenger::send<policy::retry_async>(channel, fabric::funct
                                                           std::uint32_t,
                                                           std::span<const std::byte>,
                                                           std::span<const std::byte>);
+
+call_status messenger::send_unbounded(fabric::function_id function,
+                                      std::span<const std::byte> closure,
+                                      std::span<const std::byte> buffer) {
+  const std::size_t size = wire::record_size(closure.size(), buffer.size(), 0);
+  if (size > owner_.options().max_record()) return call_status::too_large;
+  if (failed_) return call_status::peer_failed;
+  if (!busy_ && queue_.empty()) {
+    space why;
+    call_status status = write_record(channel::write, function, closure, 0, {}, buffer, why);
+    if (status != call_status::full) return status;
+  }
+  return queue_record(function, closure, 0, {}, buffer, false);
+}
 
 call_status messenger::publish_raw_for_testing(std::span<const std::byte> bytes,
                                                std::uint64_t messages) {

@@ -60,9 +60,12 @@ namespace detail {
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value) {
   reply_delivery delivery{slot, generation};
-  (void)channels_of(self).to(caller).send<policy::retry_async>(
-      channel::write, fabric::function_wrapper<reply_delivery, fabric::buffer_shape>::id,
-      bytes_of(delivery), 0, {}, value);
+  call_status status = channels_of(self).to(caller).send_unbounded(
+      fabric::function_wrapper<reply_delivery, fabric::buffer_shape>::id, bytes_of(delivery), value);
+  if (status != call_status::ok) {
+    // Too large for a record, or the caller's process died: the caller's slot never fills.
+    channels_of(self).receive_counts().rejected_record += 1;
+  }
 }
 
 call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,

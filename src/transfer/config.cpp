@@ -50,9 +50,10 @@ constexpr setting settings_table[] = {
     {"SERIEMA_MAX_CHUNKS", "8", "most chunks one messenger may hold (its ring's maximum)"},
     {"SERIEMA_FLUSH_SIZE", "4K", "traditional aggregation: bytes batched before a publish"},
     {"SERIEMA_EXCEEDING_LIMIT", "64M",
-     "bytes of calls a thread may queue locally (overflow aggregation, RetryAsync)"},
+     "bytes of calls one messenger may queue locally (overflow aggregation, RetryAsync)"},
     {"SERIEMA_STAGING_SIZE", "256K",
-     "bytes of one registered staging unit for calls to other machines (>= 2 x chunk records)"},
+     "bytes of one registered staging unit for calls to other machines; a one-sided record is "
+     "at most this minus 64 bytes (4K..2M)"},
     // set by seriema-run for the processes it starts (not for users)
     {"SERIEMA_RUN_SOCKET", "", "set by seriema-run: its rendezvous socket"},
     {"SERIEMA_RUN_RANK", "", "set by seriema-run: this process's rank"},

@@ -56,7 +56,7 @@ struct messenger_options {
 
 // Counters of one messenger (sender side) or one thread's receiving side.
 struct messenger_counters {
-  std::uint64_t calls = 0;      // records written (or queued) by the sender
+  std::uint64_t calls = 0;      // records written or queued by the sender
   std::uint64_t bytes = 0;      // record bytes
   std::uint64_t publishes = 0;  // published-word writes
   std::uint64_t chunks_grown = 0;
@@ -128,6 +128,11 @@ class messenger {
                    std::uint32_t flags, std::span<const std::byte> extras,
                    std::span<const std::byte> buffer);
 
+  // A seriema-internal record (a call_return's reply): written when there is room, queued
+  // otherwise with no limit, so it is never dropped for lack of room.
+  call_status send_unbounded(fabric::function_id function, std::span<const std::byte> closure,
+                             std::span<const std::byte> buffer);
+
   // Publishes what was written but not yet published (trad batches). Cheap when nothing is.
   void publish();
   // Moves queued records into the ring while there is room; publishes. Returns records moved.
@@ -155,7 +160,7 @@ class messenger {
   // when needed); returns where to serialize, or null with the reason.
   std::byte* reserve(std::size_t size, space& why, bool may_grow);
   std::byte* reserve_slow(std::size_t size, space& why, bool may_grow);
-  void commit(std::size_t size, bool publish_now);
+  void commit(std::size_t size, bool publish_now, bool count);
   bool advance_chunk(bool may_grow, space& why);
   [[nodiscard]] bool slot_free(const slot& s) const noexcept;
   void start_fill(std::size_t index);

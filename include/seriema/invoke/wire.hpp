@@ -67,8 +67,9 @@ struct chunk_header {
     std::uint32_t batch;     // the sender's allocation batch this chunk came in
     std::uint64_t run;       // runtime::run epoch
     std::uint64_t capacity;  // bytes of the data area (after this header)
-    // The sender's feedback words: [0] fills released (the receiver adds 1 each time it has
-    // consumed a chunk entirely), [1..] synchronizer counters. Registered memory of the sender.
+    // The sender thread's feedback words (registered memory of the sender): word r + 1 counts
+    // the fills receiver r released (it adds 1 each time it has consumed a chunk entirely);
+    // words from thread_count + 1 on are synchronizer counters; word 0 is unused.
     transfer::remote_memory_locator feedback;
   } setup;
 };
@@ -93,16 +94,15 @@ inline constexpr std::size_t record_alignment = 8;
 enum record_flag : std::uint32_t {
   flag_reply = 1u << 0,     // extras: reply_extra; the caller waits for the function's value
   flag_notify = 1u << 1,    // extras: notify_extra; decrement the sender's counter once run
-  flag_internal = 1u << 2,  // a seriema-internal record (e.g. a reply): not a user message
 };
-inline constexpr std::uint32_t known_flags = flag_reply | flag_notify | flag_internal;
+inline constexpr std::uint32_t known_flags = flag_reply | flag_notify;
 
 struct reply_extra {
   std::uint32_t slot;
   std::uint32_t generation;
 };
 struct notify_extra {
-  std::uint32_t counter;  // index into the sender's feedback words (>= 1)
+  std::uint32_t counter;  // index of a synchronizer word in the sender's feedback words
   std::uint32_t reserved;
 };
 
@@ -145,8 +145,8 @@ parsed_record parse_record(std::span<std::byte> bytes) noexcept;
 
 // Validates a published word against the receiver's view of the chunk: lap `lap`, data area of
 // `capacity` bytes, consumed up to `read_offset`. stale: nothing new (an older lap);
-// invalid: a value the sender can never write (offset past the chunk, going backwards, unknown
-// bits, full while data is missing).
+// invalid: a value the sender can never write (a lap it cannot be on, offset past the chunk or
+// not aligned, going backwards, unknown bits).
 enum class word_status : std::uint8_t { fresh, stale, invalid };
 word_status check_published(std::uint64_t word, std::uint32_t lap, std::uint64_t capacity,
                             std::uint64_t read_offset) noexcept;
