@@ -253,6 +253,8 @@ channels::~channels() {
     ucp_request_free(slot.request);
     slot.request = nullptr;
   }
+  with_queue_.clear();
+  created_.clear();
   out_.clear();
   in_list_.clear();
   in_.clear();
@@ -295,7 +297,10 @@ messenger& channels::to(thread_id dest) {
                             out_.size()));
   }
   auto& slot = out_[dest];
-  if (!slot) slot = std::make_unique<messenger>(*this, dest, static_cast<std::uint32_t>(dest + 1));
+  if (!slot) {
+    slot = std::make_unique<messenger>(*this, dest, static_cast<std::uint32_t>(dest + 1));
+    created_.push_back(slot.get());
+  }
   return *slot;
 }
 
@@ -337,17 +342,21 @@ std::size_t channels::poll(thread_context& self) {
   }
   // By index: a call run here may poll again (nested) and add channels to the list.
   for (std::size_t i = 0; i < in_list_.size(); ++i) ran += in_list_[i]->poll(self);
-  for (auto& m : out_) {
-    if (m && m->queued_bytes() > 0) ran += m->drain();
-  }
+  // Only messengers that queued something since the last look (not every possible
+  // destination). By index: a drain may grow a ring, whose wait polls and may queue more.
+  for (std::size_t i = 0; i < with_queue_.size(); ++i) ran += with_queue_[i]->drain();
+  std::erase_if(with_queue_, [](messenger* m) {
+    if (m->queued_bytes() > 0) return false;
+    m->listed_as_queued = false;
+    return true;
+  });
   return ran;
 }
 
 void channels::flush(thread_context&) {
-  for (auto& m : out_) {
-    if (!m) continue;
-    m->drain();
-    m->publish();
+  for (std::size_t i = 0; i < created_.size(); ++i) {
+    created_[i]->drain();
+    created_[i]->publish();
   }
 }
 
@@ -362,6 +371,12 @@ void channels::release_counter_word(std::uint32_t word) noexcept {
   free_counter_words_.push_back(word);
 }
 
+void channels::note_queued(messenger& m) {
+  if (m.listed_as_queued) return;
+  m.listed_as_queued = true;
+  with_queue_.push_back(&m);
+}
+
 void channels::count_sent(std::uint64_t n) noexcept {
   auto& counter = self_.state().one_sided_sent;
   counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
@@ -374,8 +389,8 @@ void channels::count_consumed(std::uint64_t n) noexcept {
 
 bool channels::any_failed() {
   bool failed = false;
-  for (const auto& m : out_) {
-    if (m && !m->check_peer()) failed = true;
+  for (messenger* m : created_) {
+    if (!m->check_peer()) failed = true;
   }
   return failed;
 }

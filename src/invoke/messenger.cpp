@@ -517,6 +517,7 @@ call_status messenger::queue_record(fabric::function_id function,
   std::byte* p = queue_.reserve(size);
   serialize(p, size, function, closure, flags, extras, buffer);
   queue_.commit(size);
+  owner_.note_queued(*this);
   // Counted as sent now, so runtime::run's quiescence waits for it to be drained and run.
   ++counters_.calls;
   counters_.bytes += size;

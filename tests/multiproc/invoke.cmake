@@ -10,13 +10,7 @@ seriema_mp_run(mp.invoke_send.np2.service_thread.shm EXE invoke_send_mp_test NP 
 
 # Version skew: different registries are refused at start, over shm and tcp.
 seriema_mp_executable(registry_skew_mp_test registry_skew_mp_test.cpp seriema::fabric)
-foreach(tls default tcp)
-  add_test(NAME mp.registry_skew.np2.${tls}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/registry_skew_test.sh $<TARGET_FILE:seriema-run>
-                   $<TARGET_FILE:registry_skew_mp_test>)
-  set_tests_properties(mp.registry_skew.np2.${tls} PROPERTIES LABELS multiproc TIMEOUT 120)
-endforeach()
-set_tests_properties(mp.registry_skew.np2.tcp PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
+seriema_mp_script_test(mp.registry_skew.np2 SCRIPT registry_skew_test.sh EXE registry_skew_mp_test)
 
 # One-sided invocation (Messenger, aggregators): every primitive, FIFO over 1 M calls per mode,
 # backpressure and corrupt records; 2 processes x 3 threads over shm, tcp and 2 emulated machines.
@@ -35,10 +29,5 @@ seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS t
 
 # Peer death: 10 000 calls in flight to a rank that dies; errors within 5 s, over shm and tcp.
 seriema_mp_executable(invoke_peer_death_mp_test invoke_peer_death_mp_test.cpp seriema::invoke)
-foreach(tls default tcp)
-  add_test(NAME mp.invoke_peer_death.np2.${tls}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/invoke_peer_death_test.sh $<TARGET_FILE:seriema-run>
-                   $<TARGET_FILE:invoke_peer_death_mp_test>)
-  set_tests_properties(mp.invoke_peer_death.np2.${tls} PROPERTIES LABELS multiproc TIMEOUT 180)
-endforeach()
-set_tests_properties(mp.invoke_peer_death.np2.tcp PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
+seriema_mp_script_test(mp.invoke_peer_death.np2 SCRIPT invoke_peer_death_test.sh
+                       EXE invoke_peer_death_mp_test TIMEOUT 180)

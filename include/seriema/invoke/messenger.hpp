@@ -138,6 +138,8 @@ class messenger {
   // Moves queued records into the ring while there is room; publishes. Returns records moved.
   std::size_t drain();
 
+  bool listed_as_queued = false;  // in channels' list of messengers with a queue (owner: channels)
+
   // Test and diagnostic hooks (docs/messenger.md, "Testing the receiver"): append `bytes` as
   // they are (they count as `messages` sent) and publish them; or write `word` as the published
   // word of the current chunk (counts as one message sent).
@@ -291,6 +293,7 @@ class channels final : public fabric::thread_extension {
   void release_counter_word(std::uint32_t word) noexcept;
 
   // used by messengers / inbound channels
+  void note_queued(messenger& m);  // m has records in its local queue: poll drains it
   void count_sent(std::uint64_t n) noexcept;
   void count_consumed(std::uint64_t n) noexcept;
   receive_counters& receive_counts() noexcept { return received_; }
@@ -311,6 +314,8 @@ class channels final : public fabric::thread_extension {
   std::uint32_t first_synchronizer_word_ = 0;
   std::vector<std::uint32_t> free_counter_words_;
   std::vector<std::unique_ptr<messenger>> out_;  // by destination thread id
+  std::vector<messenger*> created_;              // the messengers of out_, in creation order
+  std::vector<messenger*> with_queue_;           // those that may hold queued records
   std::vector<std::unique_ptr<inbound_channel>> in_;  // by sender thread id
   std::vector<inbound_channel*> in_list_;             // polled in this order
   std::size_t new_channels_seen_ = 0;
