@@ -387,7 +387,11 @@ bool messenger::start_staging_unit(std::size_t size) {
     if (staging_unit_) break;
     if (!check_peer()) return false;
     transmitter_->request_completion();
-    if (!transmitter_->progress()) fabric::thread_context::back_off(idle);
+    // Our puts complete when the target's process worker acks them; the target's threads may
+    // be waiting on puts to us just as well, so keep this process's worker moving too.
+    const bool progressed = transmitter_->progress();
+    owner_.self().rt().progress_shared();
+    if (!progressed) fabric::thread_context::back_off(idle);
   }
   staged_ = 0;
   staged_batch_ = 0;

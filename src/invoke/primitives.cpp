@@ -85,8 +85,16 @@ call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
                           remote.rkey(), &param);
   if (UCS_PTR_IS_ERR(put)) return call_status::error;
   if (put != nullptr) ucp_request_free(put);
-  // Remote completion: the flush returns once the bytes are in the target's memory.
-  return endpoint.flush_blocking() == UCS_OK ? call_status::ok : call_status::peer_failed;
+  // Remote completion: the flush completes once the bytes are in the target's memory. Wait
+  // serving calls (and so progressing this process's worker): over tcp the target's thread may
+  // itself be waiting on a put to us, and needs our progress as we need its.
+  void* flush = ucp_ep_flush_nbx(endpoint.handle(), &param);
+  if (flush == nullptr) return call_status::ok;
+  if (UCS_PTR_IS_ERR(flush)) return call_status::peer_failed;
+  self.wait_until([&] { return ucp_request_check_status(flush) != UCS_INPROGRESS; });
+  const ucs_status_t st = ucp_request_check_status(flush);
+  ucp_request_free(flush);
+  return st == UCS_OK ? call_status::ok : call_status::peer_failed;
 }
 
 std::vector<std::byte> read_remote(thread_context& self,
