@@ -118,8 +118,11 @@ runtime::~runtime() {
     release_all(service_queue_);
     for (auto& state : local_states_) release_all(state->incoming);
   }
-  // Endpoints before arenas (rkeys unpacked on them refer to peers), arenas before the worker
-  // and context (memory handles belong to the context).
+  // Thread workers and their endpoints first (they belong to the context); then the process
+  // worker's endpoints before arenas (rkeys unpacked on them refer to peers), arenas before the
+  // worker and context (memory handles belong to the context).
+  for (auto& state : local_states_) state->release_transport();
+  service_state_->release_transport();
   endpoints_.clear();
   service_allocators_.clear();
   arenas_.clear();

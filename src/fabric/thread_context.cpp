@@ -103,20 +103,27 @@ bool local_thread_state::add_feedback(std::uint32_t word, std::uint64_t value) n
 thread_context::thread_context(runtime& rt, thread_id id)
     : rt_(rt),
       id_(id),
-      state_((id & service_bit) != 0 ? *new local_thread_state : rt.local_state(id)),
-      worker_(std::make_unique<transfer::ucx_worker>(rt.context(),
-                                                     transfer::worker_sharing::single_thread)) {
-  endpoints_.resize(static_cast<std::size_t>(rt.size()));
+      state_((id & service_bit) != 0 ? rt.service_state() : rt.local_state(id)),
+      worker_(nullptr),
+      endpoints_(state_.endpoints) {
+  if (!state_.worker) {
+    state_.worker = std::make_unique<transfer::ucx_worker>(rt.context(),
+                                                           transfer::worker_sharing::single_thread);
+    state_.endpoints.resize(static_cast<std::size_t>(rt.size()));
+  }
+  worker_ = state_.worker.get();
   run_epoch_ = rt.run_epoch();
   thread_extension_factory factory = installed_extension.load(std::memory_order_acquire);
   if (factory != nullptr && (id & service_bit) == 0) extension_ = factory(*this);
 }
 
 thread_context::~thread_context() {
-  extension_.reset();
-  endpoints_.clear();  // before the worker they belong to
-  worker_.reset();
-  if ((id_ & service_bit) != 0) delete &state_;
+  extension_.reset();  // the worker and endpoints stay with state_ for the next run
+}
+
+void local_thread_state::release_transport() noexcept {
+  endpoints.clear();  // before the worker they belong to
+  worker.reset();
 }
 
 int thread_context::process() const noexcept {

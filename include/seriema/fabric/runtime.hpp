@@ -96,6 +96,8 @@ class runtime {
   // --- used by thread_context and the receive path ---
   [[nodiscard]] const runtime_options& options() const noexcept { return options_; }
   [[nodiscard]] local_thread_state& local_state(thread_id id);
+  // The service thread's state (persists across runs like the workers').
+  [[nodiscard]] local_thread_state& service_state() noexcept { return *service_state_; }
   [[nodiscard]] bool is_local(thread_id id) const noexcept;
   [[nodiscard]] invocation_counters& counters() noexcept { return counters_; }
   [[nodiscard]] call_queue& service_queue() noexcept { return service_queue_; }
@@ -153,6 +155,7 @@ class runtime {
   bool finalized_ = false;
 
   std::vector<std::unique_ptr<local_thread_state>> local_states_;  // by local thread index
+  std::unique_ptr<local_thread_state> service_state_ = std::make_unique<local_thread_state>();
   call_queue service_queue_;
   invocation_counters counters_;
   std::atomic<bool> service_role_taken_{false};  // someone is progressing the process worker

@@ -177,6 +177,15 @@ struct local_thread_state {
   // Adds `value` to word `word`; false (nothing done) when there is no such word.
   bool add_feedback(std::uint32_t word, std::uint64_t value) noexcept;
 
+  // The thread's own UCX worker (single-thread: used by whichever std::thread runs this thread
+  // id, one run at a time) and its endpoints by process. Created by the first thread_context
+  // and kept across runtime::run calls: peers' process workers keep connections to it, so a
+  // worker per run would leave their attachments (shm segments) behind on every run. Released
+  // by the runtime at teardown (release_transport), before the UCX context.
+  std::unique_ptr<transfer::ucx_worker> worker;
+  std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints;
+  void release_transport() noexcept;
+
   // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
   // the send-based counters). Single writer each: the owner thread (relaxed load + store).
   std::atomic<std::uint64_t> one_sided_sent{0};
@@ -324,8 +333,8 @@ class thread_context {
   runtime& rt_;
   thread_id id_;
   local_thread_state& state_;
-  std::unique_ptr<transfer::ucx_worker> worker_;
-  std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints_;  // by process
+  transfer::ucx_worker* worker_;  // state_.worker
+  std::vector<std::unique_ptr<transfer::ucx_endpoint>>& endpoints_;  // state_.endpoints
   std::vector<call_queue::item> batch_;  // reused by poll()
   std::uint64_t run_epoch_ = 0;
   // Destroyed first (it holds rkeys and endpoints of worker_).
