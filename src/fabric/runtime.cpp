@@ -346,7 +346,8 @@ std::size_t runtime::serve(thread_context& self) {
   }
   std::vector<call_queue::item> batch;
   service_queue_.take_all(batch);
-  std::size_t ran = thread_context::run_calls(self, batch);
+  std::deque<call_queue::item> pending(batch.begin(), batch.end());
+  std::size_t ran = thread_context::run_calls(self, pending);
   service_running_.store(false, std::memory_order_release);
   return ran;
 }

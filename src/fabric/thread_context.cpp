@@ -119,6 +119,9 @@ thread_context::thread_context(runtime& rt, thread_id id)
 
 thread_context::~thread_context() {
   extension_.reset();  // the worker and endpoints stay with state_ for the next run
+  // Calls received but not run (the thread's body ended by an exception mid-batch) go back to
+  // the thread's queue, where the runtime's teardown releases them.
+  for (const auto& item : pending_) state_.incoming.push(item);
 }
 
 void local_thread_state::release_transport() noexcept {
@@ -249,10 +252,14 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
   return call_status::ok;
 }
 
-std::size_t thread_context::run_calls(thread_context& self, std::vector<call_queue::item>& batch) {
+std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queue::item>& pending) {
   runtime& rt = self.rt_;
   std::size_t ran = 0;
-  for (auto& item : batch) {
+  // One item at a time, taken out before it runs: a call that waits (and so polls) continues
+  // with the calls behind it, never re-runs one, and per-sender FIFO holds.
+  while (!pending.empty()) {
+    const call_queue::item item = pending.front();
+    pending.pop_front();
     const call_header& h = item.header;
     const function_entry* entry = function_registry::instance().find(h.function);
     if (entry == nullptr) {
@@ -310,7 +317,6 @@ std::size_t thread_context::run_calls(thread_context& self, std::vector<call_que
       delete[] item.payload;
     }
   }
-  batch.clear();
   return ran;
 }
 
@@ -318,7 +324,11 @@ std::size_t thread_context::poll() {
   std::size_t ran = 0;
   worker_->progress();
   if (!rt_.has_service_thread() && (id_ & service_bit) == 0) ran += rt_.serve(*this);
-  if (state_.incoming.take_all(batch_) > 0) ran += run_calls(*this, batch_);
+  if (state_.incoming.take_all(batch_) > 0) {
+    pending_.insert(pending_.end(), batch_.begin(), batch_.end());
+    batch_.clear();
+  }
+  if (!pending_.empty()) ran += run_calls(*this, pending_);
   if (extension_) ran += extension_->poll(*this);
   return ran;
 }

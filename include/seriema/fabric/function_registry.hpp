@@ -114,6 +114,10 @@ constexpr void check_remote_closure() {
 struct plain_shape {};   // f() or f(thread_context&)
 struct buffer_shape {};  // f(std::span<std::byte>) or f(thread_context&, std::span<std::byte>)
 struct return_shape {};  // r = f() or f(thread_context&); r written into invocation::result
+// f(invocation&): the closure reads the buffer and writes the result itself (layers above wrap
+// user functions this way, e.g. to deserialize arguments); F::result_bytes says how many bytes
+// of result it writes (0: not a call_return).
+struct invocation_shape {};
 
 // One instantiation per (closure type, shape) used remotely; its `id` is registered before main.
 template <class F, class Shape>
@@ -126,6 +130,8 @@ struct function_wrapper {
       } else {
         f();
       }
+    } else if constexpr (std::is_same_v<Shape, invocation_shape>) {
+      f(call);
     } else if constexpr (std::is_same_v<Shape, buffer_shape>) {
       if constexpr (std::is_invocable_v<F&, thread_context&, std::span<std::byte>>) {
         f(*call.self, call.buffer);
@@ -146,9 +152,11 @@ struct function_wrapper {
     }
   }
 
-  static std::uint32_t result_size() {
+  static constexpr std::uint32_t result_size() {
     if constexpr (std::is_same_v<Shape, return_shape>) {
       return sizeof(detail::return_type_t<F>);
+    } else if constexpr (std::is_same_v<Shape, invocation_shape>) {
+      return F::result_bytes;
     } else {
       return 0;
     }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <seriema/fabric/function_registry.hpp>
@@ -103,6 +104,9 @@ struct invocation_counters {
   std::atomic<std::uint64_t> rejected_bad_reply{0};
   // Feedback notifications naming no word (not messages: not part of consumed()).
   std::atomic<std::uint64_t> rejected_feedback{0};
+  // Calls whose serialized arguments did not deserialize (the call counts as executed: its
+  // message was dealt with; the function did not run).
+  std::atomic<std::uint64_t> rejected_arguments{0};
 
   // Messages that arrived and were dealt with: run, or rejected.
   [[nodiscard]] std::uint64_t consumed() const noexcept {
@@ -251,6 +255,29 @@ class thread_context {
     return send_returning(service_of(process), f, slot);
   }
 
+  // Send-based call of a closure of any shape (the invoke layer's wrappers); call_return_as
+  // also opens a reply slot whose value the closure writes (Shape return or invocation).
+  template <class Shape, class F>
+  [[nodiscard]] call_status call_as(thread_id dest, const F& f, std::span<const std::byte> buffer) {
+    check_remote_closure<F>();
+    return send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, 0, 0);
+  }
+  template <class Shape, class F, class R>
+  [[nodiscard]] call_status call_return_as(thread_id dest, const F& f,
+                                           std::span<const std::byte> buffer,
+                                           return_slot<R>& slot) {
+    check_remote_closure<F>();
+    static_assert(function_wrapper<F, Shape>::result_size() == sizeof(R) ||
+                      !std::is_same_v<Shape, invocation_shape>,
+                  "call_return: the slot's type must be the function's return type");
+    slot.state_.store(0, std::memory_order_relaxed);
+    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    call_status status =
+        send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, index, generation);
+    if (status != call_status::ok) close_reply(index, false);
+    return status;
+  }
+
   // Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply
   // (index, generation) fills; close_reply(index, false) fails it (the call was not sent).
   template <class R>
@@ -303,8 +330,9 @@ class thread_context {
   [[nodiscard]] std::uint64_t run_epoch() const noexcept { return run_epoch_; }
 
   static void back_off(unsigned& idle) noexcept;
-  // Runs the calls in `batch` on behalf of `self`; releases their payloads. Returns count run.
-  static std::size_t run_calls(thread_context& self, std::vector<call_queue::item>& batch);
+  // Runs the calls of `pending` in order on behalf of `self` until it is empty (nested polls
+  // continue the same queue); releases their payloads. Returns the count run.
+  static std::size_t run_calls(thread_context& self, std::deque<call_queue::item>& pending);
 
  private:
   template <class F>
@@ -314,15 +342,9 @@ class thread_context {
   // call_return and service_call_return: open a reply slot, send, close it if sending failed.
   template <class F, class R>
   call_status send_returning(std::uint32_t dest, const F& f, return_slot<R>& slot) {
-    check_remote_closure<F>();
     static_assert(std::is_same_v<R, detail::return_type_t<F>>,
                   "call_return: the slot's type must be the function's return type");
-    slot.state_.store(0, std::memory_order_relaxed);
-    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
-    call_status status = send_call(dest, function_wrapper<F, return_shape>::id, as_bytes_of(f),
-                                   {}, index, generation);
-    if (status != call_status::ok) close_reply(index, false);
-    return status;
+    return call_return_as<return_shape>(dest, f, {}, slot);
   }
   call_status send_call(std::uint32_t dest, function_id function,
                         std::span<const std::byte> closure, std::span<const std::byte> buffer,
@@ -335,7 +357,8 @@ class thread_context {
   local_thread_state& state_;
   transfer::ucx_worker* worker_;  // state_.worker
   std::vector<std::unique_ptr<transfer::ucx_endpoint>>& endpoints_;  // state_.endpoints
-  std::vector<call_queue::item> batch_;  // reused by poll()
+  std::vector<call_queue::item> batch_;    // poll(): what take_all moved out (transient)
+  std::deque<call_queue::item> pending_;   // received, not yet run (shared by nested polls)
   std::uint64_t run_epoch_ = 0;
   // Destroyed first (it holds rkeys and endpoints of worker_).
   std::unique_ptr<thread_extension> extension_;
