@@ -237,6 +237,17 @@ channels::channels(thread_context& self) : self_(self), options_(environment_opt
 
 channels::~channels() {
   fabric::runtime& rt = self_.rt();
+  for (auto& read : reads_) {
+    // The runtime ended with a read in flight (only after an error): cancel it before its
+    // buffer goes.
+    if (read->request == nullptr) continue;
+    if (ucp_request_check_status(read->request) == UCS_INPROGRESS) {
+      ucp_request_cancel(self_.worker().handle(), read->request);
+      while (ucp_request_check_status(read->request) == UCS_INPROGRESS) self_.worker().progress();
+    }
+    ucp_request_free(read->request);
+  }
+  reads_.clear();
   {
     fabric::local_thread_state& state = self_.state();
     std::lock_guard lock(state.feedback_mutex);
@@ -284,6 +295,86 @@ void channels::send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thr
                                   sizeof slot.message, nullptr, 0, &param);
   // An error means the sender's process died: nobody waits for the word any more.
   if (request != nullptr && !UCS_PTR_IS_ERR(request)) slot.request = request;
+}
+
+void channels::notify_thread(thread_id thread, std::uint32_t word, std::uint64_t value) {
+  fabric::runtime& rt = self_.rt();
+  if (thread >= self_.thread_count()) return;
+  if (rt.is_local(thread)) {
+    if (!rt.local_state(thread).add_feedback(word, value)) {
+      rt.counters().rejected_feedback.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  transfer::ucx_endpoint& endpoint = self_.endpoint_to(rt.placement().locate(thread).process);
+  if (endpoint.failed()) return;  // nobody waits on a dead process's words
+  send_feedback(endpoint, thread, word, value);
+}
+
+void channels::read_async(const transfer::remote_memory_locator& origin, read_done done) {
+  fabric::runtime& rt = self_.rt();
+  auto read = std::make_unique<pending_read>();
+  read->done = std::move(done);
+  const int process = origin.process;
+  bool failed = process < 0 || process >= rt.size();
+  if (!failed) {
+    transfer::ucx_endpoint& endpoint = self_.endpoint_to(process);
+    transfer::remote_memory remote(endpoint, origin, rt.same_machine(process));
+    read->bytes.resize(static_cast<std::size_t>(origin.size));
+    if (remote.direct() != nullptr) {
+      std::memcpy(read->bytes.data(), remote.direct(), read->bytes.size());
+    } else {
+      ucp_request_param_t param{};
+      void* get = ucp_get_nbx(endpoint.handle(), read->bytes.data(), read->bytes.size(),
+                              remote.address(), remote.rkey(), &param);
+      if (UCS_PTR_IS_ERR(get)) {
+        failed = true;
+      } else {
+        read->request = get;  // null: completed at once
+      }
+    }
+  }
+  if (failed) {
+    ++received_.failed_reads;
+    read->failed = true;
+  }
+  // Finished on a later poll even when complete now: the caller is a running call, and the
+  // continuation must not run nested inside it.
+  count_sent(1);
+  reads_.push_back(std::move(read));
+}
+
+std::size_t channels::finish_reads() {
+  std::size_t ran = 0;
+  // By index, and each entry taken out before its continuation runs: a continuation may start
+  // reads (or poll, and so come back here).
+  for (std::size_t i = 0; i < reads_.size();) {
+    pending_read& read = *reads_[i];
+    bool ok = !read.failed;
+    if (read.request != nullptr) {
+      const ucs_status_t status = ucp_request_check_status(read.request);
+      if (status == UCS_INPROGRESS) {
+        ++i;
+        continue;
+      }
+      ucp_request_free(read.request);
+      read.request = nullptr;
+      if (status != UCS_OK) {
+        ok = false;
+        ++received_.failed_reads;
+      }
+    }
+    std::unique_ptr<pending_read> taken = std::move(reads_[i]);
+    reads_.erase(reads_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (ok) {
+      taken->done(self_, taken->bytes, true);
+    } else {
+      taken->done(self_, {}, false);
+    }
+    count_consumed(1);
+    ++ran;
+  }
+  return ran;
 }
 
 void channels::set_options(const messenger_options& options) {
@@ -342,6 +433,7 @@ std::size_t channels::poll(thread_context& self) {
   }
   // By index: a call run here may poll again (nested) and add channels to the list.
   for (std::size_t i = 0; i < in_list_.size(); ++i) ran += in_list_[i]->poll(self);
+  if (!reads_.empty()) ran += finish_reads();
   // Only messengers that queued something since the last look (not every possible
   // destination). By index: a drain may grow a ring, whose wait polls and may queue more.
   for (std::size_t i = 0; i < with_queue_.size(); ++i) ran += with_queue_[i]->drain();

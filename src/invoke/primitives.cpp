@@ -2,6 +2,9 @@
 // area) and the reply path of one-sided call_return.
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <memory>
+
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/transfer/error.hpp>
@@ -56,6 +59,34 @@ bool synchronizer::wait() {
 }
 
 namespace detail {
+
+namespace {
+// Scratch buffers of serialized arguments, one per nesting level of this thread.
+struct scratch_stack {
+  std::vector<std::unique_ptr<std::vector<std::byte>>> buffers;
+  std::size_t depth = 0;
+};
+thread_local scratch_stack scratch;
+}  // namespace
+
+argument_scratch::argument_scratch() {
+  if (scratch.depth == scratch.buffers.size()) {
+    scratch.buffers.push_back(std::make_unique<std::vector<std::byte>>());
+  }
+  bytes_ = scratch.buffers[scratch.depth++].get();
+}
+
+argument_scratch::~argument_scratch() { --scratch.depth; }
+
+void reject_arguments(thread_context& self, std::uint32_t source, const char* what) noexcept {
+  const std::uint64_t before =
+      self.rt().counters().rejected_arguments.fetch_add(1, std::memory_order_relaxed);
+  if (before == 0) {
+    // The first one in this process is reported; all are counted.
+    std::fprintf(stderr, "seriema: thread %u: arguments of a call from thread %u rejected: %s\n",
+                 self.id(), source, what);
+  }
+}
 
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value) {

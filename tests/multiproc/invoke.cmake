@@ -13,9 +13,12 @@ seriema_mp_executable(registry_skew_mp_test registry_skew_mp_test.cpp seriema::f
 seriema_mp_script_test(mp.registry_skew.np2 SCRIPT registry_skew_test.sh EXE registry_skew_mp_test)
 
 # One-sided invocation (Messenger, aggregators): every primitive, FIFO over 1 M calls per mode,
-# backpressure and corrupt records; 2 processes x 3 threads over shm, tcp and 2 emulated machines.
+# backpressure and corrupt records; 1 process x 3 threads (intra-process), 2 processes x 3 threads
+# over shm, tcp and 2 emulated machines.
 # The all-to-all stress runs 2 processes x 2 threads over shm and tcp.
 seriema_mp_executable(invoke_onesided_mp_test invoke_onesided_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.invoke_onesided.np1.shm EXE invoke_onesided_mp_test NP 1
+               ARGS --gtest_filter=-*AllToAll* ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.invoke_onesided.np2.shm EXE invoke_onesided_mp_test NP 2
                ARGS --gtest_filter=-*AllToAll* ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.invoke_onesided.np2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp
@@ -31,3 +34,14 @@ seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS t
 seriema_mp_executable(invoke_peer_death_mp_test invoke_peer_death_mp_test.cpp seriema::invoke)
 seriema_mp_script_test(mp.invoke_peer_death.np2 SCRIPT invoke_peer_death_test.sh
                        EXE invoke_peer_death_mp_test TIMEOUT 180)
+
+# Serialized arguments, synchronizer notices and call_buffer_get's variants in every channel:
+# intra-process (1 process x 3 threads), 2 processes x 3 threads over shm, tcp and 2 emulated
+# machines.
+seriema_mp_executable(invoke_features_mp_test invoke_features_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.invoke_features.np1.shm EXE invoke_features_mp_test NP 1 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_features.np2.shm EXE invoke_features_mp_test NP 2 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_features.np2.tcp EXE invoke_features_mp_test NP 2 TLS tcp
+               ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_features.np2.machines2.tcp EXE invoke_features_mp_test NP 2 MACHINES 2
+               TLS tcp ENV SERIEMA_THREADS=3)

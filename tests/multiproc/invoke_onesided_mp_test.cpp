@@ -13,6 +13,7 @@
 #include <seriema/invoke/invoke.hpp>
 #include <thread>
 
+#include "support/invoke_checks.hpp"
 #include "support/mp_main.hpp"
 
 using namespace seriema;
@@ -20,49 +21,18 @@ using fabric::thread_context;
 using invoke::call_status;
 using invoke::channel;
 
+using test::checksum;
+using test::env_count;
+using test::fill_pattern;
+using test::inbox;
+using test::inbox_of;
+using test::inboxes;
+using test::max_local_threads;
+using test::max_threads;
+using test::reset_inboxes;
+using test::threads;
+
 namespace {
-
-constexpr int max_local_threads = 16;
-constexpr std::size_t max_threads = 64;
-
-// Per local thread: what arrived. Written only by the thread itself (calls run on it); read by
-// the main thread after run() returned.
-struct inbox {
-  std::uint64_t calls = 0;
-  std::uint64_t wrong = 0;  // wrong thread, captures, buffer or order
-  std::uint64_t source_sum = 0;
-  std::uint64_t bytes = 0;
-  std::array<std::uint64_t, max_threads> next_seq{};  // FIFO: next sequence number per sender
-};
-std::array<inbox, max_local_threads> inboxes;
-
-inbox& inbox_of(thread_context& ctx) {
-  return inboxes[static_cast<std::size_t>(test::rt().placement().locate(ctx.id()).local_thread)];
-}
-void reset_inboxes() { inboxes = {}; }
-
-std::uint64_t env_count(const char* name, std::uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? fallback : std::strtoull(v, nullptr, 10);
-}
-
-std::uint64_t checksum(std::span<const std::byte> bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
-  return h;
-}
-
-void fill_pattern(std::span<std::byte> bytes, std::uint64_t seed) {
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : bytes) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b = static_cast<std::byte>(x);
-  }
-}
-
-fabric::thread_id threads() { return test::rt().placement().thread_count(); }
 
 // Every primitive from every thread to every thread (itself included), in mode C.
 template <channel C>

@@ -5,7 +5,21 @@
 // the call was transmitted or consumed. Aggregator wraps a channel choice for repeated calls.
 #pragma once
 
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/array.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/optional.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/tuple.hpp>
+#include <cereal/types/unordered_map.hpp>
+#include <cereal/types/utility.hpp>
+#include <cereal/types/vector.hpp>
 #include <cstdint>
+#include <cstring>
+#include <istream>
+#include <ostream>
+#include <streambuf>
+#include <tuple>
 #include <vector>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/messenger.hpp>
@@ -69,6 +83,21 @@ call_status one_sided(thread_context& self, thread_id dest, channel c, fabric::f
                                                           buffer);
 }
 
+// A send-based call whose caller asked for a consumption notice: runs the function in its own
+// shape, then decrements the caller's synchronizer word (channels::notify_thread: an atomic in
+// this process, a feedback active message otherwise).
+template <class F, class Shape>
+struct notify_after {
+  F f;
+  std::uint32_t word;
+  static constexpr std::uint32_t result_bytes = fabric::function_wrapper<F, Shape>::result_size();
+  void operator()(fabric::invocation& call) const {
+    fabric::function_wrapper<F, Shape>::invoke(reinterpret_cast<const std::byte*>(&f), call);
+    channels_of(*call.self).notify_thread(call.source, word, operand_minus_one);
+  }
+  static constexpr std::uint64_t operand_minus_one = ~std::uint64_t{0};
+};
+
 template <class Policy, class Shape, class F>
 call_status dispatch(thread_context& self, channel c, thread_id dest, const F& f,
                      std::span<const std::byte> buffer, synchronizer* sync, notify_on when) {
@@ -76,10 +105,11 @@ call_status dispatch(thread_context& self, channel c, thread_id dest, const F& f
   const fabric::function_id id = fabric::function_wrapper<F, Shape>::id;
   call_status status;
   if (c == channel::send) {
-    if constexpr (std::is_same_v<Shape, fabric::buffer_shape>) {
-      status = self.call_buffer(dest, f, buffer);
+    if (sync != nullptr && when == notify_on::consume) {
+      status = self.call_as<fabric::invocation_shape>(dest, notify_after<F, Shape>{f, sync->word()},
+                                                      buffer);
     } else {
-      status = self.call(dest, f);
+      status = self.call_as<Shape>(dest, f, buffer);
     }
   } else if (sync != nullptr && when == notify_on::consume) {
     wire::notify_extra extra{sync->word(), 0};
@@ -89,10 +119,168 @@ call_status dispatch(thread_context& self, channel c, thread_id dest, const F& f
     status = one_sided<Policy>(self, dest, c, id, bytes_of(f), 0, {}, buffer);
   }
   if (status == call_status::ok && sync != nullptr && when == notify_on::transmit) {
-    sync->decrement();  // captures and buffer were copied (chunk, staging unit or queue)
+    sync->decrement();  // captures and buffer were copied (chunk, staging unit, queue or sent)
   }
   return status;
 }
+
+// call_return on any channel, for a closure of shape Shape (return, or invocation for wrappers
+// that write the result themselves).
+template <channel C, class Policy, class Shape, class F, class R>
+call_status returning(thread_context& self, thread_id dest, const F& f,
+                      std::span<const std::byte> buffer, return_slot<R>& slot) {
+  fabric::check_remote_closure<F>();
+  static_assert(fabric::function_wrapper<F, Shape>::result_size() == sizeof(R),
+                "call_return: the slot's type must be the function's return type");
+  if constexpr (C == channel::send) {
+    return self.call_return_as<Shape>(dest, f, buffer, slot);
+  } else {
+    auto [index, generation] = self.open_reply_for(slot);
+    wire::reply_extra extra{index, generation};
+    call_status status =
+        one_sided<Policy>(self, dest, C, fabric::function_wrapper<F, Shape>::id, bytes_of(f),
+                          wire::flag_reply, bytes_of(extra), buffer);
+    if (status != call_status::ok) self.close_reply(index, false);
+    return status;
+  }
+}
+
+// ---- Serialized arguments (cereal): non-trivially-copyable values travel as the call's buffer.
+
+// Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the
+// returned lease is destroyed (leases nest: a Retry call serves calls that serialize too).
+class argument_scratch {
+ public:
+  argument_scratch();
+  ~argument_scratch();
+  argument_scratch(const argument_scratch&) = delete;
+  argument_scratch& operator=(const argument_scratch&) = delete;
+  [[nodiscard]] std::vector<std::byte>& bytes() noexcept { return *bytes_; }
+
+ private:
+  std::vector<std::byte>* bytes_;
+};
+
+// std::streambuf appending to a byte vector (the scratch buffer: no allocation once warm).
+class byte_sink final : public std::streambuf {
+ public:
+  explicit byte_sink(std::vector<std::byte>& out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    const auto* p = reinterpret_cast<const std::byte*>(s);
+    out_.insert(out_.end(), p, p + n);
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      out_.push_back(static_cast<std::byte>(c));
+    }
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::vector<std::byte>& out_;
+};
+
+// std::streambuf reading a span (the received buffer, in place).
+class byte_source final : public std::streambuf {
+ public:
+  explicit byte_source(std::span<std::byte> in) {
+    char* begin = reinterpret_cast<char*>(in.data());
+    setg(begin, begin, begin + in.size());
+  }
+  [[nodiscard]] std::size_t remaining() const noexcept {
+    return static_cast<std::size_t>(egptr() - gptr());
+  }
+};
+
+template <class... Args>
+void serialize_arguments(std::vector<std::byte>& out, const Args&... args) {
+  out.clear();
+  byte_sink sink(out);
+  std::ostream stream(&sink);
+  cereal::BinaryOutputArchive archive(stream);
+  archive(args...);
+}
+
+// Counts (runtime counters: rejected_arguments) and reports arguments that did not deserialize.
+void reject_arguments(thread_context& self, std::uint32_t source, const char* what) noexcept;
+
+// Deserializes every argument from the call's buffer; false (counted, reported) when the bytes
+// are not exactly a serialization of Args: a corrupt record, never a crash.
+template <class... Args>
+bool deserialize_arguments(fabric::invocation& call, std::tuple<Args...>& args) {
+  try {
+    byte_source source(call.buffer);
+    std::istream stream(&source);
+    stream.exceptions(std::ios::badbit | std::ios::failbit);
+    cereal::BinaryInputArchive archive(stream);
+    std::apply([&](auto&... a) { archive(a...); }, args);
+    if (source.remaining() != 0) {
+      reject_arguments(*call.self, call.source, "bytes left after the last argument");
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    reject_arguments(*call.self, call.source, e.what());
+    return false;
+  }
+}
+
+template <class F, class... Args>
+decltype(auto) apply_arguments(F& f, thread_context& self, std::tuple<Args...>& args) {
+  return std::apply(
+      [&](auto&... a) -> decltype(auto) {
+        if constexpr (std::is_invocable_v<F&, thread_context&, Args&...>) {
+          return f(self, a...);
+        } else {
+          return f(a...);
+        }
+      },
+      args);
+}
+
+template <class F, class... Args>
+using result_with_arguments_t =
+    typename std::conditional_t<std::is_invocable_v<F&, thread_context&, Args&...>,
+                                std::invoke_result<F&, thread_context&, Args&...>,
+                                std::invoke_result<F&, Args&...>>::type;
+
+// The closure that travels for call(dest, f, args...): f, with the arguments in the buffer.
+template <class F, class... Args>
+struct with_arguments {
+  F f;
+  static constexpr std::uint32_t result_bytes = 0;
+  void operator()(fabric::invocation& call) const {
+    std::tuple<Args...> args;
+    if (!deserialize_arguments(call, args)) return;
+    F copy = f;
+    (void)apply_arguments(copy, *call.self, args);
+  }
+};
+
+// call_return(dest, f, slot, args...): as with_arguments, the value written into the result.
+template <class F, class... Args>
+struct returning_with_arguments {
+  using result_type = result_with_arguments_t<F, Args...>;
+  static_assert(std::is_trivially_copyable_v<result_type>,
+                "call_return: the return value must be trivially copyable");
+  F f;
+  static constexpr std::uint32_t result_bytes = sizeof(result_type);
+  void operator()(fabric::invocation& call) const {
+    std::tuple<Args...> args;
+    result_type value{};
+    if (deserialize_arguments(call, args)) {
+      F copy = f;
+      value = apply_arguments(copy, *call.self, args);
+    }
+    std::memcpy(call.result.data(), &value, sizeof value);
+  }
+};
+
+template <class T>
+constexpr bool is_synchronizer_v = std::is_same_v<std::remove_cvref_t<T>, synchronizer>;
 
 }  // namespace detail
 
@@ -104,8 +292,6 @@ call_status call(thread_context& self, thread_id dest, F f) {
 }
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
 call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync) {
-  static_assert(C != channel::send || When == notify_on::transmit,
-                "consumption notices need a one-sided channel (write, trad or ovfl)");
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, &sync, When);
 }
 
@@ -119,28 +305,60 @@ call_status call_buffer(thread_context& self, thread_id dest, F f,
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
 call_status call_buffer(thread_context& self, thread_id dest, F f,
                         std::span<const std::byte> buffer, synchronizer& sync) {
-  static_assert(C != channel::send || When == notify_on::transmit,
-                "consumption notices need a one-sided channel (write, trad or ovfl)");
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, &sync, When);
 }
 
 // `dest` runs f() (or f(ctx)); the value is written back into `slot` (self.wait_for(slot)).
 template <channel C = channel::write, class Policy = policy::fail, class F, class R>
 call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R>& slot) {
-  fabric::check_remote_closure<F>();
   static_assert(std::is_same_v<R, fabric::detail::return_type_t<F>>,
                 "call_return: the slot's type must be the function's return type");
-  if constexpr (C == channel::send) {
-    return self.call_return(dest, f, slot);
-  } else {
-    auto [index, generation] = self.open_reply_for(slot);
-    wire::reply_extra extra{index, generation};
-    call_status status = detail::one_sided<Policy>(
-        self, dest, C, fabric::function_wrapper<F, fabric::return_shape>::id, detail::bytes_of(f),
-        wire::flag_reply, detail::bytes_of(extra), {});
-    if (status != call_status::ok) self.close_reply(index, false);
-    return status;
-  }
+  return detail::returning<C, Policy, fabric::return_shape>(self, dest, f, {}, slot);
+}
+
+// `dest` runs f(args...) (or f(ctx, args...)). The arguments may be of any type cereal
+// serializes (std::string, std::vector, std::map, user types with a serialize() member...):
+// they are serialized into the call's buffer here and deserialized on the destination, which
+// passes them as lvalues. Bytes that do not deserialize are rejected and counted
+// (runtime counters: rejected_arguments); f does not run then.
+template <channel C = channel::write, class Policy = policy::fail, class F, class... Args>
+  requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_v<Args> || ...))
+call_status call(thread_context& self, thread_id dest, F f, const Args&... args) {
+  using wrapper = detail::with_arguments<F, std::remove_cvref_t<Args>...>;
+  detail::argument_scratch scratch;
+  detail::serialize_arguments(scratch.bytes(), args...);
+  return detail::dispatch<Policy, fabric::invocation_shape>(self, C, dest, wrapper{f},
+                                                           scratch.bytes(), nullptr,
+                                                           notify_on::transmit);
+}
+// The same, with a synchronizer.
+template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F,
+          class... Args>
+  requires(sizeof...(Args) > 0)
+call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync,
+                 const Args&... args) {
+  using wrapper = detail::with_arguments<F, std::remove_cvref_t<Args>...>;
+  detail::argument_scratch scratch;
+  detail::serialize_arguments(scratch.bytes(), args...);
+  return detail::dispatch<Policy, fabric::invocation_shape>(self, C, dest, wrapper{f},
+                                                           scratch.bytes(), &sync, When);
+}
+
+// `dest` runs f(args...) (or f(ctx, args...)) with serialized arguments (as call above); the
+// value is written back into `slot`. Arguments that do not deserialize give a value-initialized
+// result (and a rejection counted at the destination).
+template <channel C = channel::write, class Policy = policy::fail, class F, class R,
+          class... Args>
+  requires(sizeof...(Args) > 0)
+call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R>& slot,
+                        const Args&... args) {
+  using wrapper = detail::returning_with_arguments<F, std::remove_cvref_t<Args>...>;
+  static_assert(std::is_same_v<R, typename wrapper::result_type>,
+                "call_return: the slot's type must be the function's return type");
+  detail::argument_scratch scratch;
+  detail::serialize_arguments(scratch.bytes(), args...);
+  return detail::returning<C, Policy, fabric::invocation_shape>(self, dest, wrapper{f},
+                                                               scratch.bytes(), slot);
 }
 
 namespace detail {
@@ -183,6 +401,25 @@ struct call_after_get {
   void operator()(thread_context& self) const {
     std::vector<std::byte> local = read_remote(self, origin);
     run_on_buffer(f, self, local);
+  }
+};
+
+// call_buffer_get, async variant: the destination starts the read and goes on serving calls;
+// f runs on a later poll once the bytes are there, then the caller's synchronizer word (if any)
+// is decremented: the origin may be reused from then on.
+template <class F>
+struct call_after_get_async {
+  F f;
+  transfer::remote_memory_locator origin;
+  std::uint32_t word;  // the caller's synchronizer word; 0: none
+  static constexpr std::uint32_t result_bytes = 0;
+  void operator()(fabric::invocation& call) const {
+    channels_of(*call.self)
+        .read_async(origin, [fn = f, word = word, caller = call.source](
+                                thread_context& self, std::span<std::byte> bytes, bool ok) {
+          if (ok) run_on_buffer(fn, self, bytes);
+          if (word != 0) channels_of(self).notify_thread(caller, word, ~std::uint64_t{0});
+        });
   }
 };
 
@@ -245,6 +482,37 @@ call_status call_buffer_get(thread_context& self, thread_id dest, F f,
                             const transfer::remote_memory_locator& origin) {
   fabric::check_remote_closure<F>();
   return invoke::call<C, Policy>(self, dest, detail::call_after_get<F>{f, origin});
+}
+// The same, decrementing `sync` when the call was transmitted or (notify_on::consume) once f ran
+// at the destination: from then on `origin` may change.
+template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
+call_status call_buffer_get(thread_context& self, thread_id dest, F f,
+                            const transfer::remote_memory_locator& origin, synchronizer& sync) {
+  fabric::check_remote_closure<F>();
+  return invoke::call<C, Policy, When>(self, dest, detail::call_after_get<F>{f, origin}, sync);
+}
+
+// call_buffer_get, async variant (paper): `dest` starts reading `origin` and keeps serving calls
+// meanwhile; f(bytes read) runs on one of its later polls, so calls sent after this one may run
+// before f. With a synchronizer, it is decremented once f ran (origin may change from then on).
+// A read that fails (origin's process died) is counted at the destination (failed_reads) and
+// f does not run; the synchronizer is still decremented.
+template <channel C = channel::write, class Policy = policy::fail, class F>
+call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
+                                  const transfer::remote_memory_locator& origin) {
+  fabric::check_remote_closure<F>();
+  return detail::dispatch<Policy, fabric::invocation_shape>(
+      self, C, dest, detail::call_after_get_async<F>{f, origin, 0}, {}, nullptr,
+      notify_on::transmit);
+}
+template <channel C = channel::write, class Policy = policy::fail, class F>
+call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
+                                  const transfer::remote_memory_locator& origin,
+                                  synchronizer& sync) {
+  fabric::check_remote_closure<F>();
+  return detail::dispatch<Policy, fabric::invocation_shape>(
+      self, C, dest, detail::call_after_get_async<F>{f, origin, sync.word()}, {}, nullptr,
+      notify_on::transmit);
 }
 
 // broadcast: f() (or f(ctx)) runs once on every thread of the job, this one included, through

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <seriema/fabric/runtime.hpp>
@@ -253,6 +254,7 @@ struct receive_counters {
   std::uint64_t rejected_record = 0;     // well framed, but inconsistent with its function
   std::uint64_t rejected_unknown_function = 0;
   std::uint64_t chunks_released = 0;
+  std::uint64_t failed_reads = 0;  // call_buffer_get reads that failed (origin's process died)
 };
 
 // MessengerGlobal: a thread's messengers (created on demand, one per destination) and its
@@ -306,6 +308,19 @@ class channels final : public fabric::thread_extension {
   // Whether a messenger's peer died (checked now): synchronizers stop waiting then.
   [[nodiscard]] bool any_failed();
 
+  // Adds `value` to word `word` of thread `thread`'s feedback area (a synchronizer's counter):
+  // an atomic when the thread is in this process, an active message to its process otherwise.
+  // A word the thread does not have is counted there (rejected_feedback), not applied.
+  void notify_thread(thread_id thread, std::uint32_t word, std::uint64_t value);
+
+  // Asynchronous remote read (call_buffer_get's async variant): reads all of `origin`, then, on a
+  // later poll of this thread, calls done(self, bytes, true), or done(self, {}, false) when the
+  // read failed (its process died). Counts as a message in flight until done ran, so runtime::run
+  // does not end before it.
+  using read_done = std::function<void(thread_context&, std::span<std::byte>, bool)>;
+  void read_async(const transfer::remote_memory_locator& origin, read_done done);
+  [[nodiscard]] std::size_t reads_in_flight() const noexcept { return reads_.size(); }
+
  private:
   thread_context& self_;
   messenger_options options_;
@@ -327,6 +342,14 @@ class channels final : public fabric::thread_extension {
   };
   std::array<feedback_slot, 256> feedback_slots_{};
   std::size_t next_feedback_slot_ = 0;
+  struct pending_read {
+    void* request = nullptr;
+    bool failed = false;
+    std::vector<std::byte> bytes;
+    read_done done;
+  };
+  std::vector<std::unique_ptr<pending_read>> reads_;  // in start order
+  std::size_t finish_reads();
 };
 
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a

@@ -1,0 +1,318 @@
+// Invoke-layer features beyond plain calls, in every channel, between threads of one or several
+// processes: arguments serialized with cereal (and corrupt argument bytes rejected), synchronizer
+// notices on transmit and on consumption, and call_buffer_get's sync and async variants.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <seriema/invoke/invoke.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/invoke_checks.hpp"
+#include "support/mp_main.hpp"
+
+using namespace seriema;
+using fabric::thread_context;
+using invoke::call_status;
+using invoke::channel;
+using invoke::notify_on;
+using test::checksum;
+using test::fill_pattern;
+using test::inbox;
+using test::inbox_of;
+using test::inboxes;
+using test::reset_inboxes;
+using test::threads;
+
+namespace {
+
+// A user type with a cereal serialize() member.
+struct label {
+  std::string name;
+  std::map<std::uint32_t, std::string> tags;
+  template <class Archive>
+  void serialize(Archive& archive) {
+    archive(name, tags);
+  }
+};
+
+std::string text_for(std::uint32_t from, std::uint32_t to) {
+  return "a call from thread " + std::to_string(from) + " to thread " + std::to_string(to) +
+         std::string(from * 37 % 300, 'x');  // sizes differ per pair
+}
+std::vector<std::uint64_t> values_for(std::uint32_t from, std::uint32_t to) {
+  std::vector<std::uint64_t> v(from * 5 + to + 1);
+  std::iota(v.begin(), v.end(), std::uint64_t{from} * 1000);
+  return v;
+}
+
+// call(dest, f, args...) and call_return(dest, f, slot, args...) from every thread to every
+// thread: the destination sees exactly the values the caller serialized.
+template <channel C>
+void serialized_arguments() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  std::array<std::atomic<std::uint64_t>, test::max_local_threads> returns_ok{};
+  rt.run([&](thread_context& ctx) {
+    const std::uint32_t me = ctx.id();
+    const auto local = test::rt().placement().locate(me).local_thread;
+    invoke::synchronizer consumed(ctx, ctx.thread_count());
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      const std::string text = text_for(me, dest);
+      const std::vector<std::uint64_t> values = values_for(me, dest);
+      const label tag{"thread " + std::to_string(me), {{me, "caller"}, {dest + 100, "callee"}}};
+      auto check = [me, dest](thread_context& self, std::string& t, std::vector<std::uint64_t>& v,
+                              label& l) {
+        inbox& box = inbox_of(self);
+        if (self.id() != dest || t != text_for(me, dest) || v != values_for(me, dest) ||
+            l.name != "thread " + std::to_string(me) || l.tags.size() != 2 ||
+            l.tags[me] != "caller" || l.tags[dest + 100] != "callee") {
+          ++box.wrong;
+        }
+        box.source_sum += me;
+        ++box.calls;
+      };
+      ASSERT_EQ((invoke::call<C, invoke::policy::retry>(ctx, dest, check, text, values, tag)),
+                call_status::ok);
+      // With a consumption notice (and a by-value parameter).
+      ASSERT_EQ((invoke::call<C, invoke::policy::retry, notify_on::consume>(
+                    ctx, dest,
+                    [dest](thread_context& self, std::string t) {
+                      if (self.id() != dest || t.empty()) ++inbox_of(self).wrong;
+                      inbox_of(self).bytes += t.size();
+                    },
+                    consumed, text)),
+                call_status::ok);
+      invoke::return_slot<std::uint64_t> slot;
+      ASSERT_EQ((invoke::call_return<C, invoke::policy::retry>(
+                    ctx, dest,
+                    [](const std::string& t, const std::vector<std::uint64_t>& v) {
+                      return t.size() + std::accumulate(v.begin(), v.end(), std::uint64_t{0});
+                    },
+                    slot, text, values)),
+                call_status::ok);
+      ctx.wait_for(slot);
+      ASSERT_TRUE(slot.ready());
+      const std::uint64_t expected =
+          text.size() + std::accumulate(values.begin(), values.end(), std::uint64_t{0});
+      EXPECT_EQ(slot.value(), expected);
+      if (slot.value() == expected) returns_ok[local] += 1;
+    }
+    EXPECT_TRUE(consumed.wait());
+  });
+  std::uint64_t all_ids = 0;
+  for (fabric::thread_id t = 0; t < threads(); ++t) all_ids += t;
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    const fabric::thread_id me = rt.placement().global_id(rt.rank(), t);
+    std::uint64_t text_bytes = 0;
+    for (fabric::thread_id from = 0; from < threads(); ++from) text_bytes += text_for(from, me).size();
+    EXPECT_EQ(inboxes[t].calls, threads()) << "local thread " << t;
+    EXPECT_EQ(inboxes[t].source_sum, all_ids);
+    EXPECT_EQ(inboxes[t].bytes, text_bytes);
+    EXPECT_EQ(inboxes[t].wrong, 0u);
+    EXPECT_EQ(returns_ok[t].load(), threads());
+  }
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, SerializedArgumentsSend) { serialized_arguments<channel::send>(); }
+TEST(InvokeFeatures, SerializedArgumentsWrite) { serialized_arguments<channel::write>(); }
+TEST(InvokeFeatures, SerializedArgumentsTrad) { serialized_arguments<channel::trad>(); }
+TEST(InvokeFeatures, SerializedArgumentsOvfl) { serialized_arguments<channel::ovfl>(); }
+
+namespace {
+
+struct never_runs {
+  void operator()(thread_context& self, std::string&) const { ++inbox_of(self).wrong; }
+};
+
+}  // namespace
+
+// Argument bytes that are not a serialization of the function's parameters (as a corrupt or
+// hostile peer could send) are rejected and counted; the function does not run, and the
+// receiver keeps serving good calls.
+TEST(InvokeFeatures, CorruptArgumentsAreRejectedAndCounted) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id receiver = threads() - 1;
+  const std::uint64_t before = rt.counters().rejected_arguments.load();
+  constexpr channel modes[] = {channel::send, channel::write, channel::trad};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    using wrapper = invoke::detail::with_arguments<never_runs, std::string>;
+    // A string claiming 100 bytes followed by only 8.
+    std::vector<std::byte> truncated(16, std::byte{0});
+    const std::uint64_t claimed = 100;
+    std::memcpy(truncated.data(), &claimed, sizeof claimed);
+    // A valid string followed by bytes no parameter takes.
+    std::vector<std::byte> trailing;
+    invoke::detail::serialize_arguments(trailing, std::string("ok"));
+    trailing.resize(trailing.size() + 3, std::byte{7});
+    for (channel mode : modes) {
+      for (const auto& bad : {truncated, trailing}) {
+        ASSERT_EQ((invoke::detail::dispatch<invoke::policy::retry, fabric::invocation_shape>(
+                      ctx, mode, receiver, wrapper{never_runs{}}, bad, nullptr,
+                      notify_on::transmit)),
+                  call_status::ok);
+      }
+      ASSERT_EQ((invoke::call<channel::write, invoke::policy::retry>(
+                    ctx, receiver,
+                    [](thread_context& self, const std::string& s) {
+                      if (s != "good") ++inbox_of(self).wrong;
+                      ++inbox_of(self).calls;
+                    },
+                    std::string("good"))),
+                call_status::ok);
+    }
+  });
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    EXPECT_EQ(inboxes[local].calls, std::size(modes));
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+    EXPECT_EQ(rt.counters().rejected_arguments.load() - before, 2 * std::size(modes));
+  }
+}
+
+namespace {
+
+// Synchronizer test gate: the destination runs `gate` first (same channel, so FIFO puts every
+// later call behind it) and spins there without polling until another thread of its process
+// opens it, so nothing behind the gate can be consumed meanwhile.
+std::atomic<bool> gate_open{false};
+std::atomic<bool> gate_entered{false};
+
+struct counted {
+  std::uint64_t value;
+  void operator()(thread_context& self) const {
+    inbox_of(self).bytes += value;
+    ++inbox_of(self).calls;
+  }
+};
+
+template <channel C>
+void synchronizer_notices() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  if (rt.options().threads_per_process < 2) GTEST_SKIP() << "needs 2 threads per process";
+  gate_open = false;
+  gate_entered = false;
+  const fabric::thread_id caller = 0;
+  const fabric::thread_id gated = threads() - 1;
+  const fabric::thread_id opener = gated - 1;  // same process as `gated` (block placement)
+  ASSERT_EQ(rt.placement().locate(opener).process, rt.placement().locate(gated).process);
+  constexpr std::uint64_t k = 100;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != caller) return;
+    ASSERT_EQ((invoke::call<C, invoke::policy::retry>(ctx, gated, [caller](thread_context& self) {
+                ++inbox_of(self).calls;
+                ASSERT_EQ(self.call(caller, [] { gate_entered = true; }), call_status::ok);
+                while (!gate_open.load(std::memory_order_acquire)) {
+                  std::this_thread::sleep_for(std::chrono::microseconds(100));
+                }
+              })),
+              call_status::ok);
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    ctx.wait_until([] { return gate_entered.load(); });
+    invoke::synchronizer on_consume(ctx, k);
+    invoke::synchronizer on_transmit(ctx, k);
+    const std::vector<std::byte> buffer(64, std::byte{1});
+    for (std::uint64_t i = 0; i < k; ++i) {
+      if (i % 2 == 0) {
+        ASSERT_EQ((invoke::call<C, invoke::policy::retry, notify_on::consume>(ctx, gated, counted{1},
+                                                                             on_consume)),
+                  call_status::ok);
+      } else {
+        ASSERT_EQ((invoke::call_buffer<C, invoke::policy::retry, notify_on::consume>(
+                      ctx, gated,
+                      [](thread_context& self, std::span<std::byte> b) {
+                        inbox_of(self).bytes += b.size();
+                        ++inbox_of(self).calls;
+                      },
+                      buffer, on_consume)),
+                  call_status::ok);
+      }
+      ASSERT_EQ((invoke::call<C, invoke::policy::retry, notify_on::transmit>(ctx, gated,
+                                                                            counted{1000},
+                                                                            on_transmit)),
+                call_status::ok);
+    }
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    // Transmitted: all counted down at once. Consumed: none yet, the destination is gated.
+    EXPECT_EQ(on_transmit.remaining(), 0u);
+    EXPECT_EQ(on_consume.remaining(), k);
+    ASSERT_EQ(ctx.call(opener, [] { gate_open.store(true, std::memory_order_release); }),
+              call_status::ok);
+    EXPECT_TRUE(on_consume.wait());
+    EXPECT_EQ(on_consume.remaining(), 0u);
+  });
+  if (rt.placement().locate(gated).process == rt.rank()) {
+    const auto local = rt.placement().locate(gated).local_thread;
+    EXPECT_EQ(inboxes[local].calls, 2 * k + 1);
+    EXPECT_EQ(inboxes[local].bytes, k / 2 + (k / 2) * 64 + 1000 * k);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, SynchronizerNoticesSend) { synchronizer_notices<channel::send>(); }
+TEST(InvokeFeatures, SynchronizerNoticesWrite) { synchronizer_notices<channel::write>(); }
+TEST(InvokeFeatures, SynchronizerNoticesTrad) { synchronizer_notices<channel::trad>(); }
+TEST(InvokeFeatures, SynchronizerNoticesOvfl) { synchronizer_notices<channel::ovfl>(); }
+
+namespace {
+
+// call_buffer_get, sync and async: the destination reads the caller's registered memory; the
+// caller's synchronizer tells it when the memory may change again.
+template <channel C>
+void get_variants() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  rt.run([](thread_context& ctx) {
+    const std::uint32_t me = ctx.id();
+    const fabric::thread_id dest = (me + 1) % ctx.thread_count();
+    constexpr std::size_t size = 5000;
+    transfer::remote_memory_locator origin = ctx.allocate_remote(me, size);
+    std::span<std::byte> bytes(reinterpret_cast<std::byte*>(origin.address), size);
+    fill_pattern(bytes, me);
+    const std::uint64_t sum = checksum(bytes);
+    auto check = [dest, sum](thread_context& self, std::span<std::byte> got) {
+      inbox& box = inbox_of(self);
+      if (self.id() != dest || got.size() != size || checksum(got) != sum) ++box.wrong;
+      box.bytes += got.size();
+      ++box.calls;
+    };
+    invoke::synchronizer read(ctx, 3);
+    ASSERT_EQ((invoke::call_buffer_get_async<C, invoke::policy::retry>(ctx, dest, check, origin,
+                                                                      read)),
+              call_status::ok);
+    ASSERT_EQ((invoke::call_buffer_get<C, invoke::policy::retry, notify_on::consume>(
+                  ctx, dest, check, origin, read)),
+              call_status::ok);
+    ASSERT_EQ((invoke::call_buffer_get_async<C, invoke::policy::retry>(ctx, dest, check, origin,
+                                                                      read)),
+              call_status::ok);
+    EXPECT_TRUE(read.wait());
+    // Every read is done: the memory is ours again.
+    std::memset(bytes.data(), 0, bytes.size());
+    ctx.free_remote(origin);
+  });
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    EXPECT_EQ(inboxes[t].calls, 3u) << "local thread " << t;
+    EXPECT_EQ(inboxes[t].bytes, 15000u);
+    EXPECT_EQ(inboxes[t].wrong, 0u);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, GetVariantsSend) { get_variants<channel::send>(); }
+TEST(InvokeFeatures, GetVariantsWrite) { get_variants<channel::write>(); }
+TEST(InvokeFeatures, GetVariantsTrad) { get_variants<channel::trad>(); }
+
+int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
