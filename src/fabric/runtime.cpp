@@ -29,6 +29,8 @@ runtime_options runtime_options::from_environment() {
       static_cast<int>(config::get_unsigned("SERIEMA_THREADS", 1, 4096));
   options.service_threads =
       static_cast<int>(config::get_unsigned("SERIEMA_SERVICE_THREADS", 0, 1));
+  options.helper_threads =
+      static_cast<int>(config::get_unsigned("SERIEMA_HELPER_THREADS", 0, 64));
   options.send_limit = config::get_bytes("SERIEMA_SEND_LIMIT");
   if (options.send_limit < 64 || options.send_limit > (std::size_t{1} << 30)) {
     throw config_error(fmt::format("SERIEMA_SEND_LIMIT={}: expected 64 bytes .. 1G",
@@ -424,8 +426,36 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
     }
   };
 
+  // Helper threads: poll the contexts their owners offered (helped_section) until the run ends.
+  auto helper_main = [&] {
+    unsigned idle = 0;
+    while (!finished.load(std::memory_order_acquire)) {
+      std::size_t ran = 0;
+      for (auto& state : local_states_) {
+        if (state->poller.load(std::memory_order_relaxed) != local_thread_state::offered_to_helpers) {
+          continue;
+        }
+        int expected = local_thread_state::offered_to_helpers;
+        if (!state->poller.compare_exchange_strong(expected, local_thread_state::helper_polls,
+                                                   std::memory_order_acquire)) {
+          continue;
+        }
+        try {
+          ran += state->offered->poll();
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!first_error) first_error = std::current_exception();
+        }
+        state->poller.store(local_thread_state::offered_to_helpers, std::memory_order_release);
+      }
+      if (ran == 0) thread_context::back_off(idle);
+      else idle = 0;
+    }
+  };
+
   std::vector<std::thread> pool;
   const int participants = threads + options_.service_threads;
+  for (int h = 0; h < options_.helper_threads; ++h) pool.emplace_back(helper_main);
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back(thread_main, placement_->global_id(rank(), t), false);
   }

@@ -124,6 +124,30 @@ thread_context::~thread_context() {
   for (const auto& item : pending_) state_.incoming.push(item);
 }
 
+helped_section::helped_section(thread_context& self) : state_(self.state()) {
+  if (self.rt().options().helper_threads == 0) {
+    throw error(fmt::format("thread {}: helped_section needs helper threads, and this process "
+                            "has none (SERIEMA_HELPER_THREADS=0)",
+                            self.id()));
+  }
+  if (state_.poller.load(std::memory_order_relaxed) != local_thread_state::owner_polls) {
+    throw error(fmt::format("thread {}: helped_section inside a helped_section", self.id()));
+  }
+  state_.offered = &self;
+  state_.poller.store(local_thread_state::offered_to_helpers, std::memory_order_release);
+}
+
+helped_section::~helped_section() {
+  // A helper may be inside a poll of our context: wait until it has put it back.
+  int expected = local_thread_state::offered_to_helpers;
+  while (!state_.poller.compare_exchange_weak(expected, local_thread_state::owner_polls,
+                                              std::memory_order_acq_rel)) {
+    expected = local_thread_state::offered_to_helpers;
+    std::this_thread::yield();
+  }
+  state_.offered = nullptr;
+}
+
 void local_thread_state::release_transport() noexcept {
   endpoints.clear();  // before the worker they belong to
   worker.reset();

@@ -27,6 +27,9 @@ constexpr setting settings_table[] = {
      "NUMA zone of each process on a machine: auto (spread evenly) or a comma list, e.g. 0,1"},
     {"SERIEMA_SERVICE_THREADS", "0",
      "service threads per process: 0 (worker threads take the service role) or 1"},
+    {"SERIEMA_HELPER_THREADS", "1",
+     "helper threads per process: they serve the calls of threads inside a helped_section and "
+     "finish their queued (retry_async) calls, 0..64"},
     {"SERIEMA_SEND_LIMIT", "1M", "largest closure + buffer of one send-based call"},
     {"SERIEMA_BIND", "yes", "yes: bind processes to zones and pin threads to PUs; none: do not"},
     // transfer: registered memory

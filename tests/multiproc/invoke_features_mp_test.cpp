@@ -267,6 +267,86 @@ TEST(InvokeFeatures, SynchronizerNoticesOvfl) { synchronizer_notices<channel::ov
 
 namespace {
 
+std::atomic<bool> called_back{false};
+
+// RetryAsync and delegated receiving: calls queued behind a full ring (tiny chunks, gated
+// destination) are finished by the process's helper thread while their caller sits in a
+// helped_section without polling, and a call addressed to the caller is run meanwhile too.
+template <channel C>
+void helpers_finish_queued_calls() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  if (rt.options().threads_per_process < 2) GTEST_SKIP() << "needs 2 threads per process";
+  gate_open = false;
+  gate_entered = false;
+  called_back = false;
+  const fabric::thread_id caller = 0;
+  const fabric::thread_id gated = threads() - 1;
+  const fabric::thread_id opener = gated - 1;
+  constexpr std::uint64_t n = 2000;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != caller) return;
+    invoke::messenger_options small = invoke::channels_of(ctx).options();
+    small.chunk_size = 8192;
+    small.chunks_per_allocation = 1;
+    small.max_chunks = 2;
+    invoke::channels_of(ctx).set_options(small);
+    ASSERT_EQ((invoke::call<C, invoke::policy::retry>(ctx, gated, [caller](thread_context& self) {
+                ASSERT_EQ(self.call(caller, [] { gate_entered = true; }), call_status::ok);
+                while (!gate_open.load(std::memory_order_acquire)) {
+                  std::this_thread::sleep_for(std::chrono::microseconds(100));
+                }
+              })),
+              call_status::ok);
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    ctx.wait_until([] { return gate_entered.load(); });
+    invoke::synchronizer consumed(ctx, n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      ASSERT_EQ((invoke::call<C, invoke::policy::retry_async, notify_on::consume>(
+                    ctx, gated,
+                    [i](thread_context& self) {
+                      inbox& box = inbox_of(self);
+                      if (box.next_seq[0] != i) ++box.wrong;  // FIFO through the queue
+                      box.next_seq[0] = i + 1;
+                      ++box.calls;
+                    },
+                    consumed)),
+                call_status::ok);
+    }
+    ASSERT_GT(invoke::channels_of(ctx).to(gated).queued_bytes(), 0u) << "nothing was queued";
+    ASSERT_EQ((invoke::call<C, invoke::policy::retry_async>(ctx, gated, [caller](thread_context& self) {
+                ASSERT_EQ(self.call(caller, [] { called_back = true; }), call_status::ok);
+              })),
+              call_status::ok);
+    ASSERT_EQ(ctx.call(opener, [] { gate_open.store(true, std::memory_order_release); }),
+              call_status::ok);
+    {
+      fabric::helped_section section(ctx);
+      // No poll of ctx here: only a helper can move the queue and run the call back.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!(consumed.done() && called_back.load()) &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    EXPECT_TRUE(consumed.done()) << consumed.remaining() << " calls never consumed";
+    EXPECT_TRUE(called_back.load()) << "the call to the helped thread did not run";
+  });
+  if (rt.placement().locate(gated).process == rt.rank()) {
+    const auto local = rt.placement().locate(gated).local_thread;
+    EXPECT_EQ(inboxes[local].calls, n);
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, HelpersFinishQueuedCallsWrite) { helpers_finish_queued_calls<channel::write>(); }
+TEST(InvokeFeatures, HelpersFinishQueuedCallsTrad) { helpers_finish_queued_calls<channel::trad>(); }
+TEST(InvokeFeatures, HelpersFinishQueuedCallsOvfl) { helpers_finish_queued_calls<channel::ovfl>(); }
+
+namespace {
+
 // call_buffer_get, sync and async: the destination reads the caller's registered memory; the
 // caller's synchronizer tells it when the memory may change again.
 template <channel C>

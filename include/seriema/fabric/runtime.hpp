@@ -24,6 +24,7 @@ namespace seriema::fabric {
 struct runtime_options {
   int threads_per_process = 1;  // SERIEMA_THREADS
   int service_threads = 0;      // SERIEMA_SERVICE_THREADS: 0 (workers take the role) or 1
+  int helper_threads = 1;       // SERIEMA_HELPER_THREADS: serve threads in a helped_section
   std::size_t send_limit = std::size_t{1} << 20;  // SERIEMA_SEND_LIMIT: max send-based payload
   placement_options placement;
   transfer::context_options ucx;

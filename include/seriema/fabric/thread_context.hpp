@@ -190,6 +190,17 @@ struct local_thread_state {
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints;
   void release_transport() noexcept;
 
+  // Who polls this thread's context: its owner (owner_polls), or, while the owner is inside a
+  // helped_section, one of the process's helper threads. The owner publishes `offered` and then
+  // stores offered_to_helpers (release); a helper takes it by CAS offered -> helper_polls
+  // (acquire), polls once, and stores offered back (release); the owner ends the section by CAS
+  // offered -> owner_polls, so owner and helper never use the context at the same time.
+  static constexpr int owner_polls = 0;
+  static constexpr int offered_to_helpers = 1;
+  static constexpr int helper_polls = 2;
+  std::atomic<int> poller{owner_polls};
+  thread_context* offered = nullptr;
+
   // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
   // the send-based counters). Single writer each: the owner thread (relaxed load + store).
   std::atomic<std::uint64_t> one_sided_sent{0};
@@ -362,6 +373,23 @@ class thread_context {
   std::uint64_t run_epoch_ = 0;
   // Destroyed first (it holds rkeys and endpoints of worker_).
   std::unique_ptr<thread_extension> extension_;
+};
+
+// While alive, the thread that created it does not touch its context (it computes), and the
+// process's helper threads (SERIEMA_HELPER_THREADS) poll it instead: they run the calls sent to
+// it (in FIFO order per sender, on the helper's OS thread, so shared data needs the
+// application's synchronization), and move its queued retry_async calls on. The destructor
+// waits for a helper's poll in progress, then hands the context back. Throws seriema::error
+// when the process has no helper threads.
+class helped_section {
+ public:
+  explicit helped_section(thread_context& self);
+  ~helped_section();
+  helped_section(const helped_section&) = delete;
+  helped_section& operator=(const helped_section&) = delete;
+
+ private:
+  local_thread_state& state_;
 };
 
 }  // namespace seriema::fabric
