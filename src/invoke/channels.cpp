@@ -297,6 +297,33 @@ void channels::send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thr
   if (request != nullptr && !UCS_PTR_IS_ERR(request)) slot.request = request;
 }
 
+std::string messenger_counters::to_json() const {
+  return fmt::format(
+      R"({{"calls":{},"bytes":{},"publishes":{},"chunks_grown":{},"full":{},"exceeding":{},)"
+      R"("exceeding_peak_bytes":{}}})",
+      calls, bytes, publishes, chunks_grown, full, exceeding, exceeding_peak_bytes);
+}
+
+std::string receive_counters::to_json() const {
+  return fmt::format(
+      R"({{"calls":{},"rejected_malformed":{},"rejected_record":{},)"
+      R"("rejected_unknown_function":{},"chunks_released":{},"failed_reads":{}}})",
+      calls, rejected_malformed, rejected_record, rejected_unknown_function, chunks_released,
+      failed_reads);
+}
+
+std::string channels::counters_json() const {
+  std::string sent;
+  for (const messenger* m : created_) {
+    const std::string fields = m->counters().to_json();
+    sent += fmt::format(R"({}{{"destination":{},"direct":{},"chunks":{},{})", sent.empty() ? "" : ",",
+                        m->destination(), m->direct() ? "true" : "false", m->chunks(),
+                        std::string_view(fields).substr(1));
+  }
+  return fmt::format(R"({{"thread":{},"sent":[{}],"received":{}}})", self_.id(), sent,
+                     received_.to_json());
+}
+
 void channels::notify_thread(thread_id thread, std::uint32_t word, std::uint64_t value) {
   fabric::runtime& rt = self_.rt();
   if (thread >= self_.thread_count()) return;

@@ -17,6 +17,7 @@
 #include <seriema/transfer/remote_memory.hpp>
 #include <seriema/transfer/transmitter.hpp>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace seriema::invoke {
@@ -64,6 +65,9 @@ struct messenger_counters {
   std::uint64_t full = 0;       // calls that found the ring full (any policy)
   std::uint64_t exceeding = 0;  // records that went through the local queue
   std::uint64_t exceeding_peak_bytes = 0;
+
+  // {"calls":…,"bytes":…,…}: one JSON object, for benchmark reports and monitoring.
+  [[nodiscard]] std::string to_json() const;
 };
 
 class channels;
@@ -255,6 +259,8 @@ struct receive_counters {
   std::uint64_t rejected_unknown_function = 0;
   std::uint64_t chunks_released = 0;
   std::uint64_t failed_reads = 0;  // call_buffer_get reads that failed (origin's process died)
+
+  [[nodiscard]] std::string to_json() const;
 };
 
 // MessengerGlobal: a thread's messengers (created on demand, one per destination) and its
@@ -304,6 +310,10 @@ class channels final : public fabric::thread_extension {
   // stall or break this process).
   void send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thread, std::uint32_t word,
                      std::uint64_t value);
+
+  // This thread's counters as one JSON object: {"thread":…, "sent":[{"destination":…, …counters},
+  // …], "received":{…}}.
+  [[nodiscard]] std::string counters_json() const;
 
   // Whether a messenger's peer died (checked now): synchronizers stop waiting then.
   [[nodiscard]] bool any_failed();

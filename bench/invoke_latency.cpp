@@ -1,0 +1,213 @@
+// invoke_latency: round trip of call_return (rank 0's thread asks rank 1's thread for a value and
+// waits for it with wait_for) over the send-based path and the one-sided Messenger, against
+// ucx_perftest ucp_am_lat measured in the same run (its one-way latency x 2). Median and 99th
+// percentile of many single round trips.
+//   SERIEMA_THREADS=1 seriema-run -n 2 -- invoke_latency --json bench/results/invoke_latency-shm.json
+#include <fmt/format.h>
+#include <sys/utsname.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <optional>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+
+extern char** environ;
+
+using namespace seriema;
+using namespace seriema::bench;
+using fabric::thread_context;
+using invoke::call_status;
+using invoke::channel;
+
+namespace {
+
+bool stop_receiving = false;  // rank 1's thread only
+
+struct options {
+  std::string transport;
+  int reps = 3;
+  std::uint64_t round_trips = 20000;
+  std::string perftest = "ucx_perftest";
+  bool no_perftest = false;
+  std::string perftest_tls;
+  double perftest_timeout = 25;
+  std::string json;
+};
+
+// Round trips of call_return in mode C; each is timed alone (nanoseconds).
+template <channel C>
+void round_trips(thread_context& ctx, std::uint64_t n, std::vector<double>& out) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    fabric::return_slot<std::uint64_t> slot;
+    const auto start = clock_type::now();
+    call_status st = invoke::call_return<C, invoke::policy::retry>(
+        ctx, 1, [i] { return i + 1; }, slot);
+    if (st != call_status::ok) throw error(fmt::format("call_return: {}", fabric::to_string(st)));
+    ctx.wait_for(slot);
+    const auto end = clock_type::now();
+    if (!slot.ready() || slot.value() != i + 1) throw error("call_return: wrong or failed reply");
+    out.push_back(std::chrono::duration<double, std::nano>(end - start).count());
+  }
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto index = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(index, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  cpu_set_t launch_cpus;
+  CPU_ZERO(&launch_cpus);
+  sched_getaffinity(0, sizeof launch_cpus, &launch_cpus);
+  std::vector<std::string> pristine_environment;
+  for (char** e = environ; *e != nullptr; ++e) pristine_environment.emplace_back(*e);
+
+  options opt;
+  CLI::App app{"invoke_latency: call_return round trip (send-based and one-sided) vs ucx_perftest "
+               "ucp_am_lat x 2 in the same run"};
+  app.add_option("--transport", opt.transport, "label for the output (shm, tcp); default: guessed");
+  app.add_option("--reps", opt.reps, "repetitions (each: round trips per mode, then perftest)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--round-trips", opt.round_trips, "timed round trips per mode and repetition");
+  app.add_option("--perftest", opt.perftest, "ucx_perftest binary");
+  app.add_flag("--no-perftest", opt.no_perftest, "skip the ucx_perftest baseline");
+  app.add_option("--perftest-tls", opt.perftest_tls,
+                 "UCX_TLS for ucx_perftest (default: ours; tcp,self across machines)");
+  app.add_option("--perftest-timeout", opt.perftest_timeout, "seconds per ucx_perftest run");
+  app.add_option("--json", opt.json, "write results here (rank 0)");
+  CLI11_PARSE(app, argc, argv);
+
+  fabric::runtime rt;
+  if (rt.size() != 2 || rt.options().threads_per_process != 1) {
+    fmt::print(stderr, "invoke_latency: needs 2 processes x 1 thread: SERIEMA_THREADS=1 "
+                       "seriema-run -n 2 -- invoke_latency\n");
+    return 2;
+  }
+  cpu_set_t my_cpus;
+  CPU_ZERO(&my_cpus);
+  sched_getaffinity(0, sizeof my_cpus, &my_cpus);
+  auto cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
+  cpu_set_t rank1_cpus;
+  std::memcpy(&rank1_cpus, cpu_sets[1].data(), sizeof rank1_cpus);
+  const bool same_machine = rt.same_machine(1 - rt.rank());
+  const char* our_tls_env = std::getenv("UCX_TLS");
+  const std::string our_tls = our_tls_env ? our_tls_env : "";
+  if (opt.transport.empty()) {
+    opt.transport = same_machine && our_tls.find("tcp") == std::string::npos ? "shm" : "tcp";
+  }
+  std::string perftest_tls = opt.perftest_tls;
+  if (perftest_tls.empty()) perftest_tls = our_tls.empty() && !same_machine ? "tcp,self" : our_tls;
+  std::optional<perftest_runner> perftest;
+  if (rt.rank() == 0 && !opt.no_perftest) {
+    const std::string binary = find_in_path(opt.perftest);
+    if (binary.empty()) {
+      fmt::print(stderr, "invoke_latency: {} not found: no raw baseline\n", opt.perftest);
+    } else {
+      const auto c0 = cpus_of(my_cpus), c1 = cpus_of(rank1_cpus);
+      const bool pinned = c0.size() == 1 && c1.size() == 1 && c0 != c1;
+      perftest.emplace(binary, pristine_environment, perftest_tls, pinned ? my_cpus : launch_cpus,
+                       pinned ? rank1_cpus : launch_cpus, opt.perftest_timeout);
+    }
+  }
+
+  std::vector<double> send_ns, write_ns, raw_rtt_us;
+  for (int rep = -1; rep < opt.reps; ++rep) {  // rep -1: warm-up (endpoints, chunks)
+    rt.run([&](thread_context& ctx) {
+      if (ctx.id() == 1) {
+        stop_receiving = false;
+        while (!stop_receiving) (void)ctx.poll();
+        return;
+      }
+      std::vector<double> scratch;
+      const std::uint64_t n = rep < 0 ? 1000 : opt.round_trips;
+      round_trips<channel::send>(ctx, n, rep < 0 ? scratch : send_ns);
+      round_trips<channel::write>(ctx, n, rep < 0 ? scratch : write_ns);
+      (void)ctx.call(1, [] { stop_receiving = true; });
+    });
+    if (rep >= 0) {
+      if (rt.rank() == 0 && perftest) {
+        perftest_result r = perftest->run(8, opt.round_trips, 1000, "ucp_am_lat");
+        if (r.ok) {
+          raw_rtt_us.push_back(2 * r.latency_typical_us);
+        } else {
+          fmt::print(stderr, "invoke_latency: ucx_perftest ucp_am_lat: {}\n", r.error);
+        }
+      }
+      rt.allgather({});
+    }
+  }
+  rt.barrier();
+  if (rt.rank() != 0) return 0;
+
+  utsname un{};
+  uname(&un);
+  const std::string cpu_model = read_first_match("/proc/cpuinfo", "model name");
+  const double raw_us = median(raw_rtt_us);
+  struct row {
+    const char* mode;
+    double median_us, p99_us;
+  };
+  const std::vector<row> rows = {
+      {"send", percentile(send_ns, 0.5) / 1000, percentile(send_ns, 0.99) / 1000},
+      {"write", percentile(write_ns, 0.5) / 1000, percentile(write_ns, 0.99) / 1000}};
+  fmt::print("# invoke_latency [{}]: call_return round trip, rank 0 -> rank 1 -> rank 0\n",
+             opt.transport);
+  fmt::print("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}\n", un.nodename,
+             cpu_model, sysconf(_SC_NPROCESSORS_ONLN), un.release, transfer::ucx_version(),
+             utc_now(), load_average());
+  fmt::print("# {} round trips x {} repetitions per mode; raw: 2 x ucx_perftest ucp_am_lat 8 B "
+             "(typical, median of repetitions), UCX_TLS={}\n\n",
+             opt.round_trips, opt.reps, perftest_tls.empty() ? "(unset)" : perftest_tls);
+  fmt::print("{:>6} | {:>10} {:>10} | {:>10} | {:>12}\n", "mode", "median us", "p99 us",
+             "raw RTT us", "median / raw");
+  for (const auto& r : rows) {
+    fmt::print("{:>6} | {:>10.2f} {:>10.2f} | {:>10} | {:>12}\n", r.mode, r.median_us, r.p99_us,
+               raw_rtt_us.empty() ? "-" : fmt::format("{:.2f}", raw_us),
+               raw_rtt_us.empty() ? "-" : fmt::format("{:.2f}", r.median_us / raw_us));
+  }
+  fmt::print("\ntargets [{}]:\n", opt.transport);
+  for (const auto& r : rows) {
+    const bool measured = !raw_rtt_us.empty();
+    fmt::print("  {:<55} {:>8}  {}\n",
+               fmt::format("call_return ({}) round trip <= 1.3 x raw AM round trip", r.mode),
+               measured ? fmt::format("{:.2f}", r.median_us / raw_us) : "-",
+               !measured ? "not measured" : r.median_us <= 1.3 * raw_us ? "met" : "MISSED");
+  }
+  if (!opt.json.empty()) {
+    std::filesystem::path path(opt.json);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream out(path);
+    out << "{\n  \"benchmark\": \"invoke_latency\",\n";
+    out << "  \"transport\": " << json_string(opt.transport) << ",\n";
+    out << "  \"machine\": {\"host\": " << json_string(un.nodename)
+        << ", \"cpu\": " << json_string(cpu_model)
+        << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
+        << ", \"ucx\": " << json_string(transfer::ucx_version()) << "},\n";
+    out << "  \"date\": " << json_string(utc_now()) << ",\n";
+    out << "  \"round_trips\": " << opt.round_trips << ", \"repetitions\": " << opt.reps << ",\n";
+    out << "  \"raw_rtt_us\": " << (raw_rtt_us.empty() ? "null" : fmt::format("{:.3f}", raw_us))
+        << ",\n  \"modes\": [\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      out << "    {\"mode\": \"" << rows[i].mode << "\", \"median_us\": "
+          << fmt::format("{:.3f}", rows[i].median_us)
+          << ", \"p99_us\": " << fmt::format("{:.3f}", rows[i].p99_us) << ", \"ratio_to_raw\": "
+          << (raw_rtt_us.empty() ? "null" : fmt::format("{:.3f}", rows[i].median_us / raw_us))
+          << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
+    out << "  ]\n}\n";
+    fmt::print("\nwrote {}\n", opt.json);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "invoke_latency: {}\n", e.what());
+  return 1;
+}

@@ -1,0 +1,455 @@
+// invoke_rate (paper §5.1, Fig. 2 / Table 2): calls/s of empty-bodied remote functions whose
+// closures carry 8, 64 or 256 bytes, from one thread of rank 0 to one thread of rank 1, in each
+// mode: send (send-based), write (one-sided Messenger), trad (aggregator, SERIEMA_FLUSH_SIZE
+// flush) and ovfl (aggregator, overflow mode); against ucx_perftest measured in the same run
+// (ucp_am_bw for send, ucp_put_bw for the one-sided modes, at the same sizes and at 4 KiB).
+//   SERIEMA_THREADS=1 seriema-run -n 2 -- invoke_rate --json bench/results/invoke_rate-shm.json
+// (bench/run-paper.sh runs it over shm and tcp, with the MPI baseline, and draws the plots.)
+#include <fmt/format.h>
+#include <sys/utsname.h>
+
+#include <CLI/CLI.hpp>
+#include <array>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+
+extern char** environ;
+
+using namespace seriema;
+using namespace seriema::bench;
+using fabric::thread_context;
+using invoke::call_status;
+using invoke::channel;
+
+namespace {
+
+constexpr std::array<channel, 4> all_modes = {channel::send, channel::write, channel::trad,
+                                              channel::ovfl};
+
+// Written by the receiving thread only (rank 1); read by calls it runs.
+std::uint64_t calls_run = 0;
+bool stop_receiving = false;
+
+// An empty-bodied function whose closure is `Bytes` bytes: the body only counts (so neither the
+// call nor the capture can be elided, and the end of a timed phase can be checked).
+template <std::size_t Bytes>
+struct empty_call {
+  std::array<std::byte, Bytes - sizeof(std::uint64_t)> payload;
+  std::uint64_t sequence;
+  void operator()() const { ++calls_run; }
+};
+
+struct options {
+  std::string transport;
+  std::vector<std::size_t> sizes{8, 64, 256};
+  std::vector<std::string> modes{"send", "write", "trad", "ovfl"};
+  int reps = 3;
+  double seconds = 0.25;
+  std::uint64_t max_calls = 20'000'000;
+  std::uint64_t calls = 0;  // fixed N (0: calibrate)
+  std::string perftest = "ucx_perftest";
+  bool no_perftest = false;
+  std::string perftest_tls;
+  double perftest_timeout = 25;
+  std::string json;
+};
+
+channel mode_of(const std::string& name) {
+  for (channel c : all_modes) {
+    if (name == invoke::to_string(c)) return c;
+  }
+  throw error(fmt::format("--modes: unknown mode '{}' (send, write, trad, ovfl)", name));
+}
+
+// Sends `n` calls of `Bytes` in mode C, then one call_return that comes back once all ran (FIFO);
+// returns the seconds from the first call to the reply, and the receiver's count.
+template <channel C, std::size_t Bytes>
+std::pair<double, std::uint64_t> timed_calls(thread_context& ctx, std::uint64_t n) {
+  const fabric::thread_id dest = 1;
+  empty_call<Bytes> f{};
+  const auto start = clock_type::now();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    f.sequence = i;
+    call_status st = invoke::call<C, invoke::policy::retry>(ctx, dest, f);
+    if (st != call_status::ok) {
+      throw error(fmt::format("{} call {} failed: {}", invoke::to_string(C), i,
+                              fabric::to_string(st)));
+    }
+  }
+  fabric::return_slot<std::uint64_t> count;
+  call_status st = invoke::call_return<C, invoke::policy::retry>(
+      ctx, dest, [] { return calls_run; }, count);
+  if (st != call_status::ok) throw error(fmt::format("final call_return: {}", fabric::to_string(st)));
+  ctx.wait_for(count);
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (!count.ready()) throw error("final call_return failed");
+  return {seconds, count.value()};
+}
+
+template <std::size_t Bytes>
+std::pair<double, std::uint64_t> timed(thread_context& ctx, channel c, std::uint64_t n) {
+  switch (c) {
+    case channel::send:
+      return timed_calls<channel::send, Bytes>(ctx, n);
+    case channel::write:
+      return timed_calls<channel::write, Bytes>(ctx, n);
+    case channel::trad:
+      return timed_calls<channel::trad, Bytes>(ctx, n);
+    default:
+      return timed_calls<channel::ovfl, Bytes>(ctx, n);
+  }
+}
+
+std::pair<double, std::uint64_t> timed_at(thread_context& ctx, std::size_t size, channel c,
+                                          std::uint64_t n) {
+  switch (size) {
+    case 8:
+      return timed<8>(ctx, c, n);
+    case 64:
+      return timed<64>(ctx, c, n);
+    case 256:
+      return timed<256>(ctx, c, n);
+    case 1024:
+      return timed<1024>(ctx, c, n);
+    default:
+      throw error(fmt::format("--sizes: {} B is not built in (8, 64, 256, 1024)", size));
+  }
+}
+
+// One (size, mode) point: calls per repetition and the seconds of each repetition.
+struct point {
+  std::size_t size = 0;
+  channel mode = channel::write;
+  std::uint64_t calls = 0;
+  std::vector<double> seconds;
+  std::vector<std::string> counters;  // sender messenger counters of each repetition (JSON)
+  [[nodiscard]] double rate() const {
+    std::vector<double> rates;
+    for (double s : seconds) rates.push_back(static_cast<double>(calls) / s);
+    return median(rates);
+  }
+};
+
+std::string rate_text(double per_s) {
+  if (per_s >= 1e6) return fmt::format("{:.2f}M", per_s / 1e6);
+  return fmt::format("{:.1f}k", per_s / 1e3);
+}
+
+struct perftest_point {
+  std::string test;
+  std::size_t size;
+  std::vector<perftest_result> runs;
+  [[nodiscard]] std::optional<double> rate() const {
+    std::vector<double> r;
+    for (const auto& p : runs) {
+      if (p.ok) r.push_back(p.msgs_per_s);
+    }
+    if (r.empty()) return std::nullopt;
+    return median(r);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  cpu_set_t launch_cpus;
+  CPU_ZERO(&launch_cpus);
+  sched_getaffinity(0, sizeof launch_cpus, &launch_cpus);
+  std::vector<std::string> pristine_environment;
+  for (char** e = environ; *e != nullptr; ++e) pristine_environment.emplace_back(*e);
+
+  options opt;
+  CLI::App app{
+      "invoke_rate: calls/s of empty-bodied remote functions (8/64/256 B closures) in the modes "
+      "send, write, trad and ovfl, with ucx_perftest ucp_am_bw / ucp_put_bw in the same run"};
+  app.add_option("--transport", opt.transport, "label for the output (shm, tcp); default: guessed");
+  app.add_option("--sizes", opt.sizes, "closure sizes in bytes (8, 64, 256, 1024)")->delimiter(',');
+  app.add_option("--modes", opt.modes, "modes to measure (send, write, trad, ovfl)")
+      ->delimiter(',');
+  app.add_option("--reps", opt.reps, "timed repetitions per point (median reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--seconds", opt.seconds, "target duration of one repetition (calibrates N)");
+  app.add_option("--calls", opt.calls, "fixed N calls per repetition (0: calibrate)");
+  app.add_option("--max-calls", opt.max_calls, "cap on the calibrated N");
+  app.add_option("--perftest", opt.perftest, "ucx_perftest binary");
+  app.add_flag("--no-perftest", opt.no_perftest, "skip the ucx_perftest baseline");
+  app.add_option("--perftest-tls", opt.perftest_tls,
+                 "UCX_TLS for ucx_perftest (default: ours; tcp,self across machines)");
+  app.add_option("--perftest-timeout", opt.perftest_timeout, "seconds per ucx_perftest run");
+  app.add_option("--json", opt.json, "write results here (rank 0)");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<channel> modes;
+  for (const auto& m : opt.modes) modes.push_back(mode_of(m));
+
+  fabric::runtime rt;
+  if (rt.size() != 2 || rt.options().threads_per_process != 1) {
+    fmt::print(stderr, "invoke_rate: needs 2 processes x 1 thread: SERIEMA_THREADS=1 seriema-run "
+                       "-n 2 -- invoke_rate\n");
+    return 2;
+  }
+  // ucx_perftest's client runs where rank 0 runs, its server where rank 1 runs.
+  cpu_set_t my_cpus;
+  CPU_ZERO(&my_cpus);
+  sched_getaffinity(0, sizeof my_cpus, &my_cpus);
+  auto cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
+  cpu_set_t rank1_cpus;
+  std::memcpy(&rank1_cpus, cpu_sets[1].data(), sizeof rank1_cpus);
+  const bool same_machine = rt.same_machine(1 - rt.rank());
+  const char* our_tls_env = std::getenv("UCX_TLS");
+  const std::string our_tls = our_tls_env ? our_tls_env : "";
+  if (opt.transport.empty()) {
+    opt.transport = same_machine && our_tls.find("tcp") == std::string::npos ? "shm" : "tcp";
+  }
+  std::string perftest_tls = opt.perftest_tls;
+  if (perftest_tls.empty()) perftest_tls = our_tls.empty() && !same_machine ? "tcp,self" : our_tls;
+  std::optional<perftest_runner> perftest;
+  if (rt.rank() == 0 && !opt.no_perftest) {
+    const std::string binary = find_in_path(opt.perftest);
+    if (binary.empty()) {
+      fmt::print(stderr, "invoke_rate: {} not found: no raw baseline (apt-get install ucx-utils)\n",
+                 opt.perftest);
+    } else {
+      const auto c0 = cpus_of(my_cpus), c1 = cpus_of(rank1_cpus);
+      const bool pinned = c0.size() == 1 && c1.size() == 1 && c0 != c1;
+      perftest.emplace(binary, pristine_environment, perftest_tls, pinned ? my_cpus : launch_cpus,
+                       pinned ? rank1_cpus : launch_cpus, opt.perftest_timeout);
+    }
+  }
+
+  std::vector<point> points;
+  std::map<std::pair<std::string, std::size_t>, perftest_point> raw;
+  auto run_perftest = [&](const std::string& test, std::size_t size, std::uint64_t iters) {
+    // Rank 1 waits in the bootstrap (off the CPUs) while rank 0 runs the pair.
+    if (rt.rank() == 0 && perftest) {
+      auto& p = raw[{test, size}];
+      p.test = test;
+      p.size = size;
+      p.runs.push_back(perftest->run(size, iters, std::max<std::uint64_t>(iters / 10, 1000), test));
+      if (!p.runs.back().ok) {
+        fmt::print(stderr, "invoke_rate: ucx_perftest {} {} B: {}\n", test, size,
+                   p.runs.back().error);
+      }
+    }
+    rt.allgather({});
+  };
+
+  std::string lanes;
+  for (std::size_t size : opt.sizes) {
+    // Calibrate N per mode: double a pilot until it takes 20 ms.
+    std::vector<std::uint64_t> calls(modes.size(), opt.calls);
+    std::vector<point> at_size(modes.size());
+    for (int rep = -1; rep < opt.reps; ++rep) {  // rep -1: calibration and warm-up
+      rt.run([&](thread_context& ctx) {
+        if (ctx.id() == 1) {
+          // The receiver polls without backing off until the sender is done.
+          stop_receiving = false;
+          while (!stop_receiving) (void)ctx.poll();
+          return;
+        }
+        for (std::size_t m = 0; m < modes.size(); ++m) {
+          const channel c = modes[m];
+          if (rep < 0) {
+            std::uint64_t pilot = 1024;
+            double t = timed_at(ctx, size, c, pilot).first;
+            while (calls[m] == 0 && t < 0.02 && pilot < opt.max_calls) {
+              pilot *= 2;
+              t = timed_at(ctx, size, c, pilot).first;
+            }
+            if (calls[m] == 0) {
+              calls[m] = std::clamp<std::uint64_t>(
+                  static_cast<std::uint64_t>(opt.seconds * static_cast<double>(pilot) / t), 10000,
+                  opt.max_calls);
+            }
+            continue;
+          }
+          const invoke::messenger* m_before = invoke::channels_of(ctx).existing(1);
+          const invoke::messenger_counters before =
+              m_before ? m_before->counters() : invoke::messenger_counters{};
+          fabric::return_slot<std::uint64_t> base;
+          (void)invoke::call_return<channel::send>(ctx, 1, [] { return calls_run; }, base);
+          ctx.wait_for(base);
+          auto [seconds, count] = timed_at(ctx, size, c, calls[m]);
+          if (count != base.value() + calls[m]) {
+            throw error(fmt::format("{} at {} B: the receiver ran {} calls, expected {}",
+                                    invoke::to_string(c), size, count - base.value(), calls[m]));
+          }
+          at_size[m].size = size;
+          at_size[m].mode = c;
+          at_size[m].calls = calls[m];
+          at_size[m].seconds.push_back(seconds);
+          const invoke::messenger* after_m = invoke::channels_of(ctx).existing(1);
+          invoke::messenger_counters delta = after_m ? after_m->counters() : before;
+          delta.calls -= before.calls;
+          delta.bytes -= before.bytes;
+          delta.publishes -= before.publishes;
+          delta.chunks_grown -= before.chunks_grown;
+          delta.full -= before.full;
+          delta.exceeding -= before.exceeding;
+          at_size[m].counters.push_back(delta.to_json());
+          if (lanes.empty()) lanes = ctx.endpoint_to(1).describe_transports();
+        }
+        (void)ctx.call(1, [] { stop_receiving = true; });
+      });
+      if (rep >= 0) {
+        // The raw baselines at this size (and at 4 KiB for the bandwidth target).
+        const std::uint64_t iters = std::max<std::uint64_t>(calls.front(), 100000);
+        bool any_send = false, any_one_sided = false;
+        for (channel c : modes) (c == channel::send ? any_send : any_one_sided) = true;
+        if (any_send) run_perftest("ucp_am_bw", size, iters);
+        if (any_one_sided) run_perftest("ucp_put_bw", size, iters);
+        if (any_one_sided && size == opt.sizes.back()) run_perftest("ucp_put_bw", 4096, iters / 8);
+      }
+    }
+    for (auto& p : at_size) points.push_back(std::move(p));
+    if (rt.rank() == 0) {
+      std::string line;
+      for (std::size_t m = 0; m < modes.size(); ++m) {
+        line += fmt::format(" {} {}", invoke::to_string(modes[m]),
+                            rate_text(points[points.size() - modes.size() + m].rate()));
+      }
+      fmt::print(stderr, "[{}] {:>4} B:{}\n", opt.transport, size, line);
+    }
+  }
+  rt.barrier();
+  if (rt.rank() != 0) return 0;
+
+  // ---- table ----
+  auto raw_rate = [&](const char* test, std::size_t size) -> std::optional<double> {
+    auto it = raw.find({test, size});
+    return it == raw.end() ? std::nullopt : it->second.rate();
+  };
+  auto rate_of = [&](channel c, std::size_t size) -> std::optional<double> {
+    for (const auto& p : points) {
+      if (p.mode == c && p.size == size) return p.rate();
+    }
+    return std::nullopt;
+  };
+  utsname un{};
+  uname(&un);
+  const std::string cpu_model = read_first_match("/proc/cpuinfo", "model name");
+  fmt::print("# invoke_rate [{}]: rank 0 -> rank 1 ({}), lanes: {}\n", opt.transport,
+             same_machine ? "same machine" : "another emulated machine", lanes);
+  fmt::print("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}\n", un.nodename,
+             cpu_model, sysconf(_SC_NPROCESSORS_ONLN), un.release, transfer::ucx_version(),
+             utc_now(), load_average());
+  fmt::print("# medians of {} repetitions; raw: ucx_perftest (UCX_TLS={}) ucp_am_bw for send, "
+             "ucp_put_bw for the one-sided modes\n\n",
+             opt.reps, perftest_tls.empty() ? "(unset)" : perftest_tls);
+  fmt::print("{:>5} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n", "size", "send/s",
+             "write/s", "trad/s", "ovfl/s", "raw am/s", "raw put/s", "write/put", "trad/write");
+  auto opt_text = [](std::optional<double> v) { return v ? rate_text(*v) : std::string("-"); };
+  auto ratio = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
+    if (!a || !b || *b == 0) return std::nullopt;
+    return *a / *b;
+  };
+  auto ratio_text = [](std::optional<double> r) {
+    return r ? fmt::format("{:.2f}", *r) : std::string("-");
+  };
+  for (std::size_t size : opt.sizes) {
+    fmt::print("{:>5} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n", size,
+               opt_text(rate_of(channel::send, size)), opt_text(rate_of(channel::write, size)),
+               opt_text(rate_of(channel::trad, size)), opt_text(rate_of(channel::ovfl, size)),
+               opt_text(raw_rate("ucp_am_bw", size)), opt_text(raw_rate("ucp_put_bw", size)),
+               ratio_text(ratio(rate_of(channel::write, size), raw_rate("ucp_put_bw", size))),
+               ratio_text(ratio(rate_of(channel::trad, size), rate_of(channel::write, size))));
+  }
+  if (auto r4k = raw_rate("ucp_put_bw", 4096)) {
+    fmt::print("{:>5} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} |\n", 4096, "", "", "", "", "",
+               rate_text(*r4k));
+  }
+
+  // ---- targets (reported, never asserted) ----
+  struct target {
+    std::string name;
+    std::optional<double> value;  // the measured ratio
+    double goal;
+    bool at_most = false;
+  };
+  std::vector<target> targets;
+  if (opt.transport == "shm") {
+    for (std::size_t size : opt.sizes) {
+      targets.push_back({fmt::format("write {} B >= 0.8 x raw put {} B", size, size),
+                         ratio(rate_of(channel::write, size), raw_rate("ucp_put_bw", size)), 0.8});
+      targets.push_back({fmt::format("trad {} B >= write {} B", size, size),
+                         ratio(rate_of(channel::trad, size), rate_of(channel::write, size)), 1.0});
+    }
+  } else {
+    targets.push_back({"trad 8 B >= 30 x write 8 B",
+                       ratio(rate_of(channel::trad, 8), rate_of(channel::write, 8)), 30});
+    std::optional<double> trad256_bytes, put4k_bytes;
+    if (auto r = rate_of(channel::trad, 256)) trad256_bytes = *r * 256;
+    if (auto r = raw_rate("ucp_put_bw", 4096)) put4k_bytes = *r * 4096;
+    targets.push_back({"trad 256 B bytes/s >= 0.9 x raw put bytes/s at 4 KiB",
+                       ratio(trad256_bytes, put4k_bytes), 0.9});
+    for (std::size_t size : opt.sizes) {
+      targets.push_back({fmt::format("ovfl {} B >= 0.9 x write {} B", size, size),
+                         ratio(rate_of(channel::ovfl, size), rate_of(channel::write, size)), 0.9});
+    }
+  }
+  fmt::print("\ntargets [{}]:\n", opt.transport);
+  for (const auto& t : targets) {
+    const bool met = t.value && *t.value >= t.goal;
+    fmt::print("  {:<55} {:>8}  {}\n", t.name, ratio_text(t.value),
+               !t.value ? "not measured" : met ? "met" : "MISSED");
+  }
+
+  // ---- JSON ----
+  if (!opt.json.empty()) {
+    std::filesystem::path path(opt.json);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream out(path);
+    out << "{\n  \"benchmark\": \"invoke_rate\",\n  \"figure\": \"paper Fig. 2 / Table 2\",\n";
+    out << "  \"transport\": " << json_string(opt.transport) << ",\n";
+    out << "  \"machine\": {\"host\": " << json_string(un.nodename)
+        << ", \"cpu\": " << json_string(cpu_model)
+        << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
+        << ", \"kernel\": " << json_string(un.release)
+        << ", \"ucx\": " << json_string(transfer::ucx_version()) << "},\n";
+    out << "  \"date\": " << json_string(utc_now()) << ",\n";
+    out << "  \"lanes\": " << json_string(lanes) << ",\n";
+    out << "  \"perftest_tls\": " << json_string(perftest_tls) << ",\n";
+    out << "  \"repetitions\": " << opt.reps << ",\n  \"points\": [\n";
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const auto& p = points[i];
+      out << "    {\"mode\": \"" << invoke::to_string(p.mode) << "\", \"size\": " << p.size
+          << ", \"calls\": " << p.calls << ", \"calls_per_s\": " << fmt::format("{:.1f}", p.rate())
+          << ", \"seconds\": [";
+      for (std::size_t r = 0; r < p.seconds.size(); ++r) {
+        out << (r ? ", " : "") << fmt::format("{:.6f}", p.seconds[r]);
+      }
+      out << "], \"counters\": [";
+      for (std::size_t r = 0; r < p.counters.size(); ++r) out << (r ? ", " : "") << p.counters[r];
+      out << "]}" << (i + 1 < points.size() ? "," : "") << "\n";
+    }
+    out << "  ],\n  \"raw\": [\n";
+    std::size_t k = 0;
+    for (const auto& [key, p] : raw) {
+      auto r = p.rate();
+      out << "    {\"test\": " << json_string(p.test) << ", \"size\": " << p.size
+          << ", \"msgs_per_s\": " << (r ? fmt::format("{:.1f}", *r) : "null") << "}"
+          << (++k < raw.size() ? "," : "") << "\n";
+    }
+    out << "  ],\n  \"targets\": [\n";
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const auto& t = targets[i];
+      out << "    {\"name\": " << json_string(t.name) << ", \"ratio\": "
+          << (t.value ? fmt::format("{:.3f}", *t.value) : "null") << ", \"goal\": " << t.goal
+          << ", \"met\": " << (t.value && *t.value >= t.goal ? "true" : "false") << "}"
+          << (i + 1 < targets.size() ? "," : "") << "\n";
+    }
+    out << "  ]\n}\n";
+    fmt::print("\nwrote {}\n", opt.json);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "invoke_rate: {}\n", e.what());
+  return 1;
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Reproduces the paper's evaluation (§5.1 Fig. 2, §5.2 Table 2) on this machine, each baseline in
+# the same run: invoke_rate (send / write / trad / ovfl vs ucx_perftest ucp_am_bw / ucp_put_bw),
+# the MPI baseline (mpi_rate, unbatched and batched into 4 KiB), and invoke_latency (call_return
+# round trip vs ucx_perftest ucp_am_lat x 2); over shared memory and over TCP between two
+# emulated machines. Prints the tables, writes JSON, PNG plots and paper-summary.md.
+#
+#   bench/run-paper.sh [--quick] [--out DIR] [BUILD_DIR]
+#
+# BUILD_DIR (default build/) must hold bench/{invoke_rate,invoke_latency,mpi_rate} and
+# tools/seriema-run (ninja -C build invoke_rate invoke_latency mpi_rate seriema-run; a Release
+# or RelWithDebInfo build). Full run: 3 repetitions of ~0.25 s per point, about 4 minutes on 2
+# cores; results in bench/results/. --quick: 1 short repetition (a smoke test, numbers
+# meaningless), results in BUILD_DIR/bench-results/ unless --out says otherwise.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+quick=0
+out=""
+build=""
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    --out) out=$2; shift ;;
+    --out=*) out=${1#--out=} ;;
+    -h|--help)
+      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+      exit 0 ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+build=${build:-$repo/build}
+build=$(cd "$build" && pwd) || { echo "run-paper: no build directory $build" >&2; exit 2; }
+launcher=$build/tools/seriema-run
+for f in "$build/bench/invoke_rate" "$build/bench/invoke_latency" "$build/bench/mpi_rate" "$launcher"; do
+  if [[ ! -x $f ]]; then
+    echo "run-paper: $f is missing; build it: ninja -C $build invoke_rate invoke_latency mpi_rate seriema-run" >&2
+    exit 2
+  fi
+done
+if ((quick)); then
+  out=${out:-$build/bench-results}
+  rate_args=(--reps 1 --seconds 0.02 --max-calls 200000)
+  lat_args=(--reps 1 --round-trips 2000)
+  mpi_args=(--reps 1 --seconds 0.02)
+else
+  out=${out:-$repo/bench/results}
+  rate_args=(--reps 3 --seconds 0.25)
+  lat_args=(--reps 3 --round-trips 20000)
+  mpi_args=(--reps 3 --seconds 0.25)
+fi
+mkdir -p "$out"
+unset UCX_TLS UCX_NET_DEVICES
+export SERIEMA_THREADS=1 UCX_WARN_UNUSED_ENV_VARS=n
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
+status=0
+
+echo "== shared memory (one machine)"
+"$launcher" -n 2 -- "$build/bench/invoke_rate" "${rate_args[@]}" --transport shm \
+  --json "$out/invoke_rate-shm.json" || status=$?
+echo
+mpirun -np 2 --mca btl self,vader "$build/bench/mpi_rate" "${mpi_args[@]}" --transport shm \
+  --json "$out/mpi_rate-shm.json" || status=$?
+echo
+"$launcher" -n 2 -- "$build/bench/invoke_latency" "${lat_args[@]}" --transport shm \
+  --json "$out/invoke_latency-shm.json" || status=$?
+
+echo
+echo "== TCP between two emulated machines (UCX_TLS=tcp,self; MPI: btl tcp over lo)"
+UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/invoke_rate" "${rate_args[@]}" \
+  --transport tcp --perftest-tls tcp,self --json "$out/invoke_rate-tcp.json" || status=$?
+echo
+mpirun -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo "$build/bench/mpi_rate" "${mpi_args[@]}" \
+  --transport tcp --json "$out/mpi_rate-tcp.json" || status=$?
+echo
+UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/invoke_latency" "${lat_args[@]}" \
+  --transport tcp --perftest-tls tcp,self --json "$out/invoke_latency-tcp.json" || status=$?
+
+echo
+python=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import matplotlib' 2>/dev/null; then python=$candidate; break; fi
+done
+if [[ -z $python ]]; then
+  echo "run-paper: no python3 with matplotlib, no plots: apt-get install python3-matplotlib" >&2
+  exit 1
+fi
+"$python" "$repo/bench/plot_paper.py" "$out" || status=$?
+exit $status
