@@ -461,6 +461,7 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
   }
   if (options_.service_threads > 0) pool.emplace_back(thread_main, 0, true);
 
+  bool quiet = false;  // every rank completed the termination rounds (so all reach the barrier)
   // Coordinator (this thread): wait for the local bodies, then run termination rounds: every
   // thread flushes (its sends are delivered), then the job sums sent and executed counts; the
   // job is quiet when two consecutive rounds agree and sent == executed.
@@ -481,12 +482,18 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
       if (sent == executed && sent == last_sent) break;
       last_sent = sent;
     }
+    quiet = true;
   } catch (...) {
     std::lock_guard lock(error_mutex);
     if (!first_error) first_error = std::current_exception();
   }
   finished.store(true, std::memory_order_release);
   for (auto& t : pool) t.join();
+  // Exit barrier: the allreduce's root returns as soon as it sent the release, and could start
+  // the next run and send calls that the other ranks' threads, still serving this run, would run
+  // in it. After the barrier every rank has joined its threads: a call of the next run waits in
+  // its destination's queue (or memory map) for the next run's threads.
+  if (quiet) barrier();
   if (first_error) std::rethrow_exception(first_error);
 }
 

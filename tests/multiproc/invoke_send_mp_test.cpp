@@ -166,9 +166,14 @@ TEST(InvokeSend, RemoteAllocationInTheOwnersZoneThenPut) {
       transfer::ucx_endpoint& ep = ctx.endpoint_to(locator.process);
       transfer::remote_memory remote(ep, locator, rt.same_machine(locator.process));
       transfer::transmitter tx(ep, {});
-      if (tx.put(data, remote, 0) != transfer::op_status::ok || tx.flush() != transfer::op_status::ok) {
-        errors += 1;
-      }
+      if (tx.put(data, remote, 0) != transfer::op_status::ok) errors += 1;
+      // Wait serving calls (which progresses this process's worker): over tcp the put completes
+      // when the owner's process acknowledges it, and every thread of the job is putting now, so
+      // a wait that progressed only this thread's worker (tx.flush()) could wait forever.
+      const transfer::completion_tag done = tx.current_tag();
+      tx.request_completion();
+      ctx.wait_until([&] { return done.is_complete() || ep.failed(); });
+      if (!done.is_complete() || tx.failed()) errors += 1;
     }
     std::uint64_t address = locator.address;
     std::uint32_t writer = ctx.id();

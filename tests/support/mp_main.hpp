@@ -32,6 +32,28 @@ std::vector<T> allgather_value(const T& mine) {
   return out;
 }
 
+// On ranks other than 0: prints only failed assertions, each prefixed with the rank (rank 0
+// prints the usual progress and its own failures).
+class failure_printer : public ::testing::EmptyTestEventListener {
+ public:
+  explicit failure_printer(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    fmt::print(stderr, "rank {}: {}:{}: Failure\n{}\n", rank_,
+               result.file_name() ? result.file_name() : "?", result.line_number(),
+               result.message());
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Failed()) {
+      fmt::print(stderr, "rank {}: [  FAILED  ] {}.{}\n", rank_, info.test_suite_name(),
+                 info.name());
+    }
+  }
+
+ private:
+  int rank_;
+};
+
 inline int run_all_tests(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int status = 1;
@@ -39,9 +61,10 @@ inline int run_all_tests(int argc, char** argv) {
     fabric::runtime runtime;
     the_runtime() = &runtime;
     if (runtime.rank() != 0) {
-      // Only rank 0 prints the progress lines; every rank prints its failures.
+      // Only rank 0 prints the progress lines; every rank prints its failures (failure_printer).
       auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
       delete listeners.Release(listeners.default_result_printer());
+      listeners.Append(new failure_printer(runtime.rank()));
     }
     status = RUN_ALL_TESTS();
     runtime.finalize();
