@@ -13,7 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/utsname.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <seriema/fabric/runtime.hpp>
+#include <span>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +32,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace seriema::bench {
 
@@ -325,6 +335,101 @@ class perftest_runner {
   cpu_set_t client_cpus_, server_cpus_;
   double timeout_;
   int next_port_;
+};
+
+// What the process had before the runtime bound it and edited its environment: ucx_perftest
+// inherits these.
+struct launch_state {
+  cpu_set_t cpus;
+  std::vector<std::string> environment;
+  static launch_state capture() {
+    launch_state s;
+    CPU_ZERO(&s.cpus);
+    sched_getaffinity(0, sizeof s.cpus, &s.cpus);
+    for (char** e = environ; *e != nullptr; ++e) s.environment.emplace_back(*e);
+    return s;
+  }
+};
+
+// The ucx_perftest options the two-rank invoke benchmarks share.
+struct perftest_options {
+  std::string binary = "ucx_perftest";
+  bool skip = false;
+  std::string tls;  // default: ours; tcp,self across machines
+  double timeout = 25;
+  void add_to(CLI::App& app) {
+    app.add_option("--perftest", binary, "ucx_perftest binary");
+    app.add_flag("--no-perftest", skip, "skip the ucx_perftest baseline");
+    app.add_option("--perftest-tls", tls,
+                   "UCX_TLS for ucx_perftest (default: ours; tcp,self across machines)");
+    app.add_option("--perftest-timeout", timeout, "seconds per ucx_perftest run");
+  }
+};
+
+// Rank 0 -> rank 1 benchmark setup: the transport label (guessed when empty), the UCX_TLS
+// ucx_perftest runs with, and (rank 0) the runner, its client pinned like rank 0 and its server
+// like rank 1 when each rank has one CPU of its own.
+struct pair_setup {
+  bool same_machine = false;
+  std::string perftest_tls;
+  std::optional<perftest_runner> perftest;
+
+  pair_setup(fabric::runtime& rt, const launch_state& launch, const perftest_options& opt,
+             std::string& transport, const char* program) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    sched_getaffinity(0, sizeof mine, &mine);
+    auto sets = rt.allgather(std::as_bytes(std::span(&mine, 1)));
+    cpu_set_t rank1;
+    std::memcpy(&rank1, sets[1].data(), sizeof rank1);
+    same_machine = rt.same_machine(1 - rt.rank());
+    const char* env_tls = std::getenv("UCX_TLS");
+    const std::string our_tls = env_tls ? env_tls : "";
+    if (transport.empty()) {
+      transport = same_machine && our_tls.find("tcp") == std::string::npos ? "shm" : "tcp";
+    }
+    perftest_tls = opt.tls.empty() ? (our_tls.empty() && !same_machine ? "tcp,self" : our_tls)
+                                   : opt.tls;
+    if (rt.rank() != 0 || opt.skip) return;
+    const std::string binary = find_in_path(opt.binary);
+    if (binary.empty()) {
+      fmt::print(stderr, "{}: {} not found: no raw baseline (apt-get install ucx-utils)\n", program,
+                 opt.binary);
+      return;
+    }
+    const auto c0 = cpus_of(mine), c1 = cpus_of(rank1);
+    const bool pinned = c0.size() == 1 && c1.size() == 1 && c0 != c1;
+    perftest.emplace(binary, launch.environment, perftest_tls, pinned ? mine : launch.cpus,
+                     pinned ? rank1 : launch.cpus, opt.timeout);
+  }
+};
+
+// Opens `path` for a JSON report (creating its directory).
+inline std::ofstream open_report(const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  return std::ofstream(p);
+}
+
+// "# machine: host | cpu | N CPUs | Linux x | UCX y | date | load" and the JSON object of it.
+struct machine_info {
+  std::string host, cpu, kernel, ucx;
+  long cpus = 0;
+  static machine_info here() {
+    utsname un{};
+    uname(&un);
+    return {un.nodename, read_first_match("/proc/cpuinfo", "model name"), un.release,
+            transfer::ucx_version(), sysconf(_SC_NPROCESSORS_ONLN)};
+  }
+  [[nodiscard]] std::string line() const {
+    return fmt::format("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}", host, cpu,
+                       cpus, kernel, ucx, utc_now(), load_average());
+  }
+  [[nodiscard]] std::string json() const {
+    return fmt::format(R"({{"host": {}, "cpu": {}, "cpus": {}, "kernel": {}, "ucx": {}}})",
+                       json_string(host), json_string(cpu), cpus, json_string(kernel),
+                       json_string(ucx));
+  }
 };
 
 }  // namespace seriema::bench

@@ -4,7 +4,6 @@
 // percentile of many single round trips.
 //   SERIEMA_THREADS=1 seriema-run -n 2 -- invoke_latency --json bench/results/invoke_latency-shm.json
 #include <fmt/format.h>
-#include <sys/utsname.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -15,8 +14,6 @@
 #include <vector>
 
 #include "bench_support.hpp"
-
-extern char** environ;
 
 using namespace seriema;
 using namespace seriema::bench;
@@ -32,10 +29,7 @@ struct options {
   std::string transport;
   int reps = 3;
   std::uint64_t round_trips = 20000;
-  std::string perftest = "ucx_perftest";
-  bool no_perftest = false;
-  std::string perftest_tls;
-  double perftest_timeout = 25;
+  perftest_options perftest;
   std::string json;
 };
 
@@ -65,11 +59,7 @@ double percentile(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  cpu_set_t launch_cpus;
-  CPU_ZERO(&launch_cpus);
-  sched_getaffinity(0, sizeof launch_cpus, &launch_cpus);
-  std::vector<std::string> pristine_environment;
-  for (char** e = environ; *e != nullptr; ++e) pristine_environment.emplace_back(*e);
+  const launch_state launch = launch_state::capture();
 
   options opt;
   CLI::App app{"invoke_latency: call_return round trip (send-based and one-sided) vs ucx_perftest "
@@ -78,11 +68,7 @@ int main(int argc, char** argv) try {
   app.add_option("--reps", opt.reps, "repetitions (each: round trips per mode, then perftest)")
       ->check(CLI::Range(1, 100));
   app.add_option("--round-trips", opt.round_trips, "timed round trips per mode and repetition");
-  app.add_option("--perftest", opt.perftest, "ucx_perftest binary");
-  app.add_flag("--no-perftest", opt.no_perftest, "skip the ucx_perftest baseline");
-  app.add_option("--perftest-tls", opt.perftest_tls,
-                 "UCX_TLS for ucx_perftest (default: ours; tcp,self across machines)");
-  app.add_option("--perftest-timeout", opt.perftest_timeout, "seconds per ucx_perftest run");
+  opt.perftest.add_to(app);
   app.add_option("--json", opt.json, "write results here (rank 0)");
   CLI11_PARSE(app, argc, argv);
 
@@ -92,32 +78,9 @@ int main(int argc, char** argv) try {
                        "seriema-run -n 2 -- invoke_latency\n");
     return 2;
   }
-  cpu_set_t my_cpus;
-  CPU_ZERO(&my_cpus);
-  sched_getaffinity(0, sizeof my_cpus, &my_cpus);
-  auto cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
-  cpu_set_t rank1_cpus;
-  std::memcpy(&rank1_cpus, cpu_sets[1].data(), sizeof rank1_cpus);
-  const bool same_machine = rt.same_machine(1 - rt.rank());
-  const char* our_tls_env = std::getenv("UCX_TLS");
-  const std::string our_tls = our_tls_env ? our_tls_env : "";
-  if (opt.transport.empty()) {
-    opt.transport = same_machine && our_tls.find("tcp") == std::string::npos ? "shm" : "tcp";
-  }
-  std::string perftest_tls = opt.perftest_tls;
-  if (perftest_tls.empty()) perftest_tls = our_tls.empty() && !same_machine ? "tcp,self" : our_tls;
-  std::optional<perftest_runner> perftest;
-  if (rt.rank() == 0 && !opt.no_perftest) {
-    const std::string binary = find_in_path(opt.perftest);
-    if (binary.empty()) {
-      fmt::print(stderr, "invoke_latency: {} not found: no raw baseline\n", opt.perftest);
-    } else {
-      const auto c0 = cpus_of(my_cpus), c1 = cpus_of(rank1_cpus);
-      const bool pinned = c0.size() == 1 && c1.size() == 1 && c0 != c1;
-      perftest.emplace(binary, pristine_environment, perftest_tls, pinned ? my_cpus : launch_cpus,
-                       pinned ? rank1_cpus : launch_cpus, opt.perftest_timeout);
-    }
-  }
+  pair_setup pair(rt, launch, opt.perftest, opt.transport, "invoke_latency");
+  const std::string& perftest_tls = pair.perftest_tls;
+  std::optional<perftest_runner>& perftest = pair.perftest;
 
   std::vector<double> send_ns, write_ns, raw_rtt_us;
   for (int rep = -1; rep < opt.reps; ++rep) {  // rep -1: warm-up (endpoints, chunks)
@@ -148,9 +111,7 @@ int main(int argc, char** argv) try {
   rt.barrier();
   if (rt.rank() != 0) return 0;
 
-  utsname un{};
-  uname(&un);
-  const std::string cpu_model = read_first_match("/proc/cpuinfo", "model name");
+  const machine_info machine = machine_info::here();
   const double raw_us = median(raw_rtt_us);
   struct row {
     const char* mode;
@@ -161,9 +122,7 @@ int main(int argc, char** argv) try {
       {"write", percentile(write_ns, 0.5) / 1000, percentile(write_ns, 0.99) / 1000}};
   fmt::print("# invoke_latency [{}]: call_return round trip, rank 0 -> rank 1 -> rank 0\n",
              opt.transport);
-  fmt::print("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}\n", un.nodename,
-             cpu_model, sysconf(_SC_NPROCESSORS_ONLN), un.release, transfer::ucx_version(),
-             utc_now(), load_average());
+  fmt::print("{}\n", machine.line());
   fmt::print("# {} round trips x {} repetitions per mode; raw: 2 x ucx_perftest ucp_am_lat 8 B "
              "(typical, median of repetitions), UCX_TLS={}\n\n",
              opt.round_trips, opt.reps, perftest_tls.empty() ? "(unset)" : perftest_tls);
@@ -183,15 +142,10 @@ int main(int argc, char** argv) try {
                !measured ? "not measured" : r.median_us <= 1.3 * raw_us ? "met" : "MISSED");
   }
   if (!opt.json.empty()) {
-    std::filesystem::path path(opt.json);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream out(path);
+    std::ofstream out = open_report(opt.json);
     out << "{\n  \"benchmark\": \"invoke_latency\",\n";
     out << "  \"transport\": " << json_string(opt.transport) << ",\n";
-    out << "  \"machine\": {\"host\": " << json_string(un.nodename)
-        << ", \"cpu\": " << json_string(cpu_model)
-        << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
-        << ", \"ucx\": " << json_string(transfer::ucx_version()) << "},\n";
+    out << "  \"machine\": " << machine.json() << ",\n";
     out << "  \"date\": " << json_string(utc_now()) << ",\n";
     out << "  \"round_trips\": " << opt.round_trips << ", \"repetitions\": " << opt.reps << ",\n";
     out << "  \"raw_rtt_us\": " << (raw_rtt_us.empty() ? "null" : fmt::format("{:.3f}", raw_us))

@@ -6,7 +6,6 @@
 //   SERIEMA_THREADS=1 seriema-run -n 2 -- invoke_rate --json bench/results/invoke_rate-shm.json
 // (bench/run-paper.sh runs it over shm and tcp, with the MPI baseline, and draws the plots.)
 #include <fmt/format.h>
-#include <sys/utsname.h>
 
 #include <CLI/CLI.hpp>
 #include <array>
@@ -20,8 +19,6 @@
 #include <vector>
 
 #include "bench_support.hpp"
-
-extern char** environ;
 
 using namespace seriema;
 using namespace seriema::bench;
@@ -55,10 +52,7 @@ struct options {
   double seconds = 0.25;
   std::uint64_t max_calls = 20'000'000;
   std::uint64_t calls = 0;  // fixed N (0: calibrate)
-  std::string perftest = "ucx_perftest";
-  bool no_perftest = false;
-  std::string perftest_tls;
-  double perftest_timeout = 25;
+  perftest_options perftest;
   std::string json;
 };
 
@@ -160,11 +154,7 @@ struct perftest_point {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  cpu_set_t launch_cpus;
-  CPU_ZERO(&launch_cpus);
-  sched_getaffinity(0, sizeof launch_cpus, &launch_cpus);
-  std::vector<std::string> pristine_environment;
-  for (char** e = environ; *e != nullptr; ++e) pristine_environment.emplace_back(*e);
+  const launch_state launch = launch_state::capture();
 
   options opt;
   CLI::App app{
@@ -179,11 +169,7 @@ int main(int argc, char** argv) try {
   app.add_option("--seconds", opt.seconds, "target duration of one repetition (calibrates N)");
   app.add_option("--calls", opt.calls, "fixed N calls per repetition (0: calibrate)");
   app.add_option("--max-calls", opt.max_calls, "cap on the calibrated N");
-  app.add_option("--perftest", opt.perftest, "ucx_perftest binary");
-  app.add_flag("--no-perftest", opt.no_perftest, "skip the ucx_perftest baseline");
-  app.add_option("--perftest-tls", opt.perftest_tls,
-                 "UCX_TLS for ucx_perftest (default: ours; tcp,self across machines)");
-  app.add_option("--perftest-timeout", opt.perftest_timeout, "seconds per ucx_perftest run");
+  opt.perftest.add_to(app);
   app.add_option("--json", opt.json, "write results here (rank 0)");
   CLI11_PARSE(app, argc, argv);
   std::vector<channel> modes;
@@ -195,34 +181,10 @@ int main(int argc, char** argv) try {
                        "-n 2 -- invoke_rate\n");
     return 2;
   }
-  // ucx_perftest's client runs where rank 0 runs, its server where rank 1 runs.
-  cpu_set_t my_cpus;
-  CPU_ZERO(&my_cpus);
-  sched_getaffinity(0, sizeof my_cpus, &my_cpus);
-  auto cpu_sets = rt.allgather(std::as_bytes(std::span(&my_cpus, 1)));
-  cpu_set_t rank1_cpus;
-  std::memcpy(&rank1_cpus, cpu_sets[1].data(), sizeof rank1_cpus);
-  const bool same_machine = rt.same_machine(1 - rt.rank());
-  const char* our_tls_env = std::getenv("UCX_TLS");
-  const std::string our_tls = our_tls_env ? our_tls_env : "";
-  if (opt.transport.empty()) {
-    opt.transport = same_machine && our_tls.find("tcp") == std::string::npos ? "shm" : "tcp";
-  }
-  std::string perftest_tls = opt.perftest_tls;
-  if (perftest_tls.empty()) perftest_tls = our_tls.empty() && !same_machine ? "tcp,self" : our_tls;
-  std::optional<perftest_runner> perftest;
-  if (rt.rank() == 0 && !opt.no_perftest) {
-    const std::string binary = find_in_path(opt.perftest);
-    if (binary.empty()) {
-      fmt::print(stderr, "invoke_rate: {} not found: no raw baseline (apt-get install ucx-utils)\n",
-                 opt.perftest);
-    } else {
-      const auto c0 = cpus_of(my_cpus), c1 = cpus_of(rank1_cpus);
-      const bool pinned = c0.size() == 1 && c1.size() == 1 && c0 != c1;
-      perftest.emplace(binary, pristine_environment, perftest_tls, pinned ? my_cpus : launch_cpus,
-                       pinned ? rank1_cpus : launch_cpus, opt.perftest_timeout);
-    }
-  }
+  pair_setup pair(rt, launch, opt.perftest, opt.transport, "invoke_rate");
+  const bool same_machine = pair.same_machine;
+  const std::string& perftest_tls = pair.perftest_tls;
+  std::optional<perftest_runner>& perftest = pair.perftest;
 
   std::vector<point> points;
   std::map<std::pair<std::string, std::size_t>, perftest_point> raw;
@@ -332,14 +294,10 @@ int main(int argc, char** argv) try {
     }
     return std::nullopt;
   };
-  utsname un{};
-  uname(&un);
-  const std::string cpu_model = read_first_match("/proc/cpuinfo", "model name");
+  const machine_info machine = machine_info::here();
   fmt::print("# invoke_rate [{}]: rank 0 -> rank 1 ({}), lanes: {}\n", opt.transport,
              same_machine ? "same machine" : "another emulated machine", lanes);
-  fmt::print("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}\n", un.nodename,
-             cpu_model, sysconf(_SC_NPROCESSORS_ONLN), un.release, transfer::ucx_version(),
-             utc_now(), load_average());
+  fmt::print("{}\n", machine.line());
   fmt::print("# medians of {} repetitions; raw: ucx_perftest (UCX_TLS={}) ucp_am_bw for send, "
              "ucp_put_bw for the one-sided modes\n\n",
              opt.reps, perftest_tls.empty() ? "(unset)" : perftest_tls);
@@ -403,16 +361,10 @@ int main(int argc, char** argv) try {
 
   // ---- JSON ----
   if (!opt.json.empty()) {
-    std::filesystem::path path(opt.json);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream out(path);
+    std::ofstream out = open_report(opt.json);
     out << "{\n  \"benchmark\": \"invoke_rate\",\n  \"figure\": \"paper Fig. 2 / Table 2\",\n";
     out << "  \"transport\": " << json_string(opt.transport) << ",\n";
-    out << "  \"machine\": {\"host\": " << json_string(un.nodename)
-        << ", \"cpu\": " << json_string(cpu_model)
-        << ", \"cpus\": " << sysconf(_SC_NPROCESSORS_ONLN)
-        << ", \"kernel\": " << json_string(un.release)
-        << ", \"ucx\": " << json_string(transfer::ucx_version()) << "},\n";
+    out << "  \"machine\": " << machine.json() << ",\n";
     out << "  \"date\": " << json_string(utc_now()) << ",\n";
     out << "  \"lanes\": " << json_string(lanes) << ",\n";
     out << "  \"perftest_tls\": " << json_string(perftest_tls) << ",\n";

@@ -78,13 +78,6 @@ UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/invoke_latency" 
   --transport tcp --perftest-tls tcp,self --json "$out/invoke_latency-tcp.json" || status=$?
 
 echo
-python=""
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import matplotlib' 2>/dev/null; then python=$candidate; break; fi
-done
-if [[ -z $python ]]; then
-  echo "run-paper: no python3 with matplotlib, no plots: apt-get install python3-matplotlib" >&2
-  exit 1
-fi
+source "$repo/bench/find-python.sh"
 "$python" "$repo/bench/plot_paper.py" "$out" || status=$?
 exit $status

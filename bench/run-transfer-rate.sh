@@ -84,14 +84,6 @@ if ((!quick)); then
 fi
 
 echo
-# The first python3 that has matplotlib (a pyenv shim may shadow the system one that has it).
-python=""
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import matplotlib' 2>/dev/null; then python=$candidate; break; fi
-done
-if [[ -z $python ]]; then
-  echo "run-transfer-rate: no python3 with matplotlib, no plot: apt-get install python3-matplotlib" >&2
-  exit 1
-fi
+source "$repo/bench/find-python.sh"
 "$python" "$repo/bench/plot_transfer_rate.py" "${jsons[@]}" || status=$?
 exit $status

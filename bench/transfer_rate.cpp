@@ -35,8 +35,6 @@
 
 #include "bench_support.hpp"
 
-extern char** environ;
-
 using namespace seriema;
 
 using namespace seriema::bench;
@@ -264,11 +262,9 @@ std::string ratio_text(std::optional<double> r) {
 
 int main(int argc, char** argv) try {
   // Before the runtime binds us and edits the environment: what ucx_perftest should inherit.
-  cpu_set_t launch_cpus;
-  CPU_ZERO(&launch_cpus);
-  sched_getaffinity(0, sizeof launch_cpus, &launch_cpus);
-  std::vector<std::string> pristine_environment;
-  for (char** e = environ; *e != nullptr; ++e) pristine_environment.emplace_back(*e);
+  const launch_state launch = launch_state::capture();
+  const cpu_set_t& launch_cpus = launch.cpus;
+  const std::vector<std::string>& pristine_environment = launch.environment;
 
   options opt;
   CLI::App app{
