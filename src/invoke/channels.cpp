@@ -209,7 +209,8 @@ std::size_t inbound_channel::poll(thread_context& self) {
 
 // ---------------------------------------------------------------- channels
 
-channels::channels(thread_context& self) : self_(self), options_(environment_options()) {
+channels::channels(thread_context& self)
+    : fabric::thread_extension(&kind_tag), self_(self), options_(environment_options()) {
   fabric::runtime& rt = self.rt();
   const std::size_t threads = rt.placement().thread_count();
   first_synchronizer_word_ = static_cast<std::uint32_t>(threads + 1);
@@ -514,13 +515,11 @@ bool channels::any_failed() {
   return failed;
 }
 
-channels& channels_of(thread_context& self) {
-  auto* ext = dynamic_cast<channels*>(self.extension());
-  if (ext == nullptr) {
-    throw error(fmt::format("thread {} has no one-sided channels (service threads do not)",
-                            self.id()));
-  }
-  return *ext;
+namespace detail {
+void throw_no_channels(thread_context& self) {
+  throw error(fmt::format("thread {} has no one-sided channels (service threads do not)",
+                          self.id()));
 }
+}  // namespace detail
 
 }  // namespace seriema::invoke

@@ -212,11 +212,18 @@ struct local_thread_state {
 // thread receives one-sided calls even if it never sends one. Owner thread only.
 class thread_extension {
  public:
+  // `kind`: an address unique to the layer's class, so that the layer finds its own extension
+  // with a pointer compare instead of a dynamic_cast on every call.
+  explicit thread_extension(const void* kind) noexcept : kind_(kind) {}
   virtual ~thread_extension() = default;
+  [[nodiscard]] const void* kind() const noexcept { return kind_; }
   // Receives and runs what arrived, and moves queued work on; returns the number of calls run.
   virtual std::size_t poll(thread_context& self) = 0;
   // Publishes everything batched locally (aggregators), so that it will be received.
   virtual void flush(thread_context& self) = 0;
+
+ private:
+  const void* kind_;
 };
 using thread_extension_factory = std::unique_ptr<thread_extension> (*)(thread_context& self);
 // Installs the factory (one layer; the last install wins). Call before runtime::run.

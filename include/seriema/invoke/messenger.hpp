@@ -269,6 +269,7 @@ struct receive_counters {
 class channels final : public fabric::thread_extension {
  public:
   static constexpr std::size_t synchronizer_words = 1024;  // per thread
+  static inline const char kind_tag = 0;  // this class's thread_extension kind
 
   explicit channels(thread_context& self);
   ~channels() override;
@@ -362,8 +363,15 @@ class channels final : public fabric::thread_extension {
   std::size_t finish_reads();
 };
 
+namespace detail {
+[[noreturn]] void throw_no_channels(thread_context& self);
+}
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
 // service thread's context.
-channels& channels_of(thread_context& self);
+inline channels& channels_of(thread_context& self) {
+  fabric::thread_extension* ext = self.extension();
+  if (ext == nullptr || ext->kind() != &channels::kind_tag) detail::throw_no_channels(self);
+  return *static_cast<channels*>(ext);
+}
 
 }  // namespace seriema::invoke
