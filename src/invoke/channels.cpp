@@ -23,8 +23,6 @@ const bool installed = [] {
   return true;
 }();
 
-const std::uint64_t operand_minus_one = ~std::uint64_t{0};  // adds -1
-
 const messenger_options& environment_options() {
   static const messenger_options options = messenger_options::from_environment();
   return options;
@@ -151,7 +149,7 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     if ((rec.header.flags & wire::flag_reply) != 0) {
       detail::send_reply(self, sender_, rec.reply.slot, rec.reply.generation, result_span);
     }
-    if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, operand_minus_one);
+    if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
   }
   return ran;
 }

@@ -93,9 +93,8 @@ struct notify_after {
   static constexpr std::uint32_t result_bytes = fabric::function_wrapper<F, Shape>::result_size();
   void operator()(fabric::invocation& call) const {
     fabric::function_wrapper<F, Shape>::invoke(reinterpret_cast<const std::byte*>(&f), call);
-    channels_of(*call.self).notify_thread(call.source, word, operand_minus_one);
+    channels_of(*call.self).notify_thread(call.source, word, wire::count_down_one);
   }
-  static constexpr std::uint64_t operand_minus_one = ~std::uint64_t{0};
 };
 
 template <class Policy, class Shape, class F>
@@ -418,7 +417,7 @@ struct call_after_get_async {
         .read_async(origin, [fn = f, word = word, caller = call.source](
                                 thread_context& self, std::span<std::byte> bytes, bool ok) {
           if (ok) run_on_buffer(fn, self, bytes);
-          if (word != 0) channels_of(self).notify_thread(caller, word, ~std::uint64_t{0});
+          if (word != 0) channels_of(self).notify_thread(caller, word, wire::count_down_one);
         });
   }
 };

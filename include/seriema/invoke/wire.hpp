@@ -101,6 +101,9 @@ struct reply_extra {
   std::uint32_t slot;
   std::uint32_t generation;
 };
+// The value a notification adds to a synchronizer word to count it down by one (words wrap).
+inline constexpr std::uint64_t count_down_one = ~std::uint64_t{0};
+
 struct notify_extra {
   std::uint32_t counter;  // index of a synchronizer word in the sender's feedback words
   std::uint32_t reserved;
