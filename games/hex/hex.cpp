@@ -1,0 +1,294 @@
+// Hex (hex.hpp): the rules on bitboard rows, the fill-the-board playout, move names, the text
+// board and the Zobrist hash.
+#include "hex.hpp"
+
+#include <bit>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace seriema::hex {
+namespace {
+
+using board_rows = std::array<std::uint32_t, hex::max_size>;
+
+// splitmix64's finalizer: a well-mixed 64-bit key from a small number.
+constexpr std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+constexpr std::uint64_t zobrist_seed = 0x4865785a6f627269ULL;  // "HexZobri"
+constexpr std::uint64_t second_to_move_key = mix(0x5365636f6e64ULL);
+
+// Grows `reach` (a subset of `stones`, one row) along the row: a stone touches its two
+// neighbours in the row, so the reached runs of stones fill to their ends.
+std::uint32_t spread_in_row(std::uint32_t reach, std::uint32_t stones) noexcept {
+  for (;;) {
+    const std::uint32_t grown = reach | ((reach << 1 | reach >> 1) & stones);
+    if (grown == reach) return reach;
+    reach = grown;
+  }
+}
+
+// Whether `stones` (n rows) hold a chain from row 0 to row n-1. Flood fill from the whole top
+// row, alternating downward and upward sweeps. From row r-1 cell (r, c) is touched by bits c
+// and c+1, from row r+1 by bits c and c-1. Reached rows always form a prefix 0..depth-1 (a stone
+// is reached through every row above it), so a downward sweep stops at the first unreached row.
+// After the first sweep, a sweep that reaches nothing new means the fill is complete.
+bool joins_top_bottom(const std::uint32_t* stones, int n) noexcept {
+  board_rows reach{};
+  reach[0] = stones[0];
+  if (reach[0] == 0) return false;
+  int depth = 1;
+  for (bool downward = true, first = true;; downward = !downward, first = false) {
+    bool grew = false;
+    if (downward) {
+      for (int r = 1; r < n; ++r) {
+        const std::uint32_t above = reach[r - 1];
+        const std::uint32_t x = spread_in_row(reach[r] | ((above | above >> 1) & stones[r]),
+                                              stones[r]);
+        if (x == 0) break;
+        grew |= x != reach[r];
+        reach[r] = x;
+        if (r + 1 > depth) depth = r + 1;
+      }
+    } else {
+      for (int r = depth - 2; r >= 0; --r) {
+        const std::uint32_t below = reach[r + 1];
+        const std::uint32_t x = spread_in_row(reach[r] | ((below | below << 1) & stones[r]),
+                                              stones[r]);
+        grew |= x != reach[r];
+        reach[r] = x;
+      }
+    }
+    if (depth == n) return true;
+    if (!grew && !first) return false;
+  }
+}
+
+// The board mirrored in its main diagonal: (r, c) -> (c, r). The neighbour rule is symmetric
+// under it ((r-1, c+1) becomes (r+1, c-1)), so a left-right chain becomes a top-bottom chain.
+board_rows transposed(const board_rows& stones, int n) noexcept {
+  board_rows t{};
+  for (int r = 0; r < n; ++r) {
+    for (std::uint32_t bits = stones[static_cast<std::size_t>(r)]; bits != 0; bits &= bits - 1) {
+      t[static_cast<std::size_t>(std::countr_zero(bits))] |= std::uint32_t{1} << r;
+    }
+  }
+  return t;
+}
+
+int checked_size(int size) {
+  if (size < hex::min_size || size > hex::max_size) {
+    throw std::invalid_argument("hex board size " + std::to_string(size) + ": expected 2..19");
+  }
+  return size;
+}
+
+}  // namespace
+
+hex::hex(int size, bool swap_rule)
+    : size_(checked_size(size)), swap_rule_(swap_rule), row_mask_((std::uint32_t{1} << size_) - 1) {
+  // A fixed seed: every process of a distributed search computes the same hashes.
+  mcts::random rng(zobrist_seed);
+  for (auto& keys : zobrist_) {
+    for (auto& key : keys) key = rng();
+  }
+}
+
+hex::state hex::initial_state() const noexcept {
+  state s;
+  s.size = static_cast<std::uint8_t>(size_);
+  return s;
+}
+
+std::size_t hex::max_moves() const noexcept {
+  return static_cast<std::size_t>(size_ * size_) + (swap_rule_ ? 1 : 0);
+}
+
+// The swap answers the opening stone: exactly one stone, player 1's, is on the board (counted,
+// since positions set up with place() need not agree with moves_played).
+bool hex::swap_available(const state& s) const noexcept {
+  if (!swap_rule_ || s.moves_played != 1 || s.to_move != 2 || s.swapped) return false;
+  int black = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (s.stones[1][static_cast<std::size_t>(r)] != 0) return false;
+    black += std::popcount(s.stones[0][static_cast<std::size_t>(r)]);
+  }
+  return black == 1;
+}
+
+std::size_t hex::legal_moves(const state& s, std::span<move> out) const noexcept {
+  if (winner(s) != mcts::nobody) return 0;
+  std::size_t count = 0;
+  for (int r = 0; r < size_; ++r) {
+    const auto row = static_cast<std::size_t>(r);
+    for (std::uint32_t free = row_mask_ & ~(s.stones[0][row] | s.stones[1][row]); free != 0;
+         free &= free - 1) {
+      out[count++] = at(r, std::countr_zero(free));
+    }
+  }
+  if (swap_available(s)) out[count++] = swap_move;
+  return count;
+}
+
+void hex::apply(state& s, move m) const noexcept {
+  if (m == swap_move) {
+    // Player 1's only stone (r, c) becomes player 2's stone at (c, r).
+    for (int r = 0; r < size_; ++r) {
+      const std::uint32_t bits = s.stones[0][static_cast<std::size_t>(r)];
+      if (bits == 0) continue;
+      const int c = std::countr_zero(bits);
+      s.stones[0][static_cast<std::size_t>(r)] = 0;
+      s.stones[1][static_cast<std::size_t>(c)] |= std::uint32_t{1} << r;
+      break;
+    }
+    s.swapped = true;
+  } else {
+    s.stones[s.to_move - 1][m / size_] |= std::uint32_t{1} << (m % size_);
+  }
+  ++s.moves_played;
+  s.to_move = mcts::opponent(s.to_move);
+}
+
+// Player 2's left-right question is player 1's top-bottom question on the mirrored board.
+bool hex::connected(const state& s, player who) const noexcept {
+  if (who == 1) return joins_top_bottom(s.stones[0].data(), size_);
+  const board_rows columns = transposed(s.stones[1], size_);
+  return joins_top_bottom(columns.data(), size_);
+}
+
+player hex::winner(const state& s) const noexcept {
+  if (connected(s, 1)) return 1;
+  if (connected(s, 2)) return 2;
+  return mcts::nobody;
+}
+
+// Fills every empty cell, then asks only whether player 1 joins top and bottom: a full Hex
+// board has exactly one winner. A finished position needs no separate test: its winner's chain
+// survives any filling, and the filling then cannot give the other player a chain too. The
+// filling ignores the swap (random playouts need not model it).
+player hex::playout(const state& s, mcts::random& rng) const noexcept {
+  std::array<std::uint16_t, max_size * max_size> empty;  // row << 5 | column
+  std::uint32_t count = 0;
+  for (int r = 0; r < size_; ++r) {
+    const auto row = static_cast<std::size_t>(r);
+    for (std::uint32_t free = row_mask_ & ~(s.stones[0][row] | s.stones[1][row]); free != 0;
+         free &= free - 1) {
+      empty[count++] = static_cast<std::uint16_t>(r << 5 | std::countr_zero(free));
+    }
+  }
+  // Alternate turns give the player to move ceil(count / 2) of the cells and the other player
+  // the rest, every split equally likely: a partial Fisher-Yates shuffle drawing player 1's
+  // share is the same distribution with half the draws.
+  const std::uint32_t black_share = s.to_move == 1 ? (count + 1) / 2 : count / 2;
+  board_rows black = s.stones[0];
+  for (std::uint32_t i = 0; i < black_share; ++i) {
+    std::swap(empty[i], empty[i + rng.below(count - i)]);
+    black[empty[i] >> 5] |= std::uint32_t{1} << (empty[i] & 31);
+  }
+  return joins_top_bottom(black.data(), size_) ? 1 : 2;
+}
+
+std::string hex::move_name(move m) const {
+  if (m == swap_move) return "swap-pieces";
+  if (m >= size_ * size_) return "?";
+  std::string name(1, static_cast<char>('a' + m % size_));
+  name += std::to_string(m / size_ + 1);
+  return name;
+}
+
+std::optional<hex::move> hex::parse_cell(std::string_view text) const {
+  if (text.size() < 2 || text.size() > 3) return std::nullopt;
+  const char letter = text[0];
+  int column;
+  if (letter >= 'a' && letter <= 'z') {
+    column = letter - 'a';
+  } else if (letter >= 'A' && letter <= 'Z') {
+    column = letter - 'A';
+  } else {
+    return std::nullopt;
+  }
+  // One or two digits without a leading zero: "a01" names no cell.
+  if (text[1] < '1' || text[1] > '9') return std::nullopt;
+  int row_number = text[1] - '0';
+  if (text.size() == 3) {
+    if (text[2] < '0' || text[2] > '9') return std::nullopt;
+    row_number = row_number * 10 + (text[2] - '0');
+  }
+  if (column >= size_ || row_number > size_) return std::nullopt;
+  return at(row_number - 1, column);
+}
+
+std::optional<hex::move> hex::parse_move(const state& s, std::string_view text) const {
+  auto lowered = std::string(text);
+  for (char& ch : lowered) {
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  }
+  if (lowered == "swap" || lowered == "swap-pieces") {
+    if (swap_available(s)) return swap_move;
+    return std::nullopt;
+  }
+  const auto m = parse_cell(text);
+  if (!m || cell(s, *m / size_, *m % size_) != mcts::nobody || winner(s) != mcts::nobody) {
+    return std::nullopt;
+  }
+  return m;
+}
+
+std::string hex::render(const state& s) const {
+  // Row r sits r spaces right of row 0, so a cell's six neighbours surround it on screen.
+  std::string out = "   ";
+  for (int c = 0; c < size_; ++c) {
+    if (c > 0) out += ' ';
+    out += static_cast<char>('a' + c);
+  }
+  out += '\n';
+  for (int r = 0; r < size_; ++r) {
+    if (r + 1 < 10) out += ' ';
+    out += std::to_string(r + 1);
+    out += ' ';
+    out.append(static_cast<std::size_t>(r), ' ');
+    for (int c = 0; c < size_; ++c) {
+      if (c > 0) out += ' ';
+      const player p = cell(s, r, c);
+      out += p == 1 ? 'X' : p == 2 ? 'O' : '.';
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::uint64_t hex::hash(const state& s) const noexcept {
+  std::uint64_t h = mix(s.size) ^ (s.to_move == 2 ? second_to_move_key : 0);
+  for (std::size_t p = 0; p < 2; ++p) {
+    for (int r = 0; r < size_; ++r) {
+      for (std::uint32_t bits = s.stones[p][static_cast<std::size_t>(r)]; bits != 0;
+           bits &= bits - 1) {
+        h ^= zobrist_[p][static_cast<std::size_t>(r * max_size + std::countr_zero(bits))];
+      }
+    }
+  }
+  return h;
+}
+
+player hex::cell(const state& s, int row, int column) const noexcept {
+  if (row < 0 || row >= size_ || column < 0 || column >= size_) return mcts::nobody;
+  const std::uint32_t bit = std::uint32_t{1} << column;
+  if (s.stones[0][static_cast<std::size_t>(row)] & bit) return 1;
+  if (s.stones[1][static_cast<std::size_t>(row)] & bit) return 2;
+  return mcts::nobody;
+}
+
+bool hex::place(state& s, int row, int column, player who) const noexcept {
+  if (row < 0 || row >= size_ || column < 0 || column >= size_ || (who != 1 && who != 2) ||
+      cell(s, row, column) != mcts::nobody) {
+    return false;
+  }
+  s.stones[who - 1][static_cast<std::size_t>(row)] |= std::uint32_t{1} << column;
+  return true;
+}
+
+}  // namespace seriema::hex

@@ -1,0 +1,84 @@
+// Hex, the reference game specification of the MCTS framework (seriema::mcts::game): boards of
+// 2x2 to 19x19, bitboard rows, fill-the-board playouts, optional swap rule, move names as in
+// Hex programs ("a1" is the top-left corner; the letter is the column, the number the row).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <seriema/mcts/game.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace seriema::hex {
+
+using mcts::player;
+
+// Player 1 (black, moves first) joins the top and bottom rows; player 2 (white) joins the left
+// and right columns. Cell (r, c) touches (r, c-1), (r, c+1), (r-1, c), (r+1, c), (r-1, c+1) and
+// (r+1, c-1).
+class hex {
+ public:
+  static constexpr int min_size = 2;
+  static constexpr int max_size = 19;
+  static constexpr int default_size = 11;
+
+  // A position. Row r of player p's stones is bit c of stones[p-1][r]. Trivially copyable:
+  // it travels between threads and machines as bytes.
+  struct state {
+    std::array<std::array<std::uint32_t, max_size>, 2> stones{};
+    std::uint16_t moves_played = 0;
+    std::uint8_t size = default_size;
+    player to_move = 1;
+    bool swapped = false;  // the swap move was played
+  };
+  // row * size + column for a cell; swap_move for the swap (second move only, swap rule on).
+  using move = std::uint16_t;
+  static constexpr move swap_move = 0xfffe;
+
+  // Throws std::invalid_argument naming the size when it is outside [2, 19].
+  explicit hex(int size = default_size, bool swap_rule = false);
+
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] bool swap_rule() const noexcept { return swap_rule_; }
+
+  // --- seriema::mcts::game ---
+  [[nodiscard]] state initial_state() const noexcept;
+  [[nodiscard]] player to_move(const state& s) const noexcept { return s.to_move; }
+  [[nodiscard]] std::size_t max_moves() const noexcept;  // size*size (+1 with the swap rule)
+  std::size_t legal_moves(const state& s, std::span<move> out) const noexcept;
+  void apply(state& s, move m) const noexcept;  // m must be legal
+  [[nodiscard]] player winner(const state& s) const noexcept;
+  [[nodiscard]] player playout(const state& s, mcts::random& rng) const noexcept;
+  [[nodiscard]] std::string move_name(move m) const;
+  [[nodiscard]] std::optional<move> parse_move(const state& s, std::string_view text) const;
+  [[nodiscard]] std::string render(const state& s) const;
+  [[nodiscard]] std::uint64_t hash(const state& s) const noexcept;  // Zobrist
+
+  // --- for people, programs and tests ---
+  [[nodiscard]] player cell(const state& s, int row, int column) const noexcept;  // 0 if empty
+  [[nodiscard]] move at(int row, int column) const noexcept {
+    return static_cast<move>(row * size_ + column);
+  }
+  // Parses a cell name ("b3": column 2, row 3) whether or not it is empty in any position.
+  [[nodiscard]] std::optional<move> parse_cell(std::string_view text) const;
+  // Places a stone of `who` on an empty cell without changing whose turn it is (set-up of
+  // hand-made positions); false if the cell is occupied or out of the board.
+  bool place(state& s, int row, int column, player who) const noexcept;
+  // Whether `who` has a chain joining their two edges.
+  [[nodiscard]] bool connected(const state& s, player who) const noexcept;
+
+ private:
+  // Whether `s` is the second move of a game with the swap rule, after a single stone.
+  [[nodiscard]] bool swap_available(const state& s) const noexcept;
+
+  int size_;
+  bool swap_rule_;
+  std::uint32_t row_mask_;
+  std::array<std::array<std::uint64_t, max_size * max_size>, 2> zobrist_{};
+};
+
+static_assert(mcts::hashed_game<hex>);
+
+}  // namespace seriema::hex

@@ -1,0 +1,111 @@
+// The game specification the MCTS framework runs (a C++20 concept), and the random generator
+// handed to playouts. A user writes only a type satisfying seriema::mcts::game.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace seriema::mcts {
+
+// Player numbers: 1 moves first, 2 second; 0 means "nobody" (no winner yet).
+using player = std::uint8_t;
+inline constexpr player nobody = 0;
+[[nodiscard]] constexpr player opponent(player p) noexcept { return static_cast<player>(3 - p); }
+
+// xoshiro256** (Blackman & Vigna): fast, 2^256 - 1 period, seeded through splitmix64.
+// A UniformRandomBitGenerator, plus below(n) for bounded draws without division.
+// Thread-safety: none (one per thread).
+class random {
+ public:
+  using result_type = std::uint64_t;
+  explicit random(std::uint64_t seed = 0x5e21e3a) noexcept { reseed(seed); }
+  void reseed(std::uint64_t seed) noexcept {
+    for (auto& word : s_) {
+      seed += 0x9e3779b97f4a7c15ULL;
+      std::uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      word = z ^ (z >> 31);
+    }
+  }
+  static constexpr result_type min() noexcept { return 0; }
+  static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
+  result_type operator()() noexcept {
+    const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const std::uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform in [0, n) for n >= 1 (Lemire's multiply-shift; the bias is below 2^-32 for the
+  // n this is used with: move counts).
+  std::uint32_t below(std::uint32_t n) noexcept {
+    return static_cast<std::uint32_t>(((*this)() >> 32) * n >> 32);
+  }
+
+ private:
+  static constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept {
+    return (x << k) | (x >> (64 - k));
+  }
+  std::uint64_t s_[4];
+};
+
+// A sequential game specification. The framework copies states between threads, processes and
+// machines as bytes (call_buffer), hence trivially copyable states and moves. All member
+// functions are const and must be safe to call from many threads at once on one game object
+// (the object holds configuration, e.g. the board size, identical in every process).
+//
+//   G::state                  a position, including whose turn it is
+//   G::move                   a move (small, trivially copyable, equality-comparable)
+//   g.initial_state()         the empty position
+//   g.to_move(s)              the player to move in s (1 or 2)
+//   g.max_moves()             an upper bound on legal_moves() of any state
+//   g.legal_moves(s, out)     writes the legal moves of s into out (out.size() >= max_moves()),
+//                             returns how many; 0 exactly when the game is over
+//   g.apply(s, m)             plays legal move m in s (s then has the other player to move)
+//   g.winner(s)               the winner once the game is over, nobody before
+//   g.playout(s, rng)         plays uniformly random moves from s to the end; returns the winner
+//   g.move_name(m)            text of a move ("c4"); g.parse_move(s, text): the legal move of s
+//                             that text names, or nullopt
+//   g.render(s)               the position as text for people
+template <class G>
+concept game = requires(const G& g, const typename G::state& s, typename G::state& mutable_state,
+                        const typename G::move& m, std::span<typename G::move> out, random& rng,
+                        std::string_view text) {
+  typename G::state;
+  typename G::move;
+  requires std::is_trivially_copyable_v<typename G::state>;
+  requires std::is_trivially_copyable_v<typename G::move>;
+  requires std::equality_comparable<typename G::move>;
+  { g.initial_state() } -> std::same_as<typename G::state>;
+  { g.to_move(s) } -> std::same_as<player>;
+  { g.max_moves() } -> std::convertible_to<std::size_t>;
+  { g.legal_moves(s, out) } -> std::convertible_to<std::size_t>;
+  { g.apply(mutable_state, m) } -> std::same_as<void>;
+  { g.winner(s) } -> std::same_as<player>;
+  { g.playout(s, rng) } -> std::same_as<player>;
+  { g.move_name(m) } -> std::convertible_to<std::string>;
+  { g.parse_move(s, text) } -> std::same_as<std::optional<typename G::move>>;
+  { g.render(s) } -> std::convertible_to<std::string>;
+};
+
+// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
+// distributed search can place a new node on the thread its hash names (node_placement::hashed,
+// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.
+template <class G>
+concept hashed_game = game<G> && requires(const G& g, const typename G::state& s) {
+  { g.hash(s) } -> std::convertible_to<std::uint64_t>;
+};
+
+}  // namespace seriema::mcts

@@ -1,0 +1,448 @@
+// Tests of the Hex game specification: winner detection against a plain breadth-first search,
+// hand-made chains, the playout's distribution, move names, legal moves, swap, render, hash.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <hex.hpp>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace seriema::hex {
+namespace {
+
+using mcts::nobody;
+using mcts::opponent;
+
+// Breadth-first search over cells with the neighbour rule written out, independent of the
+// bitboards: whether `who` joins their two edges.
+bool bfs_connects(const hex& g, const hex::state& s, player who) {
+  const int n = g.size();
+  std::vector<char> seen(static_cast<std::size_t>(n * n), 0);
+  std::deque<std::pair<int, int>> queue;
+  for (int i = 0; i < n; ++i) {
+    const int r = who == 1 ? 0 : i;
+    const int c = who == 1 ? i : 0;
+    if (g.cell(s, r, c) == who) {
+      seen[static_cast<std::size_t>(r * n + c)] = 1;
+      queue.emplace_back(r, c);
+    }
+  }
+  constexpr int dr[6] = {0, 0, -1, 1, -1, 1};
+  constexpr int dc[6] = {-1, 1, 0, 0, 1, -1};
+  while (!queue.empty()) {
+    const auto [r, c] = queue.front();
+    queue.pop_front();
+    if ((who == 1 ? r : c) == n - 1) return true;
+    for (int d = 0; d < 6; ++d) {
+      const int nr = r + dr[d];
+      const int nc = c + dc[d];
+      if (nr < 0 || nr >= n || nc < 0 || nc >= n) continue;
+      const auto index = static_cast<std::size_t>(nr * n + nc);
+      if (seen[index] || g.cell(s, nr, nc) != who) continue;
+      seen[index] = 1;
+      queue.emplace_back(nr, nc);
+    }
+  }
+  return false;
+}
+
+player bfs_winner(const hex& g, const hex::state& s) {
+  if (bfs_connects(g, s, 1)) return 1;
+  if (bfs_connects(g, s, 2)) return 2;
+  return nobody;
+}
+
+// `stones` random cells given alternately to players 1 and 2, with the turn that follows.
+hex::state random_position(const hex& g, std::mt19937_64& rng, int stones) {
+  std::vector<std::pair<int, int>> cells;
+  for (int r = 0; r < g.size(); ++r) {
+    for (int c = 0; c < g.size(); ++c) cells.emplace_back(r, c);
+  }
+  std::shuffle(cells.begin(), cells.end(), rng);
+  hex::state s = g.initial_state();
+  player who = 1;
+  for (int i = 0; i < stones; ++i) {
+    EXPECT_TRUE(g.place(s, cells[static_cast<std::size_t>(i)].first,
+                        cells[static_cast<std::size_t>(i)].second, who));
+    who = opponent(who);
+  }
+  s.to_move = who;
+  s.moves_played = static_cast<std::uint16_t>(stones);
+  return s;
+}
+
+std::size_t legal_count(const hex& g, const hex::state& s) {
+  std::vector<hex::move> moves(g.max_moves());
+  return g.legal_moves(s, moves);
+}
+
+TEST(HexTest, WinnerOfFullBoardsMatchesBreadthFirstSearch) {
+  std::mt19937_64 rng(2024);
+  mcts::random playout_rng(7);
+  int boards = 0;
+  for (int n : {2, 5, 7, 11, 13, 19}) {
+    const hex g(n);
+    int first_wins = 0;
+    for (int i = 0; i < 1700; ++i, ++boards) {
+      const hex::state s = random_position(g, rng, n * n);
+      const player expected = bfs_winner(g, s);
+      ASSERT_NE(expected, nobody) << "a full board has a winner";
+      ASSERT_EQ(g.winner(s), expected) << "size " << n << "\n" << g.render(s);
+      ASSERT_EQ(g.connected(s, 1), expected == 1);
+      ASSERT_EQ(g.connected(s, 2), expected == 2);
+      // Nothing left to fill: the playout's check alone decides.
+      ASSERT_EQ(g.playout(s, playout_rng), expected);
+      ASSERT_EQ(legal_count(g, s), 0u);
+      first_wins += expected == 1;
+    }
+    // Both outcomes occur, so both branches of the comparison were exercised.
+    EXPECT_GT(first_wins, 0) << "size " << n;
+    EXPECT_LT(first_wins, 1700) << "size " << n;
+  }
+  EXPECT_GE(boards, 10'000);
+}
+
+TEST(HexTest, ConnectedOnPartialBoardsMatchesBreadthFirstSearch) {
+  std::mt19937_64 rng(99);
+  mcts::random playout_rng(3);
+  for (int n : {2, 5, 7, 11, 13, 19}) {
+    const hex g(n);
+    int finished = 0;
+    for (int i = 0; i < 1000; ++i) {
+      const int stones = static_cast<int>(rng() % static_cast<std::uint64_t>(n * n + 1));
+      const hex::state s = random_position(g, rng, stones);
+      const bool first = bfs_connects(g, s, 1);
+      const bool second = bfs_connects(g, s, 2);
+      ASSERT_FALSE(first && second);
+      ASSERT_EQ(g.connected(s, 1), first) << "size " << n << "\n" << g.render(s);
+      ASSERT_EQ(g.connected(s, 2), second) << "size " << n << "\n" << g.render(s);
+      const player expected = first ? 1 : second ? 2 : nobody;
+      ASSERT_EQ(g.winner(s), expected);
+      if (expected != nobody) {
+        ++finished;
+        ASSERT_EQ(legal_count(g, s), 0u);
+        // A finished position's winner survives every filling.
+        ASSERT_EQ(g.playout(s, playout_rng), expected);
+      } else {
+        ASSERT_EQ(legal_count(g, s), static_cast<std::size_t>(n * n - stones));
+        const player p = g.playout(s, playout_rng);
+        ASSERT_TRUE(p == 1 || p == 2);
+      }
+    }
+    EXPECT_GT(finished, 0) << "size " << n;
+  }
+}
+
+// The probability that player 1 wins when the empty cells of `s` are shared by alternate turns,
+// by enumerating player 1's share (every split is equally likely).
+double exact_first_win_probability(const hex& g, const hex::state& s) {
+  std::vector<std::pair<int, int>> empty;
+  for (int r = 0; r < g.size(); ++r) {
+    for (int c = 0; c < g.size(); ++c) {
+      if (g.cell(s, r, c) == nobody) empty.emplace_back(r, c);
+    }
+  }
+  const int count = static_cast<int>(empty.size());
+  const int share = s.to_move == 1 ? (count + 1) / 2 : count / 2;
+  int splits = 0;
+  int wins = 0;
+  for (std::uint32_t subset = 0; subset < (1u << count); ++subset) {
+    if (std::popcount(subset) != share) continue;
+    hex::state full = s;
+    for (int i = 0; i < count; ++i) {
+      const player who = (subset >> i & 1) ? 1 : 2;
+      g.place(full, empty[static_cast<std::size_t>(i)].first,
+              empty[static_cast<std::size_t>(i)].second, who);
+    }
+    ++splits;
+    wins += bfs_winner(g, full) == 1;
+  }
+  return static_cast<double>(wins) / splits;
+}
+
+TEST(HexTest, PlayoutsFollowTheAlternatingFillDistribution) {
+  const hex small(3);
+  const hex four(4);
+  hex::state partial_position = four.initial_state();
+  four.place(partial_position, 0, 1, 1);
+  four.place(partial_position, 1, 1, 2);
+  four.place(partial_position, 2, 2, 1);
+  four.place(partial_position, 3, 0, 2);
+  four.place(partial_position, 1, 2, 1);
+  four.place(partial_position, 0, 3, 2);
+  partial_position.to_move = 1;
+  hex::state odd_position = partial_position;
+  four.place(odd_position, 2, 1, 1);
+  odd_position.to_move = 2;  // 9 empty cells: player 2 gets 5 of them
+
+  const std::pair<const hex*, hex::state> cases[] = {
+      {&small, small.initial_state()}, {&four, partial_position}, {&four, odd_position}};
+  mcts::random rng(11);
+  for (const auto& [g, s] : cases) {
+    const double expected = exact_first_win_probability(*g, s);
+    constexpr int playouts = 200'000;
+    int wins = 0;
+    for (int i = 0; i < playouts; ++i) wins += g->playout(s, rng) == 1;
+    const double observed = static_cast<double>(wins) / playouts;
+    // Ten standard deviations at most 0.011: a wrong share moves it further.
+    EXPECT_NEAR(observed, expected, 0.011) << g->render(s);
+  }
+}
+
+TEST(HexTest, AntiDiagonalJoinsTopAndBottomMainDiagonalDoesNot) {
+  for (int n = hex::min_size; n <= hex::max_size; ++n) {
+    const hex g(n);
+    hex::state anti = g.initial_state();
+    hex::state main = g.initial_state();
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(g.place(anti, r, n - 1 - r, 1));
+      ASSERT_TRUE(g.place(main, r, r, 1));
+    }
+    EXPECT_TRUE(g.connected(anti, 1)) << n;
+    EXPECT_EQ(g.winner(anti), 1) << n;
+    EXPECT_FALSE(g.connected(main, 1)) << n;
+    EXPECT_EQ(g.winner(main), nobody) << n;
+  }
+}
+
+TEST(HexTest, RowJoinsLeftAndRightForPlayerTwoOnly) {
+  for (int n = hex::min_size; n <= hex::max_size; ++n) {
+    const hex g(n);
+    const int row = n / 2;
+    hex::state second = g.initial_state();
+    hex::state first = g.initial_state();
+    for (int c = 0; c < n; ++c) {
+      ASSERT_TRUE(g.place(second, row, c, 2));
+      ASSERT_TRUE(g.place(first, row, c, 1));
+    }
+    EXPECT_TRUE(g.connected(second, 2)) << n;
+    EXPECT_EQ(g.winner(second), 2) << n;
+    EXPECT_FALSE(g.connected(first, 1)) << n;
+    EXPECT_EQ(g.winner(first), nobody) << n;
+  }
+}
+
+// A chain that goes down, back up and down again: the fill needs several sweeps.
+TEST(HexTest, WindingChainNeedsUpwardSweeps) {
+  const hex g(7);
+  hex::state s = g.initial_state();
+  for (int r = 0; r <= 5; ++r) g.place(s, r, 0, 1);
+  g.place(s, 5, 1, 1);
+  for (int r = 5; r >= 1; --r) g.place(s, r, 2, 1);
+  g.place(s, 1, 3, 1);
+  for (int r = 1; r <= 6; ++r) g.place(s, r, 4, 1);
+  ASSERT_TRUE(bfs_connects(g, s, 1));
+  EXPECT_TRUE(g.connected(s, 1));
+  hex::state cut = s;
+  cut.stones[0][3] &= ~(1u << 2);  // (3, 2): the chain's way up
+  ASSERT_FALSE(bfs_connects(g, cut, 1));
+  EXPECT_FALSE(g.connected(cut, 1));
+
+  // The same chain mirrored in the main diagonal, for player 2.
+  hex::state mirrored = g.initial_state();
+  for (int r = 0; r < 7; ++r) {
+    for (int c = 0; c < 7; ++c) {
+      if (g.cell(s, r, c) == 1) g.place(mirrored, c, r, 2);
+    }
+  }
+  EXPECT_TRUE(g.connected(mirrored, 2));
+  EXPECT_FALSE(g.connected(mirrored, 1));
+}
+
+TEST(HexTest, MoveNames) {
+  const hex g19(19);
+  EXPECT_EQ(g19.parse_cell("a1"), g19.at(0, 0));
+  EXPECT_EQ(g19.at(0, 0), 0);
+  EXPECT_EQ(g19.parse_cell("b3"), g19.at(2, 1));
+  EXPECT_EQ(g19.move_name(g19.at(2, 1)), "b3");
+  EXPECT_EQ(g19.move_name(g19.at(18, 18)), "s19");
+  for (int r = 0; r < 19; ++r) {
+    for (int c = 0; c < 19; ++c) {
+      const hex::move m = g19.at(r, c);
+      const std::string name = g19.move_name(m);
+      EXPECT_EQ(g19.parse_cell(name), m) << name;
+      std::string upper = name;
+      upper[0] = static_cast<char>(upper[0] - 'a' + 'A');
+      EXPECT_EQ(g19.parse_cell(upper), m) << upper;
+    }
+  }
+  for (const char* bad :
+       {"", "a", "a0", "a20", "a01", "1a", "t1", "a1x", " a1", "a1 ", "-1", "a-1"}) {
+    EXPECT_EQ(g19.parse_cell(bad), std::nullopt) << '"' << bad << '"';
+  }
+  const hex g11(11);
+  EXPECT_EQ(g11.parse_cell("k11"), g11.at(10, 10));
+  for (const char* bad : {"t1", "k12", "l1", "a1x", "a0"}) {
+    EXPECT_EQ(g11.parse_cell(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(HexTest, ParseMoveAcceptsOnlyLegalMoves) {
+  const hex g(5);
+  hex::state s = g.initial_state();
+  ASSERT_EQ(g.parse_move(s, "C3"), g.at(2, 2));
+  g.apply(s, g.at(2, 2));
+  EXPECT_EQ(g.parse_move(s, "c3"), std::nullopt);  // occupied
+  EXPECT_EQ(g.parse_move(s, "c4"), g.at(3, 2));
+  EXPECT_EQ(g.parse_move(s, "swap"), std::nullopt);  // no swap rule
+  EXPECT_EQ(g.parse_move(s, "f1"), std::nullopt);
+  // Once someone has won, nothing is legal.
+  hex::state won = g.initial_state();
+  for (int r = 0; r < 5; ++r) g.place(won, r, 0, 1);
+  won.to_move = 2;
+  EXPECT_EQ(g.parse_move(won, "e5"), std::nullopt);
+}
+
+TEST(HexTest, RandomGamesKeepTheInvariants) {
+  std::mt19937_64 rng(5);
+  for (int n : {2, 3, 6, 11}) {
+    const hex g(n);
+    EXPECT_EQ(g.max_moves(), static_cast<std::size_t>(n * n));
+    for (int game = 0; game < 50; ++game) {
+      hex::state s = g.initial_state();
+      std::vector<hex::move> moves(g.max_moves());
+      for (int played = 0;; ++played) {
+        const std::size_t count = g.legal_moves(s, moves);
+        ASSERT_EQ(s.moves_played, played);
+        ASSERT_EQ(g.to_move(s), played % 2 == 0 ? 1 : 2);
+        if (count == 0) {
+          ASSERT_NE(g.winner(s), nobody);
+          ASSERT_EQ(g.winner(s), bfs_winner(g, s));
+          // The last player to move won.
+          ASSERT_EQ(g.winner(s), opponent(g.to_move(s)));
+          break;
+        }
+        ASSERT_EQ(g.winner(s), nobody);
+        ASSERT_EQ(count, static_cast<std::size_t>(n * n - played));
+        const std::set<hex::move> distinct(moves.begin(),
+                                           moves.begin() + static_cast<std::ptrdiff_t>(count));
+        ASSERT_EQ(distinct.size(), count);
+        const hex::move m = moves[rng() % count];
+        ASSERT_EQ(g.cell(s, m / n, m % n), nobody);
+        g.apply(s, m);
+        ASSERT_EQ(g.cell(s, m / n, m % n), played % 2 == 0 ? 1 : 2);
+      }
+    }
+  }
+}
+
+TEST(HexTest, SwapRule) {
+  const hex g(5, true);
+  EXPECT_TRUE(g.swap_rule());
+  EXPECT_EQ(g.max_moves(), 26u);
+  std::vector<hex::move> moves(g.max_moves());
+  hex::state s = g.initial_state();
+  ASSERT_EQ(g.legal_moves(s, moves), 25u);  // no swap on the first move
+  EXPECT_EQ(g.parse_move(s, "swap"), std::nullopt);
+
+  g.apply(s, g.at(1, 3));  // d2
+  ASSERT_EQ(g.legal_moves(s, moves), 25u);
+  EXPECT_EQ(moves[24], hex::swap_move);
+  EXPECT_EQ(std::count(moves.begin(), moves.begin() + 25, hex::swap_move), 1);
+  EXPECT_EQ(g.parse_move(s, "swap"), hex::swap_move);
+  EXPECT_EQ(g.parse_move(s, "Swap-Pieces"), hex::swap_move);
+  EXPECT_EQ(g.move_name(hex::swap_move), "swap-pieces");
+
+  hex::state swapped = s;
+  g.apply(swapped, hex::swap_move);
+  EXPECT_EQ(g.cell(swapped, 1, 3), nobody);
+  EXPECT_EQ(g.cell(swapped, 3, 1), 2);  // the mirrored cell, b4
+  EXPECT_EQ(g.to_move(swapped), 1);
+  EXPECT_EQ(swapped.moves_played, 2);
+  EXPECT_TRUE(swapped.swapped);
+  ASSERT_EQ(g.legal_moves(swapped, moves), 24u);
+  EXPECT_EQ(std::count(moves.begin(), moves.begin() + 24, hex::swap_move), 0);
+  EXPECT_EQ(g.parse_move(swapped, "swap"), std::nullopt);
+
+  // A stone instead of the swap: the swap is gone for good.
+  hex::state answered = s;
+  g.apply(answered, g.at(0, 0));
+  ASSERT_EQ(g.legal_moves(answered, moves), 23u);
+  EXPECT_EQ(std::count(moves.begin(), moves.begin() + 23, hex::swap_move), 0);
+
+  // Without the rule, no swap on the second move.
+  const hex plain(5);
+  hex::state p = plain.initial_state();
+  plain.apply(p, plain.at(1, 3));
+  std::vector<hex::move> plain_moves(plain.max_moves());
+  ASSERT_EQ(plain.legal_moves(p, plain_moves), 24u);
+  EXPECT_EQ(std::count(plain_moves.begin(), plain_moves.begin() + 24, hex::swap_move), 0);
+}
+
+TEST(HexTest, RenderShowsTheStones) {
+  const hex g(3);
+  hex::state s = g.initial_state();
+  g.apply(s, g.at(0, 0));
+  g.apply(s, g.at(1, 1));
+  EXPECT_EQ(g.render(s),
+            "   a b c\n"
+            " 1 X . .\n"
+            " 2  . O .\n"
+            " 3   . . .\n");
+  const hex big(11);
+  hex::state b = big.initial_state();
+  big.place(b, 9, 10, 2);
+  const std::string text = big.render(b);
+  EXPECT_NE(text.find("   a b c d e f g h i j k\n"), std::string::npos);
+  // Row r is indented r spaces past the row number and its separating space.
+  EXPECT_NE(text.find("\n10" + std::string(10, ' ') + ". . . . . . . . . . O\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n11" + std::string(11, ' ') + ". . . . . . . . . . .\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(HexTest, BadSizesThrow) {
+  for (int n : {-3, 0, 1, 20, 32}) {
+    try {
+      const hex g(n);
+      ADD_FAILURE() << "size " << n << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "hex board size " + std::to_string(n) + ": expected 2..19");
+    }
+  }
+  EXPECT_NO_THROW(hex(2));
+  EXPECT_NO_THROW(hex(19));
+  EXPECT_EQ(hex().size(), hex::default_size);
+}
+
+TEST(HexTest, HashIdentifiesPositions) {
+  const hex g(11);
+  const hex other(11);
+  hex::state a = g.initial_state();
+  hex::state b = g.initial_state();
+  for (const char* name : {"a1", "b2", "c3"}) g.apply(a, *g.parse_cell(name));
+  for (const char* name : {"c3", "b2", "a1"}) g.apply(b, *g.parse_cell(name));
+  EXPECT_EQ(g.hash(a), g.hash(b));  // one position, two move orders
+  EXPECT_EQ(g.hash(a), other.hash(a));  // a fixed table: equal in every process
+
+  std::set<std::uint64_t> hashes{g.hash(g.initial_state())};
+  std::vector<hex::move> moves(g.max_moves());
+  const std::size_t count = g.legal_moves(g.initial_state(), moves);
+  for (std::size_t i = 0; i < count; ++i) {
+    hex::state s = g.initial_state();
+    g.apply(s, moves[i]);
+    hashes.insert(g.hash(s));
+    hex::state same_stones_other_turn = s;
+    same_stones_other_turn.to_move = 1;
+    hashes.insert(g.hash(same_stones_other_turn));
+    hex::state other_colour = g.initial_state();
+    g.place(other_colour, moves[i] / 11, moves[i] % 11, 2);
+    hashes.insert(g.hash(other_colour));
+  }
+  EXPECT_EQ(hashes.size(), 1 + 3 * count);
+  EXPECT_NE(hex(5).hash(hex(5).initial_state()), hex(7).hash(hex(7).initial_state()));
+}
+
+}  // namespace
+}  // namespace seriema::hex
