@@ -1,0 +1,730 @@
+// Distributed tree-parallel MCTS (paper §5.3) over any seriema::mcts::game: one search tree
+// whose nodes are owned by the threads of every process, grown and walked by remote calls.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <concurrentqueue/concurrentqueue.h>
+#include <cstdint>
+#include <cstring>
+#include <fmt/format.h>
+#include <functional>
+#include <memory>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <seriema/mcts/game.hpp>
+#include <seriema/mcts/search.hpp>
+#include <seriema/mcts/tree_memory.hpp>
+#include <seriema/transfer/error.hpp>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+namespace seriema::mcts {
+
+// Which thread owns a new node: uniformly random (the paper), or the thread the position's
+// hash names (needs G::hash; Zobrist partitioning).
+enum class node_placement : std::uint8_t { random, hashed };
+
+struct distributed_options {
+  // Every step of a rollout (select, create, locate, backpropagate) is a remote call to the
+  // owner of the node it touches, even inside a process and even to the calling thread itself.
+  // Otherwise a step to a node of this process is taken directly in shared memory.
+  bool remote_only = false;
+  // How the framework's calls travel (channel::trad batches them and is published at the end
+  // of each scheduling round of the sending thread).
+  invoke::channel channel = invoke::channel::trad;
+  // At most this many rollouts started and not yet backpropagated to the root; 0: 4 per
+  // thread of the job. More keeps every thread busy; fewer keeps virtual losses small.
+  std::uint32_t rollouts_in_flight = 0;
+  node_placement placement = node_placement::random;
+};
+
+// What the last search did, summed over every process.
+struct distributed_counters {
+  std::uint64_t nodes_created = 0;        // root included
+  std::uint64_t remote_calls = 0;         // calls the framework sent between threads
+  std::uint64_t deferred_selections = 0;  // selections that waited for a child's location
+  std::uint64_t playouts = 0;
+  std::uint64_t tree_bytes_allocated = 0;
+  std::uint64_t tree_bytes_live = 0;      // after the search: 0 once the tree was freed
+};
+
+namespace detail {
+
+template <class G>
+struct tree_node;
+
+// One move out of a node. `child` is the only word written concurrently:
+//   0                  not expanded;
+//   odd                being created: (child >> 1) selections are deferred on it (a
+//                      selection CASes +2 onto it);
+//   even, non-zero     the child's address in the process of thread `owner`.
+// The creating thread CASes 0 -> 1; the child's location notice exchanges the odd word for the
+// address (release) after writing `owner`, and resumes the deferred selections it took out.
+// visits grow on the way down (virtual loss), wins on the way up: relaxed, they are statistics.
+template <class G>
+struct tree_edge {
+  std::atomic<std::uint64_t> child{0};
+  std::atomic<std::uint32_t> visits{0};
+  std::atomic<std::uint32_t> wins{0};
+  fabric::thread_id owner = 0;
+  typename G::move move{};
+};
+
+template <class G>
+struct edge_table {
+  std::uint32_t count = 0;
+  tree_edge<G>* edges = nullptr;
+};
+
+// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
+// Everything but `visits` and `edges` is written once, before the node's address is published
+// (by a call, or the release exchange of the parent's edge).
+template <class G>
+struct tree_node {
+  typename G::state state{};
+  std::uint64_t parent = 0;  // the parent's address in parent_owner's process; 0 at the root
+  fabric::thread_id parent_owner = 0;
+  fabric::thread_id owner = 0;
+  std::uint32_t index_in_parent = 0;
+  player winner = nobody;  // the game is over here
+  std::atomic<std::uint64_t> visits{0};  // playouts through this node, virtual ones included
+  std::atomic<edge_table<G>*> edges{nullptr};  // created by the first selection through here
+};
+
+// What rank 0 tells the other ranks (a search to run, or that the service is closing).
+template <class G>
+struct search_command {
+  std::uint32_t kind = 0;  // 1: search, 2: close
+  std::uint32_t playouts_per_leaf = 16;
+  std::uint64_t rollouts = 0;
+  double seconds = 0;
+  double exploration = 1;
+  std::uint64_t seed = 1;
+  typename G::state root{};
+};
+
+// A trivially copyable game (its configuration, e.g. a board size) travels with each command,
+// so rank 0 may change it between searches (GTP's boardsize).
+template <class G, bool = std::is_trivially_copyable_v<G>>
+struct command_with_game {
+  search_command<G> command;
+  G game;
+};
+template <class G>
+struct command_with_game<G, false> {
+  search_command<G> command;
+};
+
+}  // namespace detail
+
+// Thread-safety: search(), serve() and close() from the main thread, collectively (see each).
+// One distributed_search per game type searches at a time in a process.
+template <game G>
+class distributed_search {
+ public:
+  using state = typename G::state;
+  using move = typename G::move;
+
+  // Every process passes the same game (configuration identical everywhere).
+  distributed_search(fabric::runtime& rt, const G& game, distributed_options options = {})
+      : rt_(rt), game_(game), options_(options) {
+    if (options_.placement == node_placement::hashed && !hashed_game<G>) {
+      throw std::invalid_argument("node_placement::hashed needs a game with a hash(state)");
+    }
+    const int local = rt_.placement().threads_per_process();
+    for (int i = 0; i < local; ++i) workers_.push_back(std::make_unique<worker>(memory_));
+  }
+  distributed_search(const distributed_search&) = delete;
+  distributed_search& operator=(const distributed_search&) = delete;
+  ~distributed_search() = default;
+
+  // Collective: every rank calls it; rank 0's `root` and `options` are the search, the other
+  // ranks' arguments are ignored. Returns the search's result on rank 0; on the other ranks
+  // only `best`, `rollouts` and the job-wide counts are filled. Throws std::invalid_argument
+  // (on rank 0, before anything is sent) for a finished root or a missing budget.
+  search_result<move> search(const state& root, const search_options& options) {
+    detail::search_command<G> command;
+    if (rt_.rank() == 0) {
+      validate(root, options);
+      command = make_command(1, root, options);
+    }
+    command = exchange(command);
+    if (command.kind != 1) throw std::logic_error("distributed_search: rank 0 closed the service");
+    return run_search(command, rt_.rank() == 0 ? &options : nullptr);
+  }
+
+  // Ranks other than 0: run every search rank 0 starts, until rank 0 calls close().
+  void serve() {
+    for (;;) {
+      const auto command = exchange(detail::search_command<G>{});
+      if (command.kind != 1) return;
+      (void)run_search(command, nullptr);
+    }
+  }
+  // Rank 0: ends the other ranks' serve().
+  void close() {
+    detail::search_command<G> command;
+    command.kind = 2;
+    (void)exchange(command);
+  }
+
+  // Rank 0, between searches: the game the next searches play (it reaches the other ranks
+  // with the next command). Only for trivially copyable games.
+  void set_game(const G& game)
+    requires std::is_trivially_copyable_v<G>
+  {
+    game_ = game;
+  }
+  [[nodiscard]] const G& game() const noexcept { return game_; }
+
+  [[nodiscard]] const distributed_counters& last_counters() const noexcept { return counters_; }
+  // This process's tree memory, for checking that a search left nothing behind.
+  [[nodiscard]] const tree_memory_counters& memory() const noexcept { return memory_; }
+  [[nodiscard]] const distributed_options& options() const noexcept { return options_; }
+
+ private:
+  using node = detail::tree_node<G>;
+  using edge = detail::tree_edge<G>;
+  using table = detail::edge_table<G>;
+  using call_status = fabric::call_status;
+  static constexpr std::uint64_t stop_bit = std::uint64_t{1} << 63;
+
+  // Per worker thread of this process; touched only by that thread during a search, except
+  // `simulations` (any thread of the process enqueues) and `finished` (set by the finishing
+  // thread, or by a call).
+  struct alignas(64) worker {
+    explicit worker(tree_memory_counters& counters) : pool(counters) {}
+    tree_pool pool;
+    moodycamel::ConcurrentQueue<node*> simulations;
+    random rng;
+    std::atomic<bool> finished{false};
+    std::vector<move> moves;  // legal-move scratch
+    std::uint64_t remote_calls = 0;
+    std::uint64_t nodes_created = 0;
+    std::uint64_t deferred_selections = 0;
+    std::uint64_t playouts = 0;
+  };
+
+  // The search running in this process, for the calls (they carry no pointer to it: addresses
+  // differ between processes).
+  static inline distributed_search* active_ = nullptr;
+
+  void validate(const state& root, const search_options& options) const {
+    if (options.rollouts == 0 && options.seconds <= 0) {
+      throw std::invalid_argument("search: set a budget (rollouts > 0 or seconds > 0)");
+    }
+    if (options.playouts_per_leaf == 0 || options.playouts_per_leaf > 0xffff) {
+      throw std::invalid_argument("search: playouts_per_leaf must be in 1..65535");
+    }
+    std::vector<move> moves(game_.max_moves());
+    if (game_.legal_moves(root, std::span<move>(moves)) == 0) {
+      throw std::invalid_argument("search: the game is over in the root position");
+    }
+  }
+  static detail::search_command<G> make_command(std::uint32_t kind, const state& root,
+                                                const search_options& options) {
+    detail::search_command<G> c;
+    c.kind = kind;
+    c.playouts_per_leaf = options.playouts_per_leaf;
+    c.rollouts = options.rollouts;
+    c.seconds = options.seconds;
+    c.exploration = options.exploration;
+    c.seed = options.seed;
+    c.root = root;
+    return c;
+  }
+  // Rank 0's command reaches every rank (control path: a progressing barrier, then allgather).
+  detail::search_command<G> exchange(const detail::search_command<G>& mine) {
+    if (rt_.size() == 1) return mine;
+    auto message = [&] {
+      if constexpr (std::is_trivially_copyable_v<G>) {
+        return detail::command_with_game<G>{mine, game_};
+      } else {
+        return detail::command_with_game<G>{mine};
+      }
+    }();
+    std::span<const std::byte> bytes;
+    if (rt_.rank() == 0) bytes = {reinterpret_cast<const std::byte*>(&message), sizeof message};
+    auto all = rt_.allgather(bytes);
+    if (all.at(0).size() != sizeof message) {
+      throw error("distributed_search: rank 0 sent a malformed search command");
+    }
+    std::memcpy(static_cast<void*>(&message), all[0].data(), sizeof message);
+    if constexpr (std::is_trivially_copyable_v<G>) game_ = message.game;
+    return message.command;
+  }
+
+  search_result<move> run_search(const detail::search_command<G>& command,
+                                 const search_options* rank0_options) {
+    if (active_ != nullptr) throw std::logic_error("distributed_search: a search is running");
+    K_ = command.playouts_per_leaf;
+    exploration_ = command.exploration;
+    thread_count_ = rt_.placement().thread_count();
+    window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
+                                               : 4 * static_cast<std::uint32_t>(thread_count_);
+    budget_ = command.rollouts == 0 ? ~stop_bit : command.rollouts;
+    const auto start = std::chrono::steady_clock::now();
+    start_ = start;
+    has_deadline_ = command.seconds > 0;
+    deadline_ = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(command.seconds));
+    started_.store(0);
+    completed_.store(0);
+    finish_sent_.store(false);
+    progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      auto& w = *workers_[i];
+      w.finished.store(false, std::memory_order_relaxed);
+      w.rng.reseed(command.seed * 0x9e3779b97f4a7c15ULL +
+                   rt_.placement().global_id(rt_.rank(), static_cast<int>(i)));
+      w.moves.resize(game_.max_moves());
+      w.remote_calls = w.nodes_created = w.deferred_selections = w.playouts = 0;
+    }
+    root_ = nullptr;
+    if (rt_.rank() == 0) {
+      root_ = workers_[0]->pool.template create<node>();
+      root_->state = command.root;
+      root_->owner = rt_.placement().global_id(0, 0);
+      root_->winner = game_.winner(command.root);
+      ++workers_[0]->nodes_created;
+    }
+    active_ = this;
+    struct clear_active {
+      ~clear_active() { active_ = nullptr; }
+    } clear_on_exit;
+    rt_.run([this](fabric::thread_context& me) { thread_main(me); });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    search_result<move> result;
+    if (root_ != nullptr) {
+      if (const table* t = root_->edges.load(std::memory_order_acquire)) {
+        for (std::uint32_t i = 0; i < t->count; ++i) {
+          const edge& e = t->edges[i];
+          const std::uint32_t visits = e.visits.load(std::memory_order_relaxed);
+          if (visits == 0) continue;
+          result.moves.push_back(
+              {e.move, visits, static_cast<double>(e.wins.load(std::memory_order_relaxed))});
+        }
+      }
+      std::stable_sort(result.moves.begin(), result.moves.end(),
+                       [](const auto& a, const auto& b) { return a.visits > b.visits; });
+      if (!result.moves.empty()) {
+        result.best = result.moves.front().move;
+        result.win_rate = result.moves.front().win_rate();
+      }
+    }
+    distributed_counters local;
+    for (auto& w : workers_) {
+      local.nodes_created += w->nodes_created;
+      local.remote_calls += w->remote_calls;
+      local.deferred_selections += w->deferred_selections;
+      local.playouts += w->playouts;
+    }
+    local.tree_bytes_allocated = memory_.bytes_live();
+    for (auto& w : workers_) w->pool.release();  // the tree is gone between moves
+    local.tree_bytes_live = memory_.bytes_live();
+    counters_.nodes_created = rt_.allreduce_sum(local.nodes_created);
+    counters_.remote_calls = rt_.allreduce_sum(local.remote_calls);
+    counters_.deferred_selections = rt_.allreduce_sum(local.deferred_selections);
+    counters_.playouts = rt_.allreduce_sum(local.playouts);
+    counters_.tree_bytes_allocated = rt_.allreduce_sum(local.tree_bytes_allocated);
+    counters_.tree_bytes_live = rt_.allreduce_sum(local.tree_bytes_live);
+    std::uint64_t best_bits = 0;
+    if constexpr (sizeof(move) <= sizeof(std::uint64_t)) {
+      if (rt_.rank() == 0) std::memcpy(&best_bits, &result.best, sizeof(move));
+      best_bits = rt_.allreduce_sum(best_bits);
+      std::memcpy(&result.best, &best_bits, sizeof(move));
+    }
+    result.rollouts = rt_.allreduce_sum(rt_.rank() == 0 ? completed_.load() : 0);
+    result.playouts = counters_.playouts;
+    result.tree_nodes = counters_.nodes_created;
+    result.remote_calls = counters_.remote_calls;
+    result.seconds = seconds;
+    return result;
+  }
+
+  // ---- the threads' loop: serve calls, simulate, start rollouts (root process only) ----
+
+  void thread_main(fabric::thread_context& me) {
+    const int local_index = rt_.placement().locate(me.id()).local_thread;
+    worker& w = *workers_[static_cast<std::size_t>(local_index)];
+    const bool starts_rollouts = rt_.rank() == 0;
+    const bool reports = starts_rollouts && local_index == 0 && progress_ && *progress_;
+    auto last_report = std::chrono::steady_clock::now();
+    unsigned idle = 0;
+    while (!w.finished.load(std::memory_order_acquire)) {
+      std::size_t work = me.poll();
+      node* leaf = nullptr;
+      if (w.simulations.try_dequeue(leaf)) {
+        simulate(me, w, leaf);
+        ++work;
+      }
+      if (starts_rollouts) work += start_rollouts(me, w);
+      if (options_.channel == invoke::channel::trad) {
+        if (auto* extension = me.extension()) extension->flush(me);
+      }
+      if (reports) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_report > std::chrono::milliseconds(100)) {
+          last_report = now;
+          (*progress_)(completed_.load(std::memory_order_relaxed),
+                       std::chrono::duration<double>(now - start_).count());
+        }
+      }
+      if (work == 0) {
+        fabric::thread_context::back_off(idle);
+      } else {
+        idle = 0;
+      }
+    }
+  }
+
+  // Starts a few rollouts while the budget and the in-flight bound allow. Root process only.
+  std::size_t start_rollouts(fabric::thread_context& me, worker& w) {
+    std::size_t begun = 0;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      std::uint64_t s = started_.load();
+      if ((s & stop_bit) != 0) break;
+      if (s >= budget_ || (has_deadline_ && std::chrono::steady_clock::now() >= deadline_)) {
+        stop(me);
+        break;
+      }
+      if (s - completed_.load() >= window_) break;
+      if (!started_.compare_exchange_strong(s, s + 1)) continue;
+      ++begun;
+      if (steps_directly(me, root_->owner)) {
+        select(me, w, root_);
+      } else {
+        send_select(me, w, root_->owner, address_of(root_));
+      }
+    }
+    return begun;
+  }
+
+  // No rollout starts after this. The last one to complete (or this, if none is in flight)
+  // ends the search. started_/completed_ are sequentially consistent so that of stop() and
+  // the last completion, at least one sees the other.
+  void stop(fabric::thread_context& me) {
+    const std::uint64_t s = started_.fetch_or(stop_bit) & ~stop_bit;
+    if (completed_.load() == s) finish(me);
+  }
+  void complete_rollout(fabric::thread_context& me) {
+    const std::uint64_t c = completed_.fetch_add(1) + 1;
+    const std::uint64_t s = started_.load();
+    if ((s & stop_bit) != 0 && c == (s & ~stop_bit)) finish(me);
+  }
+  // Every rollout has come back to the root: every thread of the job leaves its loop.
+  void finish(fabric::thread_context& me) {
+    if (finish_sent_.exchange(true)) return;
+    worker& self = worker_of(me);
+    for (fabric::thread_id t = 0; t < thread_count_; ++t) {
+      if (rt_.is_local(t)) {
+        workers_[local_index(t)]->finished.store(true, std::memory_order_release);
+      } else {
+        ++self.remote_calls;
+        send(me, t, [](fabric::thread_context& target) {
+          active_->worker_of(target).finished.store(true, std::memory_order_release);
+        });
+      }
+    }
+  }
+
+  // ---- the four steps of a rollout ----
+
+  // Selection from n downward, taken directly while the nodes are reachable from here.
+  void select(fabric::thread_context& me, worker& w, node* n) {
+    for (;;) {
+      if (n->winner != nobody) {  // the game is over here: its result is known, K times over
+        backpropagate(me, w, n, n->winner == 1 ? K_ : 0, n->winner == 2 ? K_ : 0);
+        return;
+      }
+      table& t = edges_of(w, n);
+      edge& e = t.edges[choose(n, t)];
+      n->visits.fetch_add(K_, std::memory_order_relaxed);  // virtual loss on the way down
+      e.visits.fetch_add(K_, std::memory_order_relaxed);
+      std::uint64_t word = e.child.load(std::memory_order_acquire);
+      for (;;) {
+        if (word == 0) {
+          if (e.child.compare_exchange_weak(word, 1, std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) {
+            expand(me, w, n, static_cast<std::uint32_t>(&e - t.edges), e.move);
+            return;
+          }
+        } else if ((word & 1) != 0) {  // being created: wait at the parent for the location
+          if (e.child.compare_exchange_weak(word, word + 2, std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) {
+            ++w.deferred_selections;
+            return;
+          }
+        } else {
+          break;
+        }
+      }
+      if (!steps_directly(me, e.owner)) {
+        send_select(me, w, e.owner, word);
+        return;
+      }
+      n = reinterpret_cast<node*>(word);
+    }
+  }
+
+  // UCB1 over the edges, with the virtual losses of selections in flight counted as visits.
+  std::uint32_t choose(const node* n, const table& t) const noexcept {
+    const std::uint64_t parent_visits = n->visits.load(std::memory_order_relaxed);
+    std::uint32_t best = 0;
+    double best_score = -1;
+    for (std::uint32_t i = 0; i < t.count; ++i) {
+      const edge& e = t.edges[i];
+      const double score = ucb1(e.wins.load(std::memory_order_relaxed),
+                                e.visits.load(std::memory_order_relaxed),
+                                parent_visits, exploration_);
+      if (score > best_score) {
+        best_score = score;
+        best = i;
+        if (score == INFINITY) break;
+      }
+    }
+    return best;
+  }
+
+  table& edges_of(worker& w, node* n) {
+    if (table* t = n->edges.load(std::memory_order_acquire)) return *t;
+    const std::size_t count = game_.legal_moves(n->state, std::span<move>(w.moves));
+    auto* fresh = w.pool.template create<table>();
+    fresh->count = static_cast<std::uint32_t>(count);
+    fresh->edges = static_cast<edge*>(w.pool.allocate(sizeof(edge) * count, alignof(edge)));
+    for (std::size_t i = 0; i < count; ++i) {
+      edge* e = new (&fresh->edges[i]) edge{};
+      e->move = w.moves[i];
+    }
+    table* expected = nullptr;
+    // A thread that loses the race leaves its table in its pool until the tree is released.
+    if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+      return *expected;
+    }
+    return *fresh;
+  }
+
+  // Creates the child for edge `index` of n on a thread picked by the placement policy.
+  void expand(fabric::thread_context& me, worker& w, node* n, std::uint32_t index, move m) {
+    state child = n->state;
+    game_.apply(child, m);
+    const fabric::thread_id owner = pick_owner(w, child);
+    const fabric::thread_id parent_owner = n->owner;
+    const std::uint64_t parent = address_of(n);
+    if (steps_directly(me, owner)) {
+      create(me, w, owner, child, parent_owner, parent, index);
+      return;
+    }
+    ++w.remote_calls;
+    const auto status = invoke_buffer(
+        me, owner,
+        [parent_owner, parent, index](fabric::thread_context& target, std::span<std::byte> bytes) {
+          auto* self = active_;
+          state s;
+          if (bytes.size() != sizeof s) {
+            throw error(fmt::format("mcts: a node's state arrived with {} bytes, expected {}",
+                                    bytes.size(), sizeof s));
+          }
+          std::memcpy(&s, bytes.data(), sizeof s);
+          self->create(target, self->worker_of(target), target.id(), s, parent_owner, parent,
+                       index);
+        },
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&child), sizeof child));
+    (void)status;
+  }
+
+  // The new leaf: tells its parent where it is, then goes to a random local worker's
+  // simulation queue.
+  void create(fabric::thread_context& me, worker& w, fabric::thread_id owner, const state& s,
+              fabric::thread_id parent_owner, std::uint64_t parent, std::uint32_t index) {
+    node* leaf = w.pool.template create<node>();
+    leaf->state = s;
+    leaf->parent = parent;
+    leaf->parent_owner = parent_owner;
+    leaf->owner = owner;
+    leaf->index_in_parent = index;
+    leaf->winner = game_.winner(s);
+    ++w.nodes_created;
+    const std::uint64_t address = address_of(leaf);
+    if (steps_directly(me, parent_owner)) {
+      located(me, w, reinterpret_cast<node*>(parent), index, owner, address);
+    } else {
+      ++w.remote_calls;
+      send(me, parent_owner, [parent, index, owner, address](fabric::thread_context& target) {
+        auto* self = active_;
+        self->located(target, self->worker_of(target), reinterpret_cast<node*>(parent), index,
+                      owner, address);
+      });
+    }
+    const auto target = w.rng.below(static_cast<std::uint32_t>(workers_.size()));
+    workers_[target]->simulations.enqueue(leaf);
+  }
+
+  // The child of edge `index` of n is at (owner, address): publish it and resume the
+  // selections deferred on it.
+  void located(fabric::thread_context& me, worker& w, node* n, std::uint32_t index,
+               fabric::thread_id owner, std::uint64_t address) {
+    edge& e = n->edges.load(std::memory_order_acquire)->edges[index];
+    e.owner = owner;
+    const std::uint64_t previous = e.child.exchange(address, std::memory_order_acq_rel);
+    for (std::uint64_t deferred = previous >> 1; deferred > 0; --deferred) {
+      if (steps_directly(me, owner)) {
+        select(me, w, reinterpret_cast<node*>(address));
+      } else {
+        send_select(me, w, owner, address);
+      }
+    }
+  }
+
+  // K random playouts from the leaf, then the result goes up.
+  void simulate(fabric::thread_context& me, worker& w, node* leaf) {
+    std::uint32_t wins1 = 0;
+    std::uint32_t wins2 = 0;
+    if (leaf->winner != nobody) {
+      (leaf->winner == 1 ? wins1 : wins2) = K_;
+    } else {
+      for (std::uint32_t k = 0; k < K_; ++k) {
+        const player p = game_.playout(leaf->state, w.rng);
+        wins1 += p == 1 ? 1 : 0;
+        wins2 += p == 2 ? 1 : 0;
+      }
+      w.playouts += K_;
+    }
+    backpropagate(me, w, leaf, wins1, wins2);
+  }
+
+  // Adds the wins to every edge from `child` up to the root: directly while the parent is
+  // reachable from here, by a call to its owner otherwise.
+  void backpropagate(fabric::thread_context& me, worker& w, const node* child,
+                     std::uint32_t wins1, std::uint32_t wins2) {
+    for (;;) {
+      if (child->parent == 0) {
+        complete_rollout(me);
+        return;
+      }
+      const std::uint64_t parent = child->parent;
+      const std::uint32_t index = child->index_in_parent;
+      if (!steps_directly(me, child->parent_owner)) {
+        ++w.remote_calls;
+        send(me, child->parent_owner, [parent, index, wins1, wins2](fabric::thread_context& target) {
+          auto* self = active_;
+          auto* p = reinterpret_cast<node*>(parent);
+          self->credit(p, index, wins1, wins2);
+          self->backpropagate(target, self->worker_of(target), p, wins1, wins2);
+        });
+        return;
+      }
+      child = reinterpret_cast<node*>(parent);
+      credit(const_cast<node*>(child), index, wins1, wins2);
+    }
+  }
+  // The edge's wins count for the player who chose it: the player to move at its node.
+  void credit(node* n, std::uint32_t index, std::uint32_t wins1, std::uint32_t wins2) {
+    const std::uint32_t wins = game_.to_move(n->state) == 1 ? wins1 : wins2;
+    n->edges.load(std::memory_order_acquire)
+        ->edges[index]
+        .wins.fetch_add(wins, std::memory_order_relaxed);
+  }
+
+  // ---- placement and transport ----
+
+  fabric::thread_id pick_owner(worker& w, const state& s) {
+    if constexpr (hashed_game<G>) {
+      if (options_.placement == node_placement::hashed) {
+        return static_cast<fabric::thread_id>(game_.hash(s) % thread_count_);
+      }
+    }
+    return w.rng.below(static_cast<std::uint32_t>(thread_count_));
+  }
+  [[nodiscard]] bool steps_directly(const fabric::thread_context& me,
+                                    fabric::thread_id owner) const noexcept {
+    if (options_.remote_only) return false;
+    return owner == me.id() || rt_.is_local(owner);
+  }
+  void send_select(fabric::thread_context& me, worker& w, fabric::thread_id owner,
+                   std::uint64_t address) {
+    ++w.remote_calls;
+    send(me, owner, [address](fabric::thread_context& target) {
+      auto* self = active_;
+      self->select(target, self->worker_of(target), reinterpret_cast<node*>(address));
+    });
+  }
+  template <class F>
+  void send(fabric::thread_context& me, fabric::thread_id dest, const F& f) {
+    check(dest, dispatch(options_.channel, [&]<invoke::channel C>() {
+            return invoke::call<C, invoke::policy::retry_async>(me, dest, f);
+          }));
+  }
+  template <class F>
+  call_status invoke_buffer(fabric::thread_context& me, fabric::thread_id dest, const F& f,
+                            std::span<const std::byte> bytes) {
+    const auto status = dispatch(options_.channel, [&]<invoke::channel C>() {
+      return invoke::call_buffer<C, invoke::policy::retry_async>(me, dest, f, bytes);
+    });
+    check(dest, status);
+    return status;
+  }
+  template <class Body>
+  static call_status dispatch(invoke::channel c, Body&& body) {
+    switch (c) {
+      case invoke::channel::send:
+        return body.template operator()<invoke::channel::send>();
+      case invoke::channel::write:
+        return body.template operator()<invoke::channel::write>();
+      case invoke::channel::trad:
+        return body.template operator()<invoke::channel::trad>();
+      case invoke::channel::ovfl:
+        return body.template operator()<invoke::channel::ovfl>();
+    }
+    return call_status::error;
+  }
+  // A rollout whose call could not be sent would never come back: the search cannot finish.
+  static void check(fabric::thread_id dest, call_status status) {
+    if (status != call_status::ok) {
+      throw error(fmt::format("mcts: a call to thread {} failed ({}); the search cannot go on",
+                              dest, fabric::to_string(status)));
+    }
+  }
+
+  [[nodiscard]] std::size_t local_index(fabric::thread_id t) const noexcept {
+    return static_cast<std::size_t>(rt_.placement().locate(t).local_thread);
+  }
+  worker& worker_of(const fabric::thread_context& me) noexcept {
+    return *workers_[local_index(me.id())];
+  }
+  static std::uint64_t address_of(const node* n) noexcept {
+    return reinterpret_cast<std::uint64_t>(n);
+  }
+
+  fabric::runtime& rt_;
+  G game_;
+  distributed_options options_;
+  tree_memory_counters memory_;
+  std::vector<std::unique_ptr<worker>> workers_;  // by local thread index
+  distributed_counters counters_;
+
+  // Per search, written by the main thread before run() (the threads start after).
+  std::uint32_t K_ = 16;
+  double exploration_ = 1;
+  fabric::thread_id thread_count_ = 1;
+  std::uint32_t window_ = 4;
+  std::uint64_t budget_ = 0;
+  bool has_deadline_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point deadline_;
+  const std::function<void(std::uint64_t, double)>* progress_ = nullptr;
+  node* root_ = nullptr;  // rank 0 only
+  // Root process: rollouts started (with stop_bit once no more may start) and completed.
+  std::atomic<std::uint64_t> started_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<bool> finish_sent_{false};
+};
+
+}  // namespace seriema::mcts

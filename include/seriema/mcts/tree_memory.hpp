@@ -1,0 +1,85 @@
+// Per-thread memory for MCTS tree nodes: a bump allocator over blocks, released all at once
+// between moves, with counters that show the tree was freed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace seriema::mcts {
+
+// Bytes and blocks handed out and given back, per process (all pools of the process add here).
+struct tree_memory_counters {
+  std::atomic<std::uint64_t> blocks_allocated{0};
+  std::atomic<std::uint64_t> blocks_released{0};
+  std::atomic<std::uint64_t> bytes_allocated{0};  // of blocks
+  std::atomic<std::uint64_t> bytes_released{0};
+  [[nodiscard]] std::uint64_t bytes_live() const noexcept {
+    return bytes_allocated.load(std::memory_order_relaxed) -
+           bytes_released.load(std::memory_order_relaxed);
+  }
+};
+
+// Thread-safety: one thread allocates at a time (the pool's owner during a search; the main
+// thread between searches). Memory is never freed piecewise: release() gives every block back,
+// so objects placed here must be trivially destructible or destroyed by their user first.
+class tree_pool {
+ public:
+  static constexpr std::size_t block_bytes = std::size_t{256} << 10;
+
+  explicit tree_pool(tree_memory_counters& counters) noexcept : counters_(&counters) {}
+  tree_pool(const tree_pool&) = delete;
+  tree_pool& operator=(const tree_pool&) = delete;
+  tree_pool(tree_pool&&) noexcept = default;
+  ~tree_pool() { release(); }
+
+  // `bytes` aligned to `alignment` (a power of two up to 64). Throws std::bad_alloc.
+  void* allocate(std::size_t bytes, std::size_t alignment) {
+    std::size_t offset = (used_ + alignment - 1) & ~(alignment - 1);
+    if (blocks_.empty() || offset + bytes > capacity_) {
+      const std::size_t size = bytes + 64 > block_bytes ? bytes + 64 : block_bytes;
+      blocks_.push_back(block{block_bytes_ptr(static_cast<std::byte*>(
+                                  ::operator new[](size, std::align_val_t{64}))),
+                              size});
+      counters_->blocks_allocated.fetch_add(1, std::memory_order_relaxed);
+      counters_->bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+      capacity_ = size;
+      offset = 0;
+    }
+    used_ = offset + bytes;
+    return blocks_.back().data.get() + offset;
+  }
+  template <class T, class... Args>
+  T* create(Args&&... args) {
+    return new (allocate(sizeof(T), alignof(T))) T(static_cast<Args&&>(args)...);
+  }
+
+  // Gives every block back (the tree of the last search is gone).
+  void release() noexcept {
+    for (auto& b : blocks_) {
+      counters_->blocks_released.fetch_add(1, std::memory_order_relaxed);
+      counters_->bytes_released.fetch_add(b.size, std::memory_order_relaxed);
+    }
+    blocks_.clear();
+    used_ = capacity_ = 0;
+  }
+
+ private:
+  struct aligned_delete {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  using block_bytes_ptr = std::unique_ptr<std::byte[], aligned_delete>;
+  struct block {
+    block_bytes_ptr data;
+    std::size_t size;
+  };
+  tree_memory_counters* counters_;
+  std::vector<block> blocks_;
+  std::size_t used_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace seriema::mcts

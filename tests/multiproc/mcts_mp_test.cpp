@@ -1,0 +1,161 @@
+// Distributed MCTS on Hex across real processes: finds and blocks immediate wins, returns legal
+// moves on every configuration and channel, and frees the whole tree after each move.
+#include <gtest/gtest.h>
+
+#include <hex.hpp>
+#include <seriema/mcts/distributed.hpp>
+#include <vector>
+
+#include "support/mp_main.hpp"
+
+namespace {
+
+using seriema::hex::hex;
+using seriema::mcts::distributed_options;
+using seriema::mcts::distributed_search;
+using seriema::mcts::player;
+using seriema::mcts::search_options;
+using seriema::test::rt;
+
+// The moves of `s` after which `who` has won.
+std::vector<hex::move> winning_moves(const hex& game, hex::state s, player who) {
+  s.to_move = who;
+  std::vector<hex::move> moves(game.max_moves());
+  moves.resize(game.legal_moves(s, moves));
+  std::vector<hex::move> wins;
+  for (auto m : moves) {
+    auto after = s;
+    game.apply(after, m);
+    if (game.winner(after) == who) wins.push_back(m);
+  }
+  return wins;
+}
+
+hex::state position(const hex& game, std::initializer_list<std::pair<int, int>> black,
+                    std::initializer_list<std::pair<int, int>> white, player to_move) {
+  auto s = game.initial_state();
+  for (auto [r, c] : black) EXPECT_TRUE(game.place(s, r, c, 1));
+  for (auto [r, c] : white) EXPECT_TRUE(game.place(s, r, c, 2));
+  s.to_move = to_move;
+  s.moves_played = static_cast<std::uint16_t>(black.size() + white.size());
+  return s;
+}
+
+search_options budget(std::uint64_t rollouts) {
+  search_options options;
+  options.rollouts = rollouts;
+  options.playouts_per_leaf = 8;
+  options.seed = 7;
+  return options;
+}
+
+// Black (top-bottom) needs c3 (row 2, column 2) to join b1-b2 with b4... on 4x4: stones in
+// column 1 rows 0, 1, 3 and the gap at (2, 1) is the only winning cell.
+TEST(DistributedMcts, PlaysTheImmediateWin) {
+  const hex game(4);
+  for (player mover : {player{1}, player{2}}) {
+    // For white (left-right) the same shape transposed.
+    auto s = mover == 1 ? position(game, {{0, 1}, {1, 1}, {3, 1}}, {{0, 0}, {3, 3}, {0, 3}}, 1)
+                        : position(game, {{0, 0}, {3, 3}, {3, 0}}, {{1, 0}, {1, 1}, {1, 3}}, 2);
+    const auto wins = winning_moves(game, s, mover);
+    ASSERT_EQ(wins.size(), 1u) << game.render(s);
+    distributed_search<hex> search(rt(), game);
+    const auto result = search.search(s, budget(3000));
+    EXPECT_EQ(result.best, wins.front()) << "player " << int(mover) << " chose "
+                                         << game.move_name(result.best) << "\n"
+                                         << game.render(s);
+  }
+}
+
+// White threatens one cell; black has no win of its own: only blocking it does not lose.
+TEST(DistributedMcts, BlocksTheOpponentsImmediateWin) {
+  const hex game(4);
+  // White (left-right) has row 2 except (2, 2); black stones scattered, none connecting.
+  auto s = position(game, {{0, 0}, {0, 3}, {3, 3}}, {{2, 0}, {2, 1}, {2, 3}}, 1);
+  ASSERT_TRUE(winning_moves(game, s, 1).empty()) << game.render(s);
+  const auto threats = winning_moves(game, s, 2);
+  ASSERT_EQ(threats.size(), 1u) << game.render(s);
+  distributed_search<hex> search(rt(), game);
+  const auto result = search.search(s, budget(4000));
+  EXPECT_EQ(result.best, threats.front()) << "chose " << game.move_name(result.best) << "\n"
+                                          << game.render(s);
+}
+
+// A short game on 5x5 under every channel and mode: every answer is a legal move, the counters
+// add up, and after each move no tree memory is left on any process.
+void play_short_game(distributed_options options) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game, options);
+  auto s = game.initial_state();
+  std::vector<hex::move> legal(game.max_moves());
+  for (int move_number = 0; move_number < 4; ++move_number) {
+    legal.resize(game.max_moves());
+    legal.resize(game.legal_moves(s, legal));
+    auto opts = budget(300);
+    const auto result = search.search(s, opts);
+    EXPECT_NE(std::find(legal.begin(), legal.end(), result.best), legal.end())
+        << "illegal move " << result.best;
+    EXPECT_EQ(result.rollouts, 300u);
+    const auto& counters = search.last_counters();
+    EXPECT_GE(counters.nodes_created, 300u);  // one expansion per rollout (+ the root)
+    EXPECT_GT(counters.tree_bytes_allocated, 0u);
+    EXPECT_EQ(counters.tree_bytes_live, 0u);
+    EXPECT_EQ(search.memory().bytes_live(), 0u);
+    EXPECT_EQ(search.memory().blocks_allocated.load(), search.memory().blocks_released.load());
+    if (rt().rank() == 0) {
+      std::uint64_t visits = 0;
+      for (const auto& m : result.moves) visits += m.visits;
+      EXPECT_EQ(visits, 300u * 8u);  // every rollout went through one root move, K playouts
+      // Steps between processes are calls; inside one only with remote_only.
+      if (rt().size() > 1 || options.remote_only) {
+        EXPECT_GT(counters.remote_calls, 0u);
+      } else {
+        EXPECT_EQ(counters.remote_calls, 0u);
+      }
+    }
+    game.apply(s, result.best);
+  }
+}
+
+TEST(DistributedMcts, LegalMovesAndFreedTreeTrad) { play_short_game({}); }
+TEST(DistributedMcts, LegalMovesAndFreedTreeRemoteOnly) {
+  for (auto c : {seriema::invoke::channel::send, seriema::invoke::channel::write,
+                 seriema::invoke::channel::trad, seriema::invoke::channel::ovfl}) {
+    distributed_options options;
+    options.remote_only = true;
+    options.channel = c;
+    play_short_game(options);
+  }
+}
+TEST(DistributedMcts, LegalMovesAndFreedTreeSendChannel) {
+  distributed_options options;
+  options.channel = seriema::invoke::channel::send;
+  play_short_game(options);
+}
+TEST(DistributedMcts, LegalMovesAndFreedTreeWriteChannel) {
+  distributed_options options;
+  options.channel = seriema::invoke::channel::write;
+  play_short_game(options);
+}
+TEST(DistributedMcts, LegalMovesAndFreedTreeOvflHashed) {
+  distributed_options options;
+  options.channel = seriema::invoke::channel::ovfl;
+  options.placement = seriema::mcts::node_placement::hashed;
+  options.rollouts_in_flight = 2;
+  play_short_game(options);
+}
+
+TEST(DistributedMcts, RejectsAFinishedRootAndAMissingBudget) {
+  if (rt().size() != 1) GTEST_SKIP() << "argument errors are raised on rank 0 before any exchange";
+  const hex game(3);
+  distributed_search<hex> search(rt(), game);
+  auto won = position(game, {{0, 0}, {1, 0}, {2, 0}}, {{0, 1}, {1, 1}}, 2);
+  EXPECT_THROW((void)search.search(won, budget(10)), std::invalid_argument);
+  search_options none;
+  none.rollouts = 0;
+  EXPECT_THROW((void)search.search(game.initial_state(), none), std::invalid_argument);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
