@@ -1,0 +1,310 @@
+// seriema-hex: analyzes Hex positions, plays games and speaks GTP, searching with the
+// distributed MCTS over every thread and process of the job (or the sequential reference).
+//   build/tools/seriema-run -n 2 -- build/games/hex/seriema-hex analyze --seconds 5
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/mcts/distributed.hpp>
+#include <seriema/mcts/sequential.hpp>
+#include <string>
+#include <vector>
+
+#include "gtp.hpp"
+#include "hex.hpp"
+#include "progress.hpp"
+
+namespace {
+
+using seriema::hex::gtp_session;
+using seriema::hex::hex;
+using seriema::hex::progress_bar;
+namespace mcts = seriema::mcts;
+
+struct settings {
+  int size = hex::default_size;
+  bool swap_rule = false;
+  std::string engine = "distributed";
+  std::uint64_t rollouts = 20'000;
+  double seconds = 0;
+  unsigned playouts = 16;
+  double exploration = 1.0;
+  std::uint64_t seed = 1;
+  bool remote_only = false;
+  std::string channel = "trad";
+  std::uint32_t in_flight = 0;
+  std::string placement = "random";
+  bool quiet = false;  // no progress bar
+  // analyze
+  std::vector<std::string> moves;
+  std::size_t top = 8;
+  // play
+  std::string opponent = "random";
+  std::string engine_color = "black";
+  std::uint64_t opponent_rollouts = 0;  // 0: the engine's budget
+};
+
+mcts::search_options search_options_of(const settings& s) {
+  mcts::search_options options;
+  options.rollouts = s.rollouts;
+  options.seconds = s.seconds;
+  options.playouts_per_leaf = s.playouts;
+  options.exploration = s.exploration;
+  options.seed = s.seed;
+  return options;
+}
+
+seriema::invoke::channel channel_of(const std::string& name) {
+  using seriema::invoke::channel;
+  if (name == "send") return channel::send;
+  if (name == "write") return channel::write;
+  if (name == "trad") return channel::trad;
+  return channel::ovfl;
+}
+
+// The engine behind every subcommand: the distributed search (rank 0 drives, the other ranks
+// serve its searches) or the sequential reference (rank 0 alone).
+class engine {
+ public:
+  engine(seriema::fabric::runtime& rt, const hex& game, const settings& s) : s_(s) {
+    if (s.engine == "distributed") {
+      mcts::distributed_options options;
+      options.remote_only = s.remote_only;
+      options.channel = channel_of(s.channel);
+      options.rollouts_in_flight = s.in_flight;
+      options.placement =
+          s.placement == "hashed" ? mcts::node_placement::hashed : mcts::node_placement::random;
+      distributed_ = std::make_unique<mcts::distributed_search<hex>>(rt, game, options);
+    }
+  }
+  // Rank 0. `bar_file`: where a progress bar may go (null: none).
+  mcts::search_result<hex::move> search(const hex& game, const hex::state& position,
+                                        std::FILE* bar_file) {
+    auto options = search_options_of(s_);
+    std::optional<progress_bar> bar;
+    if (bar_file != nullptr && !s_.quiet) {
+      bar.emplace(options.rollouts, options.seconds, bar_file);
+      if (bar->active()) options.progress = bar->callback();
+    }
+    if (distributed_) {
+      distributed_->set_game(game);  // GTP's boardsize may have changed it
+      return distributed_->search(position, options);
+    }
+    return mcts::sequential_search(game, position, options);
+  }
+  [[nodiscard]] const mcts::distributed_counters* counters() const {
+    return distributed_ ? &distributed_->last_counters() : nullptr;
+  }
+  // Ranks other than 0: serve rank 0's searches until it closes.
+  void serve() {
+    if (distributed_) distributed_->serve();
+  }
+  void close() {
+    if (distributed_) distributed_->close();
+  }
+
+ private:
+  const settings& s_;
+  std::unique_ptr<mcts::distributed_search<hex>> distributed_;
+};
+
+hex::state position_of(const hex& game, const std::vector<std::string>& moves) {
+  auto state = game.initial_state();
+  std::size_t number = 0;
+  for (const auto& word : moves) {
+    std::string text = word;
+    std::replace(text.begin(), text.end(), ',', ' ');
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t end = std::min(text.find(' ', start), text.size());
+      const std::string name = text.substr(start, end - start);
+      start = end + 1;
+      if (name.empty()) continue;
+      ++number;
+      if (game.winner(state) != mcts::nobody) {
+        throw CLI::ValidationError(fmt::format("move {} ({}): the game is already over", number,
+                                               name));
+      }
+      const auto move = game.parse_move(state, name);
+      if (!move) {
+        throw CLI::ValidationError(fmt::format(
+            "move {} ({}): not a legal move here (a cell such as c4 on a {}x{} board, empty{})",
+            number, name, game.size(), game.size(), game.swap_rule() ? ", or swap-pieces" : ""));
+      }
+      game.apply(state, *move);
+    }
+  }
+  return state;
+}
+
+const char* color_name(mcts::player p) { return p == 1 ? "black (X)" : "white (O)"; }
+
+int analyze(seriema::fabric::runtime& rt, engine& e, const hex& game, const settings& s) {
+  const auto position = position_of(game, s.moves);
+  if (game.winner(position) != mcts::nobody) {
+    fmt::print("{}\nthe game is over: {} won\n", game.render(position),
+               color_name(game.winner(position)));
+    return 0;
+  }
+  fmt::print("{}\n{} to move; searching with {} ({} x {} threads, {})\n", game.render(position),
+             color_name(game.to_move(position)), s.engine, rt.size(),
+             rt.placement().threads_per_process(),
+             s.seconds > 0 ? fmt::format("{} s", s.seconds) : fmt::format("{} rollouts", s.rollouts));
+  std::fflush(stdout);
+  const auto result = e.search(game, position, stdout);
+  fmt::print("best move: {}   win rate {:.1f}%\n", game.move_name(result.best),
+             100 * result.win_rate);
+  fmt::print("{:>6} {:>10} {:>9}\n", "move", "visits", "win rate");
+  for (std::size_t i = 0; i < std::min(s.top, result.moves.size()); ++i) {
+    const auto& m = result.moves[i];
+    fmt::print("{:>6} {:>10} {:>8.1f}%\n", game.move_name(m.move), m.visits, 100 * m.win_rate());
+  }
+  fmt::print("rollouts: {} in {:.2f} s = {:.0f} rollouts/s ({} playouts)\n", result.rollouts,
+             result.seconds, result.rollouts_per_second(), result.playouts);
+  fmt::print("tree: {} nodes", result.tree_nodes);
+  if (const auto* c = e.counters()) {
+    fmt::print(", {:.1f} MiB; remote calls: {} = {:.0f}/s; deferred selections: {}",
+               static_cast<double>(c->tree_bytes_allocated) / (1 << 20), c->remote_calls,
+               result.seconds > 0 ? static_cast<double>(c->remote_calls) / result.seconds : 0.0,
+               c->deferred_selections);
+  }
+  fmt::print("\n");
+  return 0;
+}
+
+int play(engine& e, const hex& game, const settings& s) {
+  const mcts::player engine_player = s.engine_color == "white" ? 2 : 1;
+  settings opponent_settings = s;
+  if (s.opponent_rollouts != 0) opponent_settings.rollouts = s.opponent_rollouts;
+  mcts::random rng(s.seed ^ 0xabcdef);
+  auto position = game.initial_state();
+  std::vector<hex::move> legal(game.max_moves());
+  fmt::print("{} plays {}; opponent: {}\n", s.engine, color_name(engine_player), s.opponent);
+  while (game.winner(position) == mcts::nobody) {
+    const mcts::player mover = game.to_move(position);
+    hex::move move{};
+    std::string how;
+    if (mover == engine_player || s.opponent == "self") {
+      const auto result = e.search(game, position, stdout);
+      move = result.best;
+      how = fmt::format("{}, win rate {:.1f}%, {:.0f} rollouts/s", s.engine,
+                        100 * result.win_rate, result.rollouts_per_second());
+    } else if (s.opponent == "sequential") {
+      auto options = search_options_of(opponent_settings);
+      options.seed = s.seed + position.moves_played;
+      const auto result = mcts::sequential_search(game, position, options);
+      move = result.best;
+      how = fmt::format("sequential, win rate {:.1f}%", 100 * result.win_rate);
+    } else {
+      legal.resize(game.max_moves());
+      legal.resize(game.legal_moves(position, legal));
+      move = legal[rng.below(static_cast<std::uint32_t>(legal.size()))];
+      how = "random";
+    }
+    game.apply(position, move);
+    fmt::print("{}. {} {} ({})\n{}\n", position.moves_played, color_name(mover),
+               game.move_name(move), how, game.render(position));
+    std::fflush(stdout);
+  }
+  const auto winner = game.winner(position);
+  fmt::print("{} wins after {} moves{}\n", color_name(winner), position.moves_played,
+             s.opponent == "self"       ? ""
+             : winner == engine_player ? fmt::format(" ({} won)", s.engine)
+                                       : fmt::format(" ({} won)", s.opponent));
+  return 0;
+}
+
+int gtp(engine& e, const settings& s) {
+  std::FILE* bar_file = isatty(fileno(stderr)) ? stderr : nullptr;
+  gtp_session session(
+      [&](const hex& game, const hex::state& position) {
+        return e.search(game, position, bar_file).best;
+      },
+      "seriema-hex", SERIEMA_VERSION, s.size, s.swap_rule);
+  session.run(std::cin, std::cout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  settings s;
+  CLI::App app{"seriema-hex: Hex analysis, play and GTP on the distributed MCTS of seriema"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may follow the subcommand too
+  app.option_defaults()->always_capture_default();
+  app.add_option("--size", s.size, "board size (2..19)")->check(CLI::Range(2, 19));
+  app.add_flag("--swap", s.swap_rule, "allow the swap rule (swap-pieces as move 2)");
+  app.add_option("--engine", s.engine, "search engine")
+      ->check(CLI::IsMember({"distributed", "sequential"}));
+  auto* rollouts_option = app.add_option(
+      "--rollouts", s.rollouts, "rollout budget per move (0: none; unbounded with --seconds)");
+  app.add_option("--seconds", s.seconds, "time budget per move (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--playouts", s.playouts, "random playouts per new leaf (K)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--exploration", s.exploration, "UCB1 exploration constant")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", s.seed, "random seed");
+  app.add_flag("--remote-only", s.remote_only,
+               "every step between threads is a remote call, even inside a process");
+  app.add_option("--channel", s.channel, "how the search's calls travel")
+      ->check(CLI::IsMember({"send", "write", "trad", "ovfl"}));
+  app.add_option("--in-flight", s.in_flight, "rollouts in flight at most (0: 4 per thread)");
+  app.add_option("--placement", s.placement, "owner of a new node")
+      ->check(CLI::IsMember({"random", "hashed"}));
+  app.add_flag("--quiet", s.quiet, "no progress bar");
+
+  auto* analyze_cmd = app.add_subcommand("analyze", "search a position given as a move list");
+  analyze_cmd->add_option("moves", s.moves, "moves from the empty board, e.g. a1 b2 (or a1,b2)");
+  analyze_cmd->add_option("--top", s.top, "how many root moves to list");
+  auto* play_cmd = app.add_subcommand("play", "play a game and print the board");
+  play_cmd->add_option("--opponent", s.opponent, "who the engine plays against")
+      ->check(CLI::IsMember({"random", "sequential", "self"}));
+  play_cmd->add_option("--color", s.engine_color, "the engine's colour (black moves first)")
+      ->check(CLI::IsMember({"black", "white"}));
+  play_cmd->add_option("--opponent-rollouts", s.opponent_rollouts,
+                       "the sequential opponent's rollouts per move (0: same as the engine)");
+  auto* gtp_cmd = app.add_subcommand("gtp", "speak the Go Text Protocol on stdin/stdout");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    // A time budget alone bounds the search; with both, the first reached ends it.
+    if (s.seconds > 0 && rollouts_option->count() == 0) s.rollouts = 0;
+    if (s.rollouts == 0 && s.seconds <= 0) {
+      throw CLI::ValidationError("--rollouts 0 needs a --seconds budget");
+    }
+    seriema::fabric::runtime rt;
+    const hex game(s.size, s.swap_rule);
+    engine e(rt, game, s);
+    if (rt.rank() != 0) {
+      e.serve();
+      rt.finalize();
+      return 0;
+    }
+    int status = 0;
+    try {
+      if (*analyze_cmd) status = analyze(rt, e, game, s);
+      if (*play_cmd) status = play(e, game, s);
+      if (*gtp_cmd) status = gtp(e, s);
+    } catch (const CLI::ValidationError& error) {
+      e.close();
+      fmt::print(stderr, "seriema-hex: {}\n", error.what());
+      return 2;
+    }
+    e.close();
+    rt.finalize();
+    return status;
+  } catch (const CLI::ValidationError& error) {
+    fmt::print(stderr, "seriema-hex: {}\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "seriema-hex: {}\n", error.what());
+    return 1;
+  }
+}
