@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
                "every step between threads is a remote call, even inside a process");
   app.add_option("--channel", s.channel, "how the search's calls travel")
       ->check(CLI::IsMember({"send", "write", "trad", "ovfl"}));
-  app.add_option("--in-flight", s.in_flight, "rollouts in flight at most (0: 4 per thread)");
+  app.add_option("--in-flight", s.in_flight, "rollouts in flight at most (0: 16 per thread)");
   app.add_option("--placement", s.placement, "owner of a new node")
       ->check(CLI::IsMember({"random", "hashed"}));
   app.add_flag("--quiet", s.quiet, "no progress bar");

@@ -36,7 +36,7 @@ struct distributed_options {
   // How the framework's calls travel (channel::trad batches them and is published at the end
   // of each scheduling round of the sending thread).
   invoke::channel channel = invoke::channel::trad;
-  // At most this many rollouts started and not yet backpropagated to the root; 0: 4 per
+  // At most this many rollouts started and not yet backpropagated to the root; 0: 16 per
   // thread of the job. More keeps every thread busy; fewer keeps virtual losses small.
   std::uint32_t rollouts_in_flight = 0;
   node_placement placement = node_placement::random;
@@ -265,7 +265,7 @@ class distributed_search {
     exploration_ = command.exploration;
     thread_count_ = rt_.placement().thread_count();
     window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
-                                               : 4 * static_cast<std::uint32_t>(thread_count_);
+                                               : 16 * static_cast<std::uint32_t>(thread_count_);
     budget_ = command.rollouts == 0 ? ~stop_bit : command.rollouts;
     const auto start = std::chrono::steady_clock::now();
     start_ = start;
@@ -390,11 +390,16 @@ class distributed_search {
     for (int attempt = 0; attempt < 4; ++attempt) {
       std::uint64_t s = started_.load();
       if ((s & stop_bit) != 0) break;
-      if (s >= budget_ || (has_deadline_ && std::chrono::steady_clock::now() >= deadline_)) {
+      if (s >= budget_) {
         stop(me);
         break;
       }
       if (s - completed_.load() >= window_) break;
+      // The clock only when a rollout would start (a full window is the common case).
+      if (has_deadline_ && std::chrono::steady_clock::now() >= deadline_) {
+        stop(me);
+        break;
+      }
       if (!started_.compare_exchange_strong(s, s + 1)) continue;
       ++begun;
       if (steps_directly(me, root_->owner)) {
@@ -475,14 +480,14 @@ class distributed_search {
 
   // UCB1 over the edges, with the virtual losses of selections in flight counted as visits.
   std::uint32_t choose(const node* n, const table& t) const noexcept {
-    const std::uint64_t parent_visits = n->visits.load(std::memory_order_relaxed);
+    const double log_parent = log_visits(n->visits.load(std::memory_order_relaxed));
     std::uint32_t best = 0;
     double best_score = -1;
     for (std::uint32_t i = 0; i < t.count; ++i) {
       const edge& e = t.edges[i];
       const double score = ucb1(e.wins.load(std::memory_order_relaxed),
                                 e.visits.load(std::memory_order_relaxed),
-                                parent_visits, exploration_);
+                                log_parent, exploration_);
       if (score > best_score) {
         best_score = score;
         best = i;

@@ -50,12 +50,16 @@ struct search_result {
 };
 
 // UCB1 of a move with `visits` playouts of which `wins` won for the player choosing, under a
-// parent with `parent_visits`. Unvisited moves come first (infinite score).
-[[nodiscard]] inline double ucb1(double wins, std::uint64_t visits, std::uint64_t parent_visits,
+// parent whose visit count has natural logarithm `log_parent_visits` (computed once per
+// selection, not once per move). Unvisited moves come first (infinite score).
+[[nodiscard]] inline double ucb1(double wins, std::uint64_t visits, double log_parent_visits,
                                  double exploration) noexcept {
   if (visits == 0) return INFINITY;
   const double n = static_cast<double>(visits);
-  return wins / n + exploration * std::sqrt(std::log(static_cast<double>(parent_visits)) / n);
+  return wins / n + exploration * std::sqrt(log_parent_visits / n);
+}
+[[nodiscard]] inline double log_visits(std::uint64_t parent_visits) noexcept {
+  return std::log(static_cast<double>(parent_visits));
 }
 
 }  // namespace seriema::mcts

@@ -45,9 +45,9 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   };
   // A node's edges are edges[first_edge, first_edge + edge_count), made when a rollout first
   // passes through it (first_edge == none before): most nodes stay leaves, and a node's edges
-  // outweigh its position many times over. edge_count == 0 means the game is over there, with `winner` its
-  // result. visits is the sum of its edges' visits plus the playouts made at it (K when it was
-  // created, K per rollout ending at it when the game is over there).
+  // outweigh its position many times over. edge_count == 0 means the game is over there, with
+  // `winner` its result. visits is the sum of its edges' visits plus the playouts made at it
+  // (K when it was created, K per rollout ending at it when the game is over there).
   struct node {
     state position;
     std::uint32_t parent;
@@ -103,12 +103,13 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
       }
       std::uint32_t chosen = n.first_edge;
       double best_score = -std::numeric_limits<double>::infinity();
+      const double log_parent = log_visits(n.visits);
       for (std::uint32_t e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
         if (edges[e].visits == 0) {
           chosen = e;
           break;
         }
-        const double score = ucb1(edges[e].wins, edges[e].visits, n.visits, options.exploration);
+        const double score = ucb1(edges[e].wins, edges[e].visits, log_parent, options.exploration);
         if (score > best_score) {
           best_score = score;
           chosen = e;
