@@ -16,31 +16,10 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-quick=0
-out=""
-build=""
-while (($#)); do
-  case "$1" in
-    --quick) quick=1 ;;
-    --out) out=$2; shift ;;
-    --out=*) out=${1#--out=} ;;
-    -h|--help)
-      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-      exit 0 ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
-build=${build:-$repo/build}
-build=$(cd "$build" && pwd) || { echo "run-mcts: no build directory $build" >&2; exit 2; }
+source "$repo/bench/runner-args.sh" "$@"
 launcher=$build/tools/seriema-run
 bench=$build/bench/mcts_scaling
-for f in "$bench" "$launcher"; do
-  if [[ ! -x $f ]]; then
-    echo "run-mcts: $f is missing; build it: ninja -C $build mcts_scaling seriema-run" >&2
-    exit 2
-  fi
-done
+require_built "$bench" "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
   rate_args=(--seconds 0.2 --reps 1)

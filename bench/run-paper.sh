@@ -15,30 +15,10 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-quick=0
-out=""
-build=""
-while (($#)); do
-  case "$1" in
-    --quick) quick=1 ;;
-    --out) out=$2; shift ;;
-    --out=*) out=${1#--out=} ;;
-    -h|--help)
-      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-      exit 0 ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
-build=${build:-$repo/build}
-build=$(cd "$build" && pwd) || { echo "run-paper: no build directory $build" >&2; exit 2; }
+source "$repo/bench/runner-args.sh" "$@"
 launcher=$build/tools/seriema-run
-for f in "$build/bench/invoke_rate" "$build/bench/invoke_latency" "$build/bench/mpi_rate" "$launcher"; do
-  if [[ ! -x $f ]]; then
-    echo "run-paper: $f is missing; build it: ninja -C $build invoke_rate invoke_latency mpi_rate seriema-run" >&2
-    exit 2
-  fi
-done
+require_built "$build/bench/invoke_rate" "$build/bench/invoke_latency" "$build/bench/mpi_rate" \
+  "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
   rate_args=(--reps 1 --seconds 0.02 --max-calls 200000)

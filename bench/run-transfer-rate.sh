@@ -18,25 +18,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-quick=0
-out=""
-build=""
-extra=()
-while (($#)); do
-  case "$1" in
-    --quick) quick=1 ;;
-    --out) out=$2; shift ;;
-    --out=*) out=${1#--out=} ;;
-    -h|--help)
-      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-      exit 0 ;;
-    --) shift; extra=("$@"); break ;;
-    *) build=$1 ;;
-  esac
-  shift
-done
-build=${build:-$repo/build}
-build=$(cd "$build" && pwd) || { echo "run-transfer-rate: no build directory $build" >&2; exit 2; }
+source "$repo/bench/runner-args.sh" "$@"
 bench=$build/bench/transfer_rate
 launcher=$build/tools/seriema-run
 for f in "$bench" "$launcher"; do
