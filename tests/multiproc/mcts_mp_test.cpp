@@ -145,6 +145,52 @@ TEST(DistributedMcts, LegalMovesAndFreedTreeOvflHashed) {
   play_short_game(options);
 }
 
+// However short the time budget, a search completes one rollout and names a legal move.
+TEST(DistributedMcts, ATinyTimeBudgetStillNamesALegalMove) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game);
+  auto s = game.initial_state();
+  game.apply(s, game.at(0, 0));
+  search_options options;
+  options.rollouts = 0;
+  options.seconds = 1e-9;
+  const auto result = search.search(s, options);
+  EXPECT_GE(result.rollouts, 1u);
+  EXPECT_EQ(game.cell(s, result.best / 5, result.best % 5), seriema::mcts::nobody)
+      << game.move_name(result.best);
+}
+
+// Hex whose playouts throw once the position has `fail_at` stones: a failing game step.
+struct failing_hex : hex {
+  using hex::hex;
+  int fail_at = 1000;
+  [[nodiscard]] player playout(const state& s, seriema::mcts::random& rng) const {
+    if (s.moves_played >= fail_at) throw std::runtime_error("playout failed on purpose");
+    return hex::playout(s, rng);
+  }
+};
+
+// An exception in any step aborts the search on every rank with the first reason (no hang),
+// and the next search on the same object runs normally.
+TEST(DistributedMcts, AFailingStepAbortsTheSearchEverywhere) {
+  failing_hex game(5);
+  distributed_search<failing_hex> search(rt(), game);
+  failing_hex failing = game;
+  failing.fail_at = 1;  // every leaf below the root fails
+  search.set_game(failing);
+  try {
+    (void)search.search(game.initial_state(), budget(500));
+    ADD_FAILURE() << "the search did not fail";
+  } catch (const seriema::error& e) {
+    EXPECT_NE(std::string(e.what()).find("playout failed on purpose"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(search.memory().bytes_live(), 0u);
+  search.set_game(game);
+  const auto result = search.search(game.initial_state(), budget(200));
+  EXPECT_EQ(result.rollouts, 200u);
+}
+
 TEST(DistributedMcts, RejectsAFinishedRootAndAMissingBudget) {
   if (rt().size() != 1) GTEST_SKIP() << "argument errors are raised on rank 0 before any exchange";
   const hex game(3);

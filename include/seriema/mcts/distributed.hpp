@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/mcts/game.hpp>
@@ -18,6 +19,7 @@
 #include <seriema/mcts/tree_memory.hpp>
 #include <seriema/transfer/error.hpp>
 #include <span>
+#include <string>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -71,22 +73,19 @@ struct tree_link {
   typename G::move move{};
 };
 
-// The statistics of one move in one word: visits in the low half (grown by K on the way down:
-// the virtual loss), wins of the player choosing it in the high half (grown on the way up).
-// Relaxed: they are statistics, and one load reads both consistently. Apart from the links, so
-// that a selection's UCB1 scan touches 8 bytes per move (the lines other threads update).
-inline constexpr std::uint64_t edge_wins_unit = std::uint64_t{1} << 32;
-[[nodiscard]] constexpr std::uint32_t edge_visits(std::uint64_t word) noexcept {
-  return static_cast<std::uint32_t>(word);
-}
-[[nodiscard]] constexpr std::uint32_t edge_wins(std::uint64_t word) noexcept {
-  return static_cast<std::uint32_t>(word >> 32);
-}
+// The statistics of one move, apart from the links so that a selection's UCB1 scan touches 16
+// bytes per move (the lines other threads update). visits grow by K on the way down (the
+// virtual loss); points on the way up, in half wins of the player choosing the move (a won
+// playout is 2, a drawn one 1). Relaxed: they are statistics. 64-bit: no wrap in any search.
+struct edge_statistics {
+  std::atomic<std::uint64_t> visits{0};
+  std::atomic<std::uint64_t> points{0};
+};
 
 template <class G>
 struct edge_table {
   std::uint32_t count = 0;
-  std::atomic<std::uint64_t>* statistics = nullptr;  // [count]
+  edge_statistics* statistics = nullptr;  // [count]
   tree_link<G>* links = nullptr;                      // [count]
 };
 
@@ -285,6 +284,8 @@ class distributed_search {
     started_.store(0);
     completed_.store(0);
     finish_sent_.store(false);
+    aborted_.store(false);
+    failure_.clear();
     progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       auto& w = *workers_[i];
@@ -306,18 +307,44 @@ class distributed_search {
     struct clear_active {
       ~clear_active() { active_ = nullptr; }
     } clear_on_exit;
-    rt_.run([this](fabric::thread_context& me) { thread_main(me); });
+    std::exception_ptr run_error;
+    try {
+      rt_.run([this](fabric::thread_context& me) { thread_main(me); });
+    } catch (...) {
+      run_error = std::current_exception();
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // An aborted search leaves leaves queued and rollouts unfinished: drop them with the tree.
+    for (auto& w : workers_) {
+      node* leftover = nullptr;
+      while (w->simulations.try_dequeue(leftover)) {
+      }
+    }
+    // Every rank learns whether the search failed anywhere, so none is left in a collective.
+    const bool failed_here = run_error != nullptr || aborted_.load();
+    if (rt_.allreduce_sum(failed_here ? 1 : 0) != 0) {
+      for (auto& w : workers_) w->pool.release();
+      if (run_error) std::rethrow_exception(run_error);
+      // Every rank reports the first rank's reason (rank 0 is the one that talks to people).
+      const auto reasons = rt_.allgather(std::as_bytes(std::span(failure_)));
+      for (const auto& reason : reasons) {
+        if (!reason.empty()) {
+          throw error("distributed_search: " +
+                      std::string(reinterpret_cast<const char*>(reason.data()), reason.size()));
+        }
+      }
+      throw error("distributed_search: the search was aborted");
+    }
 
     search_result<move> result;
     if (root_ != nullptr) {
       if (const table* t = root_->edges.load(std::memory_order_acquire)) {
         for (std::uint32_t i = 0; i < t->count; ++i) {
-          const std::uint64_t stats = t->statistics[i].load(std::memory_order_relaxed);
-          if (detail::edge_visits(stats) == 0) continue;
-          result.moves.push_back({t->links[i].move, detail::edge_visits(stats),
-                                  static_cast<double>(detail::edge_wins(stats))});
+          const std::uint64_t visits = t->statistics[i].visits.load(std::memory_order_relaxed);
+          if (visits == 0) continue;
+          const std::uint64_t points = t->statistics[i].points.load(std::memory_order_relaxed);
+          result.moves.push_back({t->links[i].move, visits, static_cast<double>(points) / 2});
         }
       }
       std::stable_sort(result.moves.begin(), result.moves.end(),
@@ -366,14 +393,19 @@ class distributed_search {
     const bool reports = starts_rollouts && local_index == 0 && progress_ && *progress_;
     auto last_report = std::chrono::steady_clock::now();
     unsigned idle = 0;
-    while (!w.finished.load(std::memory_order_acquire)) {
-      std::size_t work = me.poll();
-      node* leaf = nullptr;
-      if (w.simulations.try_dequeue(leaf)) {
-        simulate(me, w, leaf);
-        ++work;
-      }
-      if (starts_rollouts) work += start_rollouts(me, w);
+    // An abort anywhere in the process ends every loop (its steps are dropped from then on).
+    while (!w.finished.load(std::memory_order_acquire) &&
+           !aborted_.load(std::memory_order_acquire)) {
+      std::size_t work = 0;
+      guarded(me, [&] {
+        work += me.poll();
+        node* leaf = nullptr;
+        if (w.simulations.try_dequeue(leaf)) {
+          simulate(me, w, leaf);
+          ++work;
+        }
+        if (starts_rollouts) work += start_rollouts(me, w);
+      });
       if (options_.channel == invoke::channel::trad) {
         if (auto* extension = me.extension()) extension->flush(me);
       }
@@ -381,8 +413,10 @@ class distributed_search {
         const auto now = std::chrono::steady_clock::now();
         if (now - last_report > std::chrono::milliseconds(100)) {
           last_report = now;
-          (*progress_)(completed_.load(std::memory_order_relaxed),
-                       std::chrono::duration<double>(now - start_).count());
+          guarded(me, [&] {
+            (*progress_)(completed_.load(std::memory_order_relaxed),
+                         std::chrono::duration<double>(now - start_).count());
+          });
         }
       }
       if (work == 0) {
@@ -405,7 +439,8 @@ class distributed_search {
       }
       if (s - completed_.load() >= window_) break;
       // The clock only when a rollout would start (a full window is the common case).
-      if (has_deadline_ && std::chrono::steady_clock::now() >= deadline_) {
+      // At least one rollout, however short the time: the result names a move.
+      if (has_deadline_ && s > 0 && std::chrono::steady_clock::now() >= deadline_) {
         stop(me);
         break;
       }
@@ -441,9 +476,51 @@ class distributed_search {
         workers_[local_index(t)]->finished.store(true, std::memory_order_release);
       } else {
         ++self.remote_calls;
-        send(me, t, [](fabric::thread_context& target) {
+        check(t, me.call(t, [](fabric::thread_context& target) {  // send-based: never full
+          active_->worker_of(target).finished.store(true, std::memory_order_release);
+        }));
+      }
+    }
+  }
+
+  // Runs a step; an exception (a call that could not be sent, memory exhausted, a throwing game
+  // or progress callback) aborts the search instead of leaving the thread: a lost rollout
+  // would never complete, and the job would wait for it forever. Steps arriving after the
+  // abort are dropped, so the job quiets down and every rank reports the failure.
+  template <class Step>
+  void guarded(fabric::thread_context& me, Step&& step) noexcept {
+    if (aborted_.load(std::memory_order_acquire)) return;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      abort_search(me, e.what());
+    } catch (...) {
+      abort_search(me, "an exception that is not a std::exception");
+    }
+  }
+  void abort_search(fabric::thread_context& me, const std::string& what) noexcept {
+    {
+      std::lock_guard lock(failure_mutex_);
+      if (failure_.empty()) {
+        failure_ = fmt::format("the search failed on rank {}, thread {}: {}", rt_.rank(),
+                               me.id(), what);
+      }
+    }
+    if (aborted_.exchange(true, std::memory_order_acq_rel)) return;
+    // Every thread of the job leaves its loop and drops what still arrives.
+    for (fabric::thread_id t = 0; t < thread_count_; ++t) {
+      if (rt_.is_local(t)) {
+        workers_[local_index(t)]->finished.store(true, std::memory_order_release);
+        continue;
+      }
+      // Send-based: it needs no room in a ring that may be what failed. A peer that cannot be
+      // told fails in the runtime's own termination rounds.
+      try {
+        (void)me.call(t, [](fabric::thread_context& target) {
+          active_->aborted_.store(true, std::memory_order_release);
           active_->worker_of(target).finished.store(true, std::memory_order_release);
         });
+      } catch (...) {
       }
     }
   }
@@ -453,15 +530,18 @@ class distributed_search {
   // Selection from n downward, taken directly while the nodes are reachable from here.
   void select(fabric::thread_context& me, worker& w, node* n) {
     for (;;) {
-      if (n->winner != nobody) {  // the game is over here: its result is known, K times over
-        backpropagate(me, w, n, n->winner == 1 ? K_ : 0, n->winner == 2 ? K_ : 0);
+      table& t = edges_of(w, n);
+      if (n->winner != nobody || t.count == 0) {  // the game is over here: known result, K times
+        std::uint32_t points1 = 0;
+        std::uint32_t points2 = 0;
+        add_result(n->winner, K_, points1, points2);
+        backpropagate(me, w, n, points1, points2);
         return;
       }
-      table& t = edges_of(w, n);
       const std::uint32_t index = choose(n, t);
       link& e = t.links[index];
       n->visits.fetch_add(K_, std::memory_order_relaxed);  // virtual loss on the way down
-      t.statistics[index].fetch_add(K_, std::memory_order_relaxed);
+      t.statistics[index].visits.fetch_add(K_, std::memory_order_relaxed);
       std::uint64_t word = e.child.load(std::memory_order_acquire);
       for (;;) {
         if (word == 0) {
@@ -494,9 +574,9 @@ class distributed_search {
     std::uint32_t best = 0;
     double best_score = -1;
     for (std::uint32_t i = 0; i < t.count; ++i) {
-      const std::uint64_t stats = t.statistics[i].load(std::memory_order_relaxed);
-      const double score =
-          ucb1(detail::edge_wins(stats), detail::edge_visits(stats), log_parent, exploration_);
+      const detail::edge_statistics& e = t.statistics[i];
+      const double score = ucb1(0.5 * static_cast<double>(e.points.load(std::memory_order_relaxed)),
+                                e.visits.load(std::memory_order_relaxed), log_parent, exploration_);
       if (score > best_score) {
         best_score = score;
         best = i;
@@ -511,11 +591,11 @@ class distributed_search {
     const std::size_t count = game_.legal_moves(n->state, std::span<move>(w.moves));
     auto* fresh = w.pool.template create<table>();
     fresh->count = static_cast<std::uint32_t>(count);
-    fresh->statistics = static_cast<std::atomic<std::uint64_t>*>(
-        w.pool.allocate(sizeof(std::atomic<std::uint64_t>) * count, 64));
+    fresh->statistics = static_cast<detail::edge_statistics*>(
+        w.pool.allocate(sizeof(detail::edge_statistics) * count, 64));
     fresh->links = static_cast<link*>(w.pool.allocate(sizeof(link) * count, alignof(link)));
     for (std::size_t i = 0; i < count; ++i) {
-      new (&fresh->statistics[i]) std::atomic<std::uint64_t>(0);
+      new (&fresh->statistics[i]) detail::edge_statistics{};
       link* l = new (&fresh->links[i]) link{};
       l->move = w.moves[i];
     }
@@ -544,14 +624,16 @@ class distributed_search {
         me, owner,
         [parent_owner, parent, index](fabric::thread_context& target, std::span<std::byte> bytes) {
           auto* self = active_;
-          state s;
-          if (bytes.size() != sizeof s) {
-            throw error(fmt::format("mcts: a node's state arrived with {} bytes, expected {}",
-                                    bytes.size(), sizeof s));
-          }
-          std::memcpy(&s, bytes.data(), sizeof s);
-          self->create(target, self->worker_of(target), target.id(), s, parent_owner, parent,
-                       index);
+          self->guarded(target, [&] {
+            state s;
+            if (bytes.size() != sizeof s) {
+              throw error(fmt::format("mcts: a node's state arrived with {} bytes, expected {}",
+                                      bytes.size(), sizeof s));
+            }
+            std::memcpy(&s, bytes.data(), sizeof s);
+            self->create(target, self->worker_of(target), target.id(), s, parent_owner, parent,
+                         index);
+          });
         },
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&child), sizeof child));
     (void)status;
@@ -576,8 +658,10 @@ class distributed_search {
       ++w.remote_calls;
       send(me, parent_owner, [parent, index, owner, address](fabric::thread_context& target) {
         auto* self = active_;
-        self->located(target, self->worker_of(target), reinterpret_cast<node*>(parent), index,
-                      owner, address);
+        self->guarded(target, [&] {
+          self->located(target, self->worker_of(target), reinterpret_cast<node*>(parent), index,
+                        owner, address);
+        });
       });
     }
     const auto target = w.rng.below(static_cast<std::uint32_t>(workers_.size()));
@@ -602,25 +686,27 @@ class distributed_search {
 
   // K random playouts from the leaf, then the result goes up.
   void simulate(fabric::thread_context& me, worker& w, node* leaf) {
-    std::uint32_t wins1 = 0;
-    std::uint32_t wins2 = 0;
+    std::uint32_t points1 = 0;
+    std::uint32_t points2 = 0;
     if (leaf->winner != nobody) {
-      (leaf->winner == 1 ? wins1 : wins2) = K_;
+      add_result(leaf->winner, K_, points1, points2);
     } else {
-      for (std::uint32_t k = 0; k < K_; ++k) {
-        const player p = game_.playout(leaf->state, w.rng);
-        wins1 += p == 1 ? 1 : 0;
-        wins2 += p == 2 ? 1 : 0;
-      }
+      for (std::uint32_t k = 0; k < K_; ++k) add_result(game_.playout(leaf->state, w.rng), 1, points1, points2);
       w.playouts += K_;
     }
-    backpropagate(me, w, leaf, wins1, wins2);
+    backpropagate(me, w, leaf, points1, points2);
+  }
+  // `games` results won by `winner` (nobody: drawn) in half wins of each player.
+  static void add_result(player winner, std::uint32_t games, std::uint32_t& points1,
+                         std::uint32_t& points2) noexcept {
+    points1 += winner == 1 ? 2 * games : winner == nobody ? games : 0;
+    points2 += winner == 2 ? 2 * games : winner == nobody ? games : 0;
   }
 
-  // Adds the wins to every edge from `child` up to the root: directly while the parent is
+  // Adds the points to every edge from `child` up to the root: directly while the parent is
   // reachable from here, by a call to its owner otherwise.
   void backpropagate(fabric::thread_context& me, worker& w, const node* child,
-                     std::uint32_t wins1, std::uint32_t wins2) {
+                     std::uint32_t points1, std::uint32_t points2) {
     for (;;) {
       if (child->parent == 0) {
         complete_rollout(me);
@@ -630,24 +716,27 @@ class distributed_search {
       const std::uint32_t index = child->index_in_parent;
       if (!steps_directly(me, child->parent_owner)) {
         ++w.remote_calls;
-        send(me, child->parent_owner, [parent, index, wins1, wins2](fabric::thread_context& target) {
-          auto* self = active_;
-          auto* p = reinterpret_cast<node*>(parent);
-          self->credit(p, index, wins1, wins2);
-          self->backpropagate(target, self->worker_of(target), p, wins1, wins2);
-        });
+        send(me, child->parent_owner,
+             [parent, index, points1, points2](fabric::thread_context& target) {
+               auto* self = active_;
+               self->guarded(target, [&] {
+                 auto* p = reinterpret_cast<node*>(parent);
+                 self->credit(p, index, points1, points2);
+                 self->backpropagate(target, self->worker_of(target), p, points1, points2);
+               });
+             });
         return;
       }
       child = reinterpret_cast<node*>(parent);
-      credit(const_cast<node*>(child), index, wins1, wins2);
+      credit(const_cast<node*>(child), index, points1, points2);
     }
   }
-  // The edge's wins count for the player who chose it: the player to move at its node.
-  void credit(node* n, std::uint32_t index, std::uint32_t wins1, std::uint32_t wins2) {
-    const std::uint32_t wins = game_.to_move(n->state) == 1 ? wins1 : wins2;
+  // An edge's points count for the player who chose it: the player to move at its node.
+  void credit(node* n, std::uint32_t index, std::uint32_t points1, std::uint32_t points2) {
+    const std::uint32_t points = game_.to_move(n->state) == 1 ? points1 : points2;
     n->edges.load(std::memory_order_acquire)
         ->statistics[index]
-        .fetch_add(wins * detail::edge_wins_unit, std::memory_order_relaxed);
+        .points.fetch_add(points, std::memory_order_relaxed);
   }
 
   // ---- placement and transport ----
@@ -670,7 +759,9 @@ class distributed_search {
     ++w.remote_calls;
     send(me, owner, [address](fabric::thread_context& target) {
       auto* self = active_;
-      self->select(target, self->worker_of(target), reinterpret_cast<node*>(address));
+      self->guarded(target, [&] {
+        self->select(target, self->worker_of(target), reinterpret_cast<node*>(address));
+      });
     });
   }
   template <class F>
@@ -705,8 +796,13 @@ class distributed_search {
   // A rollout whose call could not be sent would never come back: the search cannot finish.
   static void check(fabric::thread_id dest, call_status status) {
     if (status != call_status::ok) {
-      throw error(fmt::format("mcts: a call to thread {} failed ({}); the search cannot go on",
-                              dest, fabric::to_string(status)));
+      throw error(fmt::format(
+          "mcts: a call to thread {} failed ({}); the search cannot go on{}", dest,
+          fabric::to_string(status),
+          status == call_status::full
+              ? " (queue room: raise SERIEMA_EXCEEDING_LIMIT or SERIEMA_MAX_CHUNKS, or lower "
+                "rollouts_in_flight)"
+              : ""));
     }
   }
 
@@ -742,6 +838,10 @@ class distributed_search {
   std::atomic<std::uint64_t> started_{0};
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<bool> finish_sent_{false};
+  // Set by the first failure in this process (or a peer's abort call); failure_ says why.
+  std::atomic<bool> aborted_{false};
+  std::mutex failure_mutex_;
+  std::string failure_;
 };
 
 }  // namespace seriema::mcts
