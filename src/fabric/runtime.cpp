@@ -423,18 +423,24 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
       if (!first_error) first_error = std::current_exception();
       bodies_done.fetch_add(is_service ? 0 : 1);
       finished.store(true);
+      wake_helpers();
     }
   };
 
   // Helper threads: poll the contexts their owners offered (helped_section) until the run ends.
+  // With no context offered they sleep on helper_signal_ (bumped by every helped_section and at
+  // the end of the run) instead of polling: a busy process keeps its cores for its workers.
   auto helper_main = [&] {
     unsigned idle = 0;
     while (!finished.load(std::memory_order_acquire)) {
+      const std::uint32_t signal = helper_signal_.load(std::memory_order_acquire);
       std::size_t ran = 0;
+      bool any_offered = false;
       for (auto& state : local_states_) {
         if (state->poller.load(std::memory_order_relaxed) != local_thread_state::offered_to_helpers) {
           continue;
         }
+        any_offered = true;
         int expected = local_thread_state::offered_to_helpers;
         if (!state->poller.compare_exchange_strong(expected, local_thread_state::helper_polls,
                                                    std::memory_order_acquire)) {
@@ -447,6 +453,12 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
           if (!first_error) first_error = std::current_exception();
         }
         state->poller.store(local_thread_state::offered_to_helpers, std::memory_order_release);
+      }
+      if (!any_offered && !finished.load(std::memory_order_acquire)) {
+        // A section opened after the scan, or the run's end, changed the signal: no lost wakeup.
+        helper_signal_.wait(signal, std::memory_order_acquire);
+        idle = 0;
+        continue;
       }
       if (ran == 0) thread_context::back_off(idle);
       else idle = 0;
@@ -488,6 +500,7 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
     if (!first_error) first_error = std::current_exception();
   }
   finished.store(true, std::memory_order_release);
+  wake_helpers();
   for (auto& t : pool) t.join();
   // Exit barrier: the allreduce's root returns as soon as it sent the release, and could start
   // the next run and send calls that the other ranks' threads, still serving this run, would run

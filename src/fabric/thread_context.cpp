@@ -135,6 +135,7 @@ helped_section::helped_section(thread_context& self) : state_(self.state()) {
   }
   state_.offered = &self;
   state_.poller.store(local_thread_state::offered_to_helpers, std::memory_order_release);
+  self.rt().wake_helpers();
 }
 
 helped_section::~helped_section() {

@@ -109,6 +109,11 @@ class runtime {
   // for its own send must keep wireup and incoming traffic moving, service thread or not).
   void progress_shared() noexcept;
   [[nodiscard]] bool has_service_thread() const noexcept { return options_.service_threads > 0; }
+  // Wakes the helper threads sleeping for want of an offered context (helped_section, run end).
+  void wake_helpers() noexcept {
+    helper_signal_.fetch_add(1, std::memory_order_acq_rel);
+    helper_signal_.notify_all();
+  }
   // Number of run() calls started so far (thread contexts of run k carry epoch k).
   [[nodiscard]] std::uint64_t run_epoch() const noexcept {
     return run_epoch_.load(std::memory_order_acquire);
@@ -162,6 +167,8 @@ class runtime {
   std::atomic<bool> service_role_taken_{false};  // someone is progressing the process worker
   std::atomic<bool> service_running_{false};     // someone is running service calls
   std::atomic<std::uint64_t> run_epoch_{0};
+  // Bumped (and waited on by idle helper threads) when a helped_section opens or a run ends.
+  std::atomic<std::uint32_t> helper_signal_{0};
 };
 
 // Active-message ids reserved by seriema's own layers (applications use ids >= 16).
