@@ -32,6 +32,7 @@ struct settings {
   unsigned playouts = 16;
   bool remote_only = false;
   std::string channel = "trad";
+  std::uint32_t in_flight = 0;
   std::string label;
   std::string json;
   // strength
@@ -52,6 +53,7 @@ mcts::distributed_options distributed_options_of(const settings& s) {
   mcts::distributed_options options;
   options.remote_only = s.remote_only;
   options.channel = channel_of(s.channel);
+  options.rollouts_in_flight = s.in_flight;
   return options;
 }
 
@@ -184,6 +186,7 @@ int main(int argc, char** argv) {
   app.add_flag("--remote-only", s.remote_only, "every step of a rollout is a remote call");
   app.add_option("--channel", s.channel, "how the search's calls travel")
       ->check(CLI::IsMember({"send", "write", "trad", "ovfl"}));
+  app.add_option("--in-flight", s.in_flight, "rollouts in flight at most (0: 16 per thread)");
   app.add_option("--json", s.json, "write the result as JSON here");
   app.add_option("--seed", s.seed, "random seed");
   auto* rate_cmd = app.add_subcommand("rate", "rollouts/s vs the sequential reference");

@@ -9,8 +9,8 @@
 #   bench/run-mcts.sh [--quick] [--out DIR] [BUILD_DIR]
 #
 # BUILD_DIR (default build/) must hold bench/mcts_scaling and tools/seriema-run (ninja -C build
-# mcts_scaling seriema-run). Full run: 3 repetitions of 2 s per configuration and 200 games of
-# 2000 rollouts per move, about 2 minutes on 2 cores; results in bench/results/. --quick: a
+# mcts_scaling seriema-run). Full run: 3 repetitions of 2 s per configuration and 400 games of
+# 2000 rollouts per move, about 2.5 minutes on 2 cores; results in bench/results/. --quick: a
 # smoke run (numbers meaningless), results in BUILD_DIR/bench-results/ unless --out says
 # otherwise.
 set -euo pipefail
@@ -27,7 +27,7 @@ if ((quick)); then
 else
   out=${out:-$repo/bench/results}
   rate_args=(--seconds 2 --reps 3)
-  strength_args=(--games 200 --rollouts 2000)
+  strength_args=(--games 400 --rollouts 2000)
 fi
 mkdir -p "$out"
 rm -f "$out"/mcts-rate-*.json "$out"/mcts-strength.json
