@@ -41,18 +41,10 @@ struct settings {
   std::uint64_t seed = 1;
 };
 
-seriema::invoke::channel channel_of(const std::string& name) {
-  using seriema::invoke::channel;
-  if (name == "send") return channel::send;
-  if (name == "write") return channel::write;
-  if (name == "ovfl") return channel::ovfl;
-  return channel::trad;
-}
-
 mcts::distributed_options distributed_options_of(const settings& s) {
   mcts::distributed_options options;
   options.remote_only = s.remote_only;
-  options.channel = channel_of(s.channel);
+  options.channel = *seriema::invoke::channel_from_string(s.channel);
   options.rollouts_in_flight = s.in_flight;
   return options;
 }

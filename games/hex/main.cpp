@@ -59,14 +59,6 @@ mcts::search_options search_options_of(const settings& s) {
   return options;
 }
 
-seriema::invoke::channel channel_of(const std::string& name) {
-  using seriema::invoke::channel;
-  if (name == "send") return channel::send;
-  if (name == "write") return channel::write;
-  if (name == "trad") return channel::trad;
-  return channel::ovfl;
-}
-
 // The engine behind every subcommand: the distributed search (rank 0 drives, the other ranks
 // serve its searches) or the sequential reference (rank 0 alone).
 class engine {
@@ -75,7 +67,7 @@ class engine {
     if (s.engine == "distributed") {
       mcts::distributed_options options;
       options.remote_only = s.remote_only;
-      options.channel = channel_of(s.channel);
+      options.channel = *seriema::invoke::channel_from_string(s.channel);
       options.rollouts_in_flight = s.in_flight;
       options.placement =
           s.placement == "hashed" ? mcts::node_placement::hashed : mcts::node_placement::random;

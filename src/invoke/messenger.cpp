@@ -40,6 +40,13 @@ const char* to_string(channel c) noexcept {
   return "unknown";
 }
 
+std::optional<channel> channel_from_string(std::string_view name) noexcept {
+  for (channel c : {channel::send, channel::write, channel::trad, channel::ovfl}) {
+    if (name == to_string(c)) return c;
+  }
+  return std::nullopt;
+}
+
 messenger_options messenger_options::from_environment() {
   messenger_options options;
   options.chunk_size = config::get_bytes("SERIEMA_CHUNK_SIZE");

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/wire.hpp>
@@ -32,6 +33,8 @@ using fabric::thread_id;
 // it has none.
 enum class channel : std::uint8_t { send, write, trad, ovfl };
 const char* to_string(channel c) noexcept;
+// The channel named as to_string names it ("send", "write", "trad", "ovfl"), or nullopt.
+std::optional<channel> channel_from_string(std::string_view name) noexcept;
 
 // What a call does when the destination's ring is full and cannot grow.
 namespace policy {

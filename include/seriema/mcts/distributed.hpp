@@ -620,7 +620,7 @@ class distributed_search {
       return;
     }
     ++w.remote_calls;
-    const auto status = invoke_buffer(
+    invoke_buffer(
         me, owner,
         [parent_owner, parent, index](fabric::thread_context& target, std::span<std::byte> bytes) {
           auto* self = active_;
@@ -636,7 +636,6 @@ class distributed_search {
           });
         },
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&child), sizeof child));
-    (void)status;
   }
 
   // The new leaf: tells its parent where it is, then goes to a random local worker's
@@ -771,13 +770,11 @@ class distributed_search {
           }));
   }
   template <class F>
-  call_status invoke_buffer(fabric::thread_context& me, fabric::thread_id dest, const F& f,
-                            std::span<const std::byte> bytes) {
-    const auto status = dispatch(options_.channel, [&]<invoke::channel C>() {
-      return invoke::call_buffer<C, invoke::policy::retry_async>(me, dest, f, bytes);
-    });
-    check(dest, status);
-    return status;
+  void invoke_buffer(fabric::thread_context& me, fabric::thread_id dest, const F& f,
+                     std::span<const std::byte> bytes) {
+    check(dest, dispatch(options_.channel, [&]<invoke::channel C>() {
+            return invoke::call_buffer<C, invoke::policy::retry_async>(me, dest, f, bytes);
+          }));
   }
   template <class Body>
   static call_status dispatch(invoke::channel c, Body&& body) {
