@@ -203,8 +203,8 @@ class distributed_search {
   static constexpr std::uint64_t stop_bit = std::uint64_t{1} << 63;
 
   // Per worker thread of this process; touched only by that thread during a search, except
-  // `simulations` (any thread of the process enqueues) and `finished` (set by the finishing
-  // thread, or by a call).
+  // `simulations` (any thread of the process enqueues), `finished` (set by the finishing
+  // thread, or by a call) and `completed_here` (read by the thread that ends the search).
   struct alignas(64) worker {
     explicit worker(tree_memory_counters& counters) : pool(counters) {}
     tree_pool pool;
@@ -216,6 +216,16 @@ class distributed_search {
     std::uint64_t nodes_created = 0;
     std::uint64_t deferred_selections = 0;
     std::uint64_t playouts = 0;
+    // Root process: the in-flight window, per thread so that starting and completing a rollout
+    // touch no line another thread writes. started_here counts the rollouts this thread began,
+    // completed_here those that came back to the root on this thread (any thread's). This
+    // thread starts only while started_here - completed_here < window_share, so the rollouts in
+    // flight, the sum of these differences, never exceed the window. Written only by this
+    // thread; completed_here is sequentially consistent for the end of the search (stop()).
+    std::uint64_t started_here = 0;
+    std::int64_t window_share = 0;
+    std::int64_t start_batch = 1;
+    alignas(64) std::atomic<std::uint64_t> completed_here{0};
   };
 
   // The search running in this process, for the calls (they carry no pointer to it: addresses
@@ -282,7 +292,7 @@ class distributed_search {
     deadline_ = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(command.seconds));
     started_.store(0);
-    completed_.store(0);
+    const auto starters = static_cast<std::uint32_t>(workers_.size());
     finish_sent_.store(false);
     aborted_.store(false);
     failure_.clear();
@@ -294,6 +304,13 @@ class distributed_search {
                    rt_.placement().global_id(rt_.rank(), static_cast<int>(i)));
       w.moves.resize(game_.max_moves());
       w.remote_calls = w.nodes_created = w.deferred_selections = w.playouts = 0;
+      w.started_here = 0;
+      w.completed_here.store(0, std::memory_order_relaxed);
+      // The window split over the root process's threads (the remainder to the first ones);
+      // a thread starts rollouts in batches of a quarter of its share, so that the shared
+      // started_ word is taken once per batch.
+      w.window_share = window_ / starters + (i < window_ % starters ? 1 : 0);
+      w.start_batch = std::max<std::int64_t>(1, w.window_share / 4);
     }
     root_ = nullptr;
     if (rt_.rank() == 0) {
@@ -376,7 +393,7 @@ class distributed_search {
       best_bits = rt_.allreduce_sum(best_bits);
       std::memcpy(&result.best, &best_bits, sizeof(move));
     }
-    result.rollouts = rt_.allreduce_sum(rt_.rank() == 0 ? completed_.load() : 0);
+    result.rollouts = rt_.allreduce_sum(rt_.rank() == 0 ? completed_rollouts() : 0);
     result.playouts = counters_.playouts;
     result.tree_nodes = counters_.nodes_created;
     result.remote_calls = counters_.remote_calls;
@@ -400,7 +417,7 @@ class distributed_search {
       guarded(me, [&] {
         work += me.poll();
         node* leaf = nullptr;
-        if (w.simulations.try_dequeue(leaf)) {
+        if (w.simulations.try_dequeue(leaf) || steal_simulation(local_index, leaf)) {
           simulate(me, w, leaf);
           ++work;
         }
@@ -414,7 +431,7 @@ class distributed_search {
         if (now - last_report > std::chrono::milliseconds(100)) {
           last_report = now;
           guarded(me, [&] {
-            (*progress_)(completed_.load(std::memory_order_relaxed),
+            (*progress_)(completed_rollouts(),
                          std::chrono::duration<double>(now - start_).count());
           });
         }
@@ -427,45 +444,74 @@ class distributed_search {
     }
   }
 
-  // Starts a few rollouts while the budget and the in-flight bound allow. Root process only.
+  // A thread whose own queue is empty takes a leaf from another local thread's queue (the
+  // next one first): the leaves go to random threads, and a thread busy with more selections
+  // than the others (the root's owner in remote-only mode) would otherwise leave them idle.
+  bool steal_simulation(int local_index, node*& leaf) {
+    const std::size_t count = workers_.size();
+    for (std::size_t i = 1; i < count; ++i) {
+      if (workers_[(static_cast<std::size_t>(local_index) + i) % count]->simulations.try_dequeue(
+              leaf)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Starts a batch of rollouts while the budget and this thread's share of the in-flight
+  // window allow. Root process only.
   std::size_t start_rollouts(fabric::thread_context& me, worker& w) {
-    std::size_t begun = 0;
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      std::uint64_t s = started_.load();
-      if ((s & stop_bit) != 0) break;
+    const std::int64_t in_flight_here = static_cast<std::int64_t>(w.started_here) -
+        static_cast<std::int64_t>(w.completed_here.load(std::memory_order_relaxed));
+    const std::int64_t credit = w.window_share - in_flight_here;
+    if (credit < w.start_batch) return 0;  // a full share is the common case
+    std::uint64_t s = started_.load();
+    std::uint64_t batch = 0;
+    for (;;) {
+      if ((s & stop_bit) != 0) return 0;
       if (s >= budget_) {
         stop(me);
-        break;
+        return 0;
       }
-      if (s - completed_.load() >= window_) break;
-      // The clock only when a rollout would start (a full window is the common case).
-      // At least one rollout, however short the time: the result names a move.
+      // The clock only when rollouts would start. At least one rollout, however short the
+      // time: the result names a move.
       if (has_deadline_ && s > 0 && std::chrono::steady_clock::now() >= deadline_) {
         stop(me);
-        break;
+        return 0;
       }
-      if (!started_.compare_exchange_strong(s, s + 1)) continue;
-      ++begun;
+      batch = std::min<std::uint64_t>(static_cast<std::uint64_t>(credit), budget_ - s);
+      if (started_.compare_exchange_weak(s, s + batch)) break;
+    }
+    w.started_here += batch;
+    for (std::uint64_t i = 0; i < batch; ++i) {
       if (steps_directly(me, root_->owner)) {
         select(me, w, root_);
       } else {
         send_select(me, w, root_->owner, address_of(root_));
       }
     }
-    return begun;
+    return static_cast<std::size_t>(batch);
   }
 
+  // Rollouts back at the root so far (root process).
+  [[nodiscard]] std::uint64_t completed_rollouts() const noexcept {
+    std::uint64_t sum = 0;
+    for (const auto& w : workers_) sum += w->completed_here.load();
+    return sum;
+  }
   // No rollout starts after this. The last one to complete (or this, if none is in flight)
-  // ends the search. started_/completed_ are sequentially consistent so that of stop() and
-  // the last completion, at least one sees the other.
+  // ends the search. started_ and the completed_here words are sequentially consistent: in
+  // their single total order, either stop()'s fetch_or precedes the last completion's
+  // increment, and that completion's loads see the stop bit and every completion, or it
+  // follows it, and stop()'s sum sees every completion. finish() runs once either way.
   void stop(fabric::thread_context& me) {
     const std::uint64_t s = started_.fetch_or(stop_bit) & ~stop_bit;
-    if (completed_.load() == s) finish(me);
+    if (completed_rollouts() == s) finish(me);
   }
   void complete_rollout(fabric::thread_context& me) {
-    const std::uint64_t c = completed_.fetch_add(1) + 1;
+    worker_of(me).completed_here.fetch_add(1);
     const std::uint64_t s = started_.load();
-    if ((s & stop_bit) != 0 && c == (s & ~stop_bit)) finish(me);
+    if ((s & stop_bit) != 0 && completed_rollouts() == (s & ~stop_bit)) finish(me);
   }
   // Every rollout has come back to the root: every thread of the job leaves its loop.
   void finish(fabric::thread_context& me) {
@@ -831,12 +877,14 @@ class distributed_search {
   std::chrono::steady_clock::time_point deadline_;
   const std::function<void(std::uint64_t, double)>* progress_ = nullptr;
   node* root_ = nullptr;  // rank 0 only
-  // Root process: rollouts started (with stop_bit once no more may start) and completed.
-  std::atomic<std::uint64_t> started_{0};
-  std::atomic<std::uint64_t> completed_{0};
-  std::atomic<bool> finish_sent_{false};
+  // Root process: rollouts started (with stop_bit once no more may start); taken once per
+  // batch (the completions are counted per thread). Its own cache line, apart from the words
+  // every loop iteration reads.
+  alignas(64) std::atomic<std::uint64_t> started_{0};
+  alignas(64) std::atomic<bool> finish_sent_{false};
   // Set by the first failure in this process (or a peer's abort call); failure_ says why.
-  std::atomic<bool> aborted_{false};
+  // Read by every loop iteration and step, written once: a line of its own.
+  alignas(64) std::atomic<bool> aborted_{false};
   std::mutex failure_mutex_;
   std::string failure_;
 };
