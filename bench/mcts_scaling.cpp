@@ -1,7 +1,7 @@
 // MCTS scaling and strength on this machine (the paper's Fig. 3): rollouts/s of the distributed
 // search in the job's configuration against the sequential reference measured in the same run,
 // and games of the distributed search against the sequential one at equal rollouts.
-//   SERIEMA_THREADS=2 seriema-run -n 1 -- mcts_scaling rate --seconds 2 --json out.json
+//   SERIEMA_THREADS=2 seriema-run -n 1 -- mcts_scaling rate --rollouts 300000 --json out.json
 //   seriema-run -n 2 -- mcts_scaling strength --games 200 --size 9 --rollouts 1000
 #include <fmt/format.h>
 
@@ -28,6 +28,7 @@ using seriema::bench::median;
 struct settings {
   int size = 0;  // 0: 11 for rate, 9 for strength
   double seconds = 2;
+  std::uint64_t rate_rollouts = 0;  // rate: a budget of rollouts per search instead of seconds
   int reps = 3;
   unsigned playouts = 16;
   bool remote_only = false;
@@ -60,8 +61,10 @@ int rate(seriema::fabric::runtime& rt, const settings& s) {
   const hex game(s.size);
   mcts::distributed_search<hex> distributed(rt, game, distributed_options_of(s));
   mcts::search_options options;
-  options.rollouts = 0;
-  options.seconds = s.seconds;
+  // A budget of rollouts compares configurations on trees of the same size (a faster one
+  // searching for the same seconds builds a deeper tree, whose selections cost more).
+  options.rollouts = s.rate_rollouts;
+  options.seconds = s.rate_rollouts != 0 ? 0 : s.seconds;
   options.playouts_per_leaf = s.playouts;
   std::vector<double> sequential_rates, distributed_rates, calls_per_second;
   for (int rep = 0; rep < s.reps; ++rep) {
@@ -92,12 +95,13 @@ int rate(seriema::fabric::runtime& rt, const settings& s) {
     out << fmt::format(
         R"({{"benchmark": "mcts_scaling", "kind": "rate", "label": {}, "configuration": {}, )"
         R"("processes": {}, "threads_per_process": {}, "remote_only": {}, "channel": {}, )"
-        R"("board": {}, "playouts_per_leaf": {}, "seconds": {}, "reps": {}, )"
+        R"("board": {}, "playouts_per_leaf": {}, "seconds": {}, "rollouts": {}, "reps": {}, )"
         R"("distributed_rollouts_per_s": {}, "sequential_rollouts_per_s": {}, )"
         R"("median_distributed": {:.1f}, "median_sequential": {:.1f}, "ratio": {:.4f}, )"
         R"("remote_calls_per_s": {}, "machine": {}}})",
         json_string(label), json_string(config), rt.size(), rt.placement().threads_per_process(),
-        s.remote_only, json_string(s.channel), s.size, s.playouts, s.seconds, s.reps,
+        s.remote_only, json_string(s.channel), s.size, s.playouts,
+        s.rate_rollouts != 0 ? 0.0 : s.seconds, s.rate_rollouts, s.reps,
         list(distributed_rates), list(sequential_rates), dist, seq, dist / seq,
         list(calls_per_second), machine_info::here().json())
         << "\n";
@@ -184,6 +188,8 @@ int main(int argc, char** argv) {
   auto* rate_cmd = app.add_subcommand("rate", "rollouts/s vs the sequential reference");
   rate_cmd->add_option("--size", s.size, "board size (default 11)")->check(CLI::Range(2, 19));
   rate_cmd->add_option("--seconds", s.seconds, "seconds per search")->check(CLI::PositiveNumber);
+  rate_cmd->add_option("--rollouts", s.rate_rollouts, "rollouts per search (instead of --seconds)")
+      ->check(CLI::PositiveNumber);
   rate_cmd->add_option("--reps", s.reps, "repetitions (medians)")->check(CLI::PositiveNumber);
   rate_cmd->add_option("--label", s.label, "row name in the table");
   auto* strength_cmd = app.add_subcommand("strength", "distributed vs sequential games");

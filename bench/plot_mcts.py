@@ -33,6 +33,13 @@ def target(lines, name, value, goal, unit=""):
     lines.append(f"| {name} | {value:.3f}{unit} | >= {goal}{unit} | {'met' if met else 'MISSED'} |")
 
 
+def budget(rate):
+    """A search's budget: rollouts (equal trees in every configuration) or seconds."""
+    if rate.get("rollouts"):
+        return f"{rate['rollouts']:,} rollouts".replace(",", " ")
+    return f"{rate['seconds']} s"
+
+
 def summary(rates, strength):
     lines = []
     any_rate = next(iter(rates.values()), None)
@@ -43,7 +50,7 @@ def summary(rates, strength):
         lines.append(f"Rollouts/s on {any_rate['board']}x{any_rate['board']} Hex from the empty "
                      f"board, K = {any_rate['playouts_per_leaf']}, channel "
                      f"{any_rate['channel']}, medians of {any_rate['reps']} searches of "
-                     f"{any_rate['seconds']} s; the sequential reference ran in the same program, "
+                     f"{budget(any_rate)}; the sequential reference ran in the same program, "
                      "alternating with the distributed search.")
         lines.append("")
         lines.append("| configuration | mode | rollouts/s | sequential/s | ratio | remote calls/s |")

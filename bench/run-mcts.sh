@@ -9,8 +9,9 @@
 #   bench/run-mcts.sh [--quick] [--out DIR] [BUILD_DIR]
 #
 # BUILD_DIR (default build/) must hold bench/mcts_scaling and tools/seriema-run (ninja -C build
-# mcts_scaling seriema-run). Full run: 3 repetitions of 2 s per configuration and 400 games of
-# 2000 rollouts per move, about 2.5 minutes on 2 cores; results in bench/results/. --quick: a
+# mcts_scaling seriema-run). Full run: 5 searches of 300 000 rollouts per configuration (equal
+# rollouts, so every configuration's tree has the same size) and 400 games of 2000 rollouts per
+# move, about 3.5 minutes on 2 cores; results in bench/results/. --quick: a
 # smoke run (numbers meaningless), results in BUILD_DIR/bench-results/ unless --out says
 # otherwise.
 set -euo pipefail
@@ -22,11 +23,11 @@ bench=$build/bench/mcts_scaling
 require_built "$bench" "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
-  rate_args=(--seconds 0.2 --reps 1)
+  rate_args=(--rollouts 20000 --reps 1)
   strength_args=(--games 4 --rollouts 100)
 else
   out=${out:-$repo/bench/results}
-  rate_args=(--seconds 2 --reps 3)
+  rate_args=(--rollouts 300000 --reps 5)
   strength_args=(--games 400 --rollouts 2000)
 fi
 mkdir -p "$out"
