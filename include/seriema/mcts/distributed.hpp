@@ -417,7 +417,7 @@ class distributed_search {
       guarded(me, [&] {
         work += me.poll();
         node* leaf = nullptr;
-        if (w.simulations.try_dequeue(leaf) || steal_simulation(local_index, leaf)) {
+        if (w.simulations.try_dequeue(leaf)) {
           simulate(me, w, leaf);
           ++work;
         }
@@ -444,20 +444,6 @@ class distributed_search {
     }
   }
 
-  // A thread whose own queue is empty takes a leaf from another local thread's queue (the
-  // next one first): the leaves go to random threads, and a thread busy with more selections
-  // than the others (the root's owner in remote-only mode) would otherwise leave them idle.
-  bool steal_simulation(int local_index, node*& leaf) {
-    const std::size_t count = workers_.size();
-    for (std::size_t i = 1; i < count; ++i) {
-      if (workers_[(static_cast<std::size_t>(local_index) + i) % count]->simulations.try_dequeue(
-              leaf)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   // Starts a batch of rollouts while the budget and this thread's share of the in-flight
   // window allow. Root process only.
   std::size_t start_rollouts(fabric::thread_context& me, worker& w) {
@@ -479,7 +465,11 @@ class distributed_search {
         stop(me);
         return 0;
       }
-      batch = std::min<std::uint64_t>(static_cast<std::uint64_t>(credit), budget_ - s);
+      // A thread that completed others' rollouts may have more credit than its share; it
+      // starts at most a share (or 4) at a time and polls in between.
+      batch = std::min<std::uint64_t>(
+          {static_cast<std::uint64_t>(credit), budget_ - s,
+           static_cast<std::uint64_t>(std::max<std::int64_t>(4, w.window_share))});
       if (started_.compare_exchange_weak(s, s + batch)) break;
     }
     w.started_here += batch;
@@ -709,8 +699,7 @@ class distributed_search {
         });
       });
     }
-    const auto target = w.rng.below(static_cast<std::uint32_t>(workers_.size()));
-    workers_[target]->simulations.enqueue(leaf);
+    simulation_queue_for(w).enqueue(leaf);
   }
 
   // The child of edge `index` of n is at (owner, address): publish it and resume the
@@ -785,6 +774,17 @@ class distributed_search {
   }
 
   // ---- placement and transport ----
+
+  // The queue of a random local worker: the shorter of two picked at random, so that a thread
+  // busier with selections than the others (the root's owner, in remote-only mode) gets fewer
+  // leaves instead of leaving the others idle. Each queue keeps its one consumer.
+  moodycamel::ConcurrentQueue<node*>& simulation_queue_for(worker& w) {
+    const auto count = static_cast<std::uint32_t>(workers_.size());
+    auto& first = workers_[w.rng.below(count)]->simulations;
+    if (count == 1) return first;
+    auto& second = workers_[w.rng.below(count)]->simulations;
+    return second.size_approx() < first.size_approx() ? second : first;
+  }
 
   fabric::thread_id pick_owner(worker& w, const state& s) {
     if constexpr (hashed_game<G>) {
