@@ -108,13 +108,7 @@ runtime::~runtime() {
   std::vector<call_queue::item> leftover;
   auto release_all = [&](call_queue& queue) {
     queue.take_all(leftover);
-    for (auto& item : leftover) {
-      if (item.ucx_data != nullptr) {
-        ucp_am_data_release(worker_->handle(), item.ucx_data);
-      } else {
-        delete[] item.payload;
-      }
-    }
+    for (auto& item : leftover) item.release(worker_->handle());
   };
   if (worker_) {
     release_all(service_queue_);
@@ -359,8 +353,7 @@ void runtime::progress_shared() noexcept {
   if (!service_role_taken_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
     return;
   }
-  while (worker_->progress()) {
-  }
+  (void)worker_->progress();
   service_role_taken_.store(false, std::memory_order_release);
 }
 
@@ -570,14 +563,14 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
   }
   call_queue::item item;
   item.header = h;
-  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
-    item.payload = static_cast<std::byte*>(data);
+  item.entry = entry;
+  if (length > call_queue::inline_payload &&
+      (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
     item.ucx_data = data;  // kept until the call ran (released by run_calls)
     queue->push(item);
     return UCS_INPROGRESS;
   }
-  item.payload = new std::byte[length == 0 ? 1 : length];
-  if (length > 0) std::memcpy(item.payload, data, length);
+  item.store({{static_cast<const std::byte*>(data), length}});
   queue->push(item);
   return UCS_OK;
 }

@@ -56,6 +56,24 @@ const char* to_string(call_status status) noexcept {
   return "unknown";
 }
 
+void call_queue::item::store(std::initializer_list<std::span<const std::byte>> parts) {
+  std::size_t total = 0;
+  for (auto part : parts) total += part.size();
+  std::byte* out = inline_bytes;
+  if (total > inline_payload) out = heap = new std::byte[total];
+  for (auto part : parts) {
+    if (!part.empty()) std::memcpy(out, part.data(), part.size());
+    out += part.size();
+  }
+}
+
+void call_queue::item::release(ucp_worker_h worker) noexcept {
+  if (ucx_data != nullptr) ucp_am_data_release(worker, ucx_data);
+  delete[] heap;
+  ucx_data = nullptr;
+  heap = nullptr;
+}
+
 void call_queue::push(const item& call) {
   std::lock_guard lock(mutex_);
   items_.push_back(call);
@@ -246,9 +264,7 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
     // Same process: straight into the destination's queue, no UCX involved.
     call_queue::item item;
     item.header = header;
-    item.payload = new std::byte[closure.size() + buffer.size() + 1];
-    std::memcpy(item.payload, closure.data(), closure.size());
-    if (!buffer.empty()) std::memcpy(item.payload + closure.size(), buffer.data(), buffer.size());
+    item.store({closure, buffer});
     ((dest & service_bit) != 0 ? rt_.service_queue() : rt_.local_state(dest).incoming).push(item);
     return call_status::ok;
   }
@@ -261,12 +277,20 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
   ucp_dt_iov_t iov[2] = {{const_cast<std::byte*>(closure.data()), closure.size()},
                          {const_cast<std::byte*>(buffer.data()), buffer.size()}};
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
-  param.datatype = ucp_dt_make_iov();
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   // Eager keeps calls of one sender in order and lets the receiver keep the data in place.
   param.flags = UCP_AM_SEND_FLAG_EAGER;
-  void* request = ucp_am_send_nbx(endpoint.handle(), am_id_call, &header, sizeof header, iov,
-                                  buffer.empty() ? 1 : 2, &param);
+  void* request;
+  if (buffer.empty()) {
+    // Contiguous: UCX sends it with its short protocol (an iov datatype always takes bcopy).
+    request = ucp_am_send_nbx(endpoint.handle(), am_id_call, &header, sizeof header,
+                              closure.data(), closure.size(), &param);
+  } else {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_iov();
+    request = ucp_am_send_nbx(endpoint.handle(), am_id_call, &header, sizeof header, iov, 2,
+                              &param);
+  }
   // The closure usually lives on the caller's stack: wait for local completion (send-based
   // calls are the no-setup path, not the high-rate one).
   ucs_status_t status = wait_send(*this, request);
@@ -283,10 +307,12 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
   // One item at a time, taken out before it runs: a call that waits (and so polls) continues
   // with the calls behind it, never re-runs one, and per-sender FIFO holds.
   while (!pending.empty()) {
-    const call_queue::item item = pending.front();
+    call_queue::item item = pending.front();
     pending.pop_front();
     const call_header& h = item.header;
-    const function_entry* entry = function_registry::instance().find(h.function);
+    std::byte* payload = item.payload();
+    const function_entry* entry =
+        item.entry != nullptr ? item.entry : function_registry::instance().find(h.function);
     if (entry == nullptr) {
       rt.counters().rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -301,8 +327,8 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
           result_span = big_result;
         }
       }
-      invocation call{&self, h.source, {item.payload + h.closure_size, h.buffer_size}, result_span};
-      entry->invoke(item.payload, call);
+      invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span};
+      entry->invoke(payload, call);
       ++ran;
       rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
       if (h.reply_slot != 0) {
@@ -336,11 +362,7 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
         }
       }
     }
-    if (item.ucx_data != nullptr) {
-      ucp_am_data_release(rt.worker().handle(), item.ucx_data);
-    } else {
-      delete[] item.payload;
-    }
+    item.release(rt.worker().handle());
   }
   return ran;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <seriema/fabric/function_registry.hpp>
@@ -77,10 +78,25 @@ class return_slot {
 // per-producer order, and the progressing thread may change between two calls of one sender).
 class call_queue {
  public:
+  // Payloads up to this size travel inside the item (no allocation, and the receiver does not
+  // keep UCX's receive descriptor): most closures are a few words.
+  static constexpr std::size_t inline_payload = 64;
   struct item {
     call_header header;
-    std::byte* payload = nullptr;  // closure bytes, then buffer bytes
-    void* ucx_data = nullptr;      // UCX AM data to release after running (else payload owned)
+    const function_entry* entry = nullptr;  // found by the receive path (else looked up to run)
+    std::byte* heap = nullptr;  // owned payload when larger than inline_payload (new[])
+    void* ucx_data = nullptr;   // UCX AM data to release after running (payload lives there)
+    alignas(16) std::byte inline_bytes[inline_payload];
+    // Closure bytes, then buffer bytes. Points into the item itself when inline: use it on the
+    // copy that runs, not across a move of the item.
+    [[nodiscard]] std::byte* payload() noexcept {
+      if (ucx_data != nullptr) return static_cast<std::byte*>(ucx_data);
+      return heap != nullptr ? heap : inline_bytes;
+    }
+    // Copies `parts` (in order) into the item: inline when they fit, else a new[] block.
+    void store(std::initializer_list<std::span<const std::byte>> parts);
+    // Frees what the item owns; UCX data goes back to `worker`.
+    void release(ucp_worker_h worker) noexcept;
   };
   void push(const item& call);
   // Moves every queued call into `out` (cleared first); returns how many.
