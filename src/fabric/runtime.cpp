@@ -76,6 +76,7 @@ runtime::runtime(const runtime_options& options) : options_(options) {
     for (const handler_entry& h : {handler_entry{am_id_runtime_barrier, &runtime::on_barrier_message, "barrier"},
                                    handler_entry{am_id_call, &runtime::on_call_message, "calls"},
                                    handler_entry{am_id_reply, &runtime::on_reply_message, "replies"},
+                                   handler_entry{am_id_write, &runtime::on_write_message, "writes"},
                                    handler_entry{am_id_feedback, &runtime::on_feedback_message,
                                                  "feedback"}}) {
       ucp_am_handler_param_t handler{};
@@ -179,6 +180,17 @@ bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
     transfer::registered_buffer buffer{reinterpret_cast<std::byte*>(address),
                                        static_cast<std::size_t>(size), nullptr, nullptr};
     if (allocator->free(buffer) == transfer::free_status::ok) return true;
+  }
+  return false;
+}
+
+bool runtime::service_holds(std::uint64_t address, std::uint64_t size) const {
+  std::lock_guard lock(service_allocators_mutex_);
+  for (const auto& allocator : service_allocators_) {
+    if (allocator && allocator->holds(reinterpret_cast<const std::byte*>(address),
+                                      static_cast<std::size_t>(size))) {
+      return true;
+    }
   }
   return false;
 }
@@ -588,6 +600,32 @@ ucs_status_t runtime::on_feedback_message(void* arg, const void* header,
   if (!self->is_local(m.thread) || !self->local_state(m.thread).add_feedback(m.word, m.value)) {
     self->counters_.rejected_feedback.fetch_add(1, std::memory_order_relaxed);
   }
+  return UCS_OK;
+}
+
+ucs_status_t runtime::on_write_message(void* arg, const void* header, std::size_t header_length,
+                                       void* data, std::size_t length,
+                                       const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<runtime*>(arg);
+  write_message m;
+  if (header_length != sizeof m || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    self->counters_.rejected_writes.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  std::memcpy(&m, header, sizeof m);
+  // Overflow-safe range checks: every operand is at most m.size once the first test passed.
+  const bool in_range = m.data_offset <= m.size && length <= m.size - m.data_offset &&
+                        m.word_offset <= m.size && sizeof m.word <= m.size - m.word_offset &&
+                        (m.base + m.word_offset) % alignof(std::uint64_t) == 0;
+  if (!in_range || !self->service_holds(m.base, m.size)) {
+    self->counters_.rejected_writes.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  auto* base = reinterpret_cast<std::byte*>(m.base);
+  if (length > 0) std::memcpy(base + m.data_offset, data, length);
+  // The payload is in place before the word that publishes it (release; readers acquire).
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + m.word_offset))
+      .store(m.word, std::memory_order_release);
   return UCS_OK;
 }
 

@@ -56,6 +56,9 @@ messenger_options messenger_options::from_environment() {
   options.flush_size = config::get_bytes("SERIEMA_FLUSH_SIZE");
   options.exceeding_limit = config::get_bytes("SERIEMA_EXCEEDING_LIMIT");
   options.staging_size = config::get_bytes("SERIEMA_STAGING_SIZE");
+  static constexpr std::string_view publish_choices[] = {"auto", "put", "message"};
+  options.publish_remote =
+      static_cast<remote_publish>(config::get_choice("SERIEMA_REMOTE_PUBLISH", publish_choices));
   options.validate();
   return options;
 }
@@ -295,6 +298,9 @@ bool messenger::grow() {
   }
   if (ring_.empty()) {
     direct_ = fresh[0].direct_data != nullptr;
+    by_message_ = !direct_ && (options.publish_remote == remote_publish::message ||
+                               (options.publish_remote == remote_publish::automatic &&
+                                !rt.context().network_rdma()));
     if (!direct_) {
       transfer::transmitter_options topts = transfer::transmitter_options::from_environment();
       transmitter_ = std::make_unique<transfer::transmitter>(endpoint, topts);
@@ -415,7 +421,7 @@ std::byte* messenger::reserve_slow(std::size_t size, space& why, bool may_grow) 
   }
   if (direct_) return ring_[current_].direct_data + write_offset_;
   // Staged: room for the record and the published word's slot in the unit.
-  if (!staging_unit_ || staged_ + size + 8 > staging_unit_.size) {
+  if (!staging_unit_ || staged_ + size + publish_room > staging_unit_.size) {
     if (staging_unit_ && staged_ > staged_batch_) put_staged(false, false);
     if (!start_staging_unit(size)) {
       why = failed_ ? space::failed : space::too_large;
@@ -429,7 +435,9 @@ std::byte* messenger::reserve(std::size_t size, space& why, bool may_grow) {
   why = space::ok;
   if (!ring_.empty() && !closed_ && write_offset_ + size <= ring_[current_].capacity) {
     if (direct_) return ring_[current_].direct_data + write_offset_;
-    if (staging_unit_ && staged_ + size + 8 <= staging_unit_.size) return staging_unit_.data + staged_;
+    if (staging_unit_ && staged_ + size + publish_room <= staging_unit_.size) {
+      return staging_unit_.data + staged_;
+    }
   }
   return reserve_slow(size, why, may_grow);
 }
@@ -456,37 +464,52 @@ void messenger::publish_word(bool full, bool splice) {
 void messenger::put_staged(bool full, bool splice) {
   slot& s = ring_[current_];
   const std::size_t pending = staged_ - staged_batch_;
-  if (pending > 0) {
-    // The batch's remote offset: it ends where the chunk's written bytes end.
-    const std::uint64_t remote_offset = wire::chunk_header_size + write_offset_ - pending;
-    transfer::op_status st = transmitter_->put(
-        {staging_unit_.data + staged_batch_, pending}, *s.remote, remote_offset, staging_unit_.tags);
-    if (st != transfer::op_status::ok) {
-      fail_all();
-      return;
-    }
-    // The data lands before the word that publishes it (UCX orders across the fence).
-    ucp_worker_fence(owner_.self().worker().handle());
-  }
-  // The word travels from the staging unit too (it must stay untouched until the put is done).
-  // A publish may have used the unit's last 8 bytes; a close then needs a fresh unit (nothing
-  // is pending in that case: records reserve room for their own publish word).
-  if (staged_ + sizeof(std::uint64_t) > staging_unit_.size && !start_staging_unit(0)) {
+  // The batch's remote offset: it ends where the chunk's written bytes end.
+  const std::uint64_t remote_offset = wire::chunk_header_size + write_offset_ - pending;
+  if (send_staged(pending, remote_offset, wire::make_published(write_offset_, s.lap, full, splice)) !=
+      transfer::op_status::ok) {
     fail_all();
     return;
   }
-  const std::uint64_t word = wire::make_published(write_offset_, s.lap, full, splice);
-  std::memcpy(staging_unit_.data + staged_, &word, sizeof word);
-  transfer::op_status st = transmitter_->put({staging_unit_.data + staged_, sizeof word}, *s.remote,
-                                             wire::published_word_offset, staging_unit_.tags);
-  if (st != transfer::op_status::ok) {
-    fail_all();
-    return;
-  }
-  staged_ += sizeof word;
-  staged_batch_ = staged_;
   published_ = write_offset_;
   ++counters_.publishes;
+}
+
+transfer::op_status messenger::send_staged(std::size_t pending, std::uint64_t remote_offset,
+                                           std::uint64_t word) {
+  // A publish may have used the unit's last bytes; one with nothing pending (a close) then
+  // takes a fresh unit. With records pending there is room: each reserved publish_room.
+  if (staged_ + publish_room > staging_unit_.size) {
+    if (pending > 0) return transfer::op_status::error;  // broken reservation (cannot happen)
+    if (!start_staging_unit(0)) return transfer::op_status::peer_failed;
+  }
+  const slot& s = ring_[current_];
+  std::byte* room = staging_unit_.data + staged_;
+  transfer::op_status st;
+  if (by_message_) {
+    // The header travels from the unit as well: UCX reads it until the send completed.
+    const fabric::write_message m{s.locator.address, s.locator.size, remote_offset,
+                                  wire::published_word_offset, word};
+    std::memcpy(room, &m, sizeof m);
+    st = transmitter_->send(fabric::am_id_write, {room, sizeof m},
+                            {staging_unit_.data + staged_batch_, pending}, staging_unit_.tags);
+    staged_ += sizeof m;
+  } else {
+    if (pending > 0) {
+      st = transmitter_->put({staging_unit_.data + staged_batch_, pending}, *s.remote,
+                             remote_offset, staging_unit_.tags);
+      if (st != transfer::op_status::ok) return st;
+      // The data lands before the word that publishes it (UCX orders across the fence).
+      ucp_worker_fence(owner_.self().worker().handle());
+    }
+    // The word travels from the staging unit too (it must stay untouched until the put is done).
+    std::memcpy(room, &word, sizeof word);
+    st = transmitter_->put({room, sizeof word}, *s.remote, wire::published_word_offset,
+                           staging_unit_.tags);
+    staged_ += sizeof word;
+  }
+  staged_batch_ = staged_;
+  return st;
 }
 
 void messenger::publish() {
@@ -662,14 +685,10 @@ call_status messenger::publish_word_for_testing(std::uint64_t word) {
     std::atomic_ref<std::uint64_t>(*s.direct_word).store(word, std::memory_order_release);
     return call_status::ok;
   }
-  if (!staging_unit_ || staged_ + 8 > staging_unit_.size) {
-    if (!start_staging_unit(0)) return call_status::peer_failed;
-  }
-  std::memcpy(staging_unit_.data + staged_, &word, sizeof word);
-  transfer::op_status st = transmitter_->put({staging_unit_.data + staged_, sizeof word}, *s.remote,
-                                             wire::published_word_offset, staging_unit_.tags);
-  staged_ += sizeof word;
+  if (!staging_unit_ && !start_staging_unit(0)) return call_status::peer_failed;
+  // Records staged but not published stay unpublished: only the word travels.
   staged_batch_ = staged_;
+  transfer::op_status st = send_staged(0, wire::chunk_header_size + write_offset_, word);
   return st == transfer::op_status::ok ? call_status::ok : call_status::error;
 }
 

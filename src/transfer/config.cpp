@@ -57,6 +57,9 @@ constexpr setting settings_table[] = {
     {"SERIEMA_STAGING_SIZE", "256K",
      "bytes of one registered staging unit for calls to other machines; a one-sided record is "
      "at most this minus 64 bytes (4K..2M)"},
+    {"SERIEMA_REMOTE_PUBLISH", "auto",
+     "how calls staged for another machine are published: put (batch, fence, word), message "
+     "(one write message the receiver applies; tcp), auto (message unless an RDMA transport)"},
     // set by seriema-run for the processes it starts (not for users)
     {"SERIEMA_RUN_SOCKET", "", "set by seriema-run: its rendezvous socket"},
     {"SERIEMA_RUN_RANK", "", "set by seriema-run: this process's rank"},

@@ -139,7 +139,13 @@ ucx_context::ucx_context(const context_options& options) : options_(options) {
                                     : std::string()));
   }
   try {
-    validate_tls_setting(ucx_available_transports(*this));
+    const std::vector<std::string> available = ucx_available_transports(*this);
+    validate_tls_setting(available);
+    for (const auto& resource : available) {
+      const std::string name = resource.substr(0, resource.find('/'));
+      network_rdma_ = network_rdma_ || name.starts_with("rc") || name.starts_with("dc") ||
+                      name == "ugni_rdma";
+    }
   } catch (...) {
     ucp_cleanup(context_);
     context_ = nullptr;

@@ -13,7 +13,7 @@ seriema_mp_executable(registry_skew_mp_test registry_skew_mp_test.cpp seriema::f
 seriema_mp_script_test(mp.registry_skew.np2 SCRIPT registry_skew_test.sh EXE registry_skew_mp_test)
 
 # One-sided invocation (Messenger, aggregators): every primitive, FIFO over 1 M calls per mode,
-# backpressure and corrupt records; 1 process x 3 threads (intra-process), 2 processes x 3 threads
+# backpressure, corrupt records and forged write messages; 1 process x 3 threads (intra-process), 2 processes x 3 threads
 # over shm, tcp and 2 emulated machines.
 # The all-to-all stress runs 2 processes x 2 threads over shm and tcp.
 seriema_mp_executable(invoke_onesided_mp_test invoke_onesided_mp_test.cpp seriema::invoke)
@@ -25,6 +25,11 @@ seriema_mp_run(mp.invoke_onesided.np2.tcp EXE invoke_onesided_mp_test NP 2 TLS t
                ARGS --gtest_filter=-*AllToAll* ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.invoke_onesided.np2.machines2.tcp EXE invoke_onesided_mp_test NP 2 MACHINES 2
                TLS tcp ARGS --gtest_filter=-*AllToAll*:*Fifo* ENV SERIEMA_THREADS=3)
+# The same across machines with staged records published by put, fence, put instead of the
+# write message that tcp gets by default (SERIEMA_REMOTE_PUBLISH=auto).
+seriema_mp_run(mp.invoke_onesided.np2.machines2.put.tcp EXE invoke_onesided_mp_test NP 2
+               MACHINES 2 TLS tcp ARGS --gtest_filter=-*AllToAll*:*Fifo*
+               ENV SERIEMA_THREADS=3 SERIEMA_REMOTE_PUBLISH=put)
 seriema_mp_run(mp.invoke_stress.np2x2.shm EXE invoke_onesided_mp_test NP 2
                ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
 seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp

@@ -385,6 +385,89 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
   }
 }
 
+// Calls to a thread on another machine are published the way SERIEMA_REMOTE_PUBLISH says: one
+// write message under auto (these transports have no RDMA) or message, puts under put.
+TEST(InvokeOneSided, RemotePublishFollowsTheSetting) {
+  auto& rt = test::rt();
+  const char* setting = std::getenv("SERIEMA_REMOTE_PUBLISH");
+  const bool expect_message = setting == nullptr || std::string_view(setting) != "put";
+  rt.run([&](thread_context& ctx) {
+    for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
+      ASSERT_EQ(invoke::call<channel::write>(ctx, dest, counted_function{1}), call_status::ok);
+      const invoke::messenger& m = invoke::channels_of(ctx).to(dest);
+      const int process = rt.placement().locate(dest).process;
+      if (m.direct()) {
+        EXPECT_TRUE(rt.same_machine(process));
+        EXPECT_FALSE(m.publishes_by_message());
+      } else {
+        EXPECT_EQ(m.publishes_by_message(), expect_message && !rt.context().network_rdma())
+            << "to thread " << dest;
+      }
+    }
+  });
+}
+
+// Write messages (fabric::am_id_write) land only in a live allocation of the receiving process's
+// allocation service, exactly as allocated and in range; anything else is counted and dropped.
+TEST(InvokeOneSided, ForgedWriteMessagesAreRejected) {
+  auto& rt = test::rt();
+  if (rt.size() < 2) GTEST_SKIP() << "needs 2 processes";
+  const fabric::thread_id target = rt.options().threads_per_process;  // first thread of rank 1
+  struct outcome {
+    std::uint64_t rejected;
+    std::uint64_t word;
+    std::uint64_t data;
+    std::uint64_t untouched;
+  };
+  outcome seen{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    const transfer::remote_memory_locator area = ctx.allocate_remote(target, 4096);
+    transfer::ucx_endpoint& endpoint = ctx.endpoint_to(area.process);
+    fabric::return_slot<outcome> before;
+    auto read_back = [address = area.address](thread_context& self) {
+      const auto* words = reinterpret_cast<const std::uint64_t*>(address);
+      return outcome{self.rt().counters().rejected_writes.load(), words[0], words[8], words[9]};
+    };
+    ASSERT_EQ(ctx.call_return(target, read_back, before), call_status::ok);
+    ctx.wait_for(before);
+    const std::uint64_t payload = 0x5eed'1234'abcd'0042;
+    auto send = [&](const fabric::write_message& m, std::size_t length) {
+      ucp_request_param_t param{};
+      void* request = ucp_am_send_nbx(endpoint.handle(), fabric::am_id_write, &m, sizeof m,
+                                      &payload, length, &param);
+      while (request != nullptr && !UCS_PTR_IS_ERR(request) &&
+             ucp_request_check_status(request) == UCS_INPROGRESS) {
+        (void)ctx.poll();
+      }
+      ASSERT_FALSE(UCS_PTR_IS_ERR(request));
+      if (request != nullptr) ucp_request_free(request);
+    };
+    const std::uint64_t base = area.address, size = area.size;
+    send({base + 64, size - 64, 64, 0, 1}, 8);       // not an allocation's start
+    send({base, size + 64, 64, 0, 2}, 8);            // not its size
+    send({base, size, size - 4, 0, 3}, 8);           // payload past the end
+    send({base, size, 64, size - 4, 4}, 8);          // word past the end
+    send({base, size, 64, 4, 5}, 8);                 // unaligned word
+    send({base, size, ~std::uint64_t{0} - 2, 0, 6}, 8);  // offset overflow
+    send({base, size, 64, 0, 77}, 8);                // good: data at 64, then word 77
+    // Messages of one endpoint arrive in order: the call runs after all seven were handled.
+    fabric::return_slot<outcome> after;
+    ASSERT_EQ(ctx.call_return(target, read_back, after), call_status::ok);
+    ctx.wait_for(after);
+    seen = after.value();
+    seen.rejected -= before.value().rejected;
+    seen.untouched = seen.untouched == before.value().untouched ? 0 : 1;  // word 9: never a target
+    ctx.free_remote(area);
+  });
+  if (rt.rank() == 0) {
+    EXPECT_EQ(seen.rejected, 6u);
+    EXPECT_EQ(seen.word, 77u);
+    EXPECT_EQ(seen.data, 0x5eed'1234'abcd'0042u);
+    EXPECT_EQ(seen.untouched, 0u) << "a rejected write changed memory";
+  }
+}
+
 namespace {
 
 // Every thread broadcasts once (plain and with a buffer): each thread runs each broadcast

@@ -70,6 +70,9 @@ class runtime {
   // over that zone's arena), and the matching free. Thread-safe.
   transfer::registered_buffer service_allocate(int zone, std::size_t bytes);
   [[nodiscard]] bool service_free(std::uint64_t address, std::uint64_t size);
+  // True when [address, address + size) is a live allocation of the service, exactly as
+  // service_allocate returned it (what a write message may target).
+  [[nodiscard]] bool service_holds(std::uint64_t address, std::uint64_t size) const;
   // Resolves a locator for use from this process: direct pointer access only when the owner is
   // on this machine (so --machines N really takes the inter-machine path).
   transfer::remote_memory resolve(const transfer::remote_memory_locator& locator);
@@ -137,7 +140,7 @@ class runtime {
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints_;
   std::mutex arenas_mutex_;
   std::vector<std::unique_ptr<transfer::arena>> arenas_;  // indexed by zone OS index
-  std::mutex service_allocators_mutex_;
+  mutable std::mutex service_allocators_mutex_;
   // Destroyed before arenas_ (they return their blocks to them): declared after.
   std::vector<std::unique_ptr<transfer::general_allocator>> service_allocators_;  // by zone
   static ucs_status_t on_call_message(void* arg, const void* header, std::size_t header_length,
@@ -146,6 +149,9 @@ class runtime {
   static ucs_status_t on_feedback_message(void* arg, const void* header, std::size_t header_length,
                                           void* data, std::size_t length,
                                           const ucp_am_recv_param_t* param);
+  static ucs_status_t on_write_message(void* arg, const void* header, std::size_t header_length,
+                                       void* data, std::size_t length,
+                                       const ucp_am_recv_param_t* param);
   static ucs_status_t on_reply_message(void* arg, const void* header, std::size_t header_length,
                                        void* data, std::size_t length,
                                        const ucp_am_recv_param_t* param);
@@ -183,6 +189,22 @@ struct feedback_message {
   std::uint32_t word;    // index into its feedback words
   std::uint64_t value;   // added (two's complement: ~0 subtracts one)
 };
+// A remote write with its publication, for transports whose puts are emulated anyway (tcp):
+// the handler copies the payload to [base + data_offset, + length) and then stores `word` at
+// base + word_offset (release), in that order, on whichever thread progresses the process
+// worker. One message instead of put, fence, put. The target must be a live allocation of the
+// receiving process's allocation service (base and size exactly as allocated) and both ranges
+// inside it; anything else is counted in invocation_counters::rejected_writes and dropped.
+inline constexpr unsigned am_id_write = 5;
+
+struct write_message {
+  std::uint64_t base;         // allocation start (the locator's address)
+  std::uint64_t size;         // allocation size (the locator's size)
+  std::uint64_t data_offset;  // where the payload lands
+  std::uint64_t word_offset;  // 8-byte aligned; written after the payload
+  std::uint64_t word;
+};
+static_assert(sizeof(write_message) == 40);
 inline constexpr unsigned am_id_first_free = 16;
 
 }  // namespace seriema::fabric

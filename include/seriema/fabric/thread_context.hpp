@@ -120,6 +120,9 @@ struct invocation_counters {
   std::atomic<std::uint64_t> rejected_bad_reply{0};
   // Feedback notifications naming no word (not messages: not part of consumed()).
   std::atomic<std::uint64_t> rejected_feedback{0};
+  // Write messages (am_id_write) whose target is not a live service allocation (not messages:
+  // the records they carried were never published).
+  std::atomic<std::uint64_t> rejected_writes{0};
   // Calls whose serialized arguments did not deserialize (the call counts as executed: its
   // message was dealt with; the function did not run).
   std::atomic<std::uint64_t> rejected_arguments{0};

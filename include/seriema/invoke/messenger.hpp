@@ -43,6 +43,13 @@ struct retry {};        // block until there is room, running incoming calls mea
 struct retry_async {};  // queue the call locally (in order) and return; the thread's polls send it
 }  // namespace policy
 
+// How a messenger publishes records staged for another machine: put of the batch, fence, put
+// of the published word (what RDMA networks do natively); or one write message that the
+// receiver's process worker applies in that order (cheaper where UCX emulates puts with
+// messages anyway, i.e. tcp: one send instead of two). automatic: message unless the UCX
+// context has an RDMA network transport.
+enum class remote_publish : std::uint8_t { automatic, put, message };
+
 struct messenger_options {
   std::size_t chunk_size = std::size_t{2} << 20;  // SERIEMA_CHUNK_SIZE, header included
   std::uint32_t chunks_per_allocation = 2;        // SERIEMA_CHUNKS_PER_ALLOCATION, 1..8
@@ -50,6 +57,7 @@ struct messenger_options {
   std::size_t flush_size = 4096;                  // SERIEMA_FLUSH_SIZE (trad)
   std::size_t exceeding_limit = std::size_t{64} << 20;  // SERIEMA_EXCEEDING_LIMIT
   std::size_t staging_size = std::size_t{256} << 10;    // SERIEMA_STAGING_SIZE
+  remote_publish publish_remote = remote_publish::automatic;  // SERIEMA_REMOTE_PUBLISH
   static constexpr std::uint32_t max_chunks_per_allocation = 8;
 
   // Throws config_error naming the setting.
@@ -115,8 +123,10 @@ class messenger {
   [[nodiscard]] const messenger_counters& counters() const noexcept { return counters_; }
   [[nodiscard]] std::size_t chunks() const noexcept { return ring_.size(); }
   // True when records to this destination are written straight into its chunks (same machine,
-  // mappable memory); false when they are staged and put.
+  // mappable memory); false when they are staged and put (or sent as write messages).
   [[nodiscard]] bool direct() const noexcept { return direct_; }
+  // Staged records are published with one write message (fabric::am_id_write), not puts.
+  [[nodiscard]] bool publishes_by_message() const noexcept { return by_message_; }
   [[nodiscard]] bool failed() const noexcept { return failed_; }
   [[nodiscard]] std::size_t queued_bytes() const noexcept { return queue_.bytes(); }
   // Addresses (in the receiver's memory) of the ring's chunks in ring order: equal to the
@@ -178,6 +188,11 @@ class messenger {
   bool grow();
   void publish_word(bool full, bool splice);
   void put_staged(bool full, bool splice);
+  // Sends the staged bytes [staged_batch_, staged_batch_ + pending) to `remote_offset` of the
+  // current chunk and then `word` to its published word (put, fence, put; or one write
+  // message); consumes the word's room in the unit. Returns the transmitter's status.
+  transfer::op_status send_staged(std::size_t pending, std::uint64_t remote_offset,
+                                  std::uint64_t word);
   bool start_staging_unit(std::size_t size);
   void fail_all() noexcept;
   call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
@@ -193,6 +208,7 @@ class messenger {
   int destination_process_;
   std::uint32_t released_word_;  // index of our `released` word in the thread's feedback area
   bool direct_ = false;
+  bool by_message_ = false;  // staged publishes go as write messages (see remote_publish)
   bool failed_ = false;
   bool busy_ = false;  // inside reserve/grow: a nested call (from a handler run while we wait)
                        // goes to the queue so the ring is never written re-entrantly
@@ -207,6 +223,9 @@ class messenger {
   std::unique_ptr<transfer::transmitter> transmitter_;
   std::unique_ptr<transfer::circular_allocator> staging_;
   transfer::registered_buffer staging_unit_;
+  // Room a staged publish takes in the unit after the records (the word, or the write
+  // message's header): every record reserves it, so a publish with records pending fits.
+  static constexpr std::size_t publish_room = sizeof(fabric::write_message);
   std::size_t staged_ = 0;          // bytes used in staging_unit_
   std::size_t staged_batch_ = 0;    // staging offset of the first unpublished record
   exceeding_queue queue_;

@@ -40,10 +40,15 @@ class ucx_context {
   [[nodiscard]] const context_options& options() const noexcept { return options_; }
   // Bytes every UCX request of this context reserves for seriema (see transmitter).
   static constexpr std::size_t request_reserve = 32;
+  // True when a usable transport writes remote memory without the target's CPU (rc, dc,
+  // ugni_rdma): puts to other machines are then native; otherwise (tcp) UCX emulates them with
+  // messages the target's progress applies.
+  [[nodiscard]] bool network_rdma() const noexcept { return network_rdma_; }
 
  private:
   ucp_context_h context_ = nullptr;
   context_options options_;
+  bool network_rdma_ = false;
 };
 
 enum class worker_sharing { single_thread, multi_thread };
