@@ -170,10 +170,21 @@ transfer::registered_buffer runtime::service_allocate(int zone, std::size_t byte
     config.policy = transfer::fit_policy::best_fit;
     slot = std::make_unique<transfer::general_allocator>(zone_arena, config);
   }
-  return slot->allocate(bytes);
+  transfer::registered_buffer buffer = slot->allocate(bytes);
+  if (buffer) {
+    std::lock_guard writable_lock(writable_mutex_);
+    writable_[reinterpret_cast<std::uint64_t>(buffer.data)] = buffer.size;
+  }
+  return buffer;
 }
 
 bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
+  {
+    // No write message lands in it from here on (the handler checks under this lock).
+    std::lock_guard writable_lock(writable_mutex_);
+    auto it = writable_.find(address);
+    if (it != writable_.end() && it->second == size) writable_.erase(it);
+  }
   std::lock_guard lock(service_allocators_mutex_);
   for (auto& allocator : service_allocators_) {
     if (!allocator) continue;
@@ -184,15 +195,21 @@ bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
   return false;
 }
 
-bool runtime::service_holds(std::uint64_t address, std::uint64_t size) const {
-  std::lock_guard lock(service_allocators_mutex_);
-  for (const auto& allocator : service_allocators_) {
-    if (allocator && allocator->holds(reinterpret_cast<const std::byte*>(address),
-                                      static_cast<std::size_t>(size))) {
-      return true;
-    }
-  }
-  return false;
+bool runtime::service_write(const write_message& m, std::span<const std::byte> data) {
+  // Overflow-safe range checks: every operand is at most m.size once the first test passed.
+  const bool in_range = m.data_offset <= m.size && data.size() <= m.size - m.data_offset &&
+                        m.word_offset <= m.size && sizeof m.word <= m.size - m.word_offset &&
+                        (m.base + m.word_offset) % alignof(std::uint64_t) == 0;
+  if (!in_range) return false;
+  std::lock_guard lock(writable_mutex_);
+  auto it = writable_.find(m.base);
+  if (it == writable_.end() || it->second != m.size) return false;
+  auto* base = reinterpret_cast<std::byte*>(m.base);
+  if (!data.empty()) std::memcpy(base + m.data_offset, data.data(), data.size());
+  // The payload is in place before the word that publishes it (release; readers acquire).
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + m.word_offset))
+      .store(m.word, std::memory_order_release);
+  return true;
 }
 
 transfer::remote_memory runtime::resolve(const transfer::remote_memory_locator& locator) {
@@ -613,19 +630,9 @@ ucs_status_t runtime::on_write_message(void* arg, const void* header, std::size_
     return UCS_OK;
   }
   std::memcpy(&m, header, sizeof m);
-  // Overflow-safe range checks: every operand is at most m.size once the first test passed.
-  const bool in_range = m.data_offset <= m.size && length <= m.size - m.data_offset &&
-                        m.word_offset <= m.size && sizeof m.word <= m.size - m.word_offset &&
-                        (m.base + m.word_offset) % alignof(std::uint64_t) == 0;
-  if (!in_range || !self->service_holds(m.base, m.size)) {
+  if (!self->service_write(m, {static_cast<const std::byte*>(data), length})) {
     self->counters_.rejected_writes.fetch_add(1, std::memory_order_relaxed);
-    return UCS_OK;
   }
-  auto* base = reinterpret_cast<std::byte*>(m.base);
-  if (length > 0) std::memcpy(base + m.data_offset, data, length);
-  // The payload is in place before the word that publishes it (release; readers acquire).
-  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + m.word_offset))
-      .store(m.word, std::memory_order_release);
   return UCS_OK;
 }
 

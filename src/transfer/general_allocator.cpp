@@ -236,13 +236,6 @@ std::size_t general_allocator::blocks() const {
   return state_->blocks.size();
 }
 
-bool general_allocator::holds(const std::byte* data, std::size_t size) const {
-  state& s = *state_;
-  std::lock_guard lock(s.mutex);
-  const auto live = s.live.find(data);
-  return live != s.live.end() && live->second.size == size;
-}
-
 std::size_t general_allocator::live_allocations() const {
   std::lock_guard lock(state_->mutex);
   return state_->live.size();

@@ -389,8 +389,11 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
 // write message under auto (these transports have no RDMA) or message, puts under put.
 TEST(InvokeOneSided, RemotePublishFollowsTheSetting) {
   auto& rt = test::rt();
-  const char* setting = std::getenv("SERIEMA_REMOTE_PUBLISH");
-  const bool expect_message = setting == nullptr || std::string_view(setting) != "put";
+  const std::string_view setting = std::getenv("SERIEMA_REMOTE_PUBLISH") != nullptr
+                                        ? std::getenv("SERIEMA_REMOTE_PUBLISH")
+                                        : "auto";
+  const bool expect_message =
+      setting == "message" || (setting == "auto" && !rt.context().network_rdma());
   rt.run([&](thread_context& ctx) {
     for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
       ASSERT_EQ(invoke::call<channel::write>(ctx, dest, counted_function{1}), call_status::ok);
@@ -400,7 +403,7 @@ TEST(InvokeOneSided, RemotePublishFollowsTheSetting) {
         EXPECT_TRUE(rt.same_machine(process));
         EXPECT_FALSE(m.publishes_by_message());
       } else {
-        EXPECT_EQ(m.publishes_by_message(), expect_message && !rt.context().network_rdma())
+        EXPECT_EQ(m.publishes_by_message(), expect_message)
             << "to thread " << dest;
       }
     }

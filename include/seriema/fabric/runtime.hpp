@@ -17,6 +17,7 @@
 #include <seriema/transfer/ucx.hpp>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace seriema::fabric {
@@ -34,6 +35,8 @@ struct runtime_options {
   // unknown SERIEMA_* variables).
   static runtime_options from_environment();
 };
+
+struct write_message;  // below, with the active-message ids
 
 // Thread-safety: construction/finalize on the main thread; endpoint(), arena_for_zone(),
 // resolve() and the accessors from any thread.
@@ -70,9 +73,12 @@ class runtime {
   // over that zone's arena), and the matching free. Thread-safe.
   transfer::registered_buffer service_allocate(int zone, std::size_t bytes);
   [[nodiscard]] bool service_free(std::uint64_t address, std::uint64_t size);
-  // True when [address, address + size) is a live allocation of the service, exactly as
-  // service_allocate returned it (what a write message may target).
-  [[nodiscard]] bool service_holds(std::uint64_t address, std::uint64_t size) const;
+  // Applies a write message: when [m.base, m.base + m.size) is a live allocation of the
+  // service, exactly as service_allocate returned it, and both ranges lie inside it, copies
+  // `data` to m.base + m.data_offset and then stores m.word there (release). False (nothing
+  // written) otherwise. Holds the writable-ranges lock throughout, so a concurrent
+  // service_free cannot free the target in between.
+  [[nodiscard]] bool service_write(const write_message& m, std::span<const std::byte> data);
   // Resolves a locator for use from this process: direct pointer access only when the owner is
   // on this machine (so --machines N really takes the inter-machine path).
   transfer::remote_memory resolve(const transfer::remote_memory_locator& locator);
@@ -140,9 +146,15 @@ class runtime {
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints_;
   std::mutex arenas_mutex_;
   std::vector<std::unique_ptr<transfer::arena>> arenas_;  // indexed by zone OS index
-  mutable std::mutex service_allocators_mutex_;
+  std::mutex service_allocators_mutex_;
   // Destroyed before arenas_ (they return their blocks to them): declared after.
   std::vector<std::unique_ptr<transfer::general_allocator>> service_allocators_;  // by zone
+  // Live service allocations (start -> size) that write messages may target. A lock of its own,
+  // never held while calling UCX (the allocators' lock is, while an arena grows), because the
+  // write handler takes it inside the process worker's progress. Entries are added after the
+  // allocation and removed before the free.
+  std::mutex writable_mutex_;
+  std::unordered_map<std::uint64_t, std::uint64_t> writable_;
   static ucs_status_t on_call_message(void* arg, const void* header, std::size_t header_length,
                                       void* data, std::size_t length,
                                       const ucp_am_recv_param_t* param);

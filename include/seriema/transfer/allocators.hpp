@@ -174,8 +174,6 @@ class general_allocator {
   [[nodiscard]] allocation try_allocate(std::size_t n, std::size_t alignment = min_alignment);
   // Takes back a buffer allocate() returned, exactly as returned (data and size).
   [[nodiscard]] free_status free(const registered_buffer& buffer);
-  // True when [data, data + size) is a live allocation, exactly as allocate() returned it.
-  [[nodiscard]] bool holds(const std::byte* data, std::size_t size) const;
 
   [[nodiscard]] fit_policy policy() const noexcept;
   [[nodiscard]] std::size_t max_blocks() const noexcept;
