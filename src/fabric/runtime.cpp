@@ -121,6 +121,11 @@ runtime::~runtime() {
   for (auto& state : local_states_) state->release_transport();
   service_state_->release_transport();
   endpoints_.clear();
+  {
+    // Nothing the service handed out stays a write target once its memory goes.
+    std::lock_guard writable_lock(writable_mutex_);
+    writable_.clear();
+  }
   service_allocators_.clear();
   arenas_.clear();
   worker_.reset();
@@ -172,8 +177,13 @@ transfer::registered_buffer runtime::service_allocate(int zone, std::size_t byte
   }
   transfer::registered_buffer buffer = slot->allocate(bytes);
   if (buffer) {
-    std::lock_guard writable_lock(writable_mutex_);
-    writable_[reinterpret_cast<std::uint64_t>(buffer.data)] = buffer.size;
+    try {
+      std::lock_guard writable_lock(writable_mutex_);
+      writable_[reinterpret_cast<std::uint64_t>(buffer.data)] = buffer.size;
+    } catch (...) {
+      (void)slot->free(buffer);  // not handed out: the caller sees the exception
+      throw;
+    }
   }
   return buffer;
 }

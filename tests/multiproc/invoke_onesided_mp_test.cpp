@@ -389,11 +389,10 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
 // write message under auto (these transports have no RDMA) or message, puts under put.
 TEST(InvokeOneSided, RemotePublishFollowsTheSetting) {
   auto& rt = test::rt();
-  const std::string_view setting = std::getenv("SERIEMA_REMOTE_PUBLISH") != nullptr
-                                        ? std::getenv("SERIEMA_REMOTE_PUBLISH")
-                                        : "auto";
+  const invoke::remote_publish setting = invoke::messenger_options::from_environment().publish_remote;
   const bool expect_message =
-      setting == "message" || (setting == "auto" && !rt.context().network_rdma());
+      setting == invoke::remote_publish::message ||
+      (setting == invoke::remote_publish::automatic && !rt.context().network_rdma());
   rt.run([&](thread_context& ctx) {
     for (fabric::thread_id dest = 0; dest < ctx.thread_count(); ++dest) {
       ASSERT_EQ(invoke::call<channel::write>(ctx, dest, counted_function{1}), call_status::ok);

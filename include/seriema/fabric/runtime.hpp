@@ -77,7 +77,9 @@ class runtime {
   // service, exactly as service_allocate returned it, and both ranges lie inside it, copies
   // `data` to m.base + m.data_offset and then stores m.word there (release). False (nothing
   // written) otherwise. Holds the writable-ranges lock throughout, so a concurrent
-  // service_free cannot free the target in between.
+  // service_free cannot free the target in between. Targets are known by (start, size) only:
+  // a write aimed at a freed allocation lands if the same range was allocated again (the
+  // messenger never sends one: chunks are freed only once the job is quiet).
   [[nodiscard]] bool service_write(const write_message& m, std::span<const std::byte> data);
   // Resolves a locator for use from this process: direct pointer access only when the owner is
   // on this machine (so --machines N really takes the inter-machine path).
