@@ -635,14 +635,11 @@ ucs_status_t runtime::on_write_message(void* arg, const void* header, std::size_
                                        const ucp_am_recv_param_t* param) {
   auto* self = static_cast<runtime*>(arg);
   write_message m;
-  if (header_length != sizeof m || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
-    self->counters_.rejected_writes.fetch_add(1, std::memory_order_relaxed);
-    return UCS_OK;
-  }
-  std::memcpy(&m, header, sizeof m);
-  if (!self->service_write(m, {static_cast<const std::byte*>(data), length})) {
-    self->counters_.rejected_writes.fetch_add(1, std::memory_order_relaxed);
-  }
+  const bool applied = header_length == sizeof m &&
+                       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0 &&
+                       (std::memcpy(&m, header, sizeof m),
+                        self->service_write(m, {static_cast<const std::byte*>(data), length}));
+  if (!applied) self->counters_.rejected_writes.fetch_add(1, std::memory_order_relaxed);
   return UCS_OK;
 }
 

@@ -274,6 +274,8 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
     rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
     return call_status::peer_failed;
   }
+  // UCX reads the iov (and what it points to) until the send completed: it lives until
+  // wait_send below returns.
   ucp_dt_iov_t iov[2] = {{const_cast<std::byte*>(closure.data()), closure.size()},
                          {const_cast<std::byte*>(buffer.data()), buffer.size()}};
   ucp_request_param_t param{};

@@ -346,7 +346,7 @@ void messenger::close_current(bool splice) {
   if (direct_) {
     publish_word(true, splice);
   } else {
-    put_staged(true, splice);
+    publish_staged(true, splice);
   }
   closed_ = true;
 }
@@ -420,9 +420,9 @@ std::byte* messenger::reserve_slow(std::size_t size, space& why, bool may_grow) 
     if (!advance_chunk(may_grow, why)) return nullptr;
   }
   if (direct_) return ring_[current_].direct_data + write_offset_;
-  // Staged: room for the record and the published word's slot in the unit.
+  // Staged: room for the record and for the publish after it (publish_room) in the unit.
   if (!staging_unit_ || staged_ + size + publish_room > staging_unit_.size) {
-    if (staging_unit_ && staged_ > staged_batch_) put_staged(false, false);
+    if (staging_unit_ && staged_ > staged_batch_) publish_staged(false, false);
     if (!start_staging_unit(size)) {
       why = failed_ ? space::failed : space::too_large;
       return nullptr;
@@ -461,7 +461,7 @@ void messenger::publish_word(bool full, bool splice) {
   ++counters_.publishes;
 }
 
-void messenger::put_staged(bool full, bool splice) {
+void messenger::publish_staged(bool full, bool splice) {
   slot& s = ring_[current_];
   const std::size_t pending = staged_ - staged_batch_;
   // The batch's remote offset: it ends where the chunk's written bytes end.
@@ -517,7 +517,7 @@ void messenger::publish() {
   if (direct_) {
     publish_word(false, false);
   } else {
-    put_staged(false, false);
+    publish_staged(false, false);
   }
 }
 

@@ -187,7 +187,7 @@ class messenger {
   void close_current(bool splice);
   bool grow();
   void publish_word(bool full, bool splice);
-  void put_staged(bool full, bool splice);
+  void publish_staged(bool full, bool splice);
   // Sends the staged bytes [staged_batch_, staged_batch_ + pending) to `remote_offset` of the
   // current chunk and then `word` to its published word (put, fence, put; or one write
   // message); consumes the word's room in the unit. Returns the transmitter's status.
