@@ -408,21 +408,15 @@ void channels::set_options(const messenger_options& options) {
   options_ = options;
 }
 
-messenger& channels::to(thread_id dest) {
+messenger& channels::create(thread_id dest) {
   if (dest >= out_.size()) {
     throw error(fmt::format("messenger: thread {} does not exist (the job has {} threads)", dest,
                             out_.size()));
   }
   auto& slot = out_[dest];
-  if (!slot) {
-    slot = std::make_unique<messenger>(*this, dest, static_cast<std::uint32_t>(dest + 1));
-    created_.push_back(slot.get());
-  }
+  slot = std::make_unique<messenger>(*this, dest, static_cast<std::uint32_t>(dest + 1));
+  created_.push_back(slot.get());
   return *slot;
-}
-
-messenger* channels::existing(thread_id dest) noexcept {
-  return dest < out_.size() ? out_[dest].get() : nullptr;
 }
 
 inbound_channel* channels::inbound_from(thread_id sender) noexcept {
@@ -493,16 +487,6 @@ void channels::note_queued(messenger& m) {
   if (m.listed_as_queued) return;
   m.listed_as_queued = true;
   with_queue_.push_back(&m);
-}
-
-void channels::count_sent(std::uint64_t n) noexcept {
-  auto& counter = self_.state().one_sided_sent;
-  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
-}
-
-void channels::count_consumed(std::uint64_t n) noexcept {
-  auto& counter = self_.state().one_sided_consumed;
-  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
 }
 
 bool channels::any_failed() {

@@ -92,11 +92,6 @@ void messenger_options::validate() const {
   }
 }
 
-std::size_t messenger_options::max_record() const noexcept {
-  // A record must fit a chunk's data area and a staging unit (with the published word's slot).
-  return std::min(chunk_size - wire::chunk_header_size, staging_size - 64);
-}
-
 // ---------------------------------------------------------------- exceeding_queue
 
 std::byte* exceeding_queue::reserve(std::size_t size) {
@@ -148,40 +143,6 @@ messenger::~messenger() {
   transmitter_.reset();
   staging_.reset();
 }
-
-namespace {
-
-void write_record_header(std::byte* p, fabric::function_id function, std::size_t size,
-                         std::size_t closure, std::uint32_t flags, std::size_t buffer) noexcept {
-  wire::record_header h{function,
-                        static_cast<std::uint32_t>(size),
-                        static_cast<std::uint32_t>(closure),
-                        static_cast<std::uint32_t>(buffer),
-                        flags,
-                        0};
-  std::memcpy(p, &h, sizeof h);
-}
-
-// Serializes a whole record at `p` (size bytes, from record_size()).
-void serialize(std::byte* p, std::size_t size, fabric::function_id function,
-               std::span<const std::byte> closure, std::uint32_t flags,
-               std::span<const std::byte> extras, std::span<const std::byte> buffer) noexcept {
-  write_record_header(p, function, size, closure.size(), flags, buffer.size());
-  std::byte* q = p + sizeof(wire::record_header);
-  std::memcpy(q, closure.data(), closure.size());
-  q += closure.size();
-  if (!extras.empty()) {
-    std::memcpy(q, extras.data(), extras.size());
-    q += extras.size();
-  }
-  if (!buffer.empty()) {
-    std::memcpy(q, buffer.data(), buffer.size());
-    q += buffer.size();
-  }
-  std::memset(q, 0, static_cast<std::size_t>(p + size - q));  // padding: no stale bytes leak
-}
-
-}  // namespace
 
 std::vector<std::uint64_t> messenger::chunk_addresses() const {
   std::vector<std::uint64_t> out;
@@ -453,14 +414,6 @@ void messenger::commit(std::size_t size, bool publish_now, bool count) {
   if (publish_now) publish();
 }
 
-void messenger::publish_word(bool full, bool splice) {
-  slot& s = ring_[current_];
-  std::atomic_ref<std::uint64_t>(*s.direct_word)
-      .store(wire::make_published(write_offset_, s.lap, full, splice), std::memory_order_release);
-  published_ = write_offset_;
-  ++counters_.publishes;
-}
-
 void messenger::publish_staged(bool full, bool splice) {
   slot& s = ring_[current_];
   const std::size_t pending = staged_ - staged_batch_;
@@ -534,7 +487,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
     if (why == space::too_large) return call_status::too_large;
     return call_status::full;
   }
-  serialize(p, size, function, closure, flags, extras, buffer);
+  detail::serialize_record(p, size, function, closure, flags, extras, buffer);
   const bool publish_now =
       mode != channel::trad || write_offset_ + size - published_ >= owner_.options().flush_size;
   commit(size, publish_now, true);
@@ -549,7 +502,7 @@ call_status messenger::queue_record(fabric::function_id function,
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   if (bounded && queue_.bytes() + size > owner_.options().exceeding_limit) return call_status::full;
   std::byte* p = queue_.reserve(size);
-  serialize(p, size, function, closure, flags, extras, buffer);
+  detail::serialize_record(p, size, function, closure, flags, extras, buffer);
   queue_.commit(size);
   owner_.note_queued(*this);
   // Counted as sent now, so runtime::run's quiescence waits for it to be drained and run.

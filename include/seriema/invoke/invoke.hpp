@@ -74,13 +74,19 @@ std::span<const std::byte> bytes_of(const F& f) noexcept {
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value);
 
+// Always inlined into the typed caller: the record's sizes are then constants, and the common
+// case (try_write_direct) compiles to a few stores.
 template <class Policy>
-call_status one_sided(thread_context& self, thread_id dest, channel c, fabric::function_id function,
+[[gnu::always_inline]] inline call_status one_sided(thread_context& self, thread_id dest, channel c, fabric::function_id function,
                       std::span<const std::byte> closure, std::uint32_t flags,
                       std::span<const std::byte> extras, std::span<const std::byte> buffer) {
+  channels& table = channels_of(self);
+  if (messenger* m = table.existing(dest);
+      m != nullptr && m->try_write_direct(c, function, closure, flags, extras, buffer)) {
+    return call_status::ok;
+  }
   if (dest >= self.thread_count()) return call_status::bad_destination;
-  return channels_of(self).to(dest).template send<Policy>(c, function, closure, flags, extras,
-                                                          buffer);
+  return table.to(dest).template send<Policy>(c, function, closure, flags, extras, buffer);
 }
 
 // A send-based call whose caller asked for a consumption notice: runs the function in its own
@@ -97,8 +103,10 @@ struct notify_after {
   }
 };
 
+// Always inlined: callers pass the channel as a constant, so only its branch remains.
 template <class Policy, class Shape, class F>
-call_status dispatch(thread_context& self, channel c, thread_id dest, const F& f,
+[[gnu::always_inline]] inline call_status dispatch(thread_context& self, channel c, thread_id dest,
+                                                   const F& f,
                      std::span<const std::byte> buffer, synchronizer* sync, notify_on when) {
   fabric::check_remote_closure<F>();
   const fabric::function_id id = fabric::function_wrapper<F, Shape>::id;

@@ -3,9 +3,12 @@
 // the invoke layer's thread_extension. The protocol and word ownership are in docs/messenger.md.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -64,7 +67,10 @@ struct messenger_options {
   static messenger_options from_environment();
   void validate() const;
   // Largest record (header + closure + buffer) one call may have.
-  [[nodiscard]] std::size_t max_record() const noexcept;
+  [[nodiscard]] std::size_t max_record() const noexcept {
+    // It must fit a chunk's data area and a staging unit (with the published word's slot).
+    return std::min(chunk_size - wire::chunk_header_size, staging_size - 64);
+  }
 };
 
 // Counters of one messenger (sender side) or one thread's receiving side.
@@ -146,6 +152,15 @@ class messenger {
                    std::uint32_t flags, std::span<const std::byte> extras,
                    std::span<const std::byte> buffer);
 
+  // send()'s common case, inline in the caller so that the record's sizes are constants: the
+  // ring is mapped here (direct), the current chunk has room, nothing is queued and no wait is
+  // in progress. Writes the record straight into the receiver's chunk and publishes it as
+  // send() would; returns false, having done nothing, when send() must run instead.
+  [[gnu::always_inline]] bool try_write_direct(channel mode, fabric::function_id function,
+                        std::span<const std::byte> closure, std::uint32_t flags,
+                        std::span<const std::byte> extras,
+                        std::span<const std::byte> buffer) noexcept;
+
   // A seriema-internal record (a call_return's reply): written when there is room, queued
   // otherwise with no limit, so it is never dropped for lack of room.
   call_status send_unbounded(fabric::function_id function, std::span<const std::byte> closure,
@@ -186,7 +201,15 @@ class messenger {
   void start_fill(std::size_t index);
   void close_current(bool splice);
   bool grow();
-  void publish_word(bool full, bool splice);
+  // Release-stores the published word of the current (mapped) chunk: write_offset_ and its lap.
+  void publish_word(bool full, bool splice) noexcept {
+    slot& s = ring_[current_];
+    std::atomic_ref<std::uint64_t>(*s.direct_word)
+        .store(wire::make_published(write_offset_, s.lap, full, splice),
+               std::memory_order_release);
+    published_ = write_offset_;
+    ++counters_.publishes;
+  }
   void publish_staged(bool full, bool splice);
   // Sends the staged bytes [staged_batch_, staged_batch_ + pending) to `remote_offset` of the
   // current chunk and then `word` to its published word (put, fence, put; or one write
@@ -302,8 +325,13 @@ class channels final : public fabric::thread_extension {
   void set_options(const messenger_options& options);
 
   // The messenger to `dest`, created on first use. Throws seriema::error for a bad id.
-  messenger& to(thread_id dest);
-  [[nodiscard]] messenger* existing(thread_id dest) noexcept;
+  messenger& to(thread_id dest) {
+    if (dest < out_.size() && out_[dest]) return *out_[dest];
+    return create(dest);
+  }
+  [[nodiscard]] messenger* existing(thread_id dest) noexcept {
+    return dest < out_.size() ? out_[dest].get() : nullptr;
+  }
   [[nodiscard]] inbound_channel* inbound_from(thread_id sender) noexcept;
 
   std::size_t poll(thread_context& self) override;
@@ -325,8 +353,15 @@ class channels final : public fabric::thread_extension {
 
   // used by messengers / inbound channels
   void note_queued(messenger& m);  // m has records in its local queue: poll drains it
-  void count_sent(std::uint64_t n) noexcept;
-  void count_consumed(std::uint64_t n) noexcept;
+  // Single writer each (this thread): a relaxed load and a release store, no locked add.
+  [[gnu::always_inline]] void count_sent(std::uint64_t n) noexcept {
+    auto& counter = self_.state().one_sided_sent;
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
+  }
+  void count_consumed(std::uint64_t n) noexcept {
+    auto& counter = self_.state().one_sided_consumed;
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
+  }
   receive_counters& receive_counts() noexcept { return received_; }
   // Sends a notification for `thread`'s feedback word as an active message on `endpoint` (the
   // path for peers that cannot map the words; no reply travels back, so a dead peer cannot
@@ -383,14 +418,66 @@ class channels final : public fabric::thread_extension {
   };
   std::vector<std::unique_ptr<pending_read>> reads_;  // in start order
   std::size_t finish_reads();
+  messenger& create(thread_id dest);
 };
 
 namespace detail {
 [[noreturn]] void throw_no_channels(thread_context& self);
+
+// Writes the record header, closure, extras and buffer at `p` (`size` bytes, from
+// wire::record_size), and zeroes the padding after them (no stale bytes travel).
+[[gnu::always_inline]] inline void serialize_record(std::byte* p, std::size_t size, fabric::function_id function,
+                             std::span<const std::byte> closure, std::uint32_t flags,
+                             std::span<const std::byte> extras,
+                             std::span<const std::byte> buffer) noexcept {
+  const wire::record_header h{function,
+                              static_cast<std::uint32_t>(size),
+                              static_cast<std::uint32_t>(closure.size()),
+                              static_cast<std::uint32_t>(buffer.size()),
+                              flags,
+                              0};
+  std::memcpy(p, &h, sizeof h);
+  std::byte* q = p + sizeof(wire::record_header);
+  std::memcpy(q, closure.data(), closure.size());
+  q += closure.size();
+  if (!extras.empty()) {
+    std::memcpy(q, extras.data(), extras.size());
+    q += extras.size();
+  }
+  if (!buffer.empty()) {
+    std::memcpy(q, buffer.data(), buffer.size());
+    q += buffer.size();
+  }
+  std::memset(q, 0, static_cast<std::size_t>(p + size - q));
+}
+}  // namespace detail
+
+[[gnu::always_inline]] inline bool messenger::try_write_direct(channel mode, fabric::function_id function,
+                                        std::span<const std::byte> closure, std::uint32_t flags,
+                                        std::span<const std::byte> extras,
+                                        std::span<const std::byte> buffer) noexcept {
+  const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
+  // direct_ is set with the first chunks, so the ring is not empty; failed_, busy_, closed_ and
+  // a queue each send the call to the general path, which knows what to do with it.
+  if (!direct_ || failed_ || busy_ || closed_ || !queue_.empty()) return false;
+  const messenger_options& options = owner_.options();
+  if (size > options.max_record()) return false;
+  slot& s = ring_[current_];
+  if (write_offset_ + size > s.capacity) return false;
+  detail::serialize_record(s.direct_data + write_offset_, size, function, closure, flags, extras,
+                           buffer);
+  write_offset_ += size;
+  ++counters_.calls;
+  counters_.bytes += size;
+  owner_.count_sent(1);
+  if (mode != channel::trad || write_offset_ - published_ >= options.flush_size) {
+    publish_word(false, false);
+  }
+  return true;
 }
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
 // service thread's context.
-inline channels& channels_of(thread_context& self) {
+[[gnu::always_inline]] inline channels& channels_of(thread_context& self) {
   fabric::thread_extension* ext = self.extension();
   if (ext == nullptr || ext->kind() != &channels::kind_tag) detail::throw_no_channels(self);
   return *static_cast<channels*>(ext);
