@@ -105,8 +105,10 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     ~reset_running() { flag = false; }
   } guard{running_};
   receive_counters& counts = owner_.receive_counts();
+  wire::function_lookup functions;
   while (read_offset_ < end) {
-    wire::parsed_record rec = wire::parse_record({c.data + read_offset_, end - read_offset_});
+    wire::parsed_record rec =
+        wire::parse_record({c.data + read_offset_, end - read_offset_}, functions);
     switch (rec.status) {
       case wire::parse_status::malformed:
         // No trustworthy size: nothing after it in this published range can be framed.

@@ -141,10 +141,74 @@ struct parsed_record {
   std::span<std::byte> buffer;
 };
 
+// Finds the registered functions records name, remembering the last one found: a ring carries
+// mostly calls of a few functions, and the hash probe then runs only when the function changes.
+// The remembered entry is kept only once the registry is frozen, when its entries never move.
+class function_lookup {
+ public:
+  const fabric::function_entry* find(fabric::function_id id) noexcept {
+    if (last_ != nullptr && last_->id == id) return last_;
+    const fabric::function_entry* entry = registry_.find(id);
+    if (registry_.frozen()) last_ = entry;
+    return entry;
+  }
+
+ private:
+  const fabric::function_registry& registry_ = fabric::function_registry::instance();
+  const fabric::function_entry* last_ = nullptr;
+};
+
 // Parses the record at the start of `bytes` (the published, not yet consumed part of a chunk;
 // peer-written). Every length is checked against bytes.size() in 64-bit arithmetic, so no
-// value a peer writes can make the receiver read outside the range.
-parsed_record parse_record(std::span<std::byte> bytes) noexcept;
+// value a peer writes can make the receiver read outside the range. Inline: the receiver's
+// loop runs it once per call.
+inline parsed_record parse_record(std::span<std::byte> bytes, function_lookup& functions) noexcept {
+  parsed_record out;
+  if (bytes.size() < sizeof(record_header)) return out;  // malformed: no room for a header
+  std::memcpy(&out.header, bytes.data(), sizeof out.header);
+  const record_header& h = out.header;
+  // Framing: a size we can trust to find the next record. All sums in 64 bits.
+  if (h.size < sizeof(record_header) || h.size % record_alignment != 0 || h.size > bytes.size()) {
+    return out;
+  }
+  out.size = h.size;
+  const std::uint64_t needed = std::uint64_t{sizeof(record_header)} + h.closure_size +
+                               extras_size(h.flags & known_flags) + h.buffer_size;
+  if ((h.flags & ~known_flags) != 0 || h.reserved != 0 || needed > h.size ||
+      align_record(static_cast<std::size_t>(needed)) != h.size) {
+    out.status = parse_status::bad_record;
+    return out;
+  }
+  out.entry = functions.find(h.function);
+  if (out.entry == nullptr) {
+    out.status = parse_status::unknown_function;
+    return out;
+  }
+  const bool wants_reply = (h.flags & flag_reply) != 0;
+  if (h.closure_size != out.entry->closure_size || wants_reply != (out.entry->result_size > 0)) {
+    out.status = parse_status::bad_record;
+    return out;
+  }
+  std::byte* p = bytes.data() + sizeof(record_header);
+  out.closure = p;
+  p += h.closure_size;
+  if (wants_reply) {
+    std::memcpy(&out.reply, p, sizeof out.reply);
+    p += sizeof out.reply;
+  }
+  if ((h.flags & flag_notify) != 0) {
+    std::memcpy(&out.notify, p, sizeof out.notify);
+    p += sizeof out.notify;
+  }
+  out.buffer = {p, h.buffer_size};
+  out.status = parse_status::ok;
+  return out;
+}
+// The same without a remembered function (tests, one-off parses).
+inline parsed_record parse_record(std::span<std::byte> bytes) noexcept {
+  function_lookup functions;
+  return parse_record(bytes, functions);
+}
 
 // Validates a published word against the receiver's view of the chunk: lap `lap`, data area of
 // `capacity` bytes, consumed up to `read_offset`. stale: nothing new (an older lap);
