@@ -211,6 +211,10 @@ struct rank_state {
   pid_t pid = -1;
   bool own_group = false;  // leads its own process group: signals go to the whole group
   bool running = false;
+  // Reaped, and the sockets read since: its death is judged (on_rank_exit). Until then a
+  // collective does not count it as missing, so an abort or contribution it sent just before
+  // exiting is read first, whichever connection the launcher happens to read first.
+  bool exit_judged = false;
   int wait_status = 0;
   bool signaled_by_us = false;  // its death is a consequence, not a cause
   bool ever_connected = false;
@@ -481,6 +485,7 @@ class launcher {
 
   void on_rank_exit(int r) {
     auto& rs = ranks_[static_cast<std::size_t>(r)];
+    rs.exit_judged = true;
     bool clean = WIFEXITED(rs.wait_status) && WEXITSTATUS(rs.wait_status) == 0;
     if (!clean) {
       fmt::print(stderr, "seriema-run: {} {}{}\n", who(r), describe_wait_status(rs.wait_status),
@@ -716,7 +721,7 @@ class launcher {
     if (arrived_ == 0 || failure_) return;
     for (int r = 0; r < options_.np; ++r) {
       const auto& rs = ranks_[static_cast<std::size_t>(r)];
-      if (rs.joined < current_ && !rs.running) {
+      if (rs.joined < current_ && !rs.running && rs.exit_judged) {
         fail_bootstrap(fmt::format("{} {} before joining the {} (bootstrap collective #{})", who(r),
                                    describe_wait_status(rs.wait_status), proto::to_string(kind_),
                                    current_));
