@@ -403,15 +403,10 @@ std::byte* messenger::reserve(std::size_t size, space& why, bool may_grow) {
   return reserve_slow(size, why, may_grow);
 }
 
-void messenger::commit(std::size_t size, bool publish_now, bool count) {
+void messenger::commit(std::size_t size, bool count) {
   write_offset_ += size;
   if (!direct_) staged_ += size;
-  if (count) {  // queued records were counted when they were queued
-    ++counters_.calls;
-    counters_.bytes += size;
-    owner_.count_sent(1);
-  }
-  if (publish_now) publish();
+  if (count) count_record(size);  // queued records were counted when they were queued
 }
 
 void messenger::publish_staged(bool full, bool splice) {
@@ -488,9 +483,8 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
     return call_status::full;
   }
   detail::serialize_record(p, size, function, closure, flags, extras, buffer);
-  const bool publish_now =
-      mode != channel::trad || write_offset_ + size - published_ >= owner_.options().flush_size;
-  commit(size, publish_now, true);
+  commit(size, true);
+  if (publish_due(mode)) publish();
   busy_ = false;
   return call_status::ok;
 }
@@ -506,9 +500,7 @@ call_status messenger::queue_record(fabric::function_id function,
   queue_.commit(size);
   owner_.note_queued(*this);
   // Counted as sent now, so runtime::run's quiescence waits for it to be drained and run.
-  ++counters_.calls;
-  counters_.bytes += size;
-  owner_.count_sent(1);
+  count_record(size);
   ++counters_.exceeding;
   counters_.exceeding_peak_bytes = std::max<std::uint64_t>(counters_.exceeding_peak_bytes,
                                                            queue_.bytes());
@@ -529,7 +521,7 @@ std::size_t messenger::drain() {
       break;
     }
     std::memcpy(p, record.data(), record.size());
-    commit(record.size(), false, false);
+    commit(record.size(), false);
     queue_.pop();
     ++moved;
   }

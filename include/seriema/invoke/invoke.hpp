@@ -77,9 +77,12 @@ void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
 // Always inlined into the typed caller: the record's sizes are then constants, and the common
 // case (try_write_direct) compiles to a few stores.
 template <class Policy>
-[[gnu::always_inline]] inline call_status one_sided(thread_context& self, thread_id dest, channel c, fabric::function_id function,
-                      std::span<const std::byte> closure, std::uint32_t flags,
-                      std::span<const std::byte> extras, std::span<const std::byte> buffer) {
+[[gnu::always_inline]] inline call_status one_sided(thread_context& self, thread_id dest,
+                                                    channel c, fabric::function_id function,
+                                                    std::span<const std::byte> closure,
+                                                    std::uint32_t flags,
+                                                    std::span<const std::byte> extras,
+                                                    std::span<const std::byte> buffer) {
   channels& table = channels_of(self);
   if (messenger* m = table.existing(dest);
       m != nullptr && m->try_write_direct(c, function, closure, flags, extras, buffer)) {
@@ -106,8 +109,8 @@ struct notify_after {
 // Always inlined: callers pass the channel as a constant, so only its branch remains.
 template <class Policy, class Shape, class F>
 [[gnu::always_inline]] inline call_status dispatch(thread_context& self, channel c, thread_id dest,
-                                                   const F& f,
-                     std::span<const std::byte> buffer, synchronizer* sync, notify_on when) {
+                                                   const F& f, std::span<const std::byte> buffer,
+                                                   synchronizer* sync, notify_on when) {
   fabric::check_remote_closure<F>();
   const fabric::function_id id = fabric::function_wrapper<F, Shape>::id;
   call_status status;

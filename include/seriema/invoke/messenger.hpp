@@ -157,9 +157,10 @@ class messenger {
   // in progress. Writes the record straight into the receiver's chunk and publishes it as
   // send() would; returns false, having done nothing, when send() must run instead.
   [[gnu::always_inline]] bool try_write_direct(channel mode, fabric::function_id function,
-                        std::span<const std::byte> closure, std::uint32_t flags,
-                        std::span<const std::byte> extras,
-                        std::span<const std::byte> buffer) noexcept;
+                                                std::span<const std::byte> closure,
+                                                std::uint32_t flags,
+                                                std::span<const std::byte> extras,
+                                                std::span<const std::byte> buffer) noexcept;
 
   // A seriema-internal record (a call_return's reply): written when there is room, queued
   // otherwise with no limit, so it is never dropped for lack of room.
@@ -195,7 +196,13 @@ class messenger {
   // when needed); returns where to serialize, or null with the reason.
   std::byte* reserve(std::size_t size, space& why, bool may_grow);
   std::byte* reserve_slow(std::size_t size, space& why, bool may_grow);
-  void commit(std::size_t size, bool publish_now, bool count);
+  // Makes `size` written bytes part of the current chunk (and staging unit); does not publish.
+  void commit(std::size_t size, bool count);
+  // Counts one record of `size` bytes as sent (the messenger's and the thread's counters).
+  void count_record(std::size_t size) noexcept;
+  // Whether a record just written in `mode` is to be published now: at once, or (trad) once
+  // flush_size bytes are unpublished.
+  [[nodiscard]] bool publish_due(channel mode) const noexcept;
   bool advance_chunk(bool may_grow, space& why);
   [[nodiscard]] bool slot_free(const slot& s) const noexcept;
   void start_fill(std::size_t index);
@@ -426,10 +433,12 @@ namespace detail {
 
 // Writes the record header, closure, extras and buffer at `p` (`size` bytes, from
 // wire::record_size), and zeroes the padding after them (no stale bytes travel).
-[[gnu::always_inline]] inline void serialize_record(std::byte* p, std::size_t size, fabric::function_id function,
-                             std::span<const std::byte> closure, std::uint32_t flags,
-                             std::span<const std::byte> extras,
-                             std::span<const std::byte> buffer) noexcept {
+[[gnu::always_inline]] inline void serialize_record(std::byte* p, std::size_t size,
+                                                    fabric::function_id function,
+                                                    std::span<const std::byte> closure,
+                                                    std::uint32_t flags,
+                                                    std::span<const std::byte> extras,
+                                                    std::span<const std::byte> buffer) noexcept {
   const wire::record_header h{function,
                               static_cast<std::uint32_t>(size),
                               static_cast<std::uint32_t>(closure.size()),
@@ -452,27 +461,32 @@ namespace detail {
 }
 }  // namespace detail
 
-[[gnu::always_inline]] inline bool messenger::try_write_direct(channel mode, fabric::function_id function,
-                                        std::span<const std::byte> closure, std::uint32_t flags,
-                                        std::span<const std::byte> extras,
-                                        std::span<const std::byte> buffer) noexcept {
+[[gnu::always_inline]] inline void messenger::count_record(std::size_t size) noexcept {
+  ++counters_.calls;
+  counters_.bytes += size;
+  owner_.count_sent(1);
+}
+
+[[gnu::always_inline]] inline bool messenger::publish_due(channel mode) const noexcept {
+  return mode != channel::trad || write_offset_ - published_ >= owner_.options().flush_size;
+}
+
+[[gnu::always_inline]] inline bool messenger::try_write_direct(
+    channel mode, fabric::function_id function, std::span<const std::byte> closure,
+    std::uint32_t flags, std::span<const std::byte> extras,
+    std::span<const std::byte> buffer) noexcept {
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   // direct_ is set with the first chunks, so the ring is not empty; failed_, busy_, closed_ and
   // a queue each send the call to the general path, which knows what to do with it.
   if (!direct_ || failed_ || busy_ || closed_ || !queue_.empty()) return false;
-  const messenger_options& options = owner_.options();
-  if (size > options.max_record()) return false;
+  if (size > owner_.options().max_record()) return false;
   slot& s = ring_[current_];
   if (write_offset_ + size > s.capacity) return false;
   detail::serialize_record(s.direct_data + write_offset_, size, function, closure, flags, extras,
                            buffer);
   write_offset_ += size;
-  ++counters_.calls;
-  counters_.bytes += size;
-  owner_.count_sent(1);
-  if (mode != channel::trad || write_offset_ - published_ >= options.flush_size) {
-    publish_word(false, false);
-  }
+  count_record(size);
+  if (publish_due(mode)) publish_word(false, false);
   return true;
 }
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
