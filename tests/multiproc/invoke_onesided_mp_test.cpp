@@ -129,6 +129,105 @@ void fifo(std::uint64_t count) {
 
 }  // namespace
 
+namespace {
+
+// A closure of exactly N bytes (N need not be a multiple of 8) whose bytes follow from its
+// sequence number; the sender stores the bytes one by one just before each call, as a caller
+// filling its captures does (the copy into the ring reads them in pieces: messenger.hpp).
+template <std::size_t N>
+struct sized_closure {
+  std::array<unsigned char, N> bytes;
+  static unsigned char expected(std::size_t i, std::uint64_t seq) {
+    return static_cast<unsigned char>(seq * 131 + i * 7 + N);
+  }
+  void fill(std::uint64_t seq) {
+    for (std::size_t i = 0; i < N; ++i) bytes[i] = expected(i, seq);
+  }
+  // Whether every byte is the one fill(seq) stored.
+  [[nodiscard]] bool intact(std::uint64_t seq) const {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (bytes[i] != expected(i, seq)) return false;
+    }
+    return true;
+  }
+};
+
+// Calls of closure size N in mode C from thread 0 to the last thread: plain calls (checked at
+// the destination), call_returns (the value echoes the sequence number when the bytes were
+// intact) and calls with a consume notice (their extras travel after the closure).
+template <channel C, std::size_t N>
+void sized_calls(thread_context& ctx, fabric::thread_id dest, std::uint64_t count) {
+  static_assert(sizeof(sized_closure<N>) == N);
+  struct plain {
+    sized_closure<N> c;
+    std::uint64_t seq;
+    void operator()(thread_context& self) const {
+      if (!c.intact(seq)) ++inbox_of(self).wrong;
+      ++inbox_of(self).calls;
+      inbox_of(self).bytes += N;
+    }
+  };
+  struct echo {
+    sized_closure<N> c;
+    std::uint32_t seq;  // a 4-byte field next to the bytes
+    std::uint64_t operator()() const { return c.intact(seq) ? seq : ~std::uint64_t{0}; }
+  };
+  invoke::synchronizer consumed(ctx, count);
+  for (std::uint64_t seq = 0; seq < count; ++seq) {
+    plain p{};
+    p.c.fill(seq);
+    p.seq = seq;
+    ASSERT_EQ((invoke::call<C, invoke::policy::retry>(ctx, dest, p)), call_status::ok);
+    ASSERT_EQ((invoke::call<C, invoke::policy::retry, invoke::notify_on::consume>(ctx, dest, p,
+                                                                                 consumed)),
+              call_status::ok);
+    if (seq % 16 == 0) {
+      echo e{};
+      e.c.fill(seq);
+      e.seq = static_cast<std::uint32_t>(seq);
+      invoke::return_slot<std::uint64_t> slot;
+      ASSERT_EQ((invoke::call_return<C, invoke::policy::retry>(ctx, dest, e, slot)),
+                call_status::ok);
+      ctx.wait_for(slot);
+      ASSERT_TRUE(slot.ready());
+      EXPECT_EQ(slot.value(), seq) << N << "-byte closure";
+    }
+  }
+  EXPECT_TRUE(consumed.wait());
+}
+
+template <channel C>
+void closures_of_every_size() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id dest = threads() - 1;
+  constexpr std::uint64_t count = 200;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    sized_calls<C, 1>(ctx, dest, count);
+    sized_calls<C, 4>(ctx, dest, count);
+    sized_calls<C, 7>(ctx, dest, count);
+    sized_calls<C, 12>(ctx, dest, count);
+    sized_calls<C, 20>(ctx, dest, count);
+    sized_calls<C, 61>(ctx, dest, count);
+    sized_calls<C, 64>(ctx, dest, count);
+    sized_calls<C, 100>(ctx, dest, count);
+    sized_calls<C, 256>(ctx, dest, count);
+  });
+  if (rt.placement().locate(dest).process == rt.rank()) {
+    const auto local = rt.placement().locate(dest).local_thread;
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+    EXPECT_EQ(inboxes[local].calls, 2 * count * 9);
+    EXPECT_EQ(inboxes[local].bytes, 2 * count * (1 + 4 + 7 + 12 + 20 + 61 + 64 + 100 + 256));
+  }
+}
+
+}  // namespace
+
+TEST(InvokeOneSided, ClosuresOfEverySizeWrite) { closures_of_every_size<channel::write>(); }
+TEST(InvokeOneSided, ClosuresOfEverySizeTrad) { closures_of_every_size<channel::trad>(); }
+TEST(InvokeOneSided, ClosuresOfEverySizeOvfl) { closures_of_every_size<channel::ovfl>(); }
+
 TEST(InvokeOneSided, FifoWrite) { fifo<channel::write, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
 TEST(InvokeOneSided, FifoTrad) { fifo<channel::trad, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
 TEST(InvokeOneSided, FifoOvfl) { fifo<channel::ovfl, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }

@@ -296,31 +296,32 @@ constexpr bool is_synchronizer_v = std::is_same_v<std::remove_cvref_t<T>, synchr
 
 // `dest` runs f() (or f(ctx)).
 template <channel C = channel::write, class Policy = policy::fail, class F>
-call_status call(thread_context& self, thread_id dest, F f) {
+call_status call(thread_context& self, thread_id dest, const F& f) {
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, nullptr,
                                                       notify_on::transmit);
 }
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
-call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync) {
+call_status call(thread_context& self, thread_id dest, const F& f, synchronizer& sync) {
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, &sync, When);
 }
 
 // `dest` runs f(buf) (or f(ctx, buf)) with a copy of `buffer` that travelled with the call.
 template <channel C = channel::write, class Policy = policy::fail, class F>
-call_status call_buffer(thread_context& self, thread_id dest, F f,
+call_status call_buffer(thread_context& self, thread_id dest, const F& f,
                         std::span<const std::byte> buffer) {
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, nullptr,
                                                        notify_on::transmit);
 }
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
-call_status call_buffer(thread_context& self, thread_id dest, F f,
+call_status call_buffer(thread_context& self, thread_id dest, const F& f,
                         std::span<const std::byte> buffer, synchronizer& sync) {
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, &sync, When);
 }
 
 // `dest` runs f() (or f(ctx)); the value is written back into `slot` (self.wait_for(slot)).
 template <channel C = channel::write, class Policy = policy::fail, class F, class R>
-call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R>& slot) {
+call_status call_return(thread_context& self, thread_id dest, const F& f,
+                        return_slot<R>& slot) {
   static_assert(std::is_same_v<R, fabric::detail::return_type_t<F>>,
                 "call_return: the slot's type must be the function's return type");
   return detail::returning<C, Policy, fabric::return_shape>(self, dest, f, {}, slot);
@@ -555,15 +556,15 @@ class aggregator {
   explicit aggregator(thread_context& self) : self_(self) {}
 
   template <class Policy = policy::fail, class F>
-  call_status call(thread_id dest, F f) {
+  call_status call(thread_id dest, const F& f) {
     return invoke::call<Mode, Policy>(self_, dest, f);
   }
   template <class Policy = policy::fail, class F>
-  call_status call_buffer(thread_id dest, F f, std::span<const std::byte> buffer) {
+  call_status call_buffer(thread_id dest, const F& f, std::span<const std::byte> buffer) {
     return invoke::call_buffer<Mode, Policy>(self_, dest, f, buffer);
   }
   template <class Policy = policy::fail, class F, class R>
-  call_status call_return(thread_id dest, F f, return_slot<R>& slot) {
+  call_status call_return(thread_id dest, const F& f, return_slot<R>& slot) {
     return invoke::call_return<Mode, Policy>(self_, dest, f, slot);
   }
   // Publishes every batched call of this thread (all destinations).
