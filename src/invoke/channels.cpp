@@ -106,24 +106,9 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
   } guard{running_};
   receive_counters& counts = owner_.receive_counts();
   wire::function_lookup functions;
-  wire::repeated_record repeated;
   while (read_offset_ < end) {
-    const std::span<std::byte> left{c.data + read_offset_, end - read_offset_};
-    if (const fabric::function_entry* entry = repeated.match(left)) {
-      // The same function and shape as a record that parsed ok, no extras: no result, no
-      // notice. Advance first, as below.
-      const wire::record_header& h = repeated.header();
-      read_offset_ += h.size;
-      std::byte* closure = left.data() + sizeof(wire::record_header);
-      fabric::invocation call{&self, sender_, {closure + h.closure_size, h.buffer_size}, {}};
-      entry->invoke(closure, call);
-      ++ran;
-      ++counts.calls;
-      owner_.count_consumed(1);
-      continue;
-    }
-    wire::parsed_record rec = wire::parse_record(left, functions);
-    repeated.remember(rec);
+    wire::parsed_record rec =
+        wire::parse_record({c.data + read_offset_, end - read_offset_}, functions);
     switch (rec.status) {
       case wire::parse_status::malformed:
         // No trustworthy size: nothing after it in this published range can be framed.

@@ -210,41 +210,6 @@ inline parsed_record parse_record(std::span<std::byte> bytes) noexcept {
   return parse_record(bytes, functions);
 }
 
-// The header of the last record that parsed ok with no extras, and its function. Every check
-// parse_record makes depends only on the header, the bytes left and the registry; once the
-// registry is frozen, a record whose header words are the same as a remembered one passes them
-// all but the one against the bytes left. The receiver's loop checks that and skips the parse
-// for a run of calls of one function and one shape.
-class repeated_record {
- public:
-  // The remembered function when `bytes` starts with the remembered header and holds its
-  // record, else null (parse it).
-  [[nodiscard]] const fabric::function_entry* match(std::span<const std::byte> bytes) const noexcept {
-    if (entry_ == nullptr || bytes.size() < sizeof(record_header)) return nullptr;
-    std::uint64_t words[3];
-    std::memcpy(words, bytes.data(), sizeof words);
-    if (words[0] != words_[0] || words[1] != words_[1] || words[2] != words_[2]) return nullptr;
-    return header_.size <= bytes.size() ? entry_ : nullptr;
-  }
-  // Remembers `rec` when it parsed ok, carries no extras and the registry is frozen.
-  void remember(const parsed_record& rec) noexcept {
-    if (rec.status != parse_status::ok || rec.header.flags != 0 ||
-        !fabric::function_registry::instance().frozen()) {
-      return;
-    }
-    static_assert(sizeof(record_header) == sizeof words_);
-    std::memcpy(words_, &rec.header, sizeof words_);
-    header_ = rec.header;
-    entry_ = rec.entry;
-  }
-  [[nodiscard]] const record_header& header() const noexcept { return header_; }
-
- private:
-  std::uint64_t words_[3] = {};
-  record_header header_{};
-  const fabric::function_entry* entry_ = nullptr;
-};
-
 // Validates a published word against the receiver's view of the chunk: lap `lap`, data area of
 // `capacity` bytes, consumed up to `read_offset`. stale: nothing new (an older lap);
 // invalid: a value the sender can never write (a lap it cannot be on, offset past the chunk or
