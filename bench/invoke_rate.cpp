@@ -204,11 +204,17 @@ int main(int argc, char** argv) try {
   };
 
   std::string lanes;
-  for (std::size_t size : opt.sizes) {
-    // Calibrate N per mode: double a pilot until it takes 20 ms.
-    std::vector<std::uint64_t> calls(modes.size(), opt.calls);
-    std::vector<point> at_size(modes.size());
-    for (int rep = -1; rep < opt.reps; ++rep) {  // rep -1: calibration and warm-up
+  // Every repetition runs every size (and its raw baselines) in turn: the VM's slow and fast
+  // spells then fall on all points alike instead of on the sizes measured while they lasted.
+  std::vector<std::vector<std::uint64_t>> calls_at(
+      opt.sizes.size(), std::vector<std::uint64_t>(modes.size(), opt.calls));
+  std::vector<std::vector<point>> points_at(opt.sizes.size(), std::vector<point>(modes.size()));
+  for (int rep = -1; rep < opt.reps; ++rep) {  // rep -1: calibration and warm-up
+    for (std::size_t s = 0; s < opt.sizes.size(); ++s) {
+      const std::size_t size = opt.sizes[s];
+      // Calibrate N per mode: double a pilot until it takes 20 ms.
+      std::vector<std::uint64_t>& calls = calls_at[s];
+      std::vector<point>& at_size = points_at[s];
       rt.run([&](thread_context& ctx) {
         if (ctx.id() == 1) {
           // The receiver polls without backing off until the sender is done.
@@ -270,14 +276,16 @@ int main(int argc, char** argv) try {
         if (any_one_sided && size == opt.sizes.back()) run_perftest("ucp_put_bw", 4096, iters / 8);
       }
     }
-    for (auto& p : at_size) points.push_back(std::move(p));
+  }
+  for (std::size_t s = 0; s < opt.sizes.size(); ++s) {
+    for (auto& p : points_at[s]) points.push_back(std::move(p));
     if (rt.rank() == 0) {
       std::string line;
       for (std::size_t m = 0; m < modes.size(); ++m) {
         line += fmt::format(" {} {}", invoke::to_string(modes[m]),
                             rate_text(points[points.size() - modes.size() + m].rate()));
       }
-      fmt::print(stderr, "[{}] {:>4} B:{}\n", opt.transport, size, line);
+      fmt::print(stderr, "[{}] {:>4} B:{}\n", opt.transport, opt.sizes[s], line);
     }
   }
   rt.barrier();

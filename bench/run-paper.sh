@@ -26,7 +26,7 @@ if ((quick)); then
   mpi_args=(--reps 1 --seconds 0.02)
 else
   out=${out:-$repo/bench/results}
-  rate_args=(--reps 3 --seconds 0.25)
+  rate_args=(--reps 5 --seconds 0.25)
   lat_args=(--reps 3 --round-trips 20000)
   mpi_args=(--reps 3 --seconds 0.25)
 fi
