@@ -370,8 +370,16 @@ bool runtime::is_local(thread_id id) const noexcept {
   return id < placement_->thread_count() && placement_->locate(id).process == rank();
 }
 
+namespace {
+// The context whose poll() is progressing the process worker on this thread (inside serve), for
+// on_call_message's shortcut; null elsewhere (service threads, wait_send's progress).
+thread_local thread_context* serving_context = nullptr;
+}  // namespace
+
 std::size_t runtime::serve(thread_context& self) {
+  serving_context = (self.id() & service_bit) == 0 ? &self : nullptr;
   progress_shared();
+  serving_context = nullptr;
   // One thread at a time runs service calls, so they run in arrival order; the progress flag
   // is not held meanwhile (a service call that sends must not stop others from progressing).
   if (service_queue_.empty()) return 0;
@@ -603,15 +611,23 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
   call_queue::item item;
   item.header = h;
   item.entry = entry;
+  ucs_status_t keep = UCS_OK;
   if (length > call_queue::inline_payload &&
       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
     item.ucx_data = data;  // kept until the call ran (released by run_calls)
-    queue->push(item);
-    return UCS_INPROGRESS;
+    keep = UCS_INPROGRESS;
+  } else {
+    item.store({{static_cast<const std::byte*>(data), length}});
   }
-  item.store({{static_cast<const std::byte*>(data), length}});
-  queue->push(item);
-  return UCS_OK;
+  thread_context* poller = serving_context;
+  if (poller != nullptr && (h.destination & service_bit) == 0 &&
+      &poller->state() == &self->local_state(h.destination) && queue->empty()) {
+    poller->accept_from_handler(item);
+    self->counters_.handed_to_poller.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    queue->push(item);
+  }
+  return keep;
 }
 
 ucs_status_t runtime::on_feedback_message(void* arg, const void* header,

@@ -153,6 +153,50 @@ TEST(InvokeSend, FifoPerSenderOverManyCalls) {
   }
 }
 
+// A call to the thread that is itself progressing the process worker skips its locked queue
+// (runtime::on_call_message); the other threads of the process progress it too and queue calls,
+// so the sender's FIFO must hold across both paths. With a service thread no worker progresses
+// the process worker and nothing takes the shortcut.
+TEST(InvokeSend, CallsToThePollingThreadKeepFifoWithoutTheQueue) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  constexpr std::uint64_t rounds = 2'000;
+  const fabric::thread_id last = rt.placement().thread_count() - 1;
+  const std::uint64_t handed_before = rt.counters().handed_to_poller.load();
+  std::atomic<int> errors{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    for (std::uint64_t seq = 0; seq < rounds; ++seq) {
+      ASSERT_EQ(ctx.call(last,
+                         [seq](thread_context& self) {
+                           inbox& box = inbox_of(self);
+                           if (box.fifo_next != seq) box.fifo_errors += 1;
+                           box.fifo_next = seq + 1;
+                         }),
+                call_status::ok);
+      fabric::return_slot<std::uint64_t> slot;
+      ASSERT_EQ(ctx.call_return(
+                    last, [](thread_context& self) { return inbox_of(self).fifo_next.load(); },
+                    slot),
+                call_status::ok);
+      ctx.wait_for(slot);
+      if (!slot.ready() || slot.value() != seq + 1) errors += 1;
+    }
+  });
+  EXPECT_EQ(errors.load(), 0);
+  if (rt.is_local(last) && rt.placement().locate(last).process != 0) {
+    auto& box = inboxes[static_cast<std::size_t>(rt.placement().locate(last).local_thread)];
+    EXPECT_EQ(box.fifo_next.load(), rounds);
+    EXPECT_EQ(box.fifo_errors.load(), 0u);
+    const std::uint64_t handed = rt.counters().handed_to_poller.load() - handed_before;
+    if (rt.has_service_thread()) {
+      EXPECT_EQ(handed, 0u);
+    } else {
+      EXPECT_GT(handed, 0u) << "no call reached its polling destination without the queue";
+    }
+  }
+}
+
 TEST(InvokeSend, RemoteAllocationInTheOwnersZoneThenPut) {
   std::atomic<int> errors{0};
   auto& rt = test::rt();

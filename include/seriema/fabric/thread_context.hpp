@@ -126,6 +126,9 @@ struct invocation_counters {
   // Calls whose serialized arguments did not deserialize (the call counts as executed: its
   // message was dealt with; the function did not run).
   std::atomic<std::uint64_t> rejected_arguments{0};
+  // Calls the AM handler handed straight to their destination thread because that thread was
+  // the one progressing the process worker (no locked queue; counted, not part of consumed()).
+  std::atomic<std::uint64_t> handed_to_poller{0};
 
   // Messages that arrived and were dealt with: run, or rejected.
   [[nodiscard]] std::uint64_t consumed() const noexcept {
@@ -370,6 +373,12 @@ class thread_context {
   // Runs the calls of `pending` in order on behalf of `self` until it is empty (nested polls
   // continue the same queue); releases their payloads. Returns the count run.
   static std::size_t run_calls(thread_context& self, std::deque<call_queue::item>& pending);
+  // The AM handler's shortcut, for a call to the very thread whose poll() is progressing the
+  // process worker (runtime::serve on this thread): appends it to the calls this poll runs next,
+  // without the destination's locked queue. Only when that queue is empty, so a sender's calls
+  // that another thread's progress queued earlier still run first (handlers are serialized by
+  // the process worker's progress flag; the queue's only consumer is this thread).
+  void accept_from_handler(const call_queue::item& call) { pending_.push_back(call); }
 
  private:
   template <class F>
