@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libpmix-dev openmpi-bin libopenmpi-dev
           libgtest-dev libfmt-dev libcli11-dev libcereal-dev libconcurrentqueue-dev
-          python3 python3-matplotlib)
+          python3 python3-matplotlib
+          gdb)  # stacks of a hung multi-process test (tests/support/mp_main.hpp)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
