@@ -30,9 +30,11 @@ struct inbox {
 };
 std::array<inbox, max_local_threads> inboxes;
 
-inbox& inbox_of(thread_context& ctx) {
-  return inboxes[static_cast<std::size_t>(test::rt().placement().locate(ctx.id()).local_thread)];
+// The inbox of `thread`, a thread of this process.
+inbox& local_inbox(fabric::thread_id thread) {
+  return inboxes[static_cast<std::size_t>(test::rt().placement().locate(thread).local_thread)];
 }
+inbox& inbox_of(thread_context& ctx) { return local_inbox(ctx.id()); }
 
 void reset_inboxes() {
   for (auto& box : inboxes) {
@@ -43,6 +45,16 @@ void reset_inboxes() {
     box.fifo_errors = 0;
     box.wrong_thread = 0;
   }
+}
+
+// Sends `dest` the call number `seq` of a sequence; the call counts an error unless it runs
+// right after number seq - 1.
+call_status call_in_sequence(thread_context& ctx, fabric::thread_id dest, std::uint64_t seq) {
+  return ctx.call(dest, [seq](thread_context& self) {
+    inbox& box = inbox_of(self);
+    if (box.fifo_next != seq) box.fifo_errors += 1;
+    box.fifo_next = seq + 1;
+  });
 }
 
 std::uint64_t expected_calls_per_thread() { return test::rt().placement().thread_count() - 1; }
@@ -136,18 +148,12 @@ TEST(InvokeSend, FifoPerSenderOverManyCalls) {
   rt.run([last](thread_context& ctx) {
     if (ctx.id() != 0) return;
     for (std::uint64_t seq = 0; seq < calls; ++seq) {
-      ASSERT_EQ(ctx.call(last,
-                         [seq](thread_context& self) {
-                           inbox& box = inbox_of(self);
-                           if (box.fifo_next != seq) box.fifo_errors += 1;
-                           box.fifo_next = seq + 1;
-                         }),
-                call_status::ok);
+      ASSERT_EQ(call_in_sequence(ctx, last, seq), call_status::ok);
       if (seq % 256 == 0) ctx.poll();
     }
   });
   if (rt.is_local(last)) {
-    auto& box = inboxes[static_cast<std::size_t>(rt.placement().locate(last).local_thread)];
+    inbox& box = local_inbox(last);
     EXPECT_EQ(box.fifo_next.load(), calls);
     EXPECT_EQ(box.fifo_errors.load(), 0u);
   }
@@ -167,13 +173,7 @@ TEST(InvokeSend, CallsToThePollingThreadKeepFifoWithoutTheQueue) {
   rt.run([&](thread_context& ctx) {
     if (ctx.id() != 0) return;
     for (std::uint64_t seq = 0; seq < rounds; ++seq) {
-      ASSERT_EQ(ctx.call(last,
-                         [seq](thread_context& self) {
-                           inbox& box = inbox_of(self);
-                           if (box.fifo_next != seq) box.fifo_errors += 1;
-                           box.fifo_next = seq + 1;
-                         }),
-                call_status::ok);
+      ASSERT_EQ(call_in_sequence(ctx, last, seq), call_status::ok);
       fabric::return_slot<std::uint64_t> slot;
       ASSERT_EQ(ctx.call_return(
                     last, [](thread_context& self) { return inbox_of(self).fifo_next.load(); },
@@ -185,7 +185,7 @@ TEST(InvokeSend, CallsToThePollingThreadKeepFifoWithoutTheQueue) {
   });
   EXPECT_EQ(errors.load(), 0);
   if (rt.is_local(last) && rt.placement().locate(last).process != 0) {
-    auto& box = inboxes[static_cast<std::size_t>(rt.placement().locate(last).local_thread)];
+    inbox& box = local_inbox(last);
     EXPECT_EQ(box.fifo_next.load(), rounds);
     EXPECT_EQ(box.fifo_errors.load(), 0u);
     const std::uint64_t handed = rt.counters().handed_to_poller.load() - handed_before;
