@@ -620,8 +620,8 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
     item.store({{static_cast<const std::byte*>(data), length}});
   }
   thread_context* poller = serving_context;
-  if (poller != nullptr && (h.destination & service_bit) == 0 &&
-      &poller->state() == &self->local_state(h.destination) && queue->empty()) {
+  // The queue found above is the poller's own (serve never names a service context).
+  if (poller != nullptr && &poller->state().incoming == queue && queue->empty()) {
     poller->accept_from_handler(item);
     self->counters_.handed_to_poller.fetch_add(1, std::memory_order_relaxed);
   } else {

@@ -15,9 +15,9 @@
 #include <memory>
 #include <mutex>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/transfer/remote_memory.hpp>
 #include <string>
 #include <thread>
-#include <seriema/transfer/remote_memory.hpp>
 #include <vector>
 
 namespace seriema::test {
