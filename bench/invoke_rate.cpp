@@ -43,6 +43,15 @@ struct empty_call {
   std::uint64_t sequence;
   void operator()() const { ++calls_run; }
 };
+// The sequence alone: a std::array<std::byte, 0> member would still take a byte, and 8 with
+// padding, making the 8-byte closure 16.
+template <>
+struct empty_call<8> {
+  std::uint64_t sequence;
+  void operator()() const { ++calls_run; }
+};
+static_assert(sizeof(empty_call<8>) == 8 && sizeof(empty_call<64>) == 64 &&
+              sizeof(empty_call<256>) == 256);
 
 struct options {
   std::string transport;
