@@ -39,7 +39,8 @@ function_registry& function_registry::instance() {
 }
 
 function_id function_registry::add(std::string_view name, invoker_fn invoke,
-                                   std::uint32_t closure_size, std::uint32_t result_size) {
+                                   repeated_invoker_fn invoke_repeated, std::uint32_t closure_size,
+                                   std::uint32_t result_size) {
   function_id id = function_id_of_name(name);
   for (const auto& entry : entries_) {
     if (entry.id != id) continue;
@@ -53,11 +54,12 @@ function_id function_registry::add(std::string_view name, invoker_fn invoke,
                     "late?); every process must register the same functions before startup",
                     name));
   }
-  entries_.push_back({id, std::string(name), invoke, closure_size, result_size});
+  entries_.push_back({id, std::string(name), invoke, invoke_repeated, closure_size, result_size});
   return id;
 }
 
 function_id function_registry::add_user(function_id id, std::string_view name, invoker_fn invoke,
+                                        repeated_invoker_fn invoke_repeated,
                                         std::uint32_t closure_size, std::uint32_t result_size) {
   id |= user_function_bit;
   for (const auto& entry : entries_) {
@@ -72,7 +74,7 @@ function_id function_registry::add_user(function_id id, std::string_view name, i
                             "functions before creating it",
                             name));
   }
-  entries_.push_back({id, std::string(name), invoke, closure_size, result_size});
+  entries_.push_back({id, std::string(name), invoke, invoke_repeated, closure_size, result_size});
   return id;
 }
 

@@ -23,6 +23,15 @@ const bool installed = [] {
   return true;
 }();
 
+// Runs `action` when the scope ends, normally or by an exception.
+template <class Action>
+struct on_exit {
+  Action action;
+  ~on_exit() { action(); }
+};
+template <class Action>
+on_exit(Action) -> on_exit<Action>;
+
 const messenger_options& environment_options() {
   static const messenger_options options = messenger_options::from_environment();
   return options;
@@ -118,16 +127,20 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         continue;
       case wire::parse_status::unknown_function:
         ++counts.rejected_unknown_function;
-        owner_.count_consumed(1);
+        owner_.count_consumed(rec.calls);
         read_offset_ += rec.size;
         continue;
       case wire::parse_status::bad_record:
         ++counts.rejected_record;
-        owner_.count_consumed(1);
+        owner_.count_consumed(rec.calls);
         read_offset_ += rec.size;
         continue;
       case wire::parse_status::ok:
         break;
+    }
+    if ((rec.header.flags & wire::flag_repeated) != 0) {
+      ran += run_repeated(self, rec);
+      continue;
     }
     // Advance first: a nested poll (from the function) skips this channel while it runs, and the
     // chunk is not released before the whole lap was consumed, so rec's bytes stay valid.
@@ -144,16 +157,41 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
       }
     }
     fabric::invocation call{&self, sender_, rec.buffer, result_span};
-    rec.entry->invoke(rec.closure, call);
-    ++ran;
-    ++counts.calls;
-    owner_.count_consumed(1);
+    {
+      // Counted once the function returned or threw (see run_repeated).
+      on_exit counted{[&] {
+        ++ran;
+        ++counts.calls;
+        owner_.count_consumed(1);
+      }};
+      rec.entry->invoke(rec.closure, call);
+    }
     if ((rec.header.flags & wire::flag_reply) != 0) {
       detail::send_reply(self, sender_, rec.reply.slot, rec.reply.generation, result_span);
     }
     if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
   }
   return ran;
+}
+
+std::size_t inbound_channel::run_repeated(thread_context& self, const wire::parsed_record& rec) {
+  // read_offset_ stays at the record until all of its closures ran: a function that throws
+  // leaves repeat_next_ at the first closure not started, and the next poll parses the same
+  // (published, hence unchanging) record again and resumes there. Nested polls skip the channel
+  // (running_) meanwhile. Calls are counted once their function returned (or threw), never
+  // before: a count taken earlier could let runtime::run see the job quiet while one still runs.
+  const std::uint32_t first = repeat_next_;
+  {
+    on_exit counted{[&] {
+      owner_.receive_counts().calls += repeat_next_ - first;
+      owner_.count_consumed(repeat_next_ - first);
+    }};
+    const fabric::invocation call{&self, sender_, {}, {}};
+    rec.entry->invoke_repeated(rec.closure, rec.calls, call, repeat_next_);
+  }
+  repeat_next_ = 0;
+  read_offset_ += rec.size;
+  return rec.calls - first;
 }
 
 std::size_t inbound_channel::poll(thread_context& self) {
@@ -300,9 +338,9 @@ void channels::send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thr
 
 std::string messenger_counters::to_json() const {
   return fmt::format(
-      R"({{"calls":{},"bytes":{},"publishes":{},"chunks_grown":{},"full":{},"exceeding":{},)"
-      R"("exceeding_peak_bytes":{}}})",
-      calls, bytes, publishes, chunks_grown, full, exceeding, exceeding_peak_bytes);
+      R"({{"calls":{},"repeated":{},"bytes":{},"publishes":{},"chunks_grown":{},"full":{},)"
+      R"("exceeding":{},"exceeding_peak_bytes":{}}})",
+      calls, repeated, bytes, publishes, chunks_grown, full, exceeding, exceeding_peak_bytes);
 }
 
 std::string receive_counters::to_json() const {

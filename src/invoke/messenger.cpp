@@ -175,6 +175,7 @@ bool messenger::check_peer() {
 
 void messenger::fail_all() noexcept {
   failed_ = true;
+  open_record_ = nullptr;
   queue_.clear();
 }
 
@@ -299,6 +300,7 @@ void messenger::start_fill(std::size_t index) {
   s.lap = wire::next_lap(s.lap);
   write_offset_ = 0;
   published_ = 0;
+  open_record_ = nullptr;
 }
 
 void messenger::close_current(bool splice) {
@@ -369,6 +371,7 @@ bool messenger::start_staging_unit(std::size_t size) {
   }
   staged_ = 0;
   staged_batch_ = 0;
+  open_record_ = nullptr;
   return size + 64 <= staging_unit_.size;
 }
 
@@ -420,6 +423,7 @@ void messenger::publish_staged(bool full, bool splice) {
     return;
   }
   published_ = write_offset_;
+  open_record_ = nullptr;
   ++counters_.publishes;
 }
 
@@ -473,8 +477,19 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
                                     std::span<const std::byte> closure, std::uint32_t flags,
                                     std::span<const std::byte> extras,
                                     std::span<const std::byte> buffer, space& why) {
-  const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   busy_ = true;
+  if (joins_open_record(mode, function, flags, buffer)) {
+    const std::size_t stride = fabric::closure_stride(closure.size());
+    if (std::byte* at = room_to_append(stride)) {
+      append_closure(at, closure, stride);
+      commit(stride, true);
+      if (publish_due(mode)) publish();
+      busy_ = false;
+      why = space::ok;
+      return call_status::ok;
+    }
+  }
+  const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   std::byte* p = reserve(size, why, true);
   if (p == nullptr) {
     busy_ = false;
@@ -483,6 +498,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
     return call_status::full;
   }
   detail::serialize_record(p, size, function, closure, flags, extras, buffer);
+  note_written(p, mode, function, flags, buffer, size);
   commit(size, true);
   if (publish_due(mode)) publish();
   busy_ = false;
@@ -521,6 +537,7 @@ std::size_t messenger::drain() {
       break;
     }
     std::memcpy(p, record.data(), record.size());
+    open_record_ = nullptr;
     commit(record.size(), false);
     queue_.pop();
     ++moved;
@@ -615,6 +632,7 @@ call_status messenger::publish_raw_for_testing(std::span<const std::byte> bytes,
   busy_ = false;
   if (p == nullptr) return why == space::failed ? call_status::peer_failed : call_status::full;
   std::memcpy(p, bytes.data(), bytes.size());
+  open_record_ = nullptr;
   write_offset_ += bytes.size();
   if (!direct_) staged_ += bytes.size();
   owner_.count_sent(messages);
@@ -626,6 +644,7 @@ call_status messenger::publish_word_for_testing(std::uint64_t word) {
   if (ring_.empty()) setup();
   slot& s = ring_[current_];
   owner_.count_sent(1);
+  open_record_ = nullptr;  // the word may publish it
   if (direct_) {
     std::atomic_ref<std::uint64_t>(*s.direct_word).store(word, std::memory_order_release);
     return call_status::ok;

@@ -232,6 +232,156 @@ TEST(InvokeOneSided, FifoWrite) { fifo<channel::write, invoke::policy::retry>(en
 TEST(InvokeOneSided, FifoTrad) { fifo<channel::trad, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
 TEST(InvokeOneSided, FifoOvfl) { fifo<channel::ovfl, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
 
+namespace {
+
+// Checks that calls arrive in the order of their sequence numbers (one sender).
+void expect_next(thread_context& self, std::uint64_t seq) {
+  inbox& box = inbox_of(self);
+  if (box.next_seq[0] != seq) ++box.wrong;
+  box.next_seq[0] = seq + 1;
+  ++box.calls;
+}
+
+struct run_call {  // 8-byte closure: stride 8
+  std::uint64_t seq;
+  void operator()(thread_context& self) const { expect_next(self, seq); }
+};
+struct padded_run_call {  // 20-byte closure: each copy in a record is padded to 24
+  sized_closure<12> c;
+  std::uint64_t seq;
+  void operator()(thread_context& self) const {
+    if (!c.intact(seq)) ++inbox_of(self).wrong;
+    expect_next(self, seq);
+  }
+};
+static_assert(sizeof(padded_run_call) == 24);
+
+struct thrown_on_purpose {
+  std::uint64_t seq;
+};
+constexpr bool throws_at(std::uint64_t seq) { return seq % 97 == 13; }
+
+}  // namespace
+
+// Trad calls of one function without extras or buffer join one record (wire::flag_repeated):
+// runs of two functions, broken by calls that cannot join (a buffer, a consume notice, another
+// function), all arrive once and in order, and most calls were joined.
+TEST(InvokeOneSided, TradRunsOfOneFunctionShareRecords) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  constexpr std::uint64_t rounds = 400;
+  std::uint64_t total = 0;
+  invoke::messenger_counters sent{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != sender) return;
+    invoke::synchronizer consumed(ctx, rounds / 5);
+    std::uint64_t seq = 0;
+    auto plain = [&](const auto& f) {
+      ASSERT_EQ((invoke::call<channel::trad, invoke::policy::retry>(ctx, receiver, f)),
+                call_status::ok);
+      ++seq;
+    };
+    const std::vector<std::byte> buffer(24, std::byte{5});
+    for (std::uint64_t round = 0; round < rounds; ++round) {
+      for (std::uint64_t i = 0; i <= round % 40; ++i) plain(run_call{seq});
+      for (std::uint64_t i = 0; i < round % 7; ++i) {
+        padded_run_call p{};
+        p.c.fill(seq);
+        p.seq = seq;
+        plain(p);
+      }
+      ASSERT_EQ((invoke::call_buffer<channel::trad, invoke::policy::retry>(
+                    ctx, receiver,
+                    [s = seq](thread_context& self, std::span<std::byte> got) {
+                      if (got.size() != 24 || got[23] != std::byte{5}) ++inbox_of(self).wrong;
+                      expect_next(self, s);
+                    },
+                    buffer)),
+                call_status::ok);
+      ++seq;
+      if (round % 5 == 0) {
+        ASSERT_EQ((invoke::call<channel::trad, invoke::policy::retry,
+                                invoke::notify_on::consume>(ctx, receiver, run_call{seq},
+                                                            consumed)),
+                  call_status::ok);
+        ++seq;
+      }
+    }
+    EXPECT_TRUE(consumed.wait());
+    total = seq;
+    sent = invoke::channels_of(ctx).to(receiver).counters();
+  });
+  if (rt.rank() == rt.placement().locate(sender).process) {
+    EXPECT_EQ(sent.calls, total);
+    // Joins fail only after a publish (every 4 KiB), on a chunk change and at the first call
+    // of a run, so far more than half of the calls join (about 85 %).
+    EXPECT_GT(sent.repeated, total / 2);
+    EXPECT_LT(sent.repeated, total);
+  }
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+    EXPECT_EQ(inboxes[local].next_seq[0], inboxes[local].calls);
+    EXPECT_GT(inboxes[local].calls, rounds * 20);
+  }
+}
+
+// A function that throws inside a repeated record: the exception leaves the poll that ran it,
+// and the next poll resumes the record after that call. Every call runs once, in order, and
+// each throw is seen once (a record resumed from its start would rerun calls; one that skipped
+// the rest would lose them).
+TEST(InvokeOneSided, ThrowInARepeatedRecordResumesAfterTheCall) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  constexpr std::uint64_t count = 20000;
+  std::uint64_t caught = 0, caught_wrong = 0, repeated = 0;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() == receiver) {
+      while (inbox_of(ctx).next_seq[0] < count) {  // until the last call ran
+        try {
+          ctx.poll();
+        } catch (const thrown_on_purpose& thrown) {
+          ++caught;
+          if (!throws_at(thrown.seq)) ++caught_wrong;
+        }
+      }
+      return;
+    }
+    if (ctx.id() != sender) return;
+    for (std::uint64_t seq = 0; seq < count; ++seq) {
+      ASSERT_EQ((invoke::call<channel::trad, invoke::policy::retry>(
+                    ctx, receiver,
+                    [seq](thread_context& self) {
+                      // A call run again is counted wrong and does not throw again.
+                      const bool first_run = inbox_of(self).next_seq[0] == seq;
+                      expect_next(self, seq);
+                      if (throws_at(seq) && first_run) throw thrown_on_purpose{seq};
+                    })),
+                call_status::ok);
+    }
+    // The receiver waits in its body for every call: publish the last batch now.
+    invoke::aggregator<channel::trad>(ctx).flush();
+    repeated = invoke::channels_of(ctx).to(receiver).counters().repeated;
+  });
+  if (rt.rank() == rt.placement().locate(sender).process) {
+    EXPECT_GT(repeated, count / 2);  // the throws happened inside repeated records
+  }
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    std::uint64_t expected_throws = 0;
+    for (std::uint64_t seq = 0; seq < count; ++seq) expected_throws += throws_at(seq) ? 1 : 0;
+    EXPECT_EQ(inboxes[local].calls, count);
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+    EXPECT_EQ(inboxes[local].next_seq[0], count);
+    EXPECT_EQ(caught, expected_throws);
+    EXPECT_EQ(caught_wrong, 0u);
+  }
+}
+
 // All-to-all: every thread sends calls of random sizes (8 B .. 4 KiB of buffer) with checksums
 // and per-pair sequence numbers to random threads, mixing the one-sided modes.
 TEST(InvokeOneSided, AllToAllStress) {
@@ -420,7 +570,7 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
   invoke::receive_counters seen{};
   rt.run([&](thread_context& ctx) {
     if (ctx.id() == receiver) {
-      ctx.wait_until([&] { return inbox_of(ctx).calls >= 2; });
+      ctx.wait_until([&] { return inbox_of(ctx).calls >= 5; });
       seen = invoke::channels_of(ctx).received();
       return;
     }
@@ -467,20 +617,49 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
     // A closure size that does not match the function (skipped).
     ASSERT_EQ(m.publish_raw_for_testing(record(good_id, 32, 4), 1), call_status::ok);
     wait_counts(2, 1, 1);
+    // Repeated records (wire::flag_repeated): `repeat` 8-byte closures after the header.
+    auto repeated = [&](std::uint32_t function, std::uint32_t repeat, std::uint32_t closures,
+                        std::uint32_t flags, std::uint32_t buffer) {
+      std::vector<std::byte> bytes(24 + 8 * std::size_t{closures}, std::byte{0});
+      invoke::wire::record_header h{function, static_cast<std::uint32_t>(bytes.size()), 8,
+                                    buffer, invoke::wire::flag_repeated | flags, repeat};
+      std::memcpy(bytes.data(), &h, sizeof h);
+      for (std::uint32_t i = 0; i < closures; ++i) {
+        const std::uint64_t value = 100 * (i + 1);
+        std::memcpy(bytes.data() + 24 + 8 * i, &value, 8);
+      }
+      return bytes;
+    };
+    // A count of 0; a count the size disagrees with; a reply extra; a buffer (each skipped, and
+    // one message: the count is not trusted).
+    ASSERT_EQ(m.publish_raw_for_testing(repeated(good_id, 0, 1, 0, 0), 1), call_status::ok);
+    wait_counts(2, 1, 2);
+    ASSERT_EQ(m.publish_raw_for_testing(repeated(good_id, 2, 3, 0, 0), 1), call_status::ok);
+    wait_counts(2, 1, 3);
+    ASSERT_EQ(m.publish_raw_for_testing(repeated(good_id, 2, 2, invoke::wire::flag_reply, 0), 1),
+              call_status::ok);
+    wait_counts(2, 1, 4);
+    ASSERT_EQ(m.publish_raw_for_testing(repeated(good_id, 2, 2, 0, 8), 1), call_status::ok);
+    wait_counts(2, 1, 5);
+    // Well framed, of an unknown function: skipped, and consumed as its 3 calls.
+    ASSERT_EQ(m.publish_raw_for_testing(repeated(0x7eadbeef, 3, 3, 0, 0), 3), call_status::ok);
+    wait_counts(2, 2, 5);
+    // A good one: 3 calls (100 + 200 + 300).
+    ASSERT_EQ(m.publish_raw_for_testing(repeated(good_id, 3, 3, 0, 0), 3), call_status::ok);
     // A published offset past the chunk: the receiver must see it before the next good publish.
     ASSERT_EQ(m.publish_word_for_testing(invoke::wire::make_published(
                   std::uint64_t{1} << 31, 1, false, false)),
               call_status::ok);
-    wait_counts(3, 1, 1);
+    wait_counts(3, 2, 5);
     ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, counted_function{10}), call_status::ok);
   });
   if (rt.placement().locate(receiver).process == rt.rank()) {
     const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].calls, 2u);
-    EXPECT_EQ(inboxes[local].bytes, 11u);
+    EXPECT_EQ(inboxes[local].calls, 5u);
+    EXPECT_EQ(inboxes[local].bytes, 611u);
     EXPECT_EQ(seen.rejected_malformed, 3u);
-    EXPECT_EQ(seen.rejected_unknown_function, 1u);
-    EXPECT_EQ(seen.rejected_record, 1u);
+    EXPECT_EQ(seen.rejected_unknown_function, 2u);
+    EXPECT_EQ(seen.rejected_record, 5u);
   }
 }
 

@@ -34,11 +34,24 @@ struct invocation {
 
 // Runs the function whose closure bytes start at `closure` (closure_size bytes, as registered).
 using invoker_fn = void (*)(const std::byte* closure, invocation& call);
+// Runs closures `next` .. `count` - 1 of a run of `count` closures of one function laid back to
+// back, closure_stride(closure_size) bytes apart (a one-sided record that repeats its function),
+// each with a copy of `call`. `next` is advanced before each closure starts, so when a function
+// throws it names the first closure that has not started: running the rest later resumes there.
+using repeated_invoker_fn = void (*)(const std::byte* closures, std::uint32_t count,
+                                     const invocation& call, std::uint32_t& next);
+
+// Distance between the starts of consecutive closures of one function in a run: the closure's
+// size rounded up to 8 bytes (so that every closure starts as aligned as a record).
+constexpr std::uint64_t closure_stride(std::uint64_t closure_size) noexcept {
+  return (closure_size + 7) & ~std::uint64_t{7};
+}
 
 struct function_entry {
   function_id id = 0;
   std::string name;            // mangled type name or the application's name
   invoker_fn invoke = nullptr;
+  repeated_invoker_fn invoke_repeated = nullptr;
   std::uint32_t closure_size = 0;
   std::uint32_t result_size = 0;  // call_return: bytes of the return value; 0 otherwise
 };
@@ -54,12 +67,13 @@ class function_registry {
   // Registers a type-derived function; returns its id. Aborts the process with a message when
   // two different names hash to one id or when called after freeze() (programming errors that
   // would otherwise mis-dispatch calls).
-  function_id add(std::string_view name, invoker_fn invoke, std::uint32_t closure_size,
-                  std::uint32_t result_size);
+  function_id add(std::string_view name, invoker_fn invoke, repeated_invoker_fn invoke_repeated,
+                  std::uint32_t closure_size, std::uint32_t result_size);
   // Registers an application-chosen id (user_function_bit is set on it). Throws seriema::error
   // when the id is taken by another name or the registry is frozen.
   function_id add_user(function_id id, std::string_view name, invoker_fn invoke,
-                       std::uint32_t closure_size, std::uint32_t result_size);
+                       repeated_invoker_fn invoke_repeated, std::uint32_t closure_size,
+                       std::uint32_t result_size);
 
   // Builds the lookup table; later registrations are refused. Idempotent.
   void freeze();
@@ -122,7 +136,20 @@ struct invocation_shape {};
 // One instantiation per (closure type, shape) used remotely; its `id` is registered before main.
 template <class F, class Shape>
 struct function_wrapper {
-  static void invoke(const std::byte* closure, invocation& call) {
+  static void invoke(const std::byte* closure, invocation& call) { run(closure, call); }
+
+  static void invoke_repeated(const std::byte* closures, std::uint32_t count,
+                              const invocation& call, std::uint32_t& next) {
+    constexpr std::uint64_t stride = closure_stride(sizeof(F));
+    while (next < count) {
+      const std::byte* closure = closures + next * stride;
+      ++next;  // before the function runs: see repeated_invoker_fn
+      invocation each = call;
+      run(closure, each);
+    }
+  }
+
+  [[gnu::always_inline]] static void run(const std::byte* closure, invocation& call) {
     F f = detail::closure_from_bytes<F>(closure);
     if constexpr (std::is_same_v<Shape, plain_shape>) {
       if constexpr (detail::takes_context_v<F>) {
@@ -164,7 +191,7 @@ struct function_wrapper {
 
   static inline const function_id id = function_registry::instance().add(
       typeid(function_wrapper).name(), &function_wrapper::invoke,
-      static_cast<std::uint32_t>(sizeof(F)), result_size());
+      &function_wrapper::invoke_repeated, static_cast<std::uint32_t>(sizeof(F)), result_size());
 };
 
 // Registers `F` (a trivially copyable callable type) under an application-chosen id, e.g. so
@@ -173,8 +200,8 @@ template <class F, class Shape = plain_shape>
 function_id register_function(function_id id, std::string_view name) {
   check_remote_closure<F>();
   return function_registry::instance().add_user(
-      id, name, &function_wrapper<F, Shape>::invoke, static_cast<std::uint32_t>(sizeof(F)),
-      function_wrapper<F, Shape>::result_size());
+      id, name, &function_wrapper<F, Shape>::invoke, &function_wrapper<F, Shape>::invoke_repeated,
+      static_cast<std::uint32_t>(sizeof(F)), function_wrapper<F, Shape>::result_size());
 }
 
 }  // namespace seriema::fabric

@@ -77,7 +77,8 @@ struct messenger_options {
 
 // Counters of one messenger (sender side) or one thread's receiving side.
 struct messenger_counters {
-  std::uint64_t calls = 0;      // records written or queued by the sender
+  std::uint64_t calls = 0;      // calls written or queued by the sender
+  std::uint64_t repeated = 0;   // of those, calls appended to the open record (trad)
   std::uint64_t bytes = 0;      // record bytes
   std::uint64_t publishes = 0;  // published-word writes
   std::uint64_t chunks_grown = 0;
@@ -200,8 +201,33 @@ class messenger {
   std::byte* reserve_slow(std::size_t size, space& why, bool may_grow);
   // Makes `size` written bytes part of the current chunk (and staging unit); does not publish.
   void commit(std::size_t size, bool count);
-  // Counts one record of `size` bytes as sent (the messenger's and the thread's counters).
+  // Counts one call of `size` record bytes as sent (the messenger's and the thread's counters).
   void count_record(std::size_t size) noexcept;
+  // Whether a call may join the open record: a trad call of its function, without extras or
+  // buffer (wire::flag_repeated).
+  [[nodiscard]] bool joins_open_record(channel mode, fabric::function_id function,
+                                       std::uint32_t flags,
+                                       std::span<const std::byte> buffer) const noexcept {
+    return mode == channel::trad && open_record_ != nullptr && open_function_ == function &&
+           flags == 0 && buffer.empty();
+  }
+  // Notes the record just serialized at `p` as the open record when a trad call of the same
+  // function may join it, and as no open record otherwise.
+  void note_written(std::byte* p, channel mode, fabric::function_id function, std::uint32_t flags,
+                    std::span<const std::byte> buffer, std::size_t size) noexcept {
+    const bool joinable = mode == channel::trad && flags == 0 && buffer.empty();
+    open_record_ = joinable ? p : nullptr;
+    open_function_ = function;
+    open_repeat_ = 1;
+    open_size_ = static_cast<std::uint32_t>(size);
+  }
+  // Where the open record's next closure goes (`stride` bytes at the end of the written bytes),
+  // or null when the chunk or the staging unit has no room for it.
+  [[nodiscard]] std::byte* room_to_append(std::size_t stride) const noexcept;
+  // Writes `closure` at `at` (the end of the open record), padded to `stride` bytes, and makes
+  // the open record's header count it; the caller commits the bytes.
+  void append_closure(std::byte* at, std::span<const std::byte> closure,
+                      std::size_t stride) noexcept;
   // Whether a record just written in `mode` is to be published now: at once, or (trad) once
   // flush_size bytes are unpublished.
   [[nodiscard]] bool publish_due(channel mode) const noexcept;
@@ -217,6 +243,7 @@ class messenger {
         .store(wire::make_published(write_offset_, s.lap, full, splice),
                std::memory_order_release);
     published_ = write_offset_;
+    open_record_ = nullptr;  // the receiver may read it from now on
     ++counters_.publishes;
   }
   void publish_staged(bool full, bool splice);
@@ -251,6 +278,15 @@ class messenger {
   std::uint64_t write_offset_ = 0;   // bytes written in the current chunk this lap
   std::uint64_t published_ = 0;      // bytes published in the current chunk this lap
   bool closed_ = false;              // the current chunk was published full; move before writing
+  // The open record (trad): the last record written, while it is unpublished and ends where the
+  // written bytes end, so that a trad call of the same function appends its closure to it and
+  // counts it in its header (wire::flag_repeated) instead of writing a record of its own. It
+  // points into the mapped chunk (direct) or the staging unit; null when there is none. Every
+  // write of a record sets or clears it; a publish, a chunk or unit change and a failure clear it.
+  std::byte* open_record_ = nullptr;
+  fabric::function_id open_function_ = 0;
+  std::uint32_t open_repeat_ = 0;  // closures in the open record
+  std::uint32_t open_size_ = 0;    // its bytes
   // Remote path: records are serialized into a staging unit and put at publish.
   std::unique_ptr<transfer::transmitter> transmitter_;
   std::unique_ptr<transfer::circular_allocator> staging_;
@@ -292,12 +328,15 @@ class inbound_channel {
   void release_chunk(thread_context& self);
   void notify(thread_context& self, std::uint32_t word, std::uint64_t value);
   std::size_t run_range(thread_context& self, chunk& c, std::uint64_t end);
+  // Runs the closures of the repeated record at read_offset_ not run yet; returns calls run.
+  std::size_t run_repeated(thread_context& self, const wire::parsed_record& rec);
 
   channels& owner_;
   std::uint32_t sender_;
   std::vector<chunk> ring_;
   std::size_t current_ = 0;
   std::uint64_t read_offset_ = 0;
+  std::uint32_t repeat_next_ = 0;  // closures of the repeated record at read_offset_ started
   std::uint32_t next_batch_ = 1;
   std::uint64_t last_bad_word_ = 0;
   bool running_ = false;  // a call of this channel is running: nested polls skip the channel
@@ -504,6 +543,30 @@ template <std::size_t Width>
   owner_.count_sent(1);
 }
 
+[[gnu::always_inline]] inline std::byte* messenger::room_to_append(
+    std::size_t stride) const noexcept {
+  const slot& s = ring_[current_];  // an open record implies a current chunk
+  if (write_offset_ + stride > s.capacity) return nullptr;
+  if (direct_) return s.direct_data + write_offset_;
+  if (staged_ + stride + publish_room > staging_unit_.size) return nullptr;
+  return staging_unit_.data + staged_;
+}
+
+[[gnu::always_inline]] inline void messenger::append_closure(std::byte* at,
+                                                              std::span<const std::byte> closure,
+                                                              std::size_t stride) noexcept {
+  detail::copy_in_pieces<8>(at, closure.data(), closure.size());
+  std::memset(at + closure.size(), 0, stride - closure.size());
+  ++open_repeat_;
+  open_size_ += static_cast<std::uint32_t>(stride);
+  ++counters_.repeated;
+  // Unpublished bytes: the receiver reads none of them before the publish that closes the record.
+  const std::uint32_t flags = wire::flag_repeated;
+  std::memcpy(open_record_ + wire::record_size_offset, &open_size_, 4);
+  std::memcpy(open_record_ + wire::record_flags_offset, &flags, 4);
+  std::memcpy(open_record_ + wire::record_flags_offset + 4, &open_repeat_, 4);
+}
+
 [[gnu::always_inline]] inline bool messenger::publish_due(channel mode) const noexcept {
   return mode != channel::trad || write_offset_ - published_ >= owner_.options().flush_size;
 }
@@ -516,11 +579,22 @@ template <std::size_t Width>
   // direct_ is set with the first chunks, so the ring is not empty; failed_, busy_, closed_ and
   // a queue each send the call to the general path, which knows what to do with it.
   if (!direct_ || failed_ || busy_ || closed_ || !queue_.empty()) return false;
-  if (size > owner_.options().max_record()) return false;
   slot& s = ring_[current_];
+  if (joins_open_record(mode, function, flags, buffer)) {
+    const std::size_t stride = fabric::closure_stride(closure.size());
+    if (write_offset_ + stride <= s.capacity) {
+      append_closure(s.direct_data + write_offset_, closure, stride);
+      write_offset_ += stride;
+      count_record(stride);
+      if (publish_due(mode)) publish_word(false, false);
+      return true;
+    }
+  }
+  if (size > owner_.options().max_record()) return false;
   if (write_offset_ + size > s.capacity) return false;
-  detail::serialize_record(s.direct_data + write_offset_, size, function, closure, flags, extras,
-                           buffer);
+  std::byte* p = s.direct_data + write_offset_;
+  detail::serialize_record(p, size, function, closure, flags, extras, buffer);
+  note_written(p, mode, function, flags, buffer, size);
   write_offset_ += size;
   count_record(size);
   if (publish_due(mode)) publish_word(false, false);

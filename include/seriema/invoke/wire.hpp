@@ -79,23 +79,31 @@ static_assert(offsetof(chunk_header, producer) == 0);
 inline constexpr std::size_t published_word_offset = 0;  // within the chunk
 
 // A call record in a chunk's data area: this header, the closure, optional extras, the buffer,
-// padding to a multiple of record_alignment. `size` covers all of it.
+// padding to a multiple of record_alignment. `size` covers all of it. A repeated record
+// (flag_repeated, alone) is `repeat` calls of one function instead: the header, then `repeat`
+// closures, each padded to fabric::closure_stride(closure_size), and nothing else; with repeat 1
+// its bytes are those of a plain record of the function but for the flag and the count.
 struct record_header {
   fabric::function_id function;
   std::uint32_t size;          // bytes of the whole record, multiple of record_alignment
   std::uint32_t closure_size;  // must equal the registered closure size of `function`
   std::uint32_t buffer_size;   // bytes of buffer after the closure (and extras)
   std::uint32_t flags;         // record_flag bits; unknown bits make the record malformed
-  std::uint32_t reserved;      // 0
+  std::uint32_t repeat;        // flag_repeated: closures in the record (>= 1); 0 otherwise
 };
 static_assert(sizeof(record_header) == 24);
 inline constexpr std::size_t record_alignment = 8;
+static_assert(fabric::closure_stride(1) == record_alignment);
+inline constexpr std::size_t record_size_offset = offsetof(record_header, size);
+inline constexpr std::size_t record_flags_offset = offsetof(record_header, flags);
+static_assert(offsetof(record_header, repeat) == record_flags_offset + 4);
 
 enum record_flag : std::uint32_t {
   flag_reply = 1u << 0,     // extras: reply_extra; the caller waits for the function's value
   flag_notify = 1u << 1,    // extras: notify_extra; decrement the sender's counter once run
+  flag_repeated = 1u << 2,  // `repeat` closures of the function, no extras, no buffer
 };
-inline constexpr std::uint32_t known_flags = flag_reply | flag_notify;
+inline constexpr std::uint32_t known_flags = flag_reply | flag_notify | flag_repeated;
 
 struct reply_extra {
   std::uint32_t slot;
@@ -133,6 +141,9 @@ enum class parse_status : std::uint8_t {
 struct parsed_record {
   parse_status status = parse_status::malformed;
   std::uint32_t size = 0;  // bytes to skip (valid unless malformed)
+  // Calls the record stands for: `repeat` for a repeated record whose size matches it (also when
+  // the record is rejected otherwise: the sender counted each call as a message), else 1.
+  std::uint32_t calls = 1;
   record_header header{};
   const fabric::function_entry* entry = nullptr;
   const std::byte* closure = nullptr;
@@ -172,12 +183,24 @@ inline parsed_record parse_record(std::span<std::byte> bytes, function_lookup& f
     return out;
   }
   out.size = h.size;
-  const std::uint64_t needed = std::uint64_t{sizeof(record_header)} + h.closure_size +
-                               extras_size(h.flags & known_flags) + h.buffer_size;
-  if ((h.flags & ~known_flags) != 0 || h.reserved != 0 || needed > h.size ||
-      align_record(static_cast<std::size_t>(needed)) != h.size) {
-    out.status = parse_status::bad_record;
-    return out;
+  if ((h.flags & flag_repeated) != 0) {
+    // Exactly `repeat` padded closures and nothing else; the count is trusted (for the consumed
+    // messages) only when the size agrees with it.
+    const std::uint64_t needed = std::uint64_t{sizeof(record_header)} +
+                                 std::uint64_t{h.repeat} * fabric::closure_stride(h.closure_size);
+    if (h.flags != flag_repeated || h.buffer_size != 0 || h.repeat == 0 || needed != h.size) {
+      out.status = parse_status::bad_record;
+      return out;
+    }
+    out.calls = h.repeat;
+  } else {
+    const std::uint64_t needed = std::uint64_t{sizeof(record_header)} + h.closure_size +
+                                 extras_size(h.flags & known_flags) + h.buffer_size;
+    if ((h.flags & ~known_flags) != 0 || h.repeat != 0 || needed > h.size ||
+        align_record(static_cast<std::size_t>(needed)) != h.size) {
+      out.status = parse_status::bad_record;
+      return out;
+    }
   }
   out.entry = functions.find(h.function);
   if (out.entry == nullptr) {

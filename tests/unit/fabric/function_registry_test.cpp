@@ -90,8 +90,8 @@ TEST(FunctionRegistryDeathTest, CollidingNamesAbortWithAMessage) {
   ASSERT_EQ(function_id_of_name(first), function_id_of_name(second));
   EXPECT_DEATH(
       {
-        function_registry::instance().add(first, nullptr, 1, 0);
-        function_registry::instance().add(second, nullptr, 1, 0);
+        function_registry::instance().add(first, nullptr, nullptr, 1, 0);
+        function_registry::instance().add(second, nullptr, nullptr, 1, 0);
       },
       "seriema: function ids collide");
 }
@@ -100,7 +100,7 @@ TEST(FunctionRegistryDeathTest, RegistrationAfterStartupAborts) {
   EXPECT_DEATH(
       {
         function_registry::instance().freeze();
-        function_registry::instance().add("late-registration", nullptr, 1, 0);
+        function_registry::instance().add("late-registration", nullptr, nullptr, 1, 0);
       },
       "registered after the runtime started");
 }
