@@ -175,7 +175,7 @@ bool messenger::check_peer() {
 
 void messenger::fail_all() noexcept {
   failed_ = true;
-  open_record_ = nullptr;
+  end_open_record();  // counted as the calls before it were: sent, never to be consumed
   queue_.clear();
 }
 
@@ -300,7 +300,6 @@ void messenger::start_fill(std::size_t index) {
   s.lap = wire::next_lap(s.lap);
   write_offset_ = 0;
   published_ = 0;
-  open_record_ = nullptr;
 }
 
 void messenger::close_current(bool splice) {
@@ -371,7 +370,6 @@ bool messenger::start_staging_unit(std::size_t size) {
   }
   staged_ = 0;
   staged_batch_ = 0;
-  open_record_ = nullptr;
   return size + 64 <= staging_unit_.size;
 }
 
@@ -412,7 +410,26 @@ void messenger::commit(std::size_t size, bool count) {
   if (count) count_record(size);  // queued records were counted when they were queued
 }
 
+void messenger::seal_open_record() noexcept {
+  const std::uint32_t joined = open_repeat_ - 1;
+  if (joined > 0) {
+    // Unpublished bytes (the record ends at the written bytes, above the published offset).
+    const std::uint32_t size = static_cast<std::uint32_t>(sizeof(wire::record_header)) +
+                               open_repeat_ * open_stride_;
+    const std::uint32_t flags = wire::flag_repeated;
+    std::memcpy(open_record_ + wire::record_size_offset, &size, 4);
+    std::memcpy(open_record_ + wire::record_flags_offset, &flags, 4);
+    std::memcpy(open_record_ + wire::record_flags_offset + 4, &open_repeat_, 4);
+    counters_.calls += joined;
+    counters_.repeated += joined;
+    counters_.bytes += std::uint64_t{joined} * open_stride_;
+    owner_.count_sent(joined);
+  }
+  open_record_ = nullptr;
+}
+
 void messenger::publish_staged(bool full, bool splice) {
+  end_open_record();
   slot& s = ring_[current_];
   const std::size_t pending = staged_ - staged_batch_;
   // The batch's remote offset: it ends where the chunk's written bytes end.
@@ -423,7 +440,6 @@ void messenger::publish_staged(bool full, bool splice) {
     return;
   }
   published_ = write_offset_;
-  open_record_ = nullptr;
   ++counters_.publishes;
 }
 
@@ -482,7 +498,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
     const std::size_t stride = fabric::closure_stride(closure.size());
     if (std::byte* at = room_to_append(stride)) {
       append_closure(at, closure, stride);
-      commit(stride, true);
+      commit(stride, false);
       if (publish_due(mode)) publish();
       busy_ = false;
       why = space::ok;
@@ -497,8 +513,9 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
     if (why == space::too_large) return call_status::too_large;
     return call_status::full;
   }
+  end_open_record();  // (when reserve moved on, a publish has ended it already)
   detail::serialize_record(p, size, function, closure, flags, extras, buffer);
-  note_written(p, mode, function, flags, buffer, size);
+  note_written(p, mode, function, flags, buffer, closure.size());
   commit(size, true);
   if (publish_due(mode)) publish();
   busy_ = false;
@@ -536,8 +553,8 @@ std::size_t messenger::drain() {
       if (why == space::failed) fail_all();
       break;
     }
+    end_open_record();
     std::memcpy(p, record.data(), record.size());
-    open_record_ = nullptr;
     commit(record.size(), false);
     queue_.pop();
     ++moved;
@@ -631,8 +648,8 @@ call_status messenger::publish_raw_for_testing(std::span<const std::byte> bytes,
   std::byte* p = reserve(bytes.size(), why, true);
   busy_ = false;
   if (p == nullptr) return why == space::failed ? call_status::peer_failed : call_status::full;
+  end_open_record();
   std::memcpy(p, bytes.data(), bytes.size());
-  open_record_ = nullptr;
   write_offset_ += bytes.size();
   if (!direct_) staged_ += bytes.size();
   owner_.count_sent(messages);
@@ -644,7 +661,7 @@ call_status messenger::publish_word_for_testing(std::uint64_t word) {
   if (ring_.empty()) setup();
   slot& s = ring_[current_];
   owner_.count_sent(1);
-  open_record_ = nullptr;  // the word may publish it
+  end_open_record();  // the word may publish it
   if (direct_) {
     std::atomic_ref<std::uint64_t>(*s.direct_word).store(word, std::memory_order_release);
     return call_status::ok;

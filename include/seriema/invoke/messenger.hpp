@@ -129,7 +129,17 @@ class messenger {
   messenger& operator=(const messenger&) = delete;
 
   [[nodiscard]] thread_id destination() const noexcept { return destination_; }
-  [[nodiscard]] const messenger_counters& counters() const noexcept { return counters_; }
+  // The counters, the calls joined to the open record included.
+  [[nodiscard]] messenger_counters counters() const noexcept {
+    messenger_counters out = counters_;
+    if (open_record_ != nullptr) {
+      const std::uint32_t joined = open_repeat_ - 1;
+      out.calls += joined;
+      out.repeated += joined;
+      out.bytes += std::uint64_t{joined} * open_stride_;
+    }
+    return out;
+  }
   [[nodiscard]] std::size_t chunks() const noexcept { return ring_.size(); }
   // True when records to this destination are written straight into its chunks (same machine,
   // mappable memory); false when they are staged and put (or sent as write messages).
@@ -213,21 +223,32 @@ class messenger {
   }
   // Notes the record just serialized at `p` as the open record when a trad call of the same
   // function may join it, and as no open record otherwise.
-  void note_written(std::byte* p, channel mode, fabric::function_id function, std::uint32_t flags,
-                    std::span<const std::byte> buffer, std::size_t size) noexcept {
-    const bool joinable = mode == channel::trad && flags == 0 && buffer.empty();
-    open_record_ = joinable ? p : nullptr;
+  // (The record before it was ended by the caller: see end_open_record.)
+  [[gnu::always_inline]] void note_written(std::byte* p, channel mode,
+                                           fabric::function_id function, std::uint32_t flags,
+                                           std::span<const std::byte> buffer,
+                                           std::size_t closure_size) noexcept {
+    if (mode != channel::trad || flags != 0 || !buffer.empty()) return;
+    open_record_ = p;
     open_function_ = function;
     open_repeat_ = 1;
-    open_size_ = static_cast<std::uint32_t>(size);
+    open_stride_ = static_cast<std::uint32_t>(fabric::closure_stride(closure_size));
   }
   // Where the open record's next closure goes (`stride` bytes at the end of the written bytes),
   // or null when the chunk or the staging unit has no room for it.
   [[nodiscard]] std::byte* room_to_append(std::size_t stride) const noexcept;
-  // Writes `closure` at `at` (the end of the open record), padded to `stride` bytes, and makes
-  // the open record's header count it; the caller commits the bytes.
+  // Writes `closure` at `at` (the end of the open record), padded to `stride` bytes; the caller
+  // commits the bytes (uncounted: end_open_record counts the joined calls).
   void append_closure(std::byte* at, std::span<const std::byte> closure,
                       std::size_t stride) noexcept;
+  // Ends the open record, if any: writes its header's size, flag and count when calls joined
+  // it, and counts the joined calls as sent. Every publish runs it before its word (the header
+  // words must be in place when the receiver may read them), and so does every write of bytes
+  // other than a joining closure (the record no longer ends at the written bytes).
+  [[gnu::always_inline]] void end_open_record() noexcept {
+    if (open_record_ != nullptr) seal_open_record();
+  }
+  void seal_open_record() noexcept;
   // Whether a record just written in `mode` is to be published now: at once, or (trad) once
   // flush_size bytes are unpublished.
   [[nodiscard]] bool publish_due(channel mode) const noexcept;
@@ -237,13 +258,13 @@ class messenger {
   void close_current(bool splice);
   bool grow();
   // Release-stores the published word of the current (mapped) chunk: write_offset_ and its lap.
-  void publish_word(bool full, bool splice) noexcept {
+  [[gnu::always_inline]] void publish_word(bool full, bool splice) noexcept {
+    end_open_record();
     slot& s = ring_[current_];
     std::atomic_ref<std::uint64_t>(*s.direct_word)
         .store(wire::make_published(write_offset_, s.lap, full, splice),
                std::memory_order_release);
     published_ = write_offset_;
-    open_record_ = nullptr;  // the receiver may read it from now on
     ++counters_.publishes;
   }
   void publish_staged(bool full, bool splice);
@@ -279,14 +300,16 @@ class messenger {
   std::uint64_t published_ = 0;      // bytes published in the current chunk this lap
   bool closed_ = false;              // the current chunk was published full; move before writing
   // The open record (trad): the last record written, while it is unpublished and ends where the
-  // written bytes end, so that a trad call of the same function appends its closure to it and
-  // counts it in its header (wire::flag_repeated) instead of writing a record of its own. It
-  // points into the mapped chunk (direct) or the staging unit; null when there is none. Every
-  // write of a record sets or clears it; a publish, a chunk or unit change and a failure clear it.
+  // written bytes end, so that a trad call of the same function appends its closure to it
+  // instead of writing a record of its own (wire::flag_repeated). It points into the mapped
+  // chunk (direct) or the staging unit; null when there is none. Its header still says one call
+  // until end_open_record writes the count, and the joined calls are counted (counters_, the
+  // thread's sent messages) only then: while it is open, its first call, counted and not yet
+  // consumable, keeps runtime::run from seeing the job quiet.
   std::byte* open_record_ = nullptr;
   fabric::function_id open_function_ = 0;
   std::uint32_t open_repeat_ = 0;  // closures in the open record
-  std::uint32_t open_size_ = 0;    // its bytes
+  std::uint32_t open_stride_ = 0;  // bytes of each closure, padding included
   // Remote path: records are serialized into a staging unit and put at publish.
   std::unique_ptr<transfer::transmitter> transmitter_;
   std::unique_ptr<transfer::circular_allocator> staging_;
@@ -558,13 +581,6 @@ template <std::size_t Width>
   detail::copy_in_pieces<8>(at, closure.data(), closure.size());
   std::memset(at + closure.size(), 0, stride - closure.size());
   ++open_repeat_;
-  open_size_ += static_cast<std::uint32_t>(stride);
-  ++counters_.repeated;
-  // Unpublished bytes: the receiver reads none of them before the publish that closes the record.
-  const std::uint32_t flags = wire::flag_repeated;
-  std::memcpy(open_record_ + wire::record_size_offset, &open_size_, 4);
-  std::memcpy(open_record_ + wire::record_flags_offset, &flags, 4);
-  std::memcpy(open_record_ + wire::record_flags_offset + 4, &open_repeat_, 4);
 }
 
 [[gnu::always_inline]] inline bool messenger::publish_due(channel mode) const noexcept {
@@ -585,16 +601,16 @@ template <std::size_t Width>
     if (write_offset_ + stride <= s.capacity) {
       append_closure(s.direct_data + write_offset_, closure, stride);
       write_offset_ += stride;
-      count_record(stride);
       if (publish_due(mode)) publish_word(false, false);
       return true;
     }
   }
   if (size > owner_.options().max_record()) return false;
   if (write_offset_ + size > s.capacity) return false;
+  end_open_record();
   std::byte* p = s.direct_data + write_offset_;
   detail::serialize_record(p, size, function, closure, flags, extras, buffer);
-  note_written(p, mode, function, flags, buffer, size);
+  note_written(p, mode, function, flags, buffer, closure.size());
   write_offset_ += size;
   count_record(size);
   if (publish_due(mode)) publish_word(false, false);

@@ -173,7 +173,8 @@ class function_lookup {
 // peer-written). Every length is checked against bytes.size() in 64-bit arithmetic, so no
 // value a peer writes can make the receiver read outside the range. Inline: the receiver's
 // loop runs it once per call.
-inline parsed_record parse_record(std::span<std::byte> bytes, function_lookup& functions) noexcept {
+[[gnu::always_inline]] inline parsed_record parse_record(std::span<std::byte> bytes,
+                                                         function_lookup& functions) noexcept {
   parsed_record out;
   if (bytes.size() < sizeof(record_header)) return out;  // malformed: no room for a header
   std::memcpy(&out.header, bytes.data(), sizeof out.header);
