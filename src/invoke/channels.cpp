@@ -128,12 +128,12 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
       case wire::parse_status::unknown_function:
         ++counts.rejected_unknown_function;
         owner_.count_consumed(rec.calls);
-        read_offset_ += rec.size;
+        read_offset_ += rec.size();
         continue;
       case wire::parse_status::bad_record:
         ++counts.rejected_record;
         owner_.count_consumed(rec.calls);
-        read_offset_ += rec.size;
+        read_offset_ += rec.size();
         continue;
       case wire::parse_status::ok:
         break;
@@ -144,7 +144,7 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     }
     // Advance first: a nested poll (from the function) skips this channel while it runs, and the
     // chunk is not released before the whole lap was consumed, so rec's bytes stay valid.
-    read_offset_ += rec.size;
+    read_offset_ += rec.size();
     alignas(16) std::byte result[256];
     std::vector<std::byte> big_result;
     std::span<std::byte> result_span;
@@ -190,7 +190,7 @@ std::size_t inbound_channel::run_repeated(thread_context& self, const wire::pars
     rec.entry->invoke_repeated(rec.closure, rec.calls, call, repeat_next_);
   }
   repeat_next_ = 0;
-  read_offset_ += rec.size;
+  read_offset_ += rec.size();
   return rec.calls - first;
 }
 
