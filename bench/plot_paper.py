@@ -54,6 +54,15 @@ def mpi_rate(mpi, mode, size):
     return None
 
 
+def floor_rate(floor, size):
+    if floor is None:
+        return None
+    for p in floor["points"]:
+        if p["size"] == size:
+            return p["records_per_s"]
+    return None
+
+
 def fmt_rate(v):
     if v is None:
         return "-"
@@ -151,6 +160,20 @@ def summary(directory):
         put4k = raw_rate(data, "ucp_put_bw", 4096)
         if put4k:
             lines.append(f"| 4096 B | | | | | | {fmt_rate(put4k)} | | |")
+        floor = load(directory, f"ring_floor-{transport}.json")
+        if floor is not None:
+            lines.append("")
+            lines.append("Hand-written ring between the same two cores, no call machinery "
+                         "(`bench/ring_floor`, same run): the ceiling of one-sided calls.")
+            lines.append("")
+            lines.append("| size | ring records/s | trad / ring | write / ring |")
+            lines.append("|---:|---:|---:|---:|")
+            for s in sorted({p["size"] for p in floor["points"]}):
+                f = floor_rate(floor, s)
+                t, w = rate(data, "trad", s), rate(data, "write", s)
+                lines.append(f"| {s} B | {fmt_rate(f)} | "
+                             f"{f'{t / f:.2f}' if t and f else '-'} | "
+                             f"{f'{w / f:.2f}' if w and f else '-'} |")
         lines.append("")
         lines.append("| target | measured | goal | |")
         lines.append("|---|---:|---:|---|")

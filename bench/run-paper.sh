@@ -3,32 +3,36 @@
 # the same run: invoke_rate (send / write / trad / ovfl vs ucx_perftest ucp_am_bw / ucp_put_bw),
 # the MPI baseline (mpi_rate, unbatched and batched into 4 KiB), and invoke_latency (call_return
 # round trip vs ucx_perftest ucp_am_lat x 2); over shared memory and over TCP between two
-# emulated machines. Prints the tables, writes JSON, PNG plots and paper-summary.md.
+# emulated machines; and ring_floor (a hand-written ring between the same two cores: the
+# ceiling of one-sided calls). Prints the tables, writes JSON, PNG plots and paper-summary.md.
 #
 #   bench/run-paper.sh [--quick] [--out DIR] [BUILD_DIR]
 #
-# BUILD_DIR (default build/) must hold bench/{invoke_rate,invoke_latency,mpi_rate} and
-# tools/seriema-run (ninja -C build invoke_rate invoke_latency mpi_rate seriema-run; a Release
-# or RelWithDebInfo build). Full run: 3 repetitions of ~0.25 s per point, about 4 minutes on 2
-# cores; results in bench/results/. --quick: 1 short repetition (a smoke test, numbers
-# meaningless), results in BUILD_DIR/bench-results/ unless --out says otherwise.
+# BUILD_DIR (default build/) must hold bench/{invoke_rate,invoke_latency,mpi_rate,ring_floor}
+# and tools/seriema-run (ninja -C build invoke_rate invoke_latency mpi_rate ring_floor
+# seriema-run; a Release or RelWithDebInfo build). Full run: 3 to 5 repetitions of ~0.25 s per
+# point, about 2 minutes on 2 cores; results in bench/results/. --quick: 1 short repetition (a
+# smoke test, numbers meaningless), results in BUILD_DIR/bench-results/ unless --out says
+# otherwise.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/bench/runner-args.sh" "$@"
 launcher=$build/tools/seriema-run
 require_built "$build/bench/invoke_rate" "$build/bench/invoke_latency" "$build/bench/mpi_rate" \
-  "$launcher"
+  "$build/bench/ring_floor" "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
   rate_args=(--reps 1 --seconds 0.02 --max-calls 200000)
   lat_args=(--reps 1 --round-trips 2000)
   mpi_args=(--reps 1 --seconds 0.02)
+  floor_args=(--reps 1 --seconds 0.02)
 else
   out=${out:-$repo/bench/results}
   rate_args=(--reps 5 --seconds 0.25)
   lat_args=(--reps 3 --round-trips 20000)
   mpi_args=(--reps 3 --seconds 0.25)
+  floor_args=(--reps 5 --seconds 0.25)
 fi
 mkdir -p "$out"
 unset UCX_TLS UCX_NET_DEVICES
@@ -42,6 +46,8 @@ echo "== shared memory (one machine)"
 echo
 mpirun -np 2 --mca btl self,vader "$build/bench/mpi_rate" "${mpi_args[@]}" --transport shm \
   --json "$out/mpi_rate-shm.json" || status=$?
+echo
+"$build/bench/ring_floor" "${floor_args[@]}" --json "$out/ring_floor-shm.json" || status=$?
 echo
 "$launcher" -n 2 -- "$build/bench/invoke_latency" "${lat_args[@]}" --transport shm \
   --json "$out/invoke_latency-shm.json" || status=$?

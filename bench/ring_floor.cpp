@@ -1,0 +1,190 @@
+// ring_floor: how many records of 8, 64 or 256 bytes one core can hand another on this machine
+// through a hand-written shared ring with no call machinery at all: the ceiling of any
+// one-sided call rate at that size (invoke_rate's shm write/trad columns), and the context for
+// "trad >= 3 x MPI batched" at 8 B. A writer thread stores each record in 8-byte words (its
+// first word a sequence number) and publishes the ring's end every --publish-bytes with a
+// release store, like a trad flush; a reader thread reads the first word of every record it
+// sees published and hands its position back, which the writer waits on when the ring is full.
+// The two threads are pinned to the first two CPUs this process may use (where seriema-run puts
+// the two ranks). bench/run-paper.sh runs it in the same run as invoke_rate:
+//   ring_floor --json bench/results/ring_floor-shm.json
+#include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+
+using namespace seriema::bench;
+
+namespace {
+
+struct options {
+  std::vector<std::size_t> sizes{8, 64, 256};
+  std::size_t ring_bytes = std::size_t{4} << 20;  // two 2 MiB chunks, as a messenger's first ring
+  std::size_t publish_bytes = 4096;               // SERIEMA_FLUSH_SIZE's default
+  int reps = 5;
+  double seconds = 0.25;
+  std::string json;
+};
+
+// The shared state: the writer owns `published`, the reader `consumed`; each on its own line.
+struct ring_state {
+  explicit ring_state(std::size_t bytes) : words(bytes / 8), ring(new std::uint64_t[bytes / 8]()) {}
+  std::size_t words;
+  std::unique_ptr<std::uint64_t[]> ring;
+  alignas(64) std::atomic<std::uint64_t> published{0};  // bytes written and published
+  alignas(64) std::atomic<std::uint64_t> consumed{0};   // bytes read
+  alignas(64) std::uint64_t checksum = 0;                // the reader's sum of sequence numbers
+};
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+    throw std::runtime_error(fmt::format("ring_floor: cannot pin a thread to CPU {}", cpu));
+  }
+}
+
+// Hands `records` records of `Words` 8-byte words (0: `size` bytes, known at run time only) from
+// a thread on cpus[0] to one on cpus[1]; returns the seconds from the first store to the
+// reader's last read. Positions wrap by comparison, not by division (the ring's size is a
+// multiple of every record size).
+template <std::size_t Words>
+double hand_over(const options& opt, std::size_t size, std::uint64_t records,
+                 const std::vector<int>& cpus) {
+  ring_state state(opt.ring_bytes);
+  const std::size_t record_words = Words != 0 ? Words : size / 8;
+  const std::uint64_t total = records * size;
+  std::uint64_t* const ring = state.ring.get();
+  std::thread reader([&] {
+    pin_to(cpus[1]);
+    std::uint64_t read = 0, sum = 0;
+    std::size_t at = 0;
+    while (read < total) {
+      const std::uint64_t end = state.published.load(std::memory_order_acquire);
+      for (; read < end; read += size) {
+        sum += ring[at];
+        at += record_words;
+        if (at == state.words) at = 0;
+      }
+      state.consumed.store(read, std::memory_order_release);
+    }
+    state.checksum = sum;
+  });
+  pin_to(cpus[0]);
+  const auto start = clock_type::now();
+  std::uint64_t written = 0, last_published = 0, room_until = opt.ring_bytes;
+  std::size_t at = 0;
+  for (std::uint64_t i = 0; i < records; ++i) {
+    if (written + size > room_until) {
+      // Full: wait for the reader.
+      while (written + size > state.consumed.load(std::memory_order_acquire) + opt.ring_bytes) {
+      }
+      room_until = state.consumed.load(std::memory_order_relaxed) + opt.ring_bytes;
+    }
+    for (std::size_t w = 0; w < record_words; ++w) ring[at + w] = i;
+    at += record_words;
+    if (at == state.words) at = 0;
+    written += size;
+    if (written - last_published >= opt.publish_bytes) {
+      state.published.store(written, std::memory_order_release);
+      last_published = written;
+    }
+  }
+  state.published.store(written, std::memory_order_release);
+  reader.join();
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (state.checksum != records * (records - 1) / 2) {
+    throw std::runtime_error(fmt::format("ring_floor: the reader saw wrong records at {} B", size));
+  }
+  return seconds;
+}
+
+double hand_over_any(const options& opt, std::size_t size, std::uint64_t records,
+                     const std::vector<int>& cpus) {
+  switch (size) {
+    case 8:
+      return hand_over<1>(opt, size, records, cpus);
+    case 64:
+      return hand_over<8>(opt, size, records, cpus);
+    case 256:
+      return hand_over<32>(opt, size, records, cpus);
+    default:
+      return hand_over<0>(opt, size, records, cpus);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  CLI::App app{"ring_floor: records/s through a hand-written shared ring between two cores"};
+  app.add_option("--sizes", opt.sizes, "record sizes in bytes, multiples of 8 (8, 64, 256)")
+      ->check(CLI::Range(std::size_t{8}, std::size_t{4096}));
+  app.add_option("--ring-bytes", opt.ring_bytes, "bytes of the ring (4 MiB)");
+  app.add_option("--publish-bytes", opt.publish_bytes, "bytes between publishes (4096)");
+  app.add_option("--reps", opt.reps, "timed repetitions per size (median reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--seconds", opt.seconds, "target duration of one repetition");
+  app.add_option("--json", opt.json, "write results here");
+  CLI11_PARSE(app, argc, argv);
+  for (std::size_t size : opt.sizes) {
+    if (size % 8 != 0 || opt.ring_bytes % size != 0) {
+      fmt::print(stderr, "ring_floor: --sizes {}: must be a multiple of 8 dividing --ring-bytes\n",
+                 size);
+      return 2;
+    }
+  }
+  cpu_set_t allowed;
+  sched_getaffinity(0, sizeof allowed, &allowed);
+  const std::vector<int> cpus = cpus_of(allowed);
+  if (cpus.size() < 2) {
+    fmt::print(stderr, "ring_floor: needs two CPUs, this process may use {}\n", cpus.size());
+    return 2;
+  }
+
+  const machine_info machine = machine_info::here();
+  fmt::print("# ring_floor: one core hands records to another through a shared ring (CPUs {} "
+             "and {}), published every {} B, ring {} KiB\n{}\n",
+             cpus[0], cpus[1], opt.publish_bytes, opt.ring_bytes >> 10, machine.line());
+  std::string points;
+  for (std::size_t size : opt.sizes) {
+    // Calibrate the count to about --seconds per repetition.
+    const std::uint64_t probe = 2'000'000;
+    const double probe_seconds = hand_over_any(opt, size, probe, cpus);
+    const auto records = static_cast<std::uint64_t>(
+        std::max(1.0, opt.seconds / probe_seconds) * static_cast<double>(probe));
+    std::vector<double> rates, seconds;
+    for (int r = 0; r < opt.reps; ++r) {
+      seconds.push_back(hand_over_any(opt, size, records, cpus));
+      rates.push_back(static_cast<double>(records) / seconds.back());
+    }
+    const double rate = median(rates);
+    fmt::print("[ring] {:5} B: {:.2f}M records/s ({:.2f} GB/s), median of {}\n", size, rate / 1e6,
+               rate * static_cast<double>(size) / 1e9, opt.reps);
+    std::string per_rep;
+    for (double s : seconds) per_rep += fmt::format("{}{:.6f}", per_rep.empty() ? "" : ", ", s);
+    points += fmt::format(R"({}    {{"size": {}, "records": {}, "records_per_s": {:.1f}, )"
+                          R"("seconds": [{}]}})",
+                          points.empty() ? "" : ",\n", size, records, rate, per_rep);
+  }
+  if (!opt.json.empty()) {
+    std::ofstream out = open_report(opt.json);
+    out << fmt::format(
+        "{{\n  \"benchmark\": \"ring_floor\",\n  \"date\": {},\n  \"machine\": {},\n"
+        "  \"cpus\": [{}, {}],\n  \"ring_bytes\": {},\n  \"publish_bytes\": {},\n"
+        "  \"repetitions\": {},\n  \"points\": [\n{}\n  ]\n}}\n",
+        json_string(utc_now()), machine.json(), cpus[0], cpus[1], opt.ring_bytes,
+        opt.publish_bytes, opt.reps, points);
+  }
+  return 0;
+}
