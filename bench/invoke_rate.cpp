@@ -263,13 +263,8 @@ int main(int argc, char** argv) try {
           at_size[m].calls = calls[m];
           at_size[m].seconds.push_back(seconds);
           const invoke::messenger* after_m = invoke::channels_of(ctx).existing(1);
-          invoke::messenger_counters delta = after_m ? after_m->counters() : before;
-          delta.calls -= before.calls;
-          delta.bytes -= before.bytes;
-          delta.publishes -= before.publishes;
-          delta.chunks_grown -= before.chunks_grown;
-          delta.full -= before.full;
-          delta.exceeding -= before.exceeding;
+          const invoke::messenger_counters delta =
+              (after_m ? after_m->counters() : before).since(before);
           at_size[m].counters.push_back(delta.to_json());
           if (lanes.empty()) lanes = ctx.endpoint_to(1).describe_transports();
         }

@@ -88,6 +88,19 @@ struct messenger_counters {
 
   // {"calls":…,"bytes":…,…}: one JSON object, for benchmark reports and monitoring.
   [[nodiscard]] std::string to_json() const;
+  // What happened since `earlier`, a reading of the same messenger: each count's difference;
+  // exceeding_peak_bytes (a peak, not a count) is this reading's.
+  [[nodiscard]] messenger_counters since(const messenger_counters& earlier) const noexcept {
+    messenger_counters d = *this;
+    d.calls -= earlier.calls;
+    d.repeated -= earlier.repeated;
+    d.bytes -= earlier.bytes;
+    d.publishes -= earlier.publishes;
+    d.chunks_grown -= earlier.chunks_grown;
+    d.full -= earlier.full;
+    d.exceeding -= earlier.exceeding;
+    return d;
+  }
 };
 
 class channels;
