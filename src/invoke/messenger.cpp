@@ -300,6 +300,7 @@ void messenger::start_fill(std::size_t index) {
   s.lap = wire::next_lap(s.lap);
   write_offset_ = 0;
   published_ = 0;
+  publish_limit_ = owner_.options().flush_size;
 }
 
 void messenger::close_current(bool splice) {
@@ -411,15 +412,17 @@ void messenger::commit(std::size_t size, bool count) {
 }
 
 void messenger::seal_open_record() noexcept {
-  const std::uint32_t joined = open_repeat_ - 1;
+  close_join_window();
+  const std::uint32_t repeat = open_repeat();
+  const std::uint32_t joined = repeat - 1;
   if (joined > 0) {
     // Unpublished bytes (the record ends at the written bytes, above the published offset).
     const std::uint32_t size = static_cast<std::uint32_t>(sizeof(wire::record_header)) +
-                               open_repeat_ * open_stride_;
+                               repeat * open_stride_;
     const std::uint32_t flags = wire::flag_repeated;
     std::memcpy(open_record_ + wire::record_size_offset, &size, 4);
     std::memcpy(open_record_ + wire::record_flags_offset, &flags, 4);
-    std::memcpy(open_record_ + wire::record_flags_offset + 4, &open_repeat_, 4);
+    std::memcpy(open_record_ + wire::record_flags_offset + 4, &repeat, 4);
     counters_.calls += joined;
     counters_.repeated += joined;
     counters_.bytes += std::uint64_t{joined} * open_stride_;
@@ -440,6 +443,7 @@ void messenger::publish_staged(bool full, bool splice) {
     return;
   }
   published_ = write_offset_;
+  publish_limit_ = published_ + owner_.options().flush_size;
   ++counters_.publishes;
 }
 
@@ -494,6 +498,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
                                     std::span<const std::byte> extras,
                                     std::span<const std::byte> buffer, space& why) {
   busy_ = true;
+  close_join_window();  // until this call is written: see join_limit_
   if (joins_open_record(mode, function, flags, buffer)) {
     const std::size_t stride = fabric::closure_stride(closure.size());
     if (std::byte* at = room_to_append(stride)) {
@@ -501,6 +506,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
       commit(stride, false);
       if (publish_due(mode)) publish();
       busy_ = false;
+      open_join_window();
       why = space::ok;
       return call_status::ok;
     }
@@ -519,6 +525,7 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
   commit(size, true);
   if (publish_due(mode)) publish();
   busy_ = false;
+  open_join_window();
   return call_status::ok;
 }
 
@@ -528,6 +535,7 @@ call_status messenger::queue_record(fabric::function_id function,
                                     std::span<const std::byte> buffer, bool bounded) {
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   if (bounded && queue_.bytes() + size > owner_.options().exceeding_limit) return call_status::full;
+  close_join_window();  // later calls go behind this one, through the queue
   std::byte* p = queue_.reserve(size);
   detail::serialize_record(p, size, function, closure, flags, extras, buffer);
   queue_.commit(size);
@@ -644,11 +652,11 @@ call_status messenger::publish_raw_for_testing(std::span<const std::byte> bytes,
     return call_status::too_large;
   }
   space why;
+  end_open_record();
   busy_ = true;
   std::byte* p = reserve(bytes.size(), why, true);
   busy_ = false;
   if (p == nullptr) return why == space::failed ? call_status::peer_failed : call_status::full;
-  end_open_record();
   std::memcpy(p, bytes.data(), bytes.size());
   write_offset_ += bytes.size();
   if (!direct_) staged_ += bytes.size();

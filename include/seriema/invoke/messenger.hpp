@@ -146,7 +146,7 @@ class messenger {
   [[nodiscard]] messenger_counters counters() const noexcept {
     messenger_counters out = counters_;
     if (open_record_ != nullptr) {
-      const std::uint32_t joined = open_repeat_ - 1;
+      const std::uint32_t joined = open_repeat() - 1;
       out.calls += joined;
       out.repeated += joined;
       out.bytes += std::uint64_t{joined} * open_stride_;
@@ -244,14 +244,32 @@ class messenger {
     if (mode != channel::trad || flags != 0 || !buffer.empty()) return;
     open_record_ = p;
     open_function_ = function;
-    open_repeat_ = 1;
     open_stride_ = static_cast<std::uint32_t>(fabric::closure_stride(closure_size));
+  }
+  // Closures in the open record: its bytes up to the end of the written bytes.
+  [[nodiscard]] std::uint32_t open_repeat() const noexcept {
+    const std::byte* end = direct_ ? ring_[current_].direct_data + write_offset_
+                                   : staging_unit_.data + staged_;
+    return static_cast<std::uint32_t>(
+        static_cast<std::size_t>(end - open_record_ - sizeof(wire::record_header)) /
+        open_stride_);
+  }
+  // Opens the join window on the open record (see join_limit_) when nothing else may come
+  // between its closures; the caller is not inside a wait (busy_ is clear).
+  void open_join_window() noexcept {
+    if (open_record_ == nullptr || !direct_ || failed_ || busy_ || closed_ || !queue_.empty()) {
+      return;
+    }
+    const slot& s = ring_[current_];
+    join_data_ = s.direct_data;
+    join_limit_ = s.capacity;
   }
   // Where the open record's next closure goes (`stride` bytes at the end of the written bytes),
   // or null when the chunk or the staging unit has no room for it.
   [[nodiscard]] std::byte* room_to_append(std::size_t stride) const noexcept;
   // Writes `closure` at `at` (the end of the open record), padded to `stride` bytes; the caller
-  // commits the bytes (uncounted: end_open_record counts the joined calls).
+  // commits the bytes (uncounted: end_open_record counts the joined calls, which are the
+  // record's bytes over its stride).
   void append_closure(std::byte* at, std::span<const std::byte> closure,
                       std::size_t stride) noexcept;
   // Ends the open record, if any: writes its header's size, flag and count when calls joined
@@ -261,6 +279,7 @@ class messenger {
   [[gnu::always_inline]] void end_open_record() noexcept {
     if (open_record_ != nullptr) seal_open_record();
   }
+  void close_join_window() noexcept { join_limit_ = 0; }
   void seal_open_record() noexcept;
   // Whether a record just written in `mode` is to be published now: at once, or (trad) once
   // flush_size bytes are unpublished.
@@ -271,15 +290,7 @@ class messenger {
   void close_current(bool splice);
   bool grow();
   // Release-stores the published word of the current (mapped) chunk: write_offset_ and its lap.
-  [[gnu::always_inline]] void publish_word(bool full, bool splice) noexcept {
-    end_open_record();
-    slot& s = ring_[current_];
-    std::atomic_ref<std::uint64_t>(*s.direct_word)
-        .store(wire::make_published(write_offset_, s.lap, full, splice),
-               std::memory_order_release);
-    published_ = write_offset_;
-    ++counters_.publishes;
-  }
+  [[gnu::always_inline]] void publish_word(bool full, bool splice) noexcept;
   void publish_staged(bool full, bool splice);
   // Sends the staged bytes [staged_batch_, staged_batch_ + pending) to `remote_offset` of the
   // current chunk and then `word` to its published word (put, fence, put; or one write
@@ -321,8 +332,20 @@ class messenger {
   // consumable, keeps runtime::run from seeing the job quiet.
   std::byte* open_record_ = nullptr;
   fabric::function_id open_function_ = 0;
-  std::uint32_t open_repeat_ = 0;  // closures in the open record
   std::uint32_t open_stride_ = 0;  // bytes of each closure, padding included
+  // The join window (direct path): while join_limit_ is not 0, a trad call of open_function_
+  // without extras or buffer whose closure fits below join_limit_ writes it at join_data_ +
+  // write_offset_ with no other check, and publishes once write_offset_ reaches publish_limit_.
+  // Open (open_join_window) only while every other check of the direct path would pass: an
+  // open record in a mapped chunk (join_data_, join_limit_: its data area and capacity),
+  // nothing queued, no wait in progress (a call made from inside a wait must queue behind the
+  // waiting one), not closed, not failed. Closed by end_open_record (every publish, record
+  // change, failure), by a queued record and at the start of every general-path write.
+  std::uint64_t join_limit_ = 0;
+  std::byte* join_data_ = nullptr;
+  // write_offset_ at which the trad batch is due (published_ + flush_size, set at each publish
+  // and each new fill: a flush size set later applies from the next publish on).
+  std::uint64_t publish_limit_ = 0;
   // Remote path: records are serialized into a staging unit and put at publish.
   std::unique_ptr<transfer::transmitter> transmitter_;
   std::unique_ptr<transfer::circular_allocator> staging_;
@@ -593,7 +616,16 @@ template <std::size_t Width>
                                                               std::size_t stride) noexcept {
   detail::copy_in_pieces<8>(at, closure.data(), closure.size());
   std::memset(at + closure.size(), 0, stride - closure.size());
-  ++open_repeat_;
+}
+
+[[gnu::always_inline]] inline void messenger::publish_word(bool full, bool splice) noexcept {
+  end_open_record();
+  slot& s = ring_[current_];
+  std::atomic_ref<std::uint64_t>(*s.direct_word)
+      .store(wire::make_published(write_offset_, s.lap, full, splice), std::memory_order_release);
+  published_ = write_offset_;
+  publish_limit_ = published_ + owner_.options().flush_size;
+  ++counters_.publishes;
 }
 
 [[gnu::always_inline]] inline bool messenger::publish_due(channel mode) const noexcept {
@@ -604,20 +636,25 @@ template <std::size_t Width>
     channel mode, fabric::function_id function, std::span<const std::byte> closure,
     std::uint32_t flags, std::span<const std::byte> extras,
     std::span<const std::byte> buffer) noexcept {
+  if (mode == channel::trad && flags == 0 && buffer.empty()) {
+    // The join window: its conditions were checked when it opened (see join_limit_).
+    const std::size_t stride = fabric::closure_stride(closure.size());
+    const std::uint64_t at = write_offset_;
+    if (open_function_ == function && at + stride <= join_limit_) {
+      // The messenger's words first: after the stores into the ring (std::byte, which may
+      // alias anything) the compiler would load them again.
+      write_offset_ = at + stride;
+      const bool due = at + stride >= publish_limit_;
+      append_closure(join_data_ + at, closure, stride);
+      if (due) publish_word(false, false);
+      return true;
+    }
+  }
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   // direct_ is set with the first chunks, so the ring is not empty; failed_, busy_, closed_ and
   // a queue each send the call to the general path, which knows what to do with it.
   if (!direct_ || failed_ || busy_ || closed_ || !queue_.empty()) return false;
   slot& s = ring_[current_];
-  if (joins_open_record(mode, function, flags, buffer)) {
-    const std::size_t stride = fabric::closure_stride(closure.size());
-    if (write_offset_ + stride <= s.capacity) {
-      append_closure(s.direct_data + write_offset_, closure, stride);
-      write_offset_ += stride;
-      if (publish_due(mode)) publish_word(false, false);
-      return true;
-    }
-  }
   if (size > owner_.options().max_record()) return false;
   if (write_offset_ + size > s.capacity) return false;
   end_open_record();
@@ -626,7 +663,11 @@ template <std::size_t Width>
   note_written(p, mode, function, flags, buffer, closure.size());
   write_offset_ += size;
   count_record(size);
-  if (publish_due(mode)) publish_word(false, false);
+  if (publish_due(mode)) {
+    publish_word(false, false);
+  } else {
+    open_join_window();
+  }
   return true;
 }
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
