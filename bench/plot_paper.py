@@ -163,8 +163,9 @@ def summary(directory):
         floor = load(directory, f"ring_floor-{transport}.json")
         if floor is not None:
             lines.append("")
-            lines.append("Hand-written ring between the same two cores, no call machinery "
-                         "(`bench/ring_floor`, same run): the ceiling of one-sided calls.")
+            lines.append("The same hand-off with no call machinery: a hand-written ring "
+                         "between the two cores (`bench/ring_floor`, same run, measured after "
+                         "`invoke_rate`, so possibly in another spell of the VM).")
             lines.append("")
             lines.append("| size | ring records/s | trad / ring | write / ring |")
             lines.append("|---:|---:|---:|---:|")

@@ -1,12 +1,14 @@
 // ring_floor: how many records of 8, 64 or 256 bytes one core can hand another on this machine
-// through a hand-written shared ring with no call machinery at all: the ceiling of any
-// one-sided call rate at that size (invoke_rate's shm write/trad columns), and the context for
-// "trad >= 3 x MPI batched" at 8 B. A writer thread stores each record in 8-byte words (its
-// first word a sequence number) and publishes the ring's end every --publish-bytes with a
-// release store, like a trad flush; a reader thread reads the first word of every record it
-// sees published and hands its position back, which the writer waits on when the ring is full.
-// The two threads are pinned to the first two CPUs this process may use (where seriema-run puts
-// the two ranks). bench/run-paper.sh runs it in the same run as invoke_rate:
+// through a hand-written shared ring with no call machinery at all: the reference for
+// invoke_rate's shm write/trad columns (what the cores move without the library, measured in
+// the same run, though not at the same moment: the VM's spells can fall between them), and
+// the context for "trad >= 3 x MPI batched" at 8 B. A writer thread stores each record in
+// 8-byte words (its first word a sequence number) and publishes the ring's end every
+// --publish-bytes with a release store, like a trad flush; a reader thread reads the first word
+// of every record it sees published and hands its position back, which the writer waits on
+// when the ring is full. The two threads are pinned to the first two CPUs this process may use
+// (where seriema-run puts the two ranks). bench/run-paper.sh runs it in the same run as
+// invoke_rate:
 //   ring_floor --json bench/results/ring_floor-shm.json
 #include <fmt/format.h>
 #include <pthread.h>

@@ -3,8 +3,8 @@
 # the same run: invoke_rate (send / write / trad / ovfl vs ucx_perftest ucp_am_bw / ucp_put_bw),
 # the MPI baseline (mpi_rate, unbatched and batched into 4 KiB), and invoke_latency (call_return
 # round trip vs ucx_perftest ucp_am_lat x 2); over shared memory and over TCP between two
-# emulated machines; and ring_floor (a hand-written ring between the same two cores: the
-# ceiling of one-sided calls). Prints the tables, writes JSON, PNG plots and paper-summary.md.
+# emulated machines; and ring_floor (a hand-written ring between the same two cores: what
+# they move with no call machinery). Prints the tables, writes JSON, PNG plots and paper-summary.md.
 #
 #   bench/run-paper.sh [--quick] [--out DIR] [BUILD_DIR]
 #
