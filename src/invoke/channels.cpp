@@ -109,10 +109,7 @@ void inbound_channel::release_chunk(thread_context& self) {
 std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint64_t end) {
   std::size_t ran = 0;
   running_ = true;
-  struct reset_running {
-    bool& flag;
-    ~reset_running() { flag = false; }
-  } guard{running_};
+  on_exit reset_running{[this] { running_ = false; }};
   receive_counters& counts = owner_.receive_counts();
   wire::function_lookup functions;
   while (read_offset_ < end) {

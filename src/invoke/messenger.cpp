@@ -442,9 +442,7 @@ void messenger::publish_staged(bool full, bool splice) {
     fail_all();
     return;
   }
-  published_ = write_offset_;
-  publish_limit_ = published_ + owner_.options().flush_size;
-  ++counters_.publishes;
+  note_published();
 }
 
 transfer::op_status messenger::send_staged(std::size_t pending, std::uint64_t remote_offset,

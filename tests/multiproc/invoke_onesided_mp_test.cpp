@@ -100,6 +100,14 @@ TEST(InvokeOneSided, EveryPrimitiveSend) { every_primitive<channel::send>(); }
 
 namespace {
 
+// Checks that calls arrive in the order of their sequence numbers (one sender).
+void expect_next(thread_context& self, std::uint64_t seq) {
+  inbox& box = inbox_of(self);
+  if (box.next_seq[0] != seq) ++box.wrong;
+  box.next_seq[0] = seq + 1;
+  ++box.calls;
+}
+
 // One sender (global thread 0) to the last thread of the last process: `count` calls carrying
 // sequence numbers; the receiver checks the order.
 template <channel C, class Policy>
@@ -110,12 +118,8 @@ void fifo(std::uint64_t count) {
   rt.run([&](thread_context& ctx) {
     if (ctx.id() != 0) return;
     for (std::uint64_t seq = 0; seq < count; ++seq) {
-      call_status st = invoke::call<C, Policy>(ctx, receiver, [seq](thread_context& self) {
-        inbox& box = inbox_of(self);
-        if (box.next_seq[0] != seq) ++box.wrong;
-        box.next_seq[0] = seq + 1;
-        ++box.calls;
-      });
+      call_status st = invoke::call<C, Policy>(
+          ctx, receiver, [seq](thread_context& self) { expect_next(self, seq); });
       ASSERT_EQ(st, call_status::ok) << "call " << seq;
     }
   });
@@ -233,14 +237,6 @@ TEST(InvokeOneSided, FifoTrad) { fifo<channel::trad, invoke::policy::retry>(env_
 TEST(InvokeOneSided, FifoOvfl) { fifo<channel::ovfl, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
 
 namespace {
-
-// Checks that calls arrive in the order of their sequence numbers (one sender).
-void expect_next(thread_context& self, std::uint64_t seq) {
-  inbox& box = inbox_of(self);
-  if (box.next_seq[0] != seq) ++box.wrong;
-  box.next_seq[0] = seq + 1;
-  ++box.calls;
-}
 
 struct run_call {  // 8-byte closure: stride 8
   std::uint64_t seq;
@@ -501,12 +497,7 @@ TEST(InvokeOneSided, BackpressurePoliciesAndSymmetricGrowth) {
     std::vector<std::byte> payload(200);
     std::uint64_t seq = 0;
     auto f = [](std::uint64_t s) {
-      return [s](thread_context& self, std::span<std::byte>) {
-        inbox& box = inbox_of(self);
-        if (box.next_seq[0] != s) ++box.wrong;
-        box.next_seq[0] = s + 1;
-        ++box.calls;
-      };
+      return [s](thread_context& self, std::span<std::byte>) { expect_next(self, s); };
     };
     // 1. fail: write until the ring (3 chunks of 8 KiB) is full.
     for (int i = 0; i < 2000; ++i) {

@@ -226,13 +226,17 @@ class messenger {
   void commit(std::size_t size, bool count);
   // Counts one call of `size` record bytes as sent (the messenger's and the thread's counters).
   void count_record(std::size_t size) noexcept;
-  // Whether a call may join the open record: a trad call of its function, without extras or
-  // buffer (wire::flag_repeated).
+  // Whether a call can be one closure of a repeated record (wire::flag_repeated): a trad call
+  // without extras or buffer.
+  [[nodiscard]] static constexpr bool joinable(channel mode, std::uint32_t flags,
+                                               std::span<const std::byte> buffer) noexcept {
+    return mode == channel::trad && flags == 0 && buffer.empty();
+  }
+  // Whether a call may join the open record: a joinable call of its function.
   [[nodiscard]] bool joins_open_record(channel mode, fabric::function_id function,
                                        std::uint32_t flags,
                                        std::span<const std::byte> buffer) const noexcept {
-    return mode == channel::trad && open_record_ != nullptr && open_function_ == function &&
-           flags == 0 && buffer.empty();
+    return joinable(mode, flags, buffer) && open_record_ != nullptr && open_function_ == function;
   }
   // Notes the record just serialized at `p` as the open record when a trad call of the same
   // function may join it, and as no open record otherwise.
@@ -241,7 +245,7 @@ class messenger {
                                            fabric::function_id function, std::uint32_t flags,
                                            std::span<const std::byte> buffer,
                                            std::size_t closure_size) noexcept {
-    if (mode != channel::trad || flags != 0 || !buffer.empty()) return;
+    if (!joinable(mode, flags, buffer)) return;
     open_record_ = p;
     open_function_ = function;
     open_stride_ = static_cast<std::uint32_t>(fabric::closure_stride(closure_size));
@@ -282,8 +286,11 @@ class messenger {
   void close_join_window() noexcept { join_limit_ = 0; }
   void seal_open_record() noexcept;
   // Whether a record just written in `mode` is to be published now: at once, or (trad) once
-  // flush_size bytes are unpublished.
+  // the written bytes reach publish_limit_.
   [[nodiscard]] bool publish_due(channel mode) const noexcept;
+  // After a publish's word went out: the written bytes are published, the next trad batch is
+  // due flush_size bytes later.
+  void note_published() noexcept;
   bool advance_chunk(bool may_grow, space& why);
   [[nodiscard]] bool slot_free(const slot& s) const noexcept;
   void start_fill(std::size_t index);
@@ -623,20 +630,24 @@ template <std::size_t Width>
   slot& s = ring_[current_];
   std::atomic_ref<std::uint64_t>(*s.direct_word)
       .store(wire::make_published(write_offset_, s.lap, full, splice), std::memory_order_release);
+  note_published();
+}
+
+inline void messenger::note_published() noexcept {
   published_ = write_offset_;
   publish_limit_ = published_ + owner_.options().flush_size;
   ++counters_.publishes;
 }
 
 [[gnu::always_inline]] inline bool messenger::publish_due(channel mode) const noexcept {
-  return mode != channel::trad || write_offset_ - published_ >= owner_.options().flush_size;
+  return mode != channel::trad || write_offset_ >= publish_limit_;
 }
 
 [[gnu::always_inline]] inline bool messenger::try_write_direct(
     channel mode, fabric::function_id function, std::span<const std::byte> closure,
     std::uint32_t flags, std::span<const std::byte> extras,
     std::span<const std::byte> buffer) noexcept {
-  if (mode == channel::trad && flags == 0 && buffer.empty()) {
+  if (joinable(mode, flags, buffer)) {
     // The join window: its conditions were checked when it opened (see join_limit_).
     const std::size_t stride = fabric::closure_stride(closure.size());
     const std::uint64_t at = write_offset_;

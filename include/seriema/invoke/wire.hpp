@@ -177,7 +177,7 @@ class function_lookup {
 // Parses the record at the start of `bytes` (the published, not yet consumed part of a chunk;
 // peer-written). Every length is checked against bytes.size() in 64-bit arithmetic, so no
 // value a peer writes can make the receiver read outside the range. Inline: the receiver's
-// loop runs it once per call.
+// loop runs it once per record.
 [[gnu::always_inline]] inline parsed_record parse_record(std::span<std::byte> bytes,
                                                          function_lookup& functions) noexcept {
   parsed_record out;
