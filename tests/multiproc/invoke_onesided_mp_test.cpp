@@ -328,6 +328,114 @@ TEST(InvokeOneSided, TradRunsOfOneFunctionShareRecords) {
   }
 }
 
+// Calls through aggregator_to (a copy of the join window kept by the caller) interleaved with
+// every other way of writing to the same messenger: free calls of the same function (they move
+// the write offset under the copy), a second aggregator_to and an overflow one to the same
+// destination, flushes (they close the window), another function, call_buffer and call_return.
+// Every call runs once and in order: a copy used after any of these would overwrite a closure
+// or append to a published record.
+TEST(InvokeOneSided, AggregatorToKeepsOrderWithEveryOtherWriter) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  constexpr std::uint64_t rounds = 400;
+  std::uint64_t total = 0;
+  invoke::messenger_counters sent{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != sender) return;
+    invoke::aggregator<channel::trad> agg(ctx);
+    invoke::aggregator_to<channel::trad> to = agg.to(receiver);
+    invoke::aggregator_to<channel::trad> other(ctx, receiver);
+    invoke::aggregator_to<channel::ovfl> overflow(ctx, receiver);
+    EXPECT_EQ(to.destination(), receiver);
+    std::uint64_t seq = 0;
+    ASSERT_EQ((invoke::call<channel::write>(ctx, receiver, [](thread_context&) {})),
+              call_status::ok);
+    const invoke::messenger_counters before = invoke::channels_of(ctx).to(receiver).counters();
+    auto through = [&](invoke::aggregator_to<channel::trad>& a) {
+      ASSERT_EQ(a.call<invoke::policy::retry>(run_call{seq}), call_status::ok);
+      ++seq;
+    };
+    const std::vector<std::byte> buffer(16, std::byte{9});
+    for (std::uint64_t round = 0; round < rounds; ++round) {
+      for (std::uint64_t i = 0; i <= round % 50; ++i) through(to);
+      switch (round % 8) {
+        case 0:  // the same function, not through the copy: the write offset moves under it
+          ASSERT_EQ((invoke::call<channel::trad, invoke::policy::retry>(ctx, receiver,
+                                                                       run_call{seq})),
+                    call_status::ok);
+          ++seq;
+          break;
+        case 1:  // another copy of the same window
+          for (std::uint64_t i = 0; i < round % 13; ++i) through(other);
+          break;
+        case 2:  // a flush of this destination: the window closes at the same write offset
+          to.flush();
+          break;
+        case 3:  // a flush of the thread's aggregators
+          agg.flush();
+          break;
+        case 4: {  // another function through the copy
+          padded_run_call p{};
+          p.c.fill(seq);
+          p.seq = seq;
+          ASSERT_EQ(to.call<invoke::policy::retry>(p), call_status::ok);
+          ++seq;
+          break;
+        }
+        case 5:
+          ASSERT_EQ(to.call_buffer<invoke::policy::retry>(
+                        [s = seq](thread_context& self, std::span<std::byte> got) {
+                          if (got.size() != 16 || got[15] != std::byte{9}) ++inbox_of(self).wrong;
+                          expect_next(self, s);
+                        },
+                        buffer),
+                    call_status::ok);
+          ++seq;
+          break;
+        case 6:
+          ASSERT_EQ(overflow.call<invoke::policy::retry>(run_call{seq}), call_status::ok);
+          ++seq;
+          break;
+        default: {
+          invoke::return_slot<std::uint64_t> slot;
+          ASSERT_EQ(to.call_return<invoke::policy::retry>(
+                        [s = seq](thread_context& self) {
+                          expect_next(self, s);
+                          return s;
+                        },
+                        slot),
+                    call_status::ok);
+          ++seq;
+          // Bounded: a reply lost to a broken record fails the test instead of hanging it.
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          ctx.wait_until(
+              [&] { return slot.done() || std::chrono::steady_clock::now() > deadline; });
+          ASSERT_TRUE(slot.ready()) << "no reply to call " << seq - 1;
+          EXPECT_EQ(slot.value(), seq - 1);
+          break;
+        }
+      }
+      through(to);  // right after the other writer
+    }
+    to.flush();
+    total = seq;
+    sent = invoke::channels_of(ctx).to(receiver).counters().since(before);
+    EXPECT_THROW((invoke::aggregator_to<channel::trad>(ctx, ctx.thread_count())), error);
+  });
+  if (rt.rank() == rt.placement().locate(sender).process) {
+    EXPECT_EQ(sent.calls, total);
+    EXPECT_GT(sent.repeated, total / 2);  // runs through the copy join
+  }
+  if (rt.placement().locate(receiver).process == rt.rank()) {
+    const auto local = rt.placement().locate(receiver).local_thread;
+    EXPECT_EQ(inboxes[local].wrong, 0u);
+    EXPECT_EQ(inboxes[local].next_seq[0], inboxes[local].calls);
+    EXPECT_GT(inboxes[local].calls, rounds * 25);
+  }
+}
+
 // A function that throws inside a repeated record: the exception leaves the poll that ran it,
 // and the next poll resumes the record after that call. Every call runs once, in order, and
 // each throw is seen once (a record resumed from its start would rerun calls; one that skipped

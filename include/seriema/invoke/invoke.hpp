@@ -542,6 +542,9 @@ void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buff
   detail::broadcast_hop<C, F, fabric::buffer_shape>{f, self.id()}.hop(self, mine);
 }
 
+template <channel Mode>
+class aggregator_to;
+
 // Aggregator (paper §4.4.2): calls of this thread through one one-sided mode, traditional
 // (batched, published every flush_size bytes or on flush()) or overflow (published at once,
 // queued locally only while a messenger has no room). Cheap to construct; the messengers belong
@@ -570,8 +573,105 @@ class aggregator {
   // Publishes every batched call of this thread (all destinations).
   void flush() { channels_of(self_).flush(self_); }
 
+  // This aggregator's calls to `dest` alone, without a lookup per call (see aggregator_to).
+  [[nodiscard]] aggregator_to<Mode> to(thread_id dest) const {
+    return aggregator_to<Mode>(self_, dest);
+  }
+
  private:
   thread_context& self_;
+};
+
+// An aggregator's calls to one destination (paper §4.4: an RDMAAggregator is made on the
+// sending thread for one destination thread): the calls of aggregator<Mode> with `dest`, through
+// the same messenger (so FIFO with every other call of this thread to `dest`), without looking
+// the messenger up on each call. In trad mode it also keeps a copy of the messenger's join
+// window (messenger::join_view): a run of plain calls of one function then costs two stores
+// (the closure and the messenger's write offset) and checks whose loads no store waits for.
+// Made and used by one thread; valid while the thread's channels live (its run). Keep it a
+// local of the function that calls through it: the copy then stays in registers; as a member of
+// an object in memory it is loaded on every call, like the messenger's own words (a run of
+// calls through invoke::call<channel::trad> waits on the store-to-load forwarding of the write
+// offset from one call to the next, about 6 cycles). Throws seriema::error for a `dest` that is
+// not a thread of the job, and on a thread without channels (a service thread).
+template <channel Mode>
+class aggregator_to {
+  static_assert(Mode == channel::trad || Mode == channel::ovfl,
+                "an aggregator is traditional (trad) or overflow (ovfl)");
+
+ public:
+  aggregator_to(thread_context& self, thread_id dest)
+      : self_(self), dest_(dest), messenger_(&channels_of(self).to(dest)),
+        view_(messenger_->view_join_window()) {}
+
+  [[nodiscard]] thread_id destination() const noexcept { return dest_; }
+
+  template <class Policy = policy::fail, class F>
+  [[gnu::always_inline]] call_status call(const F& f) {
+    fabric::check_remote_closure<F>();
+    const fabric::function_id id = fabric::function_wrapper<F, fabric::plain_shape>::id;
+    if constexpr (Mode == channel::trad) {
+      constexpr std::size_t stride = fabric::closure_stride(sizeof(F));
+      // One branch for the three checks: the compiler then lays the join out as the straight
+      // path of the caller's loop.
+      const bool joins = (view_.function == id) & (view_.at + stride <= view_.limit) &
+                         messenger_->join_view_current(view_);
+      if (__builtin_expect(joins, 1)) {
+        messenger_->join_through(view_, detail::bytes_of(f), stride);
+        return call_status::ok;
+      }
+      const general_result r = send_general<Policy>(*messenger_, id, detail::bytes_of(f));
+      view_ = r.view;
+      return r.status;
+    } else {
+      if (messenger_->try_write_direct(Mode, id, detail::bytes_of(f), 0, {}, {})) {
+        return call_status::ok;
+      }
+      return messenger_->template send<Policy>(Mode, id, detail::bytes_of(f), 0, {}, {});
+    }
+  }
+  template <class Policy = policy::fail, class F>
+  call_status call_buffer(const F& f, std::span<const std::byte> buffer) {
+    return renew(invoke::call_buffer<Mode, Policy>(self_, dest_, f, buffer));
+  }
+  template <class Policy = policy::fail, class F, class R>
+  call_status call_return(const F& f, return_slot<R>& slot) {
+    return renew(invoke::call_return<Mode, Policy>(self_, dest_, f, slot));
+  }
+  // Publishes the calls batched for this destination (and moves its queued ones on).
+  void flush() {
+    messenger_->drain();
+    messenger_->publish();
+    renew(call_status::ok);
+  }
+
+ private:
+  struct general_result {
+    call_status status;
+    messenger::join_view view;  // the window the call left
+  };
+  // A trad call that does not join through the view: out of line, so that the join stays a
+  // straight run of instructions in the caller's loop; static, so that this object's address
+  // does not escape (its copy of the window then stays in registers).
+  template <class Policy>
+  [[gnu::noinline]] static general_result send_general(messenger& m, fabric::function_id id,
+                                                       std::span<const std::byte> closure) {
+    call_status status = call_status::ok;
+    if (!m.try_write_direct(Mode, id, closure, 0, {}, {})) {
+      status = m.template send<Policy>(Mode, id, closure, 0, {}, {});
+    }
+    return {status, m.view_join_window()};
+  }
+  // After a call through the free functions: the window they left.
+  call_status renew(call_status status) noexcept {
+    view_ = messenger_->view_join_window();
+    return status;
+  }
+
+  thread_context& self_;
+  thread_id dest_;
+  messenger* messenger_;
+  messenger::join_view view_;
 };
 
 }  // namespace seriema::invoke

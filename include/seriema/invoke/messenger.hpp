@@ -188,6 +188,43 @@ class messenger {
                                                 std::span<const std::byte> extras,
                                                 std::span<const std::byte> buffer) noexcept;
 
+  // A copy of the join window (see join_limit_) for a caller that keeps it in registers from
+  // one call to the next (aggregator_to), so that its next closure's address does not wait for
+  // a load of write_offset_ (a load of a word the previous call stored waits for the store to
+  // be forwarded, several cycles, and a run of joined calls would be a chain of them). The copy
+  // is current while window_epoch_ and write_offset_ still hold what it was taken from: every
+  // other write changes write_offset_, and every opening or closing of the window changes
+  // window_epoch_.
+  struct join_view {
+    std::uint64_t epoch = 0;
+    std::byte* data = nullptr;        // join_data_
+    std::uint64_t at = 0;             // write_offset_
+    std::uint64_t limit = 0;          // join_limit_: 0 while the window is closed
+    std::uint64_t publish_at = 0;     // publish_limit_
+    fabric::function_id function = 0; // open_function_
+  };
+  [[nodiscard]] join_view view_join_window() const noexcept {
+    return {window_epoch_, join_data_, write_offset_, join_limit_, publish_limit_,
+            open_function_};
+  }
+  [[nodiscard]] bool join_view_current(const join_view& view) const noexcept {
+    return window_epoch_ == view.epoch && write_offset_ == view.at;
+  }
+  // Appends `closure` (padded to `stride`) to the open record through `view`, which the caller
+  // found current, of the call's function and with room below view.limit; publishes (and
+  // takes a new view) when the batch is due. Does what try_write_direct's join does.
+  [[gnu::always_inline]] void join_through(join_view& view, std::span<const std::byte> closure,
+                                           std::size_t stride) noexcept {
+    const std::uint64_t at = view.at;
+    view.at = at + stride;
+    write_offset_ = view.at;
+    append_closure(view.data + at, closure, stride);
+    if (view.at >= view.publish_at) {
+      publish_word(false, false);
+      view = view_join_window();
+    }
+  }
+
   // A seriema-internal record (a call_return's reply): written when there is room, queued
   // otherwise with no limit, so it is never dropped for lack of room.
   call_status send_unbounded(fabric::function_id function, std::span<const std::byte> closure,
@@ -267,6 +304,7 @@ class messenger {
     const slot& s = ring_[current_];
     join_data_ = s.direct_data;
     join_limit_ = s.capacity;
+    ++window_epoch_;
   }
   // Where the open record's next closure goes (`stride` bytes at the end of the written bytes),
   // or null when the chunk or the staging unit has no room for it.
@@ -283,7 +321,10 @@ class messenger {
   [[gnu::always_inline]] void end_open_record() noexcept {
     if (open_record_ != nullptr) seal_open_record();
   }
-  void close_join_window() noexcept { join_limit_ = 0; }
+  void close_join_window() noexcept {
+    join_limit_ = 0;
+    ++window_epoch_;
+  }
   void seal_open_record() noexcept;
   // Whether a record just written in `mode` is to be published now: at once, or (trad) once
   // the written bytes reach publish_limit_.
@@ -350,6 +391,8 @@ class messenger {
   // change, failure), by a queued record and at the start of every general-path write.
   std::uint64_t join_limit_ = 0;
   std::byte* join_data_ = nullptr;
+  // Counts the window's openings and closings: a join_view taken before one is stale.
+  std::uint64_t window_epoch_ = 0;
   // write_offset_ at which the trad batch is due (published_ + flush_size, set at each publish
   // and each new fill: a flush size set later applies from the next publish on).
   std::uint64_t publish_limit_ = 0;
