@@ -1,8 +1,10 @@
 // invoke_rate (paper §5.1, Fig. 2 / Table 2): calls/s of empty-bodied remote functions whose
 // closures carry 8, 64 or 256 bytes, from one thread of rank 0 to one thread of rank 1, in each
 // mode: send (send-based), write (one-sided Messenger), trad (aggregator, SERIEMA_FLUSH_SIZE
-// flush) and ovfl (aggregator, overflow mode); against ucx_perftest measured in the same run
-// (ucp_am_bw for send, ucp_put_bw for the one-sided modes, at the same sizes and at 4 KiB).
+// flush) and ovfl (aggregator, overflow mode), both through an aggregator made for the
+// destination (invoke::aggregator_to; --free-calls: invoke::call<mode> on each call); against
+// ucx_perftest measured in the same run (ucp_am_bw for send, ucp_put_bw for the one-sided modes,
+// at the same sizes and at 4 KiB).
 //   SERIEMA_THREADS=1 seriema-run -n 2 -- invoke_rate --json bench/results/invoke_rate-shm.json
 // (bench/run-paper.sh runs it over shm and tcp, with the MPI baseline, and draws the plots.)
 #include <fmt/format.h>
@@ -34,6 +36,9 @@ constexpr std::array<channel, 4> all_modes = {channel::send, channel::write, cha
 // Written by the receiving thread only (rank 1); read by calls it runs.
 std::uint64_t calls_run = 0;
 bool stop_receiving = false;
+// --free-calls: trad and ovfl call invoke::call<C>(ctx, dest, f) instead of through an
+// aggregator_to (set before the runtime starts).
+bool free_calls = false;
 
 // An empty-bodied function whose closure is `Bytes` bytes: the body only counts (so neither the
 // call nor the capture can be elided, and the end of a timed phase can be checked).
@@ -74,14 +79,22 @@ channel mode_of(const std::string& name) {
 
 // Sends `n` calls of `Bytes` in mode C, then one call_return that comes back once all ran (FIFO);
 // returns the seconds from the first call to the reply, and the receiver's count.
-template <channel C, std::size_t Bytes>
+// Through: the aggregator made for the destination (trad and ovfl), else invoke::call<C>.
+template <channel C, std::size_t Bytes, bool Through>
 std::pair<double, std::uint64_t> timed_calls(thread_context& ctx, std::uint64_t n) {
   const fabric::thread_id dest = 1;
   empty_call<Bytes> f{};
+  std::optional<invoke::aggregator_to<Through ? C : channel::trad>> to;
+  if constexpr (Through) to.emplace(ctx, dest);
   const auto start = clock_type::now();
   for (std::uint64_t i = 0; i < n; ++i) {
     f.sequence = i;
-    call_status st = invoke::call<C, invoke::policy::retry>(ctx, dest, f);
+    call_status st;
+    if constexpr (Through) {
+      st = to->template call<invoke::policy::retry>(f);
+    } else {
+      st = invoke::call<C, invoke::policy::retry>(ctx, dest, f);
+    }
     if (st != call_status::ok) {
       throw error(fmt::format("{} call {} failed: {}", invoke::to_string(C), i,
                               fabric::to_string(st)));
@@ -101,13 +114,15 @@ template <std::size_t Bytes>
 std::pair<double, std::uint64_t> timed(thread_context& ctx, channel c, std::uint64_t n) {
   switch (c) {
     case channel::send:
-      return timed_calls<channel::send, Bytes>(ctx, n);
+      return timed_calls<channel::send, Bytes, false>(ctx, n);
     case channel::write:
-      return timed_calls<channel::write, Bytes>(ctx, n);
+      return timed_calls<channel::write, Bytes, false>(ctx, n);
     case channel::trad:
-      return timed_calls<channel::trad, Bytes>(ctx, n);
+      return free_calls ? timed_calls<channel::trad, Bytes, false>(ctx, n)
+                        : timed_calls<channel::trad, Bytes, true>(ctx, n);
     default:
-      return timed_calls<channel::ovfl, Bytes>(ctx, n);
+      return free_calls ? timed_calls<channel::ovfl, Bytes, false>(ctx, n)
+                        : timed_calls<channel::ovfl, Bytes, true>(ctx, n);
   }
 }
 
@@ -178,6 +193,9 @@ int main(int argc, char** argv) try {
   app.add_option("--seconds", opt.seconds, "target duration of one repetition (calibrates N)");
   app.add_option("--calls", opt.calls, "fixed N calls per repetition (0: calibrate)");
   app.add_option("--max-calls", opt.max_calls, "cap on the calibrated N");
+  app.add_flag("--free-calls", free_calls,
+               "trad and ovfl: call invoke::call<mode>(ctx, dest, f) on each call instead of "
+               "through an aggregator made for the destination (invoke::aggregator_to)");
   opt.perftest.add_to(app);
   app.add_option("--json", opt.json, "write results here (rank 0)");
   CLI11_PARSE(app, argc, argv);
@@ -311,8 +329,9 @@ int main(int argc, char** argv) try {
              same_machine ? "same machine" : "another emulated machine", lanes);
   fmt::print("{}\n", machine.line());
   fmt::print("# medians of {} repetitions; raw: ucx_perftest (UCX_TLS={}) ucp_am_bw for send, "
-             "ucp_put_bw for the one-sided modes\n\n",
-             opt.reps, perftest_tls.empty() ? "(unset)" : perftest_tls);
+             "ucp_put_bw for the one-sided modes; trad and ovfl calls through {}\n\n",
+             opt.reps, perftest_tls.empty() ? "(unset)" : perftest_tls,
+             free_calls ? "invoke::call<mode>(ctx, dest, f)" : "an aggregator_to (per destination)");
   fmt::print("{:>5} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n", "size", "send/s",
              "write/s", "trad/s", "ovfl/s", "raw am/s", "raw put/s", "write/put", "trad/write");
   auto opt_text = [](std::optional<double> v) { return v ? rate_text(*v) : std::string("-"); };
@@ -380,6 +399,8 @@ int main(int argc, char** argv) try {
     out << "  \"date\": " << json_string(utc_now()) << ",\n";
     out << "  \"lanes\": " << json_string(lanes) << ",\n";
     out << "  \"perftest_tls\": " << json_string(perftest_tls) << ",\n";
+    out << "  \"aggregated_calls\": "
+        << json_string(free_calls ? "invoke::call" : "invoke::aggregator_to") << ",\n";
     out << "  \"repetitions\": " << opt.reps << ",\n  \"points\": [\n";
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& p = points[i];
