@@ -160,6 +160,21 @@ def summary(directory):
         put4k = raw_rate(data, "ucp_put_bw", 4096)
         if put4k:
             lines.append(f"| 4096 B | | | | | | {fmt_rate(put4k)} | | |")
+        lines.append("")
+        lines.append(f"trad and ovfl call through `{data.get('aggregated_calls', 'invoke::call')}`.")
+        free = load(directory, f"invoke_rate-{transport}-free.json")
+        if free is not None:
+            lines.append("")
+            lines.append("The same two modes through `invoke::call<mode>(ctx, dest, f)` on each "
+                         "call (`invoke_rate --free-calls`, measured right after): the messenger "
+                         "is looked up per call and the join window is read from memory.")
+            lines.append("")
+            lines.append("| size | trad | ovfl | trad / MPI 4K batched |")
+            lines.append("|---:|---:|---:|---:|")
+            for s in sorted({p["size"] for p in free["points"]}):
+                t, b = rate(free, "trad", s), mpi_rate(mpi, "batched", s)
+                lines.append(f"| {s} B | {fmt_rate(t)} | {fmt_rate(rate(free, 'ovfl', s))} | "
+                             f"{f'{t / b:.2f}' if t and b else '-'} |")
         floor = load(directory, f"ring_floor-{transport}.json")
         if floor is not None:
             lines.append("")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the paper's evaluation (§5.1 Fig. 2, §5.2 Table 2) on this machine, each baseline in
-# the same run: invoke_rate (send / write / trad / ovfl vs ucx_perftest ucp_am_bw / ucp_put_bw),
+# the same run: invoke_rate (send / write / trad / ovfl vs ucx_perftest ucp_am_bw / ucp_put_bw;
+# over shm also trad / ovfl through invoke::call instead of a per-destination aggregator),
 # the MPI baseline (mpi_rate, unbatched and batched into 4 KiB), and invoke_latency (call_return
 # round trip vs ucx_perftest ucp_am_lat x 2); over shared memory and over TCP between two
 # emulated machines; and ring_floor (a hand-written ring between the same two cores: what
@@ -43,6 +44,11 @@ status=0
 echo "== shared memory (one machine)"
 "$launcher" -n 2 -- "$build/bench/invoke_rate" "${rate_args[@]}" --transport shm \
   --json "$out/invoke_rate-shm.json" || status=$?
+echo
+# trad and ovfl again through invoke::call<mode>(ctx, dest, f) on each call instead of an
+# aggregator made for the destination: what a caller without one gets.
+"$launcher" -n 2 -- "$build/bench/invoke_rate" "${rate_args[@]}" --transport shm --modes trad,ovfl \
+  --free-calls --no-perftest --json "$out/invoke_rate-shm-free.json" || status=$?
 echo
 mpirun -np 2 --mca btl self,vader "$build/bench/mpi_rate" "${mpi_args[@]}" --transport shm \
   --json "$out/mpi_rate-shm.json" || status=$?
