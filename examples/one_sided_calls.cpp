@@ -1,4 +1,4 @@
-// One-sided remote invocation: calls written into the next thread's Messenger chunks, then a batch.
+// One-sided remote invocation: calls written into the next thread's Messenger chunks, then batches.
 //   SERIEMA_THREADS=2 seriema-run -n 2 -- ./one_sided_calls
 #include <fmt/format.h>
 
@@ -53,10 +53,17 @@ int main() try {
       check(aggregator.call<invoke::policy::retry>(next, [] { ++calls_run; }));
     }
     aggregator.flush();
+    // The same batch through an aggregator made for `next`: no lookup of the messenger per
+    // call, and the batch's write position stays in registers (keep it a local of the loop).
+    invoke::aggregator_to<channel::trad> to_next = aggregator.to(next);
+    for (std::uint64_t i = 0; i < batch; ++i) {
+      check(to_next.call<invoke::policy::retry>([] { ++calls_run; }));
+    }
+    to_next.flush();
   });
   // run() returned: every call of the job has run. Sum over the processes.
   const std::uint64_t threads = rt.placement().thread_count();
-  const std::uint64_t expected = threads * (3 + batch);
+  const std::uint64_t expected = threads * (3 + 2 * batch);
   const std::uint64_t ran = rt.allreduce_sum(calls_run.load());
   const std::uint64_t failed = rt.allreduce_sum(failures.load());
   const bool ok = failed == 0 && ran == expected;
