@@ -586,8 +586,8 @@ namespace detail {
 // cannot be forwarded from them: it waits until they reached the cache, behind every earlier
 // store to the ring (an 8-byte sequence field, then a 16-byte copy, cost a 64-byte closure about
 // 40 ns per call). Loads no wider than the fields are forwarded at once. Unrolled for closures
-// up to 256 bytes: as a loop, a 64- or 256-byte closure joined to a record cost trad 10-15 % of
-// its rate (one taken branch per piece).
+// up to 256 bytes: as a loop (one taken branch per piece), joined 64- and 256-byte closures ran
+// at 239-243 and 65-72 M calls/s instead of 275 and 84 M (trad through aggregator_to).
 template <std::size_t Width>
 [[gnu::always_inline]] inline void copy_in_pieces(std::byte* to, const std::byte* from,
                                                   std::size_t n) noexcept {
