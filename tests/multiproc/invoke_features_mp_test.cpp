@@ -171,10 +171,9 @@ TEST(InvokeFeatures, CorruptArgumentsAreRejectedAndCounted) {
                 call_status::ok);
     }
   });
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].calls, std::size(modes));
-    EXPECT_EQ(inboxes[local].wrong, 0u);
+  if (const test::inbox* got = test::inbox_here(receiver)) {
+    EXPECT_EQ(got->calls, std::size(modes));
+    EXPECT_EQ(got->wrong, 0u);
     EXPECT_EQ(rt.counters().rejected_arguments.load() - before, 2 * std::size(modes));
   }
 }
@@ -257,10 +256,9 @@ void synchronizer_notices() {
     EXPECT_TRUE(on_consume.wait());
     EXPECT_EQ(on_consume.remaining(), 0u);
   });
-  if (rt.placement().locate(gated).process == rt.rank()) {
-    const auto local = rt.placement().locate(gated).local_thread;
-    EXPECT_EQ(inboxes[local].calls, 2 * k);
-    EXPECT_EQ(inboxes[local].bytes, k / 2 + (k / 2) * 64 + 1000 * k);
+  if (const test::inbox* got = test::inbox_here(gated)) {
+    EXPECT_EQ(got->calls, 2 * k);
+    EXPECT_EQ(got->bytes, k / 2 + (k / 2) * 64 + 1000 * k);
   }
 }
 
@@ -330,10 +328,9 @@ void helpers_finish_queued_calls() {
     EXPECT_TRUE(consumed.done()) << consumed.remaining() << " calls never consumed";
     EXPECT_TRUE(called_back.load()) << "the call to the helped thread did not run";
   });
-  if (rt.placement().locate(gated).process == rt.rank()) {
-    const auto local = rt.placement().locate(gated).local_thread;
-    EXPECT_EQ(inboxes[local].calls, n);
-    EXPECT_EQ(inboxes[local].wrong, 0u);
+  if (const test::inbox* got = test::inbox_here(gated)) {
+    EXPECT_EQ(got->calls, n);
+    EXPECT_EQ(got->wrong, 0u);
   }
 }
 

@@ -123,11 +123,10 @@ void fifo(std::uint64_t count) {
       ASSERT_EQ(st, call_status::ok) << "call " << seq;
     }
   });
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].calls, count);
-    EXPECT_EQ(inboxes[local].wrong, 0u);
-    EXPECT_EQ(inboxes[local].next_seq[0], count);
+  if (const test::inbox* got = test::inbox_here(receiver)) {
+    EXPECT_EQ(got->calls, count);
+    EXPECT_EQ(got->wrong, 0u);
+    EXPECT_EQ(got->next_seq[0], count);
   }
 }
 
@@ -218,11 +217,10 @@ void closures_of_every_size() {
     sized_calls<C, 100>(ctx, dest, count);
     sized_calls<C, 256>(ctx, dest, count);
   });
-  if (rt.placement().locate(dest).process == rt.rank()) {
-    const auto local = rt.placement().locate(dest).local_thread;
-    EXPECT_EQ(inboxes[local].wrong, 0u);
-    EXPECT_EQ(inboxes[local].calls, 2 * count * 9);
-    EXPECT_EQ(inboxes[local].bytes, 2 * count * (1 + 4 + 7 + 12 + 20 + 61 + 64 + 100 + 256));
+  if (const test::inbox* got = test::inbox_here(dest)) {
+    EXPECT_EQ(got->wrong, 0u);
+    EXPECT_EQ(got->calls, 2 * count * 9);
+    EXPECT_EQ(got->bytes, 2 * count * (1 + 4 + 7 + 12 + 20 + 61 + 64 + 100 + 256));
   }
 }
 
@@ -237,6 +235,15 @@ TEST(InvokeOneSided, FifoTrad) { fifo<channel::trad, invoke::policy::retry>(env_
 TEST(InvokeOneSided, FifoOvfl) { fifo<channel::ovfl, invoke::policy::retry>(env_count("TEST_FIFO_CALLS", 1000000)); }
 
 namespace {
+
+// The receiver (checked by its process) ran more than `at_least` calls, every one in order.
+void expect_ran_in_order(fabric::thread_id receiver, std::uint64_t at_least) {
+  if (const test::inbox* got = test::inbox_here(receiver)) {
+    EXPECT_EQ(got->wrong, 0u);
+    EXPECT_EQ(got->next_seq[0], got->calls);
+    EXPECT_GT(got->calls, at_least);
+  }
+}
 
 struct run_call {  // 8-byte closure: stride 8
   std::uint64_t seq;
@@ -320,12 +327,7 @@ TEST(InvokeOneSided, TradRunsOfOneFunctionShareRecords) {
     EXPECT_GT(sent.repeated, total / 2);
     EXPECT_LT(sent.repeated, total);
   }
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].wrong, 0u);
-    EXPECT_EQ(inboxes[local].next_seq[0], inboxes[local].calls);
-    EXPECT_GT(inboxes[local].calls, rounds * 20);
-  }
+  expect_ran_in_order(receiver, rounds * 20);
 }
 
 // Calls through aggregator_to (a copy of the join window kept by the caller) interleaved with
@@ -428,12 +430,7 @@ TEST(InvokeOneSided, AggregatorToKeepsOrderWithEveryOtherWriter) {
     EXPECT_EQ(sent.calls, total);
     EXPECT_GT(sent.repeated, total / 2);  // runs through the copy join
   }
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].wrong, 0u);
-    EXPECT_EQ(inboxes[local].next_seq[0], inboxes[local].calls);
-    EXPECT_GT(inboxes[local].calls, rounds * 25);
-  }
+  expect_ran_in_order(receiver, rounds * 25);
 }
 
 // A function that throws inside a repeated record: the exception leaves the poll that ran it,
@@ -478,13 +475,12 @@ TEST(InvokeOneSided, ThrowInARepeatedRecordResumesAfterTheCall) {
   if (rt.rank() == rt.placement().locate(sender).process) {
     EXPECT_GT(repeated, count / 2);  // the throws happened inside repeated records
   }
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
+  if (const test::inbox* got = test::inbox_here(receiver)) {
     std::uint64_t expected_throws = 0;
     for (std::uint64_t seq = 0; seq < count; ++seq) expected_throws += throws_at(seq) ? 1 : 0;
-    EXPECT_EQ(inboxes[local].calls, count);
-    EXPECT_EQ(inboxes[local].wrong, 0u);
-    EXPECT_EQ(inboxes[local].next_seq[0], count);
+    EXPECT_EQ(got->calls, count);
+    EXPECT_EQ(got->wrong, 0u);
+    EXPECT_EQ(got->next_seq[0], count);
     EXPECT_EQ(caught, expected_throws);
     EXPECT_EQ(caught_wrong, 0u);
   }
@@ -644,10 +640,9 @@ TEST(InvokeOneSided, BackpressurePoliciesAndSymmetricGrowth) {
   EXPECT_EQ(s.chunks, 3u) << "the ring grew to its maximum";
   EXPECT_EQ(s.chunks, r.chunks);
   EXPECT_EQ(s.addresses, r.addresses) << "sender and receiver rings hold the same chunks in the same order";
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].calls, 6000u);
-    EXPECT_EQ(inboxes[local].wrong, 0u);
+  if (const test::inbox* got = test::inbox_here(receiver)) {
+    EXPECT_EQ(got->calls, 6000u);
+    EXPECT_EQ(got->wrong, 0u);
   }
 }
 
@@ -756,10 +751,9 @@ TEST(InvokeOneSided, CorruptRecordsAreRejectedAndCounted) {
     wait_counts(3, 2, 5);
     ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, counted_function{10}), call_status::ok);
   });
-  if (rt.placement().locate(receiver).process == rt.rank()) {
-    const auto local = rt.placement().locate(receiver).local_thread;
-    EXPECT_EQ(inboxes[local].calls, 5u);
-    EXPECT_EQ(inboxes[local].bytes, 611u);
+  if (const test::inbox* got = test::inbox_here(receiver)) {
+    EXPECT_EQ(got->calls, 5u);
+    EXPECT_EQ(got->bytes, 611u);
     EXPECT_EQ(seen.rejected_malformed, 3u);
     EXPECT_EQ(seen.rejected_unknown_function, 2u);
     EXPECT_EQ(seen.rejected_record, 5u);

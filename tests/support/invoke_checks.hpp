@@ -30,6 +30,13 @@ inline inbox& inbox_of(fabric::thread_context& ctx) {
   return inboxes[static_cast<std::size_t>(rt().placement().locate(ctx.id()).local_thread)];
 }
 inline void reset_inboxes() { inboxes = {}; }
+// The inbox of thread `id` when it runs in this process, else null (the checks of a receiver
+// are made by the process it lives in).
+inline const inbox* inbox_here(fabric::thread_id id) {
+  const auto where = rt().placement().locate(id);
+  if (where.process != rt().rank()) return nullptr;
+  return &inboxes[static_cast<std::size_t>(where.local_thread)];
+}
 
 // A count from the environment (the sanitizer passes shrink volume tests), else `fallback`.
 inline std::uint64_t env_count(const char* name, std::uint64_t fallback) {

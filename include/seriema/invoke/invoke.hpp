@@ -624,10 +624,7 @@ class aggregator_to {
       view_ = r.view;
       return r.status;
     } else {
-      if (messenger_->try_write_direct(Mode, id, detail::bytes_of(f), 0, {}, {})) {
-        return call_status::ok;
-      }
-      return messenger_->template send<Policy>(Mode, id, detail::bytes_of(f), 0, {}, {});
+      return write_or_send<Policy>(*messenger_, id, detail::bytes_of(f));
     }
   }
   template <class Policy = policy::fail, class F>
@@ -656,11 +653,15 @@ class aggregator_to {
   template <class Policy>
   [[gnu::noinline]] static general_result send_general(messenger& m, fabric::function_id id,
                                                        std::span<const std::byte> closure) {
-    call_status status = call_status::ok;
-    if (!m.try_write_direct(Mode, id, closure, 0, {}, {})) {
-      status = m.template send<Policy>(Mode, id, closure, 0, {}, {});
-    }
+    const call_status status = write_or_send<Policy>(m, id, closure);
     return {status, m.view_join_window()};
+  }
+  // A plain call through the messenger: its inline direct write, else its general path.
+  template <class Policy>
+  [[gnu::always_inline]] static call_status write_or_send(messenger& m, fabric::function_id id,
+                                                          std::span<const std::byte> closure) {
+    if (m.try_write_direct(Mode, id, closure, 0, {}, {})) return call_status::ok;
+    return m.template send<Policy>(Mode, id, closure, 0, {}, {});
   }
   // After a call through the free functions: the window they left.
   call_status renew(call_status status) noexcept {
