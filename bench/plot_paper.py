@@ -69,6 +69,16 @@ def fmt_rate(v):
     return f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.1f}k"
 
 
+def fmt_ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def add_table(lines, intro, columns):
+    """Appends an introduced table's head: the sentence, then the header and alignment rows."""
+    lines += ["", intro, "", "| " + " | ".join(columns) + " |",
+              "|" + "---:|" * len(columns)]
+
+
 def plot_rate(directory, transport, data, mpi):
     sizes = sorted({p["size"] for p in data["points"]})
     fig, ax = plt.subplots(figsize=(8, 5.5))
@@ -164,32 +174,24 @@ def summary(directory):
         lines.append(f"trad and ovfl call through `{data.get('aggregated_calls', 'invoke::call')}`.")
         free = load(directory, f"invoke_rate-{transport}-free.json")
         if free is not None:
-            lines.append("")
-            lines.append("The same two modes through `invoke::call<mode>(ctx, dest, f)` on each "
-                         "call (`invoke_rate --free-calls`, measured right after): the messenger "
-                         "is looked up per call and the join window is read from memory.")
-            lines.append("")
-            lines.append("| size | trad | ovfl | trad / MPI 4K batched |")
-            lines.append("|---:|---:|---:|---:|")
+            add_table(lines, "The same two modes through `invoke::call<mode>(ctx, dest, f)` on "
+                      "each call (`invoke_rate --free-calls`, measured right after): the "
+                      "messenger is looked up per call and the join window is read from memory.",
+                      ["size", "trad", "ovfl", "trad / MPI 4K batched"])
             for s in sorted({p["size"] for p in free["points"]}):
                 t, b = rate(free, "trad", s), mpi_rate(mpi, "batched", s)
                 lines.append(f"| {s} B | {fmt_rate(t)} | {fmt_rate(rate(free, 'ovfl', s))} | "
-                             f"{f'{t / b:.2f}' if t and b else '-'} |")
+                             f"{fmt_ratio(t, b)} |")
         floor = load(directory, f"ring_floor-{transport}.json")
         if floor is not None:
-            lines.append("")
-            lines.append("The same hand-off with no call machinery: a hand-written ring "
-                         "between the two cores (`bench/ring_floor`, same run, measured after "
-                         "`invoke_rate`, so possibly in another spell of the VM).")
-            lines.append("")
-            lines.append("| size | ring records/s | trad / ring | write / ring |")
-            lines.append("|---:|---:|---:|---:|")
+            add_table(lines, "The same hand-off with no call machinery: a hand-written ring "
+                      "between the two cores (`bench/ring_floor`, same run, measured after "
+                      "`invoke_rate`, so possibly in another spell of the VM).",
+                      ["size", "ring records/s", "trad / ring", "write / ring"])
             for s in sorted({p["size"] for p in floor["points"]}):
                 f = floor_rate(floor, s)
                 t, w = rate(data, "trad", s), rate(data, "write", s)
-                lines.append(f"| {s} B | {fmt_rate(f)} | "
-                             f"{f'{t / f:.2f}' if t and f else '-'} | "
-                             f"{f'{w / f:.2f}' if w and f else '-'} |")
+                lines.append(f"| {s} B | {fmt_rate(f)} | {fmt_ratio(t, f)} | {fmt_ratio(w, f)} |")
         lines.append("")
         lines.append("| target | measured | goal | |")
         lines.append("|---|---:|---:|---|")
