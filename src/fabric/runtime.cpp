@@ -113,6 +113,8 @@ runtime::~runtime() {
   };
   if (worker_) {
     release_all(service_queue_);
+    for (auto& item : service_pending_) item.release(worker_->handle());
+    service_pending_.clear();
     for (auto& state : local_states_) release_all(state->incoming);
   }
   // Thread workers and their endpoints first (they belong to the context); then the process
@@ -382,17 +384,25 @@ std::size_t runtime::serve(thread_context& self) {
   serving_context = nullptr;
   // One thread at a time runs service calls, so they run in arrival order; the progress flag
   // is not held meanwhile (a service call that sends must not stop others from progressing).
-  if (service_queue_.empty()) return 0;
+  if (service_queue_.empty() && !service_leftover_.load(std::memory_order_relaxed)) return 0;
   bool expected = false;
   if (!service_running_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
     return 0;
   }
+  struct release_flag {
+    std::atomic<bool>& flag;
+    ~release_flag() { flag.store(false, std::memory_order_release); }
+  } release{service_running_};
+  struct note_leftover {  // destroyed first: before the flag is released
+    runtime& rt;
+    ~note_leftover() {
+      rt.service_leftover_.store(!rt.service_pending_.empty(), std::memory_order_relaxed);
+    }
+  } leftover{*this};
   std::vector<call_queue::item> batch;
   service_queue_.take_all(batch);
-  std::deque<call_queue::item> pending(batch.begin(), batch.end());
-  std::size_t ran = thread_context::run_calls(self, pending);
-  service_running_.store(false, std::memory_order_release);
-  return ran;
+  service_pending_.insert(service_pending_.end(), batch.begin(), batch.end());
+  return thread_context::run_calls(self, service_pending_);
 }
 
 void runtime::progress_shared() noexcept {

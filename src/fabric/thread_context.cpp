@@ -104,6 +104,17 @@ bool local_thread_state::deliver_reply(std::uint32_t index, std::uint32_t genera
   return true;
 }
 
+void abandon_reply(local_thread_state& owner, std::uint32_t index,
+                   std::uint32_t generation) noexcept {
+  std::lock_guard lock(owner.replies_mutex);
+  if (index == 0 || index >= owner.replies.size()) return;
+  auto& entry = owner.replies[index];
+  if (entry.state == nullptr || entry.generation != generation) return;  // delivered meanwhile
+  entry.state = nullptr;
+  entry.value = nullptr;
+  owner.free_replies.push_back(index);
+}
+
 void local_thread_state::grant(const granted_memory& entry) {
   std::lock_guard lock(granted_mutex);
   granted.push_back(entry);
@@ -303,6 +314,43 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
   return call_status::ok;
 }
 
+void thread_context::send_reply(thread_id caller, function_id function, std::uint32_t slot,
+                                std::uint32_t generation, std::span<const std::byte> value,
+                                bool ok) {
+  call_header reply;
+  reply.function = function;
+  reply.destination = caller;
+  reply.source = id_;
+  reply.buffer_size = ok ? 0 : 1;  // 0: the value follows; 1: failed, no data
+  reply.reply_slot = slot;
+  reply.reply_generation = generation;
+  if (!ok) value = {};
+  const int caller_process = (caller & service_bit) != 0 ? static_cast<int>(caller & ~service_bit)
+                                                         : rt_.placement().locate(caller).process;
+  rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
+  if (caller_process == rt_.rank()) {
+    if (rt_.is_local(caller) &&
+        rt_.local_state(caller).deliver_reply(slot, generation, value, ok)) {
+      rt_.counters().executed.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      rt_.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  transfer::ucx_endpoint& endpoint = endpoint_to(caller_process);
+  ucp_request_param_t param{};
+  void* request = ucp_am_send_nbx(endpoint.handle(), am_id_reply, &reply, sizeof reply,
+                                  value.data(), value.size(), &param);
+  if (wait_send(*this, request) != UCS_OK) {
+    rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void thread_context::send_failure(thread_id caller, std::uint32_t slot,
+                                  std::uint32_t generation) {
+  send_reply(caller, 0, slot, generation, {}, false);
+}
+
 std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queue::item>& pending) {
   runtime& rt = self.rt_;
   std::size_t ran = 0;
@@ -317,52 +365,36 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
         item.entry != nullptr ? item.entry : function_registry::instance().find(h.function);
     if (entry == nullptr) {
       rt.counters().rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      alignas(16) std::byte result[256];
-      std::vector<std::byte> big_result;
-      std::span<std::byte> result_span;
-      if (entry->result_size > 0) {
-        if (entry->result_size <= sizeof result) {
-          result_span = {result, entry->result_size};
-        } else {
-          big_result.resize(entry->result_size);
-          result_span = big_result;
-        }
+      item.release(rt.worker().handle());
+      continue;
+    }
+    alignas(16) std::byte result[256];
+    std::vector<std::byte> big_result;
+    std::span<std::byte> result_span;
+    if (entry->result_size > 0) {
+      if (entry->result_size <= sizeof result) {
+        result_span = {result, entry->result_size};
+      } else {
+        big_result.resize(entry->result_size);
+        result_span = big_result;
       }
-      invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span};
+    }
+    invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span};
+    try {
+      thread_context::deferring_scope running(self);
       entry->invoke(payload, call);
-      ++ran;
+    } catch (...) {
+      // The call was dealt with (counted, so runtime::run can still end if the thread goes
+      // on); its caller learns through a failed slot; the exception goes on to the poll.
       rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
-      if (h.reply_slot != 0) {
-        // Send the value back to the caller (destination of the reply = the caller thread).
-        call_header reply;
-        reply.function = h.function;
-        reply.destination = h.source;
-        reply.source = self.id_;
-        reply.reply_slot = h.reply_slot;
-        reply.reply_generation = h.reply_generation;
-        int caller_process = (h.source & service_bit) != 0
-                                 ? static_cast<int>(h.source & ~service_bit)
-                                 : rt.placement().locate(h.source).process;
-        rt.counters().sent.fetch_add(1, std::memory_order_relaxed);
-        if (caller_process == rt.rank()) {
-          if (rt.is_local(h.source) &&
-              rt.local_state(h.source).deliver_reply(h.reply_slot, h.reply_generation, result_span,
-                                                     true)) {
-            rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
-          } else {
-            rt.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
-          }
-        } else {
-          transfer::ucx_endpoint& endpoint = self.endpoint_to(caller_process);
-          ucp_request_param_t param{};
-          void* request = ucp_am_send_nbx(endpoint.handle(), am_id_reply, &reply, sizeof reply,
-                                          result_span.data(), result_span.size(), &param);
-          if (wait_send(self, request) != UCS_OK) {
-            rt.counters().sent.fetch_sub(1, std::memory_order_relaxed);
-          }
-        }
-      }
+      if (h.reply_slot != 0) self.send_failure(h.source, h.reply_slot, h.reply_generation);
+      item.release(rt.worker().handle());
+      throw;
+    }
+    ++ran;
+    rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
+    if (h.reply_slot != 0) {
+      self.send_reply(h.source, h.function, h.reply_slot, h.reply_generation, result_span, true);
     }
     item.release(rt.worker().handle());
   }
@@ -370,6 +402,24 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
 }
 
 std::size_t thread_context::poll() {
+  if (nesting_ == 0) {
+    if (!deferred_.empty()) {
+      std::exception_ptr thrown = deferred_.front();
+      deferred_.pop_front();
+      std::rethrow_exception(thrown);
+    }
+    return poll_once();
+  }
+  try {
+    return poll_once();
+  } catch (...) {
+    // Inside a running call or a runtime wait: the outer poll throws it (see deferring_scope).
+    deferred_.push_back(std::current_exception());
+    return 1;
+  }
+}
+
+std::size_t thread_context::poll_once() {
   std::size_t ran = 0;
   worker_->progress();
   if (!rt_.has_service_thread() && (id_ & service_bit) == 0) ran += rt_.serve(*this);
@@ -404,7 +454,10 @@ transfer::remote_memory_locator thread_context::allocate_remote(thread_id owner,
     throw error(fmt::format("allocate_remote({} bytes near thread {}): {}", bytes, owner,
                             to_string(status)));
   }
-  wait_for(slot);
+  {
+    deferring_scope waiting(*this);  // the allocation is not abandoned half-way
+    wait_for(slot);
+  }
   if (slot.failed() || !slot.value().valid()) {
     throw error(fmt::format("allocate_remote: process {} could not allocate {} bytes in zone {}",
                             where.process, bytes, zone));
@@ -425,7 +478,10 @@ void thread_context::free_remote(const transfer::remote_memory_locator& locator)
   if (status != call_status::ok) {
     throw error(fmt::format("free_remote({}): {}", locator.to_string(), to_string(status)));
   }
-  wait_for(slot);
+  {
+    deferring_scope waiting(*this);
+    wait_for(slot);
+  }
   if (!slot.ready() || slot.value() != 1) {
     throw error(fmt::format("free_remote({}): the owner does not know this allocation",
                             locator.to_string()));

@@ -161,7 +161,18 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         ++counts.calls;
         owner_.count_consumed(1);
       }};
-      rec.entry->invoke(rec.closure, call);
+      try {
+        thread_context::deferring_scope running(self);
+        rec.entry->invoke(rec.closure, call);
+      } catch (...) {
+        // The caller's slot fails rather than waiting for ever; the exception goes on to the
+        // poll that ran the call. send_failure runs no calls while it waits (a call that threw
+        // in a nested poll here would abandon this handler, and the notice with it).
+        if ((rec.header.flags & wire::flag_reply) != 0) {
+          self.send_failure(sender_, rec.reply.slot, rec.reply.generation);
+        }
+        throw;
+      }
     }
     if ((rec.header.flags & wire::flag_reply) != 0) {
       detail::send_reply(self, sender_, rec.reply.slot, rec.reply.generation, result_span);
@@ -184,6 +195,7 @@ std::size_t inbound_channel::run_repeated(thread_context& self, const wire::pars
       owner_.count_consumed(repeat_next_ - first);
     }};
     const fabric::invocation call{&self, sender_, {}, {}};
+    thread_context::deferring_scope running(self);
     rec.entry->invoke_repeated(rec.closure, rec.calls, call, repeat_next_);
   }
   repeat_next_ = 0;

@@ -236,7 +236,12 @@ bool messenger::grow() {
     if (status == fabric::call_status::peer_failed) fail_all();
     return false;
   }
-  self.wait_until([&] { return reply.done() || self.endpoint_to(destination_process_).failed(); });
+  {
+    // Not abandoned half-way by a call that throws meanwhile (the grant would be lost).
+    thread_context::deferring_scope waiting(self);
+    self.wait_until(
+        [&] { return reply.done() || self.endpoint_to(destination_process_).failed(); });
+  }
   if (!reply.ready()) {
     fail_all();
     return false;

@@ -122,7 +122,10 @@ call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
   void* flush = ucp_ep_flush_nbx(endpoint.handle(), &param);
   if (flush == nullptr) return call_status::ok;
   if (UCS_PTR_IS_ERR(flush)) return call_status::peer_failed;
-  self.wait_until([&] { return ucp_request_check_status(flush) != UCS_INPROGRESS; });
+  {
+    thread_context::deferring_scope waiting(self);  // the request is freed below, always
+    self.wait_until([&] { return ucp_request_check_status(flush) != UCS_INPROGRESS; });
+  }
   const ucs_status_t st = ucp_request_check_status(flush);
   ucp_request_free(flush);
   return st == UCS_OK ? call_status::ok : call_status::peer_failed;
@@ -149,8 +152,12 @@ std::vector<std::byte> read_remote(thread_context& self,
                             ucs_status_string(UCS_PTR_STATUS(get))));
   }
   if (get != nullptr) {
-    // Serve calls while the read is in flight (the origin may need our progress over tcp).
-    self.wait_until([&] { return ucp_request_check_status(get) != UCS_INPROGRESS; });
+    // Serve calls while the read is in flight (the origin may need our progress over tcp);
+    // a call that throws meanwhile must not free `local` under the get.
+    {
+      thread_context::deferring_scope waiting(self);
+      self.wait_until([&] { return ucp_request_check_status(get) != UCS_INPROGRESS; });
+    }
     ucs_status_t st = ucp_request_check_status(get);
     ucp_request_free(get);
     if (st != UCS_OK) {

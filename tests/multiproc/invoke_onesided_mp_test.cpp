@@ -486,6 +486,72 @@ TEST(InvokeOneSided, ThrowInARepeatedRecordResumesAfterTheCall) {
   }
 }
 
+namespace {
+
+// A call_return whose function throws, in mode C: the caller's slot fails (it does not wait for
+// ever), the exception leaves one of the destination's polls exactly once, and both threads go
+// on: the next call_return brings its value back, and run() ends (the thrown call was counted
+// as consumed). Every other thread sends one at once, so throws also happen in polls nested in
+// the destination's own waits (setting up the messengers its replies go through), which must
+// neither abandon those replies nor lose the exceptions.
+template <channel C>
+void throwing_call_return() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id receiver = threads() - 1;
+  const std::uint64_t senders = threads() - 1;
+  std::atomic<std::uint64_t> failed_slots{0}, values_back{0}, wrong{0}, caught{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() == receiver) {
+      // Until every second call ran and every throw came out of a poll here (a throw in a
+      // poll nested in this thread's waits, e.g. a reply's messenger setup, comes out later).
+      while (inbox_of(ctx).calls < senders || caught < senders) {
+        try {
+          ctx.poll();
+        } catch (const thrown_on_purpose& thrown) {
+          if (thrown.seq != 7) ++wrong;
+          ++caught;
+        }
+      }
+      return;
+    }
+    invoke::return_slot<std::uint64_t> thrower, value;
+    ASSERT_EQ((invoke::call_return<C, invoke::policy::retry>(
+                  ctx, receiver,
+                  [](thread_context&) -> std::uint64_t { throw thrown_on_purpose{7}; }, thrower)),
+              call_status::ok);
+    ctx.wait_for(thrower);
+    if (thrower.failed()) ++failed_slots;
+    const std::uint64_t me = ctx.id();
+    ASSERT_EQ((invoke::call_return<C, invoke::policy::retry>(
+                  ctx, receiver,
+                  [me](thread_context& self) {
+                    ++inbox_of(self).calls;
+                    return me * 10 + 1;
+                  },
+                  value)),
+              call_status::ok);
+    ctx.wait_for(value);
+    if (value.ready() && value.value() == me * 10 + 1) ++values_back;
+  });
+  std::uint64_t local_senders = 0;
+  for (fabric::thread_id t = 0; t < threads(); ++t) {
+    if (t != receiver && rt.is_local(t)) ++local_senders;
+  }
+  EXPECT_EQ(failed_slots.load(), local_senders) << "a throwing call_return did not fail its slot";
+  EXPECT_EQ(values_back.load(), local_senders);
+  if (rt.is_local(receiver)) {
+    EXPECT_EQ(caught.load(), senders) << "the destination's poll did not see every throw";
+    EXPECT_EQ(wrong.load(), 0u);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeOneSided, ThrowingCallReturnFailsTheSlotWrite) { throwing_call_return<channel::write>(); }
+TEST(InvokeOneSided, ThrowingCallReturnFailsTheSlotTrad) { throwing_call_return<channel::trad>(); }
+TEST(InvokeOneSided, ThrowingCallReturnFailsTheSlotSend) { throwing_call_return<channel::send>(); }
+
 // All-to-all: every thread sends calls of random sizes (8 B .. 4 KiB of buffer) with checksums
 // and per-pair sequence numbers to random threads, mixing the one-sided modes.
 TEST(InvokeOneSided, AllToAllStress) {

@@ -1,10 +1,12 @@
 // Send-based remote invocation between threads of several processes (shm and tcp, also across
 // emulated machines): call, call_buffer, call_return, service calls, remote allocation, FIFO
-// order, and run()'s guarantee that every call sent was executed before it returns.
+// order, run()'s guarantee that every call sent was executed before it returns, and calls that
+// throw (in nested polls, and under a waiting return_slot).
 #include <gtest/gtest.h>
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/transfer/transmitter.hpp>
@@ -256,6 +258,122 @@ TEST(InvokeSend, ServiceCallsRunOnTheTargetProcess) {
   });
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(rt.counters().rejected(), 0u);
+}
+
+namespace {
+
+struct thrown_on_purpose {
+  int tag;
+};
+// Set by a call on the helper's (or the runner's) process; read by calls waiting there.
+std::atomic<bool> flag_set{false};
+std::atomic<bool> go{false};
+
+}  // namespace
+
+// A call that throws while its thread waits inside another call (a poll nested in that call):
+// the waiting call is not abandoned (its caller gets the value, not a failure), and the
+// exception comes out of the thread's own outer poll afterwards, once. The runner's waiting call
+// can only finish after the throwing one ran, so the throw happens inside the nested poll.
+TEST(InvokeSend, AThrowInANestedPollWaitsForTheCallItInterrupted) {
+  auto& rt = test::rt();
+  flag_set = false;
+  const fabric::thread_id caller = 0;
+  const fabric::thread_id helper = 1;
+  const fabric::thread_id runner = rt.placement().thread_count() - 1;
+  std::atomic<int> caught{0}, wrong{0}, answer_state{0};
+  std::atomic<std::uint64_t> answer{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() == runner) {
+      while (caught == 0) {
+        try {
+          ctx.poll();
+        } catch (const thrown_on_purpose& thrown) {
+          if (thrown.tag != 3) ++wrong;
+          ++caught;
+        }
+      }
+      return;
+    }
+    if (ctx.id() != caller) return;
+    fabric::return_slot<std::uint64_t> slot;
+    ASSERT_EQ(ctx.call_return(
+                  runner,
+                  [helper](thread_context& self) -> std::uint64_t {
+                    fabric::return_slot<std::uint64_t> inner;
+                    auto waits_for_flag = [](thread_context& h) -> std::uint64_t {
+                      h.wait_until([] { return flag_set.load(); });
+                      return 40;
+                    };
+                    if (self.call_return(helper, waits_for_flag, inner) != call_status::ok) {
+                      return 0;
+                    }
+                    self.wait_for(inner);
+                    return inner.ready() ? inner.value() + 2 : 0;
+                  },
+                  slot),
+              call_status::ok);
+    ASSERT_EQ(ctx.call(runner,
+                       [helper](thread_context& self) {
+                         (void)self.call(helper, [] { flag_set = true; });
+                         throw thrown_on_purpose{3};
+                       }),
+              call_status::ok);
+    ctx.wait_for(slot);
+    answer_state = slot.ready() ? 1 : slot.failed() ? 2 : 0;
+    answer = slot.value();
+  });
+  if (rt.is_local(caller)) {
+    EXPECT_EQ(answer_state.load(), 1) << "the interrupted call did not complete (2 = failed)";
+    EXPECT_EQ(answer.load(), 42u);
+  }
+  if (rt.is_local(runner)) {
+    EXPECT_EQ(caught.load(), 1);
+    EXPECT_EQ(wrong.load(), 0);
+  }
+}
+
+// A return_slot left by an exception (its wait threw) closes its entry: the reply that arrives
+// afterwards is counted as a bad reply instead of being written where the slot was.
+TEST(InvokeSend, ASlotLeftByAnExceptionDropsItsLateReply) {
+  auto& rt = test::rt();
+  go = false;
+  const fabric::thread_id caller = 0;
+  const fabric::thread_id runner = rt.placement().thread_count() - 1;
+  const std::uint64_t rejected_before = rt.counters().rejected_bad_reply.load();
+  std::atomic<int> caught{0}, not_thrown{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != caller) return;
+    {
+      fabric::return_slot<std::uint64_t> slot;
+      ASSERT_EQ(ctx.call_return(runner,
+                                [caller](thread_context& self) -> std::uint64_t {
+                                  (void)self.call(caller, [] { throw thrown_on_purpose{5}; });
+                                  self.wait_until([] { return go.load(); });
+                                  return 99;
+                                },
+                                slot),
+                call_status::ok);
+      try {
+        ctx.wait_for(slot);  // runs the throwing call: the wait is left, the slot destroyed
+        ++not_thrown;
+      } catch (const thrown_on_purpose&) {
+        ++caught;
+      }
+    }
+    ASSERT_EQ(ctx.call(runner, [] { go = true; }), call_status::ok);
+    // Bounded, so that a reply written into the old slot fails the test instead of hanging it.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    ctx.wait_until([&] {
+      return test::rt().counters().rejected_bad_reply.load() > rejected_before ||
+             std::chrono::steady_clock::now() > give_up;
+    });
+  });
+  if (rt.is_local(caller)) {
+    EXPECT_EQ(caught.load(), 1);
+    EXPECT_EQ(not_thrown.load(), 0);
+    EXPECT_EQ(rt.counters().rejected_bad_reply.load() - rejected_before, 1u);
+  }
 }
 
 int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <functional>
@@ -186,6 +187,10 @@ class runtime {
   invocation_counters counters_;
   std::atomic<bool> service_role_taken_{false};  // someone is progressing the process worker
   std::atomic<bool> service_running_{false};     // someone is running service calls
+  // Service calls taken from service_queue_ and not run yet; used only by the thread that set
+  // service_running_ (a service call that throws leaves the rest here for the next serve).
+  std::deque<call_queue::item> service_pending_;
+  std::atomic<bool> service_leftover_{false};  // service_pending_ is not empty (for the skip)
   std::atomic<std::uint64_t> run_epoch_{0};
   // Bumped (and waited on by idle helper threads) when a helped_section opens or a run ends.
   std::atomic<std::uint32_t> helper_signal_{0};

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -54,13 +55,30 @@ constexpr std::uint32_t service_of(int process) noexcept {
   return service_bit | static_cast<std::uint32_t>(process);
 }
 
+struct local_thread_state;
+// Closes reply slot (index, generation) of `owner` if it is still open, without writing it: a
+// reply that arrives later is rejected as stale (rejected_bad_reply) instead of being written
+// into memory that no longer holds the slot.
+void abandon_reply(local_thread_state& owner, std::uint32_t index,
+                   std::uint32_t generation) noexcept;
+
 // Where a call_return's value lands. Lives in the caller's memory until ready() or the call
-// failed; the caller waits with thread_context::wait_for(slot) (which keeps serving calls).
+// failed; the caller waits with thread_context::wait_for(slot) (which keeps serving calls). A
+// slot destroyed while still waiting (an exception left the wait) closes its entry in the
+// caller's reply table, so a late reply is dropped, never written into freed memory. Not
+// copyable: the reply table holds its address.
 template <class R>
 class return_slot {
   static_assert(std::is_trivially_copyable_v<R>, "call_return values must be trivially copyable");
 
  public:
+  return_slot() = default;
+  return_slot(const return_slot&) = delete;
+  return_slot& operator=(const return_slot&) = delete;
+  ~return_slot() {
+    if (owner_ != nullptr && !done()) abandon_reply(*owner_, index_, generation_);
+  }
+
   [[nodiscard]] bool ready() const noexcept { return state_.load(std::memory_order_acquire) == 1; }
   [[nodiscard]] bool failed() const noexcept { return state_.load(std::memory_order_acquire) == 2; }
   [[nodiscard]] bool done() const noexcept { return state_.load(std::memory_order_acquire) != 0; }
@@ -70,6 +88,10 @@ class return_slot {
   friend class thread_context;
   R value_{};
   std::atomic<int> state_{0};  // 0 pending, 1 ready, 2 failed (written by the owner thread)
+  // The reply-table entry the slot is open in (set by the owner thread when it opens it).
+  local_thread_state* owner_ = nullptr;
+  std::uint32_t index_ = 0;
+  std::uint32_t generation_ = 0;
 };
 
 // Per-destination FIFO of received calls. Producers: whoever progresses the process worker (AM
@@ -310,8 +332,7 @@ class thread_context {
     static_assert(function_wrapper<F, Shape>::result_size() == sizeof(R) ||
                       !std::is_same_v<Shape, invocation_shape>,
                   "call_return: the slot's type must be the function's return type");
-    slot.state_.store(0, std::memory_order_relaxed);
-    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    auto [index, generation] = open_slot(slot);
     call_status status =
         send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, index, generation);
     if (status != call_status::ok) close_reply(index, false);
@@ -322,14 +343,38 @@ class thread_context {
   // (index, generation) fills; close_reply(index, false) fails it (the call was not sent).
   template <class R>
   std::pair<std::uint32_t, std::uint32_t> open_reply_for(return_slot<R>& slot) {
-    slot.state_.store(0, std::memory_order_relaxed);
-    return open_reply(&slot.value_, sizeof(R), &slot.state_);
+    return open_slot(slot);
   }
   void close_reply(std::uint32_t index, bool ok) noexcept;
+  // Fails the slot (index, generation) that thread `caller` opened for a call_return whose
+  // function threw here: an am_id_reply without a value (written directly when the caller is in
+  // this process). Waits only for the send to complete and runs no calls meanwhile, so it is
+  // safe in a catch handler (a call that threw in a nested poll would abandon the handler).
+  void send_failure(thread_id caller, std::uint32_t slot, std::uint32_t generation);
 
   // Runs the calls received so far (FIFO per sender) and progresses communication; takes the
   // service role when no service thread is configured. Returns the number of calls run.
+  // An exception thrown by a call leaves the poll that ran it when that poll is the
+  // application's own (not inside a running call, not inside a deferring_scope); a nested poll
+  // keeps it and the next such outer poll throws it, one per poll, in the order thrown.
   std::size_t poll();
+
+  // While alive, polls of this thread keep the exceptions of the calls they run (see poll())
+  // instead of throwing them: an operation that waits (a call being run, a messenger's setup, a
+  // put, a get, a remote allocation) completes even when a call it runs meanwhile throws, so
+  // its in-flight requests, reply slots and state stay valid. Scopes nest.
+  class deferring_scope {
+   public:
+    explicit deferring_scope(thread_context& self) noexcept : self_(self) { ++self_.nesting_; }
+    ~deferring_scope() { --self_.nesting_; }
+    deferring_scope(const deferring_scope&) = delete;
+    deferring_scope& operator=(const deferring_scope&) = delete;
+
+   private:
+    thread_context& self_;
+  };
+  // Exceptions kept by nested polls and not thrown yet.
+  [[nodiscard]] std::size_t deferred_exceptions() const noexcept { return deferred_.size(); }
   // Polls until pred() holds (with idle back-off). Serving calls while waiting is what lets two
   // threads that wait on each other both progress; an idle wait also publishes what this
   // thread's aggregators batched (the call it waits for may be among it).
@@ -397,6 +442,22 @@ class thread_context {
                         std::uint32_t reply_slot, std::uint32_t reply_generation);
   std::pair<std::uint32_t, std::uint32_t> open_reply(void* value, std::size_t size,
                                                      std::atomic<int>* state);
+  template <class R>
+  std::pair<std::uint32_t, std::uint32_t> open_slot(return_slot<R>& slot) {
+    // A slot reused while a call is still pending would leave its first entry pointing at it.
+    if (slot.owner_ != nullptr && !slot.done()) {
+      abandon_reply(*slot.owner_, slot.index_, slot.generation_);
+    }
+    slot.state_.store(0, std::memory_order_relaxed);
+    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    slot.owner_ = &state_;
+    slot.index_ = index;
+    slot.generation_ = generation;
+    return {index, generation};
+  }
+  // Sends a call_return's outcome to `caller`: the value (ok), or a failure (no data).
+  void send_reply(thread_id caller, function_id function, std::uint32_t slot,
+                  std::uint32_t generation, std::span<const std::byte> value, bool ok);
 
   runtime& rt_;
   thread_id id_;
@@ -405,6 +466,9 @@ class thread_context {
   std::vector<std::unique_ptr<transfer::ucx_endpoint>>& endpoints_;  // state_.endpoints
   std::vector<call_queue::item> batch_;    // poll(): what take_all moved out (transient)
   std::deque<call_queue::item> pending_;   // received, not yet run (shared by nested polls)
+  unsigned nesting_ = 0;                   // live deferring_scopes (calls running, waits)
+  std::deque<std::exception_ptr> deferred_;  // kept by nested polls, thrown by outer ones
+  std::size_t poll_once();
   std::uint64_t run_epoch_ = 0;
   // Destroyed first (it holds rkeys and endpoints of worker_).
   std::unique_ptr<thread_extension> extension_;
