@@ -87,7 +87,9 @@ class return_slot {
  private:
   friend class thread_context;
   R value_{};
-  std::atomic<int> state_{0};  // 0 pending, 1 ready, 2 failed (written by the owner thread)
+  // 0 pending, 1 ready, 2 failed; written under the reply table's mutex by whichever thread
+  // delivers or closes the reply (release, after the value).
+  std::atomic<int> state_{0};
   // The reply-table entry the slot is open in (set by the owner thread when it opens it).
   local_thread_state* owner_ = nullptr;
   std::uint32_t index_ = 0;
