@@ -389,16 +389,13 @@ std::size_t runtime::serve(thread_context& self) {
   if (!service_running_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
     return 0;
   }
-  struct release_flag {
-    std::atomic<bool>& flag;
-    ~release_flag() { flag.store(false, std::memory_order_release); }
-  } release{service_running_};
-  struct note_leftover {  // destroyed first: before the flag is released
+  struct finish_service {  // also when a service call throws: note what is left, free the role
     runtime& rt;
-    ~note_leftover() {
+    ~finish_service() {
       rt.service_leftover_.store(!rt.service_pending_.empty(), std::memory_order_relaxed);
+      rt.service_running_.store(false, std::memory_order_release);
     }
-  } leftover{*this};
+  } finish{*this};
   std::vector<call_queue::item> batch;
   service_queue_.take_all(batch);
   service_pending_.insert(service_pending_.end(), batch.begin(), batch.end());

@@ -446,14 +446,12 @@ TEST(InvokeOneSided, ThrowInARepeatedRecordResumesAfterTheCall) {
   std::uint64_t caught = 0, caught_wrong = 0, repeated = 0;
   rt.run([&](thread_context& ctx) {
     if (ctx.id() == receiver) {
-      while (inbox_of(ctx).next_seq[0] < count) {  // until the last call ran
-        try {
-          ctx.poll();
-        } catch (const thrown_on_purpose& thrown) {
-          ++caught;
-          if (!throws_at(thrown.seq)) ++caught_wrong;
-        }
-      }
+      test::poll_catching<thrown_on_purpose>(
+          ctx, [&] { return inbox_of(ctx).next_seq[0] >= count; },  // the last call ran
+          [&](const thrown_on_purpose& thrown) {
+            ++caught;
+            if (!throws_at(thrown.seq)) ++caught_wrong;
+          });
       return;
     }
     if (ctx.id() != sender) return;
@@ -505,14 +503,12 @@ void throwing_call_return() {
     if (ctx.id() == receiver) {
       // Until every second call ran and every throw came out of a poll here (a throw in a
       // poll nested in this thread's waits, e.g. a reply's messenger setup, comes out later).
-      while (inbox_of(ctx).calls < senders || caught < senders) {
-        try {
-          ctx.poll();
-        } catch (const thrown_on_purpose& thrown) {
-          if (thrown.seq != 7) ++wrong;
-          ++caught;
-        }
-      }
+      test::poll_catching<thrown_on_purpose>(
+          ctx, [&] { return inbox_of(ctx).calls >= senders && caught >= senders; },
+          [&](const thrown_on_purpose& thrown) {
+            if (thrown.seq != 7) ++wrong;
+            ++caught;
+          });
       return;
     }
     invoke::return_slot<std::uint64_t> thrower, value;

@@ -285,14 +285,12 @@ TEST(InvokeSend, AThrowInANestedPollWaitsForTheCallItInterrupted) {
   std::atomic<std::uint64_t> answer{0};
   rt.run([&](thread_context& ctx) {
     if (ctx.id() == runner) {
-      while (caught == 0) {
-        try {
-          ctx.poll();
-        } catch (const thrown_on_purpose& thrown) {
-          if (thrown.tag != 3) ++wrong;
-          ++caught;
-        }
-      }
+      test::poll_catching<thrown_on_purpose>(
+          ctx, [&] { return caught > 0; },
+          [&](const thrown_on_purpose& thrown) {
+            if (thrown.tag != 3) ++wrong;
+            ++caught;
+          });
       return;
     }
     if (ctx.id() != caller) return;

@@ -41,6 +41,19 @@ std::vector<T> allgather_value(const T& mine) {
   return out;
 }
 
+// Polls `ctx` until done() holds; every exception of type E that a poll throws (a call run
+// there threw it) goes to caught(e), and polling goes on.
+template <class E, class Done, class Caught>
+void poll_catching(fabric::thread_context& ctx, Done done, Caught caught) {
+  while (!done()) {
+    try {
+      ctx.poll();
+    } catch (const E& thrown) {
+      caught(thrown);
+    }
+  }
+}
+
 // On ranks other than 0: prints only failed assertions, each prefixed with the rank (rank 0
 // prints the usual progress and its own failures).
 class failure_printer : public ::testing::EmptyTestEventListener {
