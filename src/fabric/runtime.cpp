@@ -31,6 +31,8 @@ runtime_options runtime_options::from_environment() {
       static_cast<int>(config::get_unsigned("SERIEMA_SERVICE_THREADS", 0, 1));
   options.helper_threads =
       static_cast<int>(config::get_unsigned("SERIEMA_HELPER_THREADS", 0, 64));
+  options.reply_cells =
+      static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_REPLY_CELLS", 0, 65536));
   options.send_limit = config::get_bytes("SERIEMA_SEND_LIMIT");
   if (options.send_limit < 64 || options.send_limit > (std::size_t{1} << 30)) {
     throw config_error(fmt::format("SERIEMA_SEND_LIMIT={}: expected 64 bytes .. 1G",
@@ -90,7 +92,23 @@ runtime::runtime(const runtime_options& options) : options_(options) {
                           fmt::format("ucp_worker_set_am_recv_handler ({})", h.what).c_str());
     }
 
-    addresses_ = boot_->allgather(worker_->address());
+    attach_reply_cells();
+    // One exchange at startup: every rank's reply-region locator, then its worker address.
+    transfer::remote_memory_locator my_cells{};
+    if (reply_region_) my_cells = reply_region_->locator(rank());
+    std::vector<std::byte> mine(sizeof my_cells);
+    std::memcpy(mine.data(), &my_cells, sizeof my_cells);
+    mine.insert(mine.end(), worker_->address().begin(), worker_->address().end());
+    for (auto& blob : boot_->allgather(mine)) {
+      if (blob.size() <= sizeof my_cells) {
+        throw error("startup exchange: a rank sent a truncated address (mixed seriema versions?)");
+      }
+      transfer::remote_memory_locator cells;
+      std::memcpy(&cells, blob.data(), sizeof cells);
+      reply_locators_.push_back(cells);
+      addresses_.emplace_back(blob.begin() + sizeof cells, blob.end());
+    }
+    reply_peers_ = std::make_unique<reply_peer[]>(static_cast<std::size_t>(boot_->size()));
     endpoints_.resize(static_cast<std::size_t>(boot_->size()));
     check_registries();
   } catch (const std::exception& e) {
@@ -122,6 +140,7 @@ runtime::~runtime() {
   // worker and context (memory handles belong to the context).
   for (auto& state : local_states_) state->release_transport();
   service_state_->release_transport();
+  reply_peers_.reset();  // rkeys unpacked on the endpoints below
   endpoints_.clear();
   {
     // Nothing the service handed out stays a write target once its memory goes.
@@ -130,6 +149,7 @@ runtime::~runtime() {
   }
   service_allocators_.clear();
   arenas_.clear();
+  reply_region_.reset();
   worker_.reset();
   context_.reset();
 }
@@ -222,6 +242,46 @@ bool runtime::service_write(const write_message& m, std::span<const std::byte> d
   std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + m.word_offset))
       .store(m.word, std::memory_order_release);
   return true;
+}
+
+void runtime::attach_reply_cells() {
+  const std::uint32_t per_thread = options_.reply_cells;
+  if (per_thread == 0) return;
+  const std::size_t threads = local_states_.size() + 1;  // + the service role's state
+  reply_region_ = std::make_unique<transfer::shared_region>(
+      *context_, threads * per_thread * reply_cell::size,
+      "the reply cells (SERIEMA_REPLY_CELLS per thread; 0 does without them)");
+  std::byte* base = reply_region_->bytes().data();
+  std::uint32_t first = 0;
+  auto attach = [&](local_thread_state& state) {
+    state.cells.attach(base + std::size_t{first} * reply_cell::size, first, per_thread);
+    first += per_thread;
+  };
+  for (auto& state : local_states_) attach(*state);
+  attach(*service_state_);
+}
+
+std::span<std::byte> runtime::reply_cells_of(int rank) {
+  if (rank == this->rank()) return reply_region_ ? reply_region_->bytes() : std::span<std::byte>{};
+  reply_peer& peer = reply_peers_[static_cast<std::size_t>(rank)];
+  int state = peer.state.load(std::memory_order_acquire);
+  if (state == 0) {
+    std::lock_guard lock(reply_peers_mutex_);
+    state = peer.state.load(std::memory_order_relaxed);
+    if (state == 0) {
+      const auto& locator = reply_locators_[static_cast<std::size_t>(rank)];
+      state = 2;
+      if (locator.valid() && same_machine(rank)) {
+        peer.mapping.emplace(endpoint(rank), locator, true);
+        if (peer.mapping->direct() != nullptr) {
+          peer.cells = {peer.mapping->direct(), static_cast<std::size_t>(locator.size)};
+          state = 1;
+        }
+      }
+      peer.state.store(state, std::memory_order_release);
+    }
+  }
+  return state == 1 ? peer.cells : std::span<std::byte>{};
 }
 
 transfer::remote_memory runtime::resolve(const transfer::remote_memory_locator& locator) {

@@ -91,6 +91,7 @@ std::size_t call_queue::take_all(std::vector<item>& out) {
 
 bool local_thread_state::deliver_reply(std::uint32_t index, std::uint32_t generation,
                                        std::span<const std::byte> value, bool ok) noexcept {
+  if ((index & reply_cell::index_bit) != 0) return cells.deliver(index, generation, value, ok);
   std::lock_guard lock(replies_mutex);
   if (index == 0 || index >= replies.size()) return false;
   reply_entry& entry = replies[index];
@@ -239,10 +240,14 @@ std::pair<std::uint32_t, std::uint32_t> thread_context::open_reply(void* value, 
   return {index, entry.generation};
 }
 
-void thread_context::close_reply(std::uint32_t index, bool ok) noexcept {
+void thread_context::fail_unsent_reply(std::uint32_t index) noexcept {
+  if ((index & reply_cell::index_bit) != 0) {
+    state_.cells.fail_unsent(index);
+    return;
+  }
   std::lock_guard lock(state_.replies_mutex);
   auto& entry = state_.replies[index];
-  if (entry.state != nullptr) entry.state->store(ok ? 1 : 2, std::memory_order_release);
+  if (entry.state != nullptr) entry.state->store(2, std::memory_order_release);
   entry.state = nullptr;
   entry.value = nullptr;
   state_.free_replies.push_back(index);
@@ -336,6 +341,20 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
       rt_.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
     }
     return;
+  }
+  if ((slot & reply_cell::index_bit) != 0) {
+    // The caller's cell, written with plain stores when its process's region maps here.
+    std::span<std::byte> cells = rt_.reply_cells_of(caller_process);
+    if (!cells.empty()) {
+      std::byte* cell = reply_cell::in_region(cells, slot);
+      if (cell != nullptr && reply_cell::write(cell, generation, value, ok)) {
+        rt_.counters().executed.fetch_add(1, std::memory_order_relaxed);
+        rt_.counters().replies_direct.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        rt_.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
+      }
+      return;
+    }
   }
   transfer::ucx_endpoint& endpoint = endpoint_to(caller_process);
   ucp_request_param_t param{};

@@ -31,6 +31,10 @@ constexpr setting settings_table[] = {
      "helper threads per process: they serve the calls of threads inside a helped_section and "
      "finish their queued (retry_async) calls, 0..64"},
     {"SERIEMA_SEND_LIMIT", "1M", "largest closure + buffer of one send-based call"},
+    {"SERIEMA_REPLY_CELLS", "256",
+     "reply cells per thread, 0..65536: call_returns of up to 56-byte values a thread may have "
+     "outstanding whose callee on the same machine writes the value straight into the caller's "
+     "memory (beyond that, and with 0, replies travel as messages)"},
     {"SERIEMA_BIND", "yes", "yes: bind processes to zones and pin threads to PUs; none: do not"},
     // transfer: registered memory
     {"SERIEMA_PAGES", "auto",

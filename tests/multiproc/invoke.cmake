@@ -1,12 +1,15 @@
 # Remote invocation tests: 2 processes x 3 threads over shm and tcp, and across 2 emulated
 # machines; once with a dedicated service thread.
 seriema_mp_executable(invoke_send_mp_test invoke_send_mp_test.cpp seriema::fabric)
-seriema_mp_run(mp.invoke_send.np2.shm EXE invoke_send_mp_test NP 2 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.invoke_send.np2.tcp EXE invoke_send_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
+# 8 reply cells per thread, so that a test can outrun them.
+seriema_mp_run(mp.invoke_send.np2.shm EXE invoke_send_mp_test NP 2
+               ENV SERIEMA_THREADS=3 SERIEMA_REPLY_CELLS=8)
+seriema_mp_run(mp.invoke_send.np2.tcp EXE invoke_send_mp_test NP 2 TLS tcp
+               ENV SERIEMA_THREADS=3 SERIEMA_REPLY_CELLS=8)
 seriema_mp_run(mp.invoke_send.np2.machines2.tcp EXE invoke_send_mp_test NP 2 MACHINES 2 TLS tcp
-               ENV SERIEMA_THREADS=3)
+               ENV SERIEMA_THREADS=3 SERIEMA_REPLY_CELLS=8)
 seriema_mp_run(mp.invoke_send.np2.service_thread.shm EXE invoke_send_mp_test NP 2
-               ENV SERIEMA_THREADS=2 SERIEMA_SERVICE_THREADS=1)
+               ENV SERIEMA_THREADS=2 SERIEMA_SERVICE_THREADS=1 SERIEMA_REPLY_CELLS=8)
 
 # Version skew: different registries are refused at start, over shm and tcp.
 seriema_mp_executable(registry_skew_mp_test registry_skew_mp_test.cpp seriema::fabric)

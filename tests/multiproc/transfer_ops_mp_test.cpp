@@ -39,13 +39,6 @@ published_block publish_block() {
   return out;
 }
 
-bool tcp_only() {
-  const char* tls = std::getenv("UCX_TLS");
-  return tls != nullptr && std::string(tls).find("tcp") != std::string::npos &&
-         std::string(tls).find("sm") == std::string::npos &&
-         std::string(tls).find("posix") == std::string::npos;
-}
-
 }  // namespace
 
 TEST(TransferMp, LocatorsAreWellFormedAndDirectOnlyOnSameMachine) {
@@ -68,7 +61,7 @@ TEST(TransferMp, LocatorsAreWellFormedAndDirectOnlyOnSameMachine) {
               << "rank " << r << " on another machine reached through " << transports;
         }
       }
-    } else if (!tcp_only()) {
+    } else if (!test::tcp_only()) {
       EXPECT_NE(remote.direct(), nullptr) << "same-machine UCX memory must be directly mapped";
     }
   }

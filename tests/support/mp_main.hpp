@@ -41,6 +41,14 @@ std::vector<T> allgather_value(const T& mine) {
   return out;
 }
 
+// UCX_TLS names tcp and no shared-memory transport: same-machine memory does not map.
+inline bool tcp_only() {
+  const char* tls = std::getenv("UCX_TLS");
+  return tls != nullptr && std::string(tls).find("tcp") != std::string::npos &&
+         std::string(tls).find("sm") == std::string::npos &&
+         std::string(tls).find("posix") == std::string::npos;
+}
+
 // Polls `ctx` until done() holds; every exception of type E that a poll throws (a call run
 // there threw it) goes to caught(e), and polling goes on.
 template <class E, class Done, class Caught>

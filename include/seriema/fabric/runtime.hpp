@@ -9,12 +9,14 @@
 #include <memory>
 #include <mutex>
 #include <functional>
+#include <optional>
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/placement.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/transfer/allocators.hpp>
 #include <seriema/transfer/arena.hpp>
 #include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/shared_region.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <span>
 #include <string>
@@ -28,6 +30,9 @@ struct runtime_options {
   int service_threads = 0;      // SERIEMA_SERVICE_THREADS: 0 (workers take the role) or 1
   int helper_threads = 1;       // SERIEMA_HELPER_THREADS: serve threads in a helped_section
   std::size_t send_limit = std::size_t{1} << 20;  // SERIEMA_SEND_LIMIT: max send-based payload
+  // SERIEMA_REPLY_CELLS: reply cells per thread (outstanding small call_returns whose value a
+  // same-machine callee writes directly; 0: every reply travels as a message).
+  std::uint32_t reply_cells = 256;
   placement_options placement;
   transfer::context_options ucx;
   transfer::arena_options memory;
@@ -117,6 +122,10 @@ class runtime {
   // Takes the service role if nobody holds it: progresses the process worker and runs queued
   // service calls with `self` as the serving context. Returns the number of calls run.
   std::size_t serve(thread_context& self);
+  // The reply cells of process `rank` when this process can write them with plain stores (this
+  // process, or one on this machine whose region maps: ucp_rkey_ptr); empty otherwise, and then
+  // replies to it travel as am_id_reply messages. Resolved on first use; any thread.
+  std::span<std::byte> reply_cells_of(int rank);
   // Progresses the process worker unless another thread is at it right now (a thread waiting
   // for its own send must keep wireup and incoming traffic moving, service thread or not).
   void progress_shared() noexcept;
@@ -180,6 +189,21 @@ class runtime {
   std::atomic<std::uint64_t> barrier_result_{0};             // total carried by the release
   std::uint64_t barrier_epoch_ = 0;  // owner: the thread calling barrier()
   bool finalized_ = false;
+
+  // Reply cells (reply_cells.hpp): this process's region, (threads + 1 for the service role) x
+  // options_.reply_cells cells, null when there are none; every rank's region locator (invalid
+  // when it has none), exchanged at startup; and where each rank's region is writable from
+  // here, resolved on first use under reply_peers_mutex_ (state: 0 not yet, 1 writable, 2 not).
+  std::unique_ptr<transfer::shared_region> reply_region_;
+  std::vector<transfer::remote_memory_locator> reply_locators_;
+  struct reply_peer {
+    std::atomic<int> state{0};
+    std::span<std::byte> cells;       // set before state becomes 1 (release)
+    std::optional<transfer::remote_memory> mapping;  // holds the rkey the pointer came from
+  };
+  std::mutex reply_peers_mutex_;
+  std::unique_ptr<reply_peer[]> reply_peers_;
+  void attach_reply_cells();
 
   std::vector<std::unique_ptr<local_thread_state>> local_states_;  // by local thread index
   std::unique_ptr<local_thread_state> service_state_ = std::make_unique<local_thread_state>();

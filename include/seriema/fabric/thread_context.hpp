@@ -14,6 +14,7 @@
 #include <mutex>
 #include <seriema/fabric/function_registry.hpp>
 #include <seriema/fabric/placement.hpp>
+#include <seriema/fabric/reply_cells.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <span>
@@ -62,11 +63,14 @@ struct local_thread_state;
 void abandon_reply(local_thread_state& owner, std::uint32_t index,
                    std::uint32_t generation) noexcept;
 
-// Where a call_return's value lands. Lives in the caller's memory until ready() or the call
-// failed; the caller waits with thread_context::wait_for(slot) (which keeps serving calls). A
-// slot destroyed while still waiting (an exception left the wait) closes its entry in the
-// caller's reply table, so a late reply is dropped, never written into freed memory. Not
-// copyable: the reply table holds its address.
+// Where a call_return's value lands. Values of up to reply_cell::value_capacity bytes land in
+// a reply cell of the caller thread (registered memory a same-machine callee writes directly,
+// see reply_cells.hpp) when one is free, which the slot reads when asked; larger values (or
+// every cell in use) land in the slot itself through the caller's reply table. The caller waits
+// with thread_context::wait_for(slot) (which keeps serving calls). A slot destroyed while still
+// waiting (an exception left the wait) closes its cell or table entry, so a late reply is
+// dropped, never written into memory that no longer holds the slot. Not copyable: the reply
+// table holds its address. Owner thread only (the thread that opened it).
 template <class R>
 class return_slot {
   static_assert(std::is_trivially_copyable_v<R>, "call_return values must be trivially copyable");
@@ -76,22 +80,44 @@ class return_slot {
   return_slot(const return_slot&) = delete;
   return_slot& operator=(const return_slot&) = delete;
   ~return_slot() {
-    if (owner_ != nullptr && !done()) abandon_reply(*owner_, index_, generation_);
+    if (owner_ == nullptr || done()) return;
+    if (cells_ != nullptr) {
+      cells_->abandon(index_, generation_, sizeof(R));
+    } else {
+      abandon_reply(*owner_, index_, generation_);
+    }
   }
 
-  [[nodiscard]] bool ready() const noexcept { return state_.load(std::memory_order_acquire) == 1; }
-  [[nodiscard]] bool failed() const noexcept { return state_.load(std::memory_order_acquire) == 2; }
-  [[nodiscard]] bool done() const noexcept { return state_.load(std::memory_order_acquire) != 0; }
+  [[nodiscard]] bool done() const noexcept {
+    int state = state_.load(std::memory_order_acquire);
+    if (state == 0 && cells_ != nullptr) state = collect();
+    return state != 0;
+  }
+  [[nodiscard]] bool ready() const noexcept { return done() && state_.load(std::memory_order_acquire) == 1; }
+  [[nodiscard]] bool failed() const noexcept { return done() && state_.load(std::memory_order_acquire) == 2; }
   [[nodiscard]] const R& value() const noexcept { return value_; }
 
  private:
   friend class thread_context;
-  R value_{};
-  // 0 pending, 1 ready, 2 failed; written under the reply table's mutex by whichever thread
-  // delivers or closes the reply (release, after the value).
-  std::atomic<int> state_{0};
-  // The reply-table entry the slot is open in (set by the owner thread when it opens it).
+  // Reads the cell; once it holds the reply, copies it here and lets the cell go.
+  int collect() const noexcept {
+    const reply_cell::state got = cells_->collect(index_, generation_, &value_, sizeof(R));
+    if (got == reply_cell::pending) return 0;
+    const int state = got == reply_cell::ready ? 1 : 2;
+    state_.store(state, std::memory_order_release);
+    cells_ = nullptr;
+    return state;
+  }
+
+  mutable R value_{};
+  // 0 pending, 1 ready, 2 failed. Table slots: written under the reply table's mutex by
+  // whichever thread delivers or closes the reply (release, after the value). Cell slots: by
+  // the owner, when it reads the cell.
+  mutable std::atomic<int> state_{0};
+  // The reply-table entry or cell the slot is open in (set by the owner thread when it opens
+  // it); cells_ is null for table slots and once a cell slot has read its reply.
   local_thread_state* owner_ = nullptr;
+  mutable reply_cell_table* cells_ = nullptr;
   std::uint32_t index_ = 0;
   std::uint32_t generation_ = 0;
 };
@@ -153,6 +179,10 @@ struct invocation_counters {
   // Calls the AM handler handed straight to their destination thread because that thread was
   // the one progressing the process worker (no locked queue; counted, not part of consumed()).
   std::atomic<std::uint64_t> handed_to_poller{0};
+  // call_return replies this process wrote straight into the reply cell of a caller in another
+  // process on this machine (counted as sent and executed here; a reply such a write finds
+  // closed or stale counts in rejected_bad_reply here, not at the caller).
+  std::atomic<std::uint64_t> replies_direct{0};
 
   // Messages that arrived and were dealt with: run, or rejected.
   [[nodiscard]] std::uint64_t consumed() const noexcept {
@@ -186,12 +216,15 @@ struct local_thread_state {
     std::uint32_t generation = 0;
   };
   call_queue incoming;
+  // The thread's reply cells (small values; attached by the runtime when it has a reply region).
+  reply_cell_table cells;
   std::mutex replies_mutex;            // owner thread and receive path
   std::vector<reply_entry> replies{1};  // index 0 unused (0 = "no reply")
   std::vector<std::uint32_t> free_replies;
 
-  // Writes `value` into reply slot (index, generation) and marks it ready; false (nothing
-  // written) when the slot is unknown, stale or of another size: a peer's bad reply.
+  // Writes `value` into reply slot (index, generation) and marks it ready (a failure when !ok);
+  // false (nothing written) when the slot is unknown, stale or of another size: a peer's bad
+  // reply. Slots with reply_cell::index_bit are this thread's cells, the others table entries.
   bool deliver_reply(std::uint32_t index, std::uint32_t generation,
                      std::span<const std::byte> value, bool ok) noexcept;
 
@@ -337,17 +370,17 @@ class thread_context {
     auto [index, generation] = open_slot(slot);
     call_status status =
         send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, index, generation);
-    if (status != call_status::ok) close_reply(index, false);
+    if (status != call_status::ok) fail_unsent_reply(index);
     return status;
   }
 
   // Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply
-  // (index, generation) fills; close_reply(index, false) fails it (the call was not sent).
+  // (index, generation) fills; fail_unsent_reply(index) fails it (the call was not sent).
   template <class R>
   std::pair<std::uint32_t, std::uint32_t> open_reply_for(return_slot<R>& slot) {
     return open_slot(slot);
   }
-  void close_reply(std::uint32_t index, bool ok) noexcept;
+  void fail_unsent_reply(std::uint32_t index) noexcept;
   // Fails the slot (index, generation) that thread `caller` opened for a call_return whose
   // function threw here: an am_id_reply without a value (written directly when the caller is in
   // this process). Waits only for the send to complete and runs no calls meanwhile, so it is
@@ -446,16 +479,27 @@ class thread_context {
                                                      std::atomic<int>* state);
   template <class R>
   std::pair<std::uint32_t, std::uint32_t> open_slot(return_slot<R>& slot) {
-    // A slot reused while a call is still pending would leave its first entry pointing at it.
+    // A slot reused while a call is still pending would leave its first cell or entry open.
     if (slot.owner_ != nullptr && !slot.done()) {
-      abandon_reply(*slot.owner_, slot.index_, slot.generation_);
+      if (slot.cells_ != nullptr) {
+        slot.cells_->abandon(slot.index_, slot.generation_, sizeof(R));
+      } else {
+        abandon_reply(*slot.owner_, slot.index_, slot.generation_);
+      }
     }
     slot.state_.store(0, std::memory_order_relaxed);
-    auto [index, generation] = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    slot.cells_ = nullptr;
+    std::pair<std::uint32_t, std::uint32_t> opened;
+    if (auto cell = state_.cells.open(sizeof(R))) {
+      opened = *cell;
+      slot.cells_ = &state_.cells;
+    } else {
+      opened = open_reply(&slot.value_, sizeof(R), &slot.state_);
+    }
     slot.owner_ = &state_;
-    slot.index_ = index;
-    slot.generation_ = generation;
-    return {index, generation};
+    slot.index_ = opened.first;
+    slot.generation_ = opened.second;
+    return opened;
   }
   // Sends a call_return's outcome to `caller`: the value (ok), or a failure (no data).
   void send_reply(thread_id caller, function_id function, std::uint32_t slot,

@@ -150,7 +150,7 @@ call_status returning(thread_context& self, thread_id dest, const F& f,
     call_status status =
         one_sided<Policy>(self, dest, C, fabric::function_wrapper<F, Shape>::id, bytes_of(f),
                           wire::flag_reply, bytes_of(extra), buffer);
-    if (status != call_status::ok) self.close_reply(index, false);
+    if (status != call_status::ok) self.fail_unsent_reply(index);
     return status;
   }
 }

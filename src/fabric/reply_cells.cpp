@@ -1,0 +1,154 @@
+// Reply cells: the CAS protocol a reply's writer follows, and the owner's free-cell bitmap
+// (see reply_cells.hpp for who writes which word when).
+#include <bit>
+#include <cstring>
+#include <seriema/fabric/reply_cells.hpp>
+
+namespace seriema::fabric {
+
+namespace {
+std::atomic_ref<std::uint64_t> word_of(std::byte* cell) noexcept {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
+}
+}  // namespace
+
+namespace reply_cell {
+
+bool write(std::byte* cell, std::uint32_t generation, std::span<const std::byte> value,
+           bool ok) noexcept {
+  auto w = word_of(cell);
+  std::uint64_t expected;
+  if (ok) {
+    if (value.size() > value_capacity) return false;
+    // Straight to the CAS: a load first would fetch the line shared and then upgrade it, two
+    // trips to the caller's core instead of one.
+    expected = word(generation, value.size(), pending);
+  } else {
+    expected = w.load(std::memory_order_relaxed);  // a failure carries no size: take the cell's
+    if ((expected >> 32) != generation || (expected & 3) != pending) return false;
+  }
+  const std::uint64_t claimed_word = (expected & ~std::uint64_t{3}) | claimed;
+  if (!w.compare_exchange_strong(expected, claimed_word, std::memory_order_acquire,
+                                 std::memory_order_relaxed)) {
+    return false;
+  }
+  if (ok && !value.empty()) std::memcpy(cell + value_offset, value.data(), value.size());
+  w.store((claimed_word & ~std::uint64_t{3}) | (ok ? ready : failed), std::memory_order_release);
+  return true;
+}
+
+std::byte* in_region(std::span<std::byte> region, std::uint32_t index) noexcept {
+  const std::uint64_t offset = std::uint64_t{index & ~index_bit} * size;
+  if (offset > region.size() || region.size() - offset < size) return nullptr;
+  return region.data() + offset;
+}
+
+}  // namespace reply_cell
+
+void reply_cell_table::attach(std::byte* cells, std::uint32_t first_index, std::uint32_t count) {
+  cells_ = cells;
+  first_ = first_index;
+  count_ = count;
+  bit_words_ = (count + 63) / 64;
+  free_bits_ = std::make_unique<std::atomic<std::uint64_t>[]>(bit_words_);
+  for (std::size_t w = 0; w < bit_words_; ++w) {
+    const std::size_t left = count - w * 64;
+    free_bits_[w].store(left >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1,
+                        std::memory_order_relaxed);
+  }
+}
+
+std::byte* reply_cell_table::cell(std::uint32_t slot) const noexcept {
+  const std::uint32_t index = slot & ~reply_cell::index_bit;
+  if ((slot & reply_cell::index_bit) == 0 || index < first_ || index - first_ >= count_) {
+    return nullptr;
+  }
+  return cells_ + std::size_t{index - first_} * reply_cell::size;
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> reply_cell_table::open(
+    std::size_t value_size) noexcept {
+  if (value_size > reply_cell::value_capacity) return std::nullopt;
+  if (draining_count_.load(std::memory_order_relaxed) != 0) reclaim_drained();
+  for (std::size_t w = 0; w < bit_words_; ++w) {
+    std::uint64_t bits = free_bits_[w].load(std::memory_order_relaxed);
+    while (bits != 0) {
+      const std::uint64_t taken = bits & (~bits + 1);  // lowest free cell of this word
+      if (!free_bits_[w].compare_exchange_weak(bits, bits & ~taken, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
+        continue;  // bits reloaded
+      }
+      const auto index = first_ + static_cast<std::uint32_t>(w * 64 + std::countr_zero(taken));
+      const std::uint32_t slot = reply_cell::index_bit | index;
+      auto w8 = word_of(cell(slot));
+      // A free cell is ours alone: its last generation, plus one.
+      const auto generation = static_cast<std::uint32_t>(w8.load(std::memory_order_relaxed) >> 32) + 1;
+      w8.store(reply_cell::word(generation, value_size, reply_cell::pending),
+               std::memory_order_release);
+      return std::pair{slot, generation};
+    }
+  }
+  return std::nullopt;
+}
+
+void reply_cell_table::release(std::uint32_t slot) noexcept {
+  const std::uint32_t bit = (slot & ~reply_cell::index_bit) - first_;
+  free_bits_[bit / 64].fetch_or(std::uint64_t{1} << (bit % 64), std::memory_order_release);
+}
+
+reply_cell::state reply_cell_table::collect(std::uint32_t slot, std::uint32_t generation,
+                                            void* out, std::size_t value_size) noexcept {
+  std::byte* c = cell(slot);
+  const std::uint64_t now = word_of(c).load(std::memory_order_acquire);
+  if (now == reply_cell::word(generation, value_size, reply_cell::ready)) {
+    std::memcpy(out, c + reply_cell::value_offset, value_size);
+    release(slot);
+    return reply_cell::ready;
+  }
+  if (now == reply_cell::word(generation, value_size, reply_cell::failed)) {
+    release(slot);
+    return reply_cell::failed;
+  }
+  return reply_cell::pending;
+}
+
+void reply_cell_table::abandon(std::uint32_t slot, std::uint32_t generation,
+                               std::size_t value_size) noexcept {
+  auto w = word_of(cell(slot));
+  std::uint64_t expected = reply_cell::word(generation, value_size, reply_cell::pending);
+  if (w.compare_exchange_strong(expected, reply_cell::word(generation, value_size,
+                                                           reply_cell::claimed),
+                                std::memory_order_acquire, std::memory_order_relaxed) ||
+      (expected & 3) != reply_cell::claimed) {
+    release(slot);  // closed by us, or the reply is already complete: nobody writes it again
+    return;
+  }
+  std::lock_guard lock(draining_mutex_);  // a writer is between its CAS and its last store
+  draining_.emplace_back(slot, generation);
+  draining_count_.store(draining_.size(), std::memory_order_relaxed);
+}
+
+void reply_cell_table::reclaim_drained() noexcept {
+  std::lock_guard lock(draining_mutex_);
+  std::erase_if(draining_, [&](const std::pair<std::uint32_t, std::uint32_t>& d) {
+    const std::uint64_t now = word_of(cell(d.first)).load(std::memory_order_acquire);
+    if ((now & 3) == reply_cell::claimed) return false;
+    release(d.first);
+    return true;
+  });
+  draining_count_.store(draining_.size(), std::memory_order_relaxed);
+}
+
+void reply_cell_table::fail_unsent(std::uint32_t slot) noexcept {
+  auto w = word_of(cell(slot));
+  const std::uint64_t now = w.load(std::memory_order_relaxed);
+  w.store((now & ~std::uint64_t{3}) | reply_cell::failed, std::memory_order_release);
+}
+
+bool reply_cell_table::deliver(std::uint32_t slot, std::uint32_t generation,
+                               std::span<const std::byte> value, bool ok) noexcept {
+  std::byte* c = cell(slot);
+  return c != nullptr && reply_cell::write(c, generation, value, ok);
+}
+
+}  // namespace seriema::fabric

@@ -1,0 +1,172 @@
+// Reply cells: one writer per generation, stale/duplicate/mis-sized replies write nothing, an
+// abandoned cell drops its late reply, cells are reused only once free, and racing writers
+// (threads standing in for processes) deliver exactly one value.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <seriema/fabric/reply_cells.hpp>
+#include <thread>
+#include <vector>
+
+using namespace seriema::fabric;
+
+namespace {
+
+template <class T>
+std::span<const std::byte> bytes_of(const T& value) {
+  return {reinterpret_cast<const std::byte*>(&value), sizeof value};
+}
+
+// A region of first + count cells, the last `count` of which the table owns.
+struct cells_fixture {
+  explicit cells_fixture(std::uint32_t count, std::uint32_t first = 0)
+      : cells(first + count),
+        region(new (std::align_val_t{64}) std::byte[cells * reply_cell::size]{}) {
+    table.attach(region.get() + std::size_t{first} * reply_cell::size, first, count);
+  }
+  struct aligned_delete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::uint32_t cells;
+  std::unique_ptr<std::byte[], aligned_delete> region;
+  reply_cell_table table;
+  std::span<std::byte> bytes() { return {region.get(), cells * reply_cell::size}; }
+};
+
+}  // namespace
+
+TEST(ReplyCells, AValueWrittenByTheCalleeIsReadOnceAndFreesTheCell) {
+  cells_fixture f(4);
+  auto [slot, generation] = *f.table.open(sizeof(std::uint64_t));
+  EXPECT_NE(slot & reply_cell::index_bit, 0u);
+  std::uint64_t out = 0;
+  EXPECT_EQ(f.table.collect(slot, generation, &out, sizeof out), reply_cell::pending);
+  // The callee knows only the region and the header's (slot, generation).
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  ASSERT_NE(cell, nullptr);
+  const std::uint64_t value = 0x1234'5678'9abc'def0;
+  EXPECT_TRUE(reply_cell::write(cell, generation, bytes_of(value), true));
+  EXPECT_FALSE(reply_cell::write(cell, generation, bytes_of(value), true)) << "duplicate";
+  EXPECT_EQ(f.table.collect(slot, generation, &out, sizeof out), reply_cell::ready);
+  EXPECT_EQ(out, value);
+  // Freed: four opens succeed again, a fifth finds none.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(f.table.open(8).has_value());
+  EXPECT_FALSE(f.table.open(8).has_value());
+}
+
+TEST(ReplyCells, WrongGenerationOrSizeWritesNothing) {
+  cells_fixture f(1);
+  auto [slot, generation] = *f.table.open(sizeof(std::uint32_t));
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  const std::uint64_t eight = 7;
+  const std::uint32_t four = 9;
+  EXPECT_FALSE(reply_cell::write(cell, generation + 1, bytes_of(four), true));
+  EXPECT_FALSE(reply_cell::write(cell, generation, bytes_of(eight), true)) << "size differs";
+  std::byte too_big[reply_cell::value_capacity + 8]{};
+  EXPECT_FALSE(reply_cell::write(cell, generation, too_big, true));
+  std::uint32_t out = 0;
+  EXPECT_EQ(f.table.collect(slot, generation, &out, sizeof out), reply_cell::pending);
+  EXPECT_TRUE(reply_cell::write(cell, generation, bytes_of(four), true));
+  EXPECT_EQ(f.table.collect(slot, generation, &out, sizeof out), reply_cell::ready);
+  EXPECT_EQ(out, 9u);
+}
+
+TEST(ReplyCells, FailuresAndCallsNeverSentFailTheSlot) {
+  cells_fixture f(2);
+  auto [slot, generation] = *f.table.open(16);
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  EXPECT_FALSE(reply_cell::write(cell, generation + 1, {}, false)) << "stale failure";
+  EXPECT_TRUE(reply_cell::write(cell, generation, {}, false));
+  std::byte out[16];
+  EXPECT_EQ(f.table.collect(slot, generation, out, 16), reply_cell::failed);
+
+  auto [unsent, unsent_generation] = *f.table.open(16);
+  f.table.fail_unsent(unsent);
+  EXPECT_EQ(f.table.collect(unsent, unsent_generation, out, 16), reply_cell::failed);
+}
+
+TEST(ReplyCells, AnAbandonedCellDropsItsLateReplyAndIsReusedWithANewGeneration) {
+  cells_fixture f(1);
+  auto [slot, generation] = *f.table.open(8);
+  f.table.abandon(slot, generation, 8);
+  auto [again, next_generation] = *f.table.open(8);
+  EXPECT_EQ(again, slot);
+  EXPECT_NE(next_generation, generation);
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  const std::uint64_t late = 1, fresh = 2;
+  EXPECT_FALSE(reply_cell::write(cell, generation, bytes_of(late), true)) << "late reply";
+  EXPECT_TRUE(reply_cell::write(cell, next_generation, bytes_of(fresh), true));
+  std::uint64_t out = 0;
+  EXPECT_EQ(f.table.collect(again, next_generation, &out, 8), reply_cell::ready);
+  EXPECT_EQ(out, fresh);
+}
+
+TEST(ReplyCells, ACellAbandonedWhileBeingWrittenIsReusedOnlyAfterTheWrite) {
+  cells_fixture f(1);
+  auto [slot, generation] = *f.table.open(8);
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  // A writer between its CAS and its last store: the word says claimed.
+  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
+  word.store(reply_cell::word(generation, 8, reply_cell::claimed));
+  f.table.abandon(slot, generation, 8);
+  EXPECT_FALSE(f.table.open(8).has_value()) << "reused while a writer holds it";
+  word.store(reply_cell::word(generation, 8, reply_cell::ready));  // the writer finishes
+  EXPECT_TRUE(f.table.open(8).has_value());
+}
+
+TEST(ReplyCells, IndicesOutsideTheRegionOrTheTableAreRefused) {
+  cells_fixture f(4, 8);  // a region of 12 cells; this table owns cells 8..11
+  EXPECT_EQ(reply_cell::in_region(f.bytes(), reply_cell::index_bit | 12), nullptr);
+  EXPECT_EQ(reply_cell::in_region(f.bytes(), reply_cell::index_bit | 0x7fff'ffff), nullptr);
+  EXPECT_NE(reply_cell::in_region(f.bytes(), reply_cell::index_bit | 11), nullptr);
+  const std::uint64_t v = 1;
+  EXPECT_FALSE(f.table.deliver(reply_cell::index_bit | 7, 1, bytes_of(v), true));
+  EXPECT_FALSE(f.table.deliver(reply_cell::index_bit | 12, 1, bytes_of(v), true));
+  EXPECT_FALSE(f.table.deliver(8, 1, bytes_of(v), true)) << "a table index, not a cell";
+  auto [slot, generation] = *f.table.open(8);
+  EXPECT_GE(slot & ~reply_cell::index_bit, 8u);
+  EXPECT_TRUE(f.table.deliver(slot, generation, bytes_of(v), true));
+}
+
+TEST(ReplyCells, RacingWritersAndAnAbandoningOwnerLeaveOneOutcome) {
+  cells_fixture f(1);
+  // Two writers race for one cell (a duplicated or forged reply): exactly one value lands.
+  for (int round = 0; round < 2000; ++round) {
+    auto [slot, generation] = *f.table.open(8);
+    std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+    std::atomic<int> ready_to_go{0}, won{0};
+    auto writer = [&, generation = generation](std::uint64_t value) {
+      ready_to_go.fetch_add(1);
+      while (ready_to_go.load() < 2) {
+      }
+      if (reply_cell::write(cell, generation, bytes_of(value), true)) won.fetch_add(1);
+    };
+    std::thread a(writer, 1), b(writer, 2);
+    a.join();
+    b.join();
+    std::uint64_t out = 0;
+    ASSERT_EQ(won.load(), 1) << "round " << round;
+    ASSERT_EQ(f.table.collect(slot, generation, &out, 8), reply_cell::ready);
+    ASSERT_TRUE(out == 1 || out == 2);
+  }
+  // The owner abandons the cell while a writer delivers: either the close or the write wins,
+  // and the cell is free for the next open once both are over.
+  for (int round = 0; round < 2000; ++round) {
+    auto [slot, generation] = *f.table.open(8);
+    std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+    std::atomic<bool> go{false};
+    std::thread w([&, generation = generation] {
+      while (!go.load()) {
+      }
+      const std::uint64_t v = 5;
+      (void)reply_cell::write(cell, generation, bytes_of(v), true);
+    });
+    go = true;
+    f.table.abandon(slot, generation, 8);
+    w.join();
+    auto reopened = f.table.open(8);
+    ASSERT_TRUE(reopened.has_value()) << "round " << round;
+    f.table.abandon(reopened->first, reopened->second, 8);
+  }
+}
