@@ -108,6 +108,10 @@ int main(int argc, char** argv) try {
       rt.allgather({});
     }
   }
+  // Which way the send-based replies went: written straight into the caller's reply cell (same
+  // machine, shared memory maps) or as reply messages. The callee counts the direct ones.
+  const std::uint64_t send_round_trips = 1000 + std::uint64_t(opt.reps) * opt.round_trips;
+  const std::uint64_t replies_direct = rt.allreduce_sum(rt.counters().replies_direct.load());
   rt.barrier();
   if (rt.rank() != 0) return 0;
 
@@ -133,6 +137,9 @@ int main(int argc, char** argv) try {
                raw_rtt_us.empty() ? "-" : fmt::format("{:.2f}", raw_us),
                raw_rtt_us.empty() ? "-" : fmt::format("{:.2f}", r.median_us / raw_us));
   }
+  fmt::print("\nsend: replies written straight into the caller's reply cell: {} of {} (the "
+             "others travelled as reply messages)\n",
+             replies_direct, send_round_trips);
   fmt::print("\ntargets [{}]:\n", opt.transport);
   for (const auto& r : rows) {
     const bool measured = !raw_rtt_us.empty();
@@ -148,6 +155,8 @@ int main(int argc, char** argv) try {
     out << "  \"machine\": " << machine.json() << ",\n";
     out << "  \"date\": " << json_string(utc_now()) << ",\n";
     out << "  \"round_trips\": " << opt.round_trips << ", \"repetitions\": " << opt.reps << ",\n";
+    out << "  \"send_replies_direct\": " << replies_direct
+        << ", \"send_round_trips\": " << send_round_trips << ",\n";
     out << "  \"raw_rtt_us\": " << (raw_rtt_us.empty() ? "null" : fmt::format("{:.3f}", raw_us))
         << ",\n  \"modes\": [\n";
     for (std::size_t i = 0; i < rows.size(); ++i) {
