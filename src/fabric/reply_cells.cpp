@@ -7,6 +7,8 @@
 namespace seriema::fabric {
 
 namespace {
+// Cells are shared with other processes: their words must be lock-free atomics.
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
 std::atomic_ref<std::uint64_t> word_of(std::byte* cell) noexcept {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
 }
@@ -51,6 +53,12 @@ void reply_cell_table::attach(std::byte* cells, std::uint32_t first_index, std::
   count_ = count;
   bit_words_ = (count + 63) / 64;
   free_bits_ = std::make_unique<std::atomic<std::uint64_t>[]>(bit_words_);
+  // A free cell is never pending (a zeroed word would read "pending, generation 0, size 0"
+  // and accept a forged reply of generation 0): claimed, generation 0; open() makes it 1.
+  for (std::uint32_t i = 0; i < count; ++i) {
+    word_of(cells + std::size_t{i} * reply_cell::size)
+        .store(reply_cell::word(0, 0, reply_cell::claimed), std::memory_order_relaxed);
+  }
   for (std::size_t w = 0; w < bit_words_; ++w) {
     const std::size_t left = count - w * 64;
     free_bits_[w].store(left >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1,
@@ -140,9 +148,13 @@ void reply_cell_table::reclaim_drained() noexcept {
 }
 
 void reply_cell_table::fail_unsent(std::uint32_t slot) noexcept {
+  // A CAS, not a store: a send reported as failed may still have reached its callee, whose
+  // writer may hold the cell already; then its outcome stands and collect() reads it.
   auto w = word_of(cell(slot));
-  const std::uint64_t now = w.load(std::memory_order_relaxed);
-  w.store((now & ~std::uint64_t{3}) | reply_cell::failed, std::memory_order_release);
+  std::uint64_t now = w.load(std::memory_order_relaxed);
+  if ((now & 3) != reply_cell::pending) return;
+  (void)w.compare_exchange_strong(now, (now & ~std::uint64_t{3}) | reply_cell::failed,
+                                  std::memory_order_release, std::memory_order_relaxed);
 }
 
 bool reply_cell_table::deliver(std::uint32_t slot, std::uint32_t generation,

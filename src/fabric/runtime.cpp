@@ -94,8 +94,17 @@ runtime::runtime(const runtime_options& options) : options_(options) {
 
     attach_reply_cells();
     // One exchange at startup: every rank's reply-region locator, then its worker address.
-    transfer::remote_memory_locator my_cells{};
-    if (reply_region_) my_cells = reply_region_->locator(rank());
+    transfer::remote_memory_locator my_cells{};  // invalid: peers reply by message
+    if (reply_region_) {
+      try {
+        my_cells = reply_region_->locator(rank());
+      } catch (const std::exception& e) {
+        // The cells still take replies from this process and by message; peers just cannot
+        // write them directly.
+        fmt::print(stderr, "seriema[rank {}]: peers will reply by message: {}\n", rank(),
+                   e.what());
+      }
+    }
     std::vector<std::byte> mine(sizeof my_cells);
     std::memcpy(mine.data(), &my_cells, sizeof my_cells);
     mine.insert(mine.end(), worker_->address().begin(), worker_->address().end());
@@ -272,10 +281,19 @@ std::span<std::byte> runtime::reply_cells_of(int rank) {
       const auto& locator = reply_locators_[static_cast<std::size_t>(rank)];
       state = 2;
       if (locator.valid() && same_machine(rank)) {
-        peer.mapping.emplace(endpoint(rank), locator, true);
-        if (peer.mapping->direct() != nullptr) {
-          peer.cells = {peer.mapping->direct(), static_cast<std::size_t>(locator.size)};
-          state = 1;
+        try {
+          peer.mapping.emplace(endpoint(rank), locator, true);
+          if (peer.mapping->direct() != nullptr) {
+            peer.cells = {peer.mapping->direct(), static_cast<std::size_t>(locator.size)};
+            state = 1;
+          } else {
+            peer.mapping.reset();  // no rkey kept for nothing
+          }
+        } catch (const std::exception& e) {
+          // The replies still arrive, as messages; say once why they do not take the direct way.
+          fmt::print(stderr, "seriema[rank {}]: replies to rank {} travel as messages: its reply "
+                             "cells do not map here ({})\n",
+                     this->rank(), rank, e.what());
         }
       }
       peer.state.store(state, std::memory_order_release);
@@ -430,6 +448,11 @@ local_thread_state& runtime::local_state(thread_id id) {
 
 bool runtime::is_local(thread_id id) const noexcept {
   return id < placement_->thread_count() && placement_->locate(id).process == rank();
+}
+
+local_thread_state* runtime::reply_owner(thread_id caller) noexcept {
+  if (caller == service_of(rank())) return service_state_.get();
+  return is_local(caller) ? &local_state(caller) : nullptr;
 }
 
 namespace {
@@ -631,10 +654,16 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
 
 namespace {
 
-// Validates a call's header against its payload; returns false for anything malformed.
+// Validates a call's header against its payload; returns false for anything malformed,
+// including a source that names no thread or service of the job (a reply would go there).
 bool well_formed(const call_header& h, std::size_t length, const function_entry* entry,
-                 std::size_t send_limit) {
+                 const runtime& rt) {
   if (entry == nullptr) return false;
+  const bool source_exists = (h.source & service_bit) != 0
+                                 ? (h.source & ~service_bit) < static_cast<std::uint32_t>(rt.size())
+                                 : h.source < rt.placement().thread_count();
+  if (!source_exists) return false;
+  const std::size_t send_limit = rt.options().send_limit;
   // Overflow-safe: sizes are 32-bit, their sum is computed in 64 bits.
   std::uint64_t expected = std::uint64_t{h.closure_size} + h.buffer_size;
   return h.closure_size == entry->closure_size && expected == length && length <= send_limit &&
@@ -658,7 +687,7 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
     self->counters_.rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
     return UCS_OK;
   }
-  if (!well_formed(h, length, entry, self->options_.send_limit) ||
+  if (!well_formed(h, length, entry, *self) ||
       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
     self->counters_.rejected_malformed.fetch_add(1, std::memory_order_relaxed);
     return UCS_OK;
@@ -737,11 +766,11 @@ ucs_status_t runtime::on_reply_message(void* arg, const void* header, std::size_
   }
   std::memcpy(&h, header, sizeof h);
   // For a reply, `destination` is the caller thread and buffer_size says whether it succeeded.
-  bool delivered = self->is_local(h.destination) &&
-                   self->local_state(h.destination)
-                       .deliver_reply(h.reply_slot, h.reply_generation,
-                                      {static_cast<const std::byte*>(data), length},
-                                      h.buffer_size == 0);
+  local_thread_state* owner = self->reply_owner(h.destination);
+  bool delivered = owner != nullptr &&
+                   owner->deliver_reply(h.reply_slot, h.reply_generation,
+                                        {static_cast<const std::byte*>(data), length},
+                                        h.buffer_size == 0);
   if (delivered) {
     self->counters_.executed.fetch_add(1, std::memory_order_relaxed);  // a reply is a message too
   } else {

@@ -334,8 +334,8 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
                                                          : rt_.placement().locate(caller).process;
   rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
   if (caller_process == rt_.rank()) {
-    if (rt_.is_local(caller) &&
-        rt_.local_state(caller).deliver_reply(slot, generation, value, ok)) {
+    local_thread_state* owner = rt_.reply_owner(caller);
+    if (owner != nullptr && owner->deliver_reply(slot, generation, value, ok)) {
       rt_.counters().executed.fetch_add(1, std::memory_order_relaxed);
     } else {
       rt_.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);

@@ -333,9 +333,16 @@ TEST(InvokeSend, AThrowInANestedPollWaitsForTheCallItInterrupted) {
 
 // A return_slot left by an exception (its wait threw) closes its entry: the reply that arrives
 // afterwards is counted as a bad reply instead of being written where the slot was.
+// A value larger than a reply cell: its slot takes the caller thread's reply table.
+struct table_value {
+  std::uint64_t words[8];
+};
+static_assert(sizeof(table_value) > fabric::reply_cell::value_capacity);
+
 // The rejection is counted where the late reply is dropped: at the caller's process for a
 // message, at the callee's for a write into a same-machine caller's cell; the job's sum is 1.
-TEST(InvokeSend, ASlotLeftByAnExceptionDropsItsLateReply) {
+template <class Value>
+void late_reply_is_dropped() {
   auto& rt = test::rt();
   go = false;
   const fabric::thread_id caller = 0;
@@ -345,12 +352,12 @@ TEST(InvokeSend, ASlotLeftByAnExceptionDropsItsLateReply) {
   rt.run([&](thread_context& ctx) {
     if (ctx.id() != caller) return;
     {
-      fabric::return_slot<std::uint64_t> slot;
+      fabric::return_slot<Value> slot;
       ASSERT_EQ(ctx.call_return(runner,
-                                [caller](thread_context& self) -> std::uint64_t {
+                                [caller](thread_context& self) -> Value {
                                   (void)self.call(caller, [] { throw thrown_on_purpose{5}; });
                                   self.wait_until([] { return go.load(); });
-                                  return 99;
+                                  return Value{99};
                                 },
                                 slot),
                 call_status::ok);
@@ -372,6 +379,14 @@ TEST(InvokeSend, ASlotLeftByAnExceptionDropsItsLateReply) {
   EXPECT_EQ(rt.allreduce_sum(rt.counters().rejected_bad_reply.load() - rejected_before), 1u);
 }
 
+TEST(InvokeSend, ASlotLeftByAnExceptionDropsItsLateReply) {
+  late_reply_is_dropped<std::uint64_t>();  // a reply cell
+}
+
+TEST(InvokeSend, ATableSlotLeftByAnExceptionDropsItsLateReply) {
+  late_reply_is_dropped<table_value>();
+}
+
 // Small values land in the caller's reply cell: written there directly by a callee in another
 // process on the same machine when shared memory maps (counted in replies_direct), otherwise by
 // the caller's process on a reply message. Each thread keeps more call_returns outstanding than
@@ -380,10 +395,7 @@ TEST(InvokeSend, ASlotLeftByAnExceptionDropsItsLateReply) {
 TEST(InvokeSend, SmallValuesLandInTheCallersCellDirectlyOnOneMachine) {
   auto& rt = test::rt();
   ASSERT_EQ(rt.options().reply_cells, 8u);
-  struct big_value {
-    std::uint64_t words[9];
-  };
-  static_assert(sizeof(big_value) > fabric::reply_cell::value_capacity);
+  using big_value = table_value;
   constexpr int outstanding = 12;
   constexpr int rounds = 50;
   const std::uint64_t direct_before = rt.counters().replies_direct.load();
@@ -404,7 +416,7 @@ TEST(InvokeSend, SmallValuesLandInTheCallersCellDirectlyOnOneMachine) {
                     dest,
                     [seed] {
                       big_value v{};
-                      for (std::uint64_t w = 0; w < 9; ++w) v.words[w] = seed + w;
+                      for (std::uint64_t w = 0; w < 8; ++w) v.words[w] = seed + w;
                       return v;
                     },
                     big),
@@ -415,7 +427,7 @@ TEST(InvokeSend, SmallValuesLandInTheCallersCellDirectlyOnOneMachine) {
         if (!small[i].ready() || small[i].value() != expect) errors += 1;
       }
       ctx.wait_for(big);
-      for (std::uint64_t w = 0; w < 9; ++w) {
+      for (std::uint64_t w = 0; w < 8; ++w) {
         if (!big.ready() || big.value().words[w] != seed + w) errors += 1;
       }
     }
@@ -435,6 +447,80 @@ TEST(InvokeSend, SmallValuesLandInTheCallersCellDirectlyOnOneMachine) {
     EXPECT_GT(direct, 0u) << "no reply took the direct path over shm";
   } else {
     EXPECT_EQ(direct, 0u);
+  }
+}
+
+// Wire safety of calls and replies: a call whose source names no thread or service of the job
+// (its reply would go nowhere) is malformed; a reply naming a cell outside the region, a cell
+// that is not pending for its generation, or a table entry that does not exist writes nothing.
+TEST(InvokeSend, ForgedCallsAndRepliesAreRejected) {
+  auto& rt = test::rt();
+  if (rt.size() < 2) GTEST_SKIP() << "needs 2 processes";
+  const fabric::thread_id target = rt.options().threads_per_process;  // first thread of rank 1
+  struct counts {
+    std::uint64_t malformed, bad_reply;
+  };
+  auto read_counts = [](thread_context& self) {
+    return counts{self.rt().counters().rejected_malformed.load(),
+                  self.rt().counters().rejected_bad_reply.load()};
+  };
+  counts before{}, after{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    fabric::return_slot<counts> first;
+    ASSERT_EQ(ctx.call_return(target, read_counts, first), call_status::ok);
+    ctx.wait_for(first);
+    before = first.value();
+    transfer::ucx_endpoint& endpoint = ctx.endpoint_to(1);
+    auto send = [&](unsigned am_id, const fabric::call_header& h, std::span<const std::byte> data) {
+      ucp_request_param_t param{};
+      void* request = ucp_am_send_nbx(endpoint.handle(), am_id, &h, sizeof h, data.data(),
+                                      data.size(), &param);
+      while (request != nullptr && !UCS_PTR_IS_ERR(request) &&
+             ucp_request_check_status(request) == UCS_INPROGRESS) {
+        (void)ctx.poll();
+      }
+      ASSERT_FALSE(UCS_PTR_IS_ERR(request));
+      if (request != nullptr) ucp_request_free(request);
+      // Counted as sent, as a faulty seriema peer would: the receiver counts each as consumed
+      // (rejected), and runtime::run ends when the two sums agree.
+      rt.counters().sent.fetch_add(1);
+    };
+    // A well-formed call_return of read_counts, then its forged variants.
+    fabric::call_header call{};
+    call.function = fabric::function_wrapper<decltype(read_counts), fabric::return_shape>::id;
+    call.destination = target;
+    call.closure_size = sizeof read_counts;
+    call.reply_slot = 1;
+    call.reply_generation = 1;
+    const std::array<std::byte, sizeof read_counts> closure{};
+    fabric::call_header bad = call;
+    bad.source = ctx.thread_count() + 5;  // no such thread
+    send(fabric::am_id_call, bad, closure);
+    bad.source = fabric::service_of(rt.size() + 3);  // no such process
+    send(fabric::am_id_call, bad, closure);
+    std::uint64_t value = 7;
+    const auto value_bytes = std::as_bytes(std::span(&value, 1));
+    fabric::call_header reply{};
+    reply.destination = target;
+    reply.source = 0;
+    reply.reply_slot = fabric::reply_cell::index_bit | 0x7fff'fff0u;  // far outside the region
+    reply.reply_generation = 1;
+    send(fabric::am_id_reply, reply, value_bytes);
+    reply.reply_slot = fabric::reply_cell::index_bit;  // the target's first cell, not pending
+    reply.reply_generation = 0xdead'beefu;
+    send(fabric::am_id_reply, reply, value_bytes);
+    reply.reply_slot = 0x00ff'ffffu;  // a table entry that was never opened
+    send(fabric::am_id_reply, reply, value_bytes);
+    // Messages of one endpoint arrive in order: this call runs after the five were handled.
+    fabric::return_slot<counts> second;
+    ASSERT_EQ(ctx.call_return(target, read_counts, second), call_status::ok);
+    ctx.wait_for(second);
+    after = second.value();
+  });
+  if (rt.is_local(0)) {
+    EXPECT_EQ(after.malformed - before.malformed, 2u);
+    EXPECT_EQ(after.bad_reply - before.bad_reply, 3u);
   }
 }
 

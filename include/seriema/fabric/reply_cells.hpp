@@ -21,6 +21,8 @@ namespace seriema::fabric {
 // so the value and the word that publishes it travel together).
 //
 // The word is (generation << 32) | (value size << 8) | state. Who writes it, in order:
+//  0. a free cell's word is never pending (attach sets claimed, generation 0), so no reply
+//     lands in it;
 //  1. the owner, opening the cell: pending, with the slot's generation and the value's size
 //     (release; a free cell is the owner's alone, nobody else writes it);
 //  2. exactly one writer, by CAS pending -> claimed for that generation and size (a reply for
@@ -28,7 +30,10 @@ namespace seriema::fabric {
 //     fails the CAS and writes nothing);
 //  3. that writer: the value bytes, then ready or failed (release);
 //  or instead of 2-3, the owner closing a cell whose slot was abandoned: CAS pending -> claimed
-//  (so a late reply fails its CAS); or marking a call that was never sent failed.
+//  (so a late reply fails its CAS); or failing a call reported as not sent: CAS pending ->
+//  failed. A reply's writer checks the cell index against the caller's whole region (it does
+//  not know how the caller divides it among threads); the caller's process, delivering a reply
+//  message, checks it against the named thread's own cells.
 // The owner reuses a cell only after it read ready/failed, or after its own CAS closed it.
 namespace reply_cell {
 inline constexpr std::size_t size = 64;
@@ -72,7 +77,8 @@ class reply_cell_table {
   // The slot waiting on cell `slot` is gone: closes the cell so that a late reply writes
   // nothing (or, when a writer is at it right now, frees it once the writer is done).
   void abandon(std::uint32_t slot, std::uint32_t generation, std::size_t value_size) noexcept;
-  // The call was never sent: marks the pending cell failed (collect then frees it).
+  // The call was reported as not sent: marks the cell failed unless a writer already claimed
+  // it (collect then reads the writer's outcome, and frees the cell either way).
   void fail_unsent(std::uint32_t slot) noexcept;
   // A reply for one of these cells arriving in this process (am_id_reply, a call_return from a
   // thread of this process, a one-sided reply record); false when it names no cell of ours or

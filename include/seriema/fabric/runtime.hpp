@@ -117,6 +117,9 @@ class runtime {
   // The service thread's state (persists across runs like the workers').
   [[nodiscard]] local_thread_state& service_state() noexcept { return *service_state_; }
   [[nodiscard]] bool is_local(thread_id id) const noexcept;
+  // The state whose reply slots a reply to `caller` names: a local thread's, this process's
+  // service role's (a service call that made a call_return), or null.
+  [[nodiscard]] local_thread_state* reply_owner(thread_id caller) noexcept;
   [[nodiscard]] invocation_counters& counters() noexcept { return counters_; }
   [[nodiscard]] call_queue& service_queue() noexcept { return service_queue_; }
   // Takes the service role if nobody holds it: progresses the process worker and runs queued

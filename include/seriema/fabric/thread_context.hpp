@@ -88,6 +88,7 @@ class return_slot {
     }
   }
 
+  // done/ready/failed: the owner thread only (they read the cell and may copy the value in).
   [[nodiscard]] bool done() const noexcept {
     int state = state_.load(std::memory_order_acquire);
     if (state == 0 && cells_ != nullptr) state = collect();

@@ -55,6 +55,15 @@ TEST(ReplyCells, AValueWrittenByTheCalleeIsReadOnceAndFreesTheCell) {
   EXPECT_FALSE(f.table.open(8).has_value());
 }
 
+TEST(ReplyCells, ACellNeverOpenedTakesNoReply) {
+  cells_fixture f(2);
+  std::byte* fresh = reply_cell::in_region(f.bytes(), reply_cell::index_bit | 1);
+  EXPECT_FALSE(reply_cell::write(fresh, 0, {}, false)) << "generation 0 failure on a fresh cell";
+  EXPECT_FALSE(reply_cell::write(fresh, 0, {}, true)) << "generation 0, empty value";
+  auto [slot, generation] = *f.table.open(8);
+  EXPECT_NE(generation, 0u);
+}
+
 TEST(ReplyCells, WrongGenerationOrSizeWritesNothing) {
   cells_fixture f(1);
   auto [slot, generation] = *f.table.open(sizeof(std::uint32_t));
@@ -115,6 +124,37 @@ TEST(ReplyCells, ACellAbandonedWhileBeingWrittenIsReusedOnlyAfterTheWrite) {
   EXPECT_TRUE(f.table.open(8).has_value());
 }
 
+TEST(ReplyCells, AnUnsentFailureLeavesAClaimedCellToItsWriter) {
+  // The send was reported as failed, but the call arrived and its writer holds the cell: the
+  // writer's outcome stands and the cell is not reused under it.
+  cells_fixture f(1);
+  auto [slot, generation] = *f.table.open(8);
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
+  word.store(reply_cell::word(generation, 8, reply_cell::claimed));
+  f.table.fail_unsent(slot);
+  std::uint64_t out = 0;
+  EXPECT_EQ(f.table.collect(slot, generation, &out, 8), reply_cell::pending);
+  EXPECT_FALSE(f.table.open(8).has_value());
+  const std::uint64_t value = 42;
+  std::memcpy(cell + reply_cell::value_offset, &value, 8);
+  word.store(reply_cell::word(generation, 8, reply_cell::ready));
+  EXPECT_EQ(f.table.collect(slot, generation, &out, 8), reply_cell::ready);
+  EXPECT_EQ(out, 42u);
+}
+
+TEST(ReplyCells, ACellAbandonedWhileItsWriterFailsItIsReclaimed) {
+  cells_fixture f(1);
+  auto [slot, generation] = *f.table.open(8);
+  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
+  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
+  word.store(reply_cell::word(generation, 8, reply_cell::claimed));
+  f.table.abandon(slot, generation, 8);
+  EXPECT_FALSE(f.table.open(8).has_value());
+  word.store(reply_cell::word(generation, 8, reply_cell::failed));
+  EXPECT_TRUE(f.table.open(8).has_value());
+}
+
 TEST(ReplyCells, IndicesOutsideTheRegionOrTheTableAreRefused) {
   cells_fixture f(4, 8);  // a region of 12 cells; this table owns cells 8..11
   EXPECT_EQ(reply_cell::in_region(f.bytes(), reply_cell::index_bit | 12), nullptr);
@@ -165,8 +205,15 @@ TEST(ReplyCells, RacingWritersAndAnAbandoningOwnerLeaveOneOutcome) {
     go = true;
     f.table.abandon(slot, generation, 8);
     w.join();
+    // The reopened cell is pending for its new generation only: nothing of the old reply
+    // reached it, and a reply of the new generation lands.
     auto reopened = f.table.open(8);
     ASSERT_TRUE(reopened.has_value()) << "round " << round;
-    f.table.abandon(reopened->first, reopened->second, 8);
+    std::uint64_t out = 0;
+    ASSERT_EQ(f.table.collect(reopened->first, reopened->second, &out, 8), reply_cell::pending);
+    const std::uint64_t fresh = round;
+    ASSERT_TRUE(reply_cell::write(cell, reopened->second, bytes_of(fresh), true));
+    ASSERT_EQ(f.table.collect(reopened->first, reopened->second, &out, 8), reply_cell::ready);
+    ASSERT_EQ(out, fresh);
   }
 }
