@@ -111,48 +111,45 @@ TEST(ReplyCells, AnAbandonedCellDropsItsLateReplyAndIsReusedWithANewGeneration) 
   EXPECT_EQ(out, fresh);
 }
 
-TEST(ReplyCells, ACellAbandonedWhileBeingWrittenIsReusedOnlyAfterTheWrite) {
-  cells_fixture f(1);
+// An open cell as a writer leaves it between its CAS and its last store: claimed.
+struct claimed_cell {
+  std::uint32_t slot, generation;
+  std::byte* cell;
+  std::atomic_ref<std::uint64_t> word;
+};
+claimed_cell claim_by_writer(cells_fixture& f) {
   auto [slot, generation] = *f.table.open(8);
   std::byte* cell = reply_cell::in_region(f.bytes(), slot);
-  // A writer between its CAS and its last store: the word says claimed.
-  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
+  std::atomic_ref<std::uint64_t> word(*reinterpret_cast<std::uint64_t*>(cell));
   word.store(reply_cell::word(generation, 8, reply_cell::claimed));
-  f.table.abandon(slot, generation, 8);
-  EXPECT_FALSE(f.table.open(8).has_value()) << "reused while a writer holds it";
-  word.store(reply_cell::word(generation, 8, reply_cell::ready));  // the writer finishes
-  EXPECT_TRUE(f.table.open(8).has_value());
+  return {slot, generation, cell, word};
+}
+
+TEST(ReplyCells, ACellAbandonedWhileBeingWrittenIsReusedOnlyAfterTheWrite) {
+  for (auto outcome : {reply_cell::ready, reply_cell::failed}) {
+    cells_fixture f(1);
+    claimed_cell c = claim_by_writer(f);
+    f.table.abandon(c.slot, c.generation, 8);
+    EXPECT_FALSE(f.table.open(8).has_value()) << "reused while a writer holds it";
+    c.word.store(reply_cell::word(c.generation, 8, outcome));  // the writer finishes
+    EXPECT_TRUE(f.table.open(8).has_value());
+  }
 }
 
 TEST(ReplyCells, AnUnsentFailureLeavesAClaimedCellToItsWriter) {
   // The send was reported as failed, but the call arrived and its writer holds the cell: the
   // writer's outcome stands and the cell is not reused under it.
   cells_fixture f(1);
-  auto [slot, generation] = *f.table.open(8);
-  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
-  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
-  word.store(reply_cell::word(generation, 8, reply_cell::claimed));
-  f.table.fail_unsent(slot);
+  claimed_cell c = claim_by_writer(f);
+  f.table.fail_unsent(c.slot);
   std::uint64_t out = 0;
-  EXPECT_EQ(f.table.collect(slot, generation, &out, 8), reply_cell::pending);
+  EXPECT_EQ(f.table.collect(c.slot, c.generation, &out, 8), reply_cell::pending);
   EXPECT_FALSE(f.table.open(8).has_value());
   const std::uint64_t value = 42;
-  std::memcpy(cell + reply_cell::value_offset, &value, 8);
-  word.store(reply_cell::word(generation, 8, reply_cell::ready));
-  EXPECT_EQ(f.table.collect(slot, generation, &out, 8), reply_cell::ready);
+  std::memcpy(c.cell + reply_cell::value_offset, &value, 8);
+  c.word.store(reply_cell::word(c.generation, 8, reply_cell::ready));
+  EXPECT_EQ(f.table.collect(c.slot, c.generation, &out, 8), reply_cell::ready);
   EXPECT_EQ(out, 42u);
-}
-
-TEST(ReplyCells, ACellAbandonedWhileItsWriterFailsItIsReclaimed) {
-  cells_fixture f(1);
-  auto [slot, generation] = *f.table.open(8);
-  std::byte* cell = reply_cell::in_region(f.bytes(), slot);
-  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(cell));
-  word.store(reply_cell::word(generation, 8, reply_cell::claimed));
-  f.table.abandon(slot, generation, 8);
-  EXPECT_FALSE(f.table.open(8).has_value());
-  word.store(reply_cell::word(generation, 8, reply_cell::failed));
-  EXPECT_TRUE(f.table.open(8).has_value());
 }
 
 TEST(ReplyCells, IndicesOutsideTheRegionOrTheTableAreRefused) {
