@@ -90,7 +90,8 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> reply_cell_table::open(
       const std::uint32_t slot = reply_cell::index_bit | index;
       auto w8 = word_of(cell(slot));
       // A free cell is ours alone: its last generation, plus one.
-      const auto generation = static_cast<std::uint32_t>(w8.load(std::memory_order_relaxed) >> 32) + 1;
+      const auto generation =
+          static_cast<std::uint32_t>(w8.load(std::memory_order_relaxed) >> 32) + 1;
       w8.store(reply_cell::word(generation, value_size, reply_cell::pending),
                std::memory_order_release);
       return std::pair{slot, generation};

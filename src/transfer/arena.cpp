@@ -187,15 +187,11 @@ arena::~arena() {
 }
 
 void arena::map_ucx_allocated(registered_segment& segment) {
-  ucp_mem_map_params_t params{};
-  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-  params.length = segment.size;
-  params.flags = UCP_MEM_MAP_ALLOCATE;
   ucp_mem_h memh = nullptr;
   ucs_status_t status;
   {
     scoped_thread_membind in_zone(zone_);
-    status = ucp_mem_map(context_.handle(), &params, &memh);
+    status = map_ucx_allocated_memory(context_, segment.size, &memh, &segment.base);
   }
   if (status != UCS_OK) {
     throw ucx_error(fmt::format(
@@ -203,15 +199,7 @@ void arena::map_ucx_allocated(registered_segment& segment) {
         "large enough? lower SERIEMA_SEGMENT_SIZE or set SERIEMA_MEMORY_SOURCE=self)",
         zone_, segment.size >> 20, ucs_status_string(status)));
   }
-  ucp_mem_attr_t attr{};
-  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-  status = ucp_mem_query(memh, &attr);
-  if (status != UCS_OK) {
-    ucp_mem_unmap(context_.handle(), memh);
-    check_ucx(status, "ucp_mem_query");
-  }
   segment.memh = memh;
-  segment.base = static_cast<std::byte*>(attr.address);
   segment.ucx_allocated = true;
   // Also bind the area itself (pages not touched yet follow it).
   if (!bind_to_zone(segment.base, segment.size, zone_)) {
@@ -308,17 +296,13 @@ const registered_segment& arena::grow_locked() {
   } else {
     map_self_allocated(segment);
   }
-  void* rkey = nullptr;
-  std::size_t rkey_size = 0;
-  ucs_status_t status = ucp_rkey_pack(context_.handle(), segment.memh, &rkey, &rkey_size);
-  if (status != UCS_OK) {
+  try {
+    segment.packed_rkey = pack_rkey(context_, segment.memh);
+  } catch (...) {
     ucp_mem_unmap(context_.handle(), segment.memh);
     if (!segment.ucx_allocated) munmap(segment.base, segment.size);
-    check_ucx(status, "ucp_rkey_pack");
+    throw;
   }
-  auto* bytes = static_cast<const std::byte*>(rkey);
-  segment.packed_rkey.assign(bytes, bytes + rkey_size);
-  ucp_rkey_buffer_release(rkey);
 
   segments_.push_back(std::move(segment));
   const registered_segment& added = segments_.back();

@@ -188,6 +188,36 @@ ucx_worker::~ucx_worker() {
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
 }
 
+ucs_status_t map_ucx_allocated_memory(ucx_context& context, std::size_t length, ucp_mem_h* memh,
+                                      std::byte** base) noexcept {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  params.length = length;
+  params.flags = UCP_MEM_MAP_ALLOCATE;
+  ucs_status_t status = ucp_mem_map(context.handle(), &params, memh);
+  if (status != UCS_OK) return status;
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+  status = ucp_mem_query(*memh, &attr);
+  if (status != UCS_OK) {
+    ucp_mem_unmap(context.handle(), *memh);
+    *memh = nullptr;
+    return status;
+  }
+  *base = static_cast<std::byte*>(attr.address);
+  return UCS_OK;
+}
+
+std::vector<std::byte> pack_rkey(ucx_context& context, ucp_mem_h memh) {
+  void* packed = nullptr;
+  std::size_t size = 0;
+  check_ucx(ucp_rkey_pack(context.handle(), memh, &packed, &size), "ucp_rkey_pack");
+  auto* bytes = static_cast<const std::byte*>(packed);
+  std::vector<std::byte> out(bytes, bytes + size);
+  ucp_rkey_buffer_release(packed);
+  return out;
+}
+
 ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);

@@ -438,7 +438,8 @@ TEST(InvokeSend, SmallValuesLandInTheCallersCellDirectlyOnOneMachine) {
   EXPECT_EQ(errors.load(), 0);
   // Written directly: the replies to the cell-backed slots of every thread whose destination is
   // in another process on this machine (the callee counts them, so compare the job's sums).
-  const std::uint64_t direct = rt.allreduce_sum(rt.counters().replies_direct.load() - direct_before);
+  const std::uint64_t direct =
+      rt.allreduce_sum(rt.counters().replies_direct.load() - direct_before);
   const std::uint64_t expected = rt.allreduce_sum(to_mappable_peers.load());
   EXPECT_EQ(direct, expected);
   const bool shm_between_processes = rt.size() > 1 && !test::tcp_only() && rt.same_machine(

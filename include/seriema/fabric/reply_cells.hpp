@@ -65,7 +65,6 @@ class reply_cell_table {
  public:
   // The cells [first_index, first_index + count) of a region, starting at `cells`.
   void attach(std::byte* cells, std::uint32_t first_index, std::uint32_t count);
-  [[nodiscard]] bool attached() const noexcept { return count_ > 0; }
 
   // Opens a free cell for a value of `value_size` bytes (<= value_capacity): the reply_slot to
   // send (index_bit | index) and its generation; nullopt when every cell is in use.

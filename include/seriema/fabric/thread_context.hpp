@@ -79,14 +79,7 @@ class return_slot {
   return_slot() = default;
   return_slot(const return_slot&) = delete;
   return_slot& operator=(const return_slot&) = delete;
-  ~return_slot() {
-    if (owner_ == nullptr || done()) return;
-    if (cells_ != nullptr) {
-      cells_->abandon(index_, generation_, sizeof(R));
-    } else {
-      abandon_reply(*owner_, index_, generation_);
-    }
-  }
+  ~return_slot() { abandon_if_pending(); }
 
   // done/ready/failed: the owner thread only (they read the cell and may copy the value in).
   [[nodiscard]] bool done() const noexcept {
@@ -94,12 +87,25 @@ class return_slot {
     if (state == 0 && cells_ != nullptr) state = collect();
     return state != 0;
   }
-  [[nodiscard]] bool ready() const noexcept { return done() && state_.load(std::memory_order_acquire) == 1; }
-  [[nodiscard]] bool failed() const noexcept { return done() && state_.load(std::memory_order_acquire) == 2; }
+  [[nodiscard]] bool ready() const noexcept {
+    return done() && state_.load(std::memory_order_acquire) == 1;
+  }
+  [[nodiscard]] bool failed() const noexcept {
+    return done() && state_.load(std::memory_order_acquire) == 2;
+  }
   [[nodiscard]] const R& value() const noexcept { return value_; }
 
  private:
   friend class thread_context;
+  // Closes the cell or table entry of a call still waiting, so its reply is dropped.
+  void abandon_if_pending() noexcept {
+    if (owner_ == nullptr || done()) return;
+    if (cells_ != nullptr) {
+      cells_->abandon(index_, generation_, sizeof(R));
+    } else {
+      abandon_reply(*owner_, index_, generation_);
+    }
+  }
   // Reads the cell; once it holds the reply, copies it here and lets the cell go.
   int collect() const noexcept {
     const reply_cell::state got = cells_->collect(index_, generation_, &value_, sizeof(R));
@@ -481,13 +487,7 @@ class thread_context {
   template <class R>
   std::pair<std::uint32_t, std::uint32_t> open_slot(return_slot<R>& slot) {
     // A slot reused while a call is still pending would leave its first cell or entry open.
-    if (slot.owner_ != nullptr && !slot.done()) {
-      if (slot.cells_ != nullptr) {
-        slot.cells_->abandon(slot.index_, slot.generation_, sizeof(R));
-      } else {
-        abandon_reply(*slot.owner_, slot.index_, slot.generation_);
-      }
-    }
+    slot.abandon_if_pending();
     slot.state_.store(0, std::memory_order_relaxed);
     slot.cells_ = nullptr;
     std::pair<std::uint32_t, std::uint32_t> opened;

@@ -115,6 +115,14 @@ class ucx_endpoint {
 // final status and frees it. Accepts NULL (immediate success) and error pointers. Control path.
 ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept;
 
+// Registered memory that UCX allocates itself (ucp_mem_map with ALLOCATE: a shm segment that
+// same-machine peers can map with ucp_rkey_ptr): its handle and address, or the failing status
+// with nothing left mapped. Arenas and shared_region use it.
+ucs_status_t map_ucx_allocated_memory(ucx_context& context, std::size_t length, ucp_mem_h* memh,
+                                      std::byte** base) noexcept;
+// The packed rkey of `memh`: what a peer unpacks to address that memory. Throws ucx_error.
+std::vector<std::byte> pack_rkey(ucx_context& context, ucp_mem_h memh);
+
 // UCX library version ("1.13.1") and the transports/devices this context can use.
 std::string ucx_version();
 std::vector<std::string> ucx_available_transports(ucx_context& context);
