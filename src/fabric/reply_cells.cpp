@@ -17,7 +17,9 @@ std::atomic_ref<std::uint64_t> word_of(std::byte* cell) noexcept {
 namespace reply_cell {
 
 bool write(std::byte* cell, std::uint32_t generation, std::span<const std::byte> value,
-           bool ok) noexcept {
+           outcome result) noexcept {
+  const bool ok = result == outcome::done;
+  if (!ok && !is_reply_failure(result)) return false;
   auto w = word_of(cell);
   std::uint64_t expected;
   if (ok) {
@@ -27,16 +29,30 @@ bool write(std::byte* cell, std::uint32_t generation, std::span<const std::byte>
     expected = word(generation, value.size(), pending);
   } else {
     expected = w.load(std::memory_order_relaxed);  // a failure carries no size: take the cell's
-    if ((expected >> 32) != generation || (expected & 3) != pending) return false;
+    if ((expected >> 32) != generation || (expected & state_mask) != pending) return false;
   }
-  const std::uint64_t claimed_word = (expected & ~std::uint64_t{3}) | claimed;
+  const std::uint64_t claimed_word = (expected & ~(state_mask | why_mask)) | claimed;
   if (!w.compare_exchange_strong(expected, claimed_word, std::memory_order_acquire,
                                  std::memory_order_relaxed)) {
     return false;
   }
   if (ok && !value.empty()) std::memcpy(cell + value_offset, value.data(), value.size());
-  w.store((claimed_word & ~std::uint64_t{3}) | (ok ? ready : failed), std::memory_order_release);
+  const std::uint64_t base = claimed_word & ~(state_mask | why_mask);
+  w.store(ok ? (base | ready) : (base | word(0, 0, failed, result)), std::memory_order_release);
   return true;
+}
+
+bool fail_if_pending(std::byte* cell, outcome why) noexcept {
+  auto w = word_of(cell);
+  std::uint64_t now = w.load(std::memory_order_acquire);
+  while ((now & state_mask) == pending) {
+    const std::uint64_t failed_word = (now & ~(state_mask | why_mask)) | word(0, 0, failed, why);
+    if (w.compare_exchange_weak(now, failed_word, std::memory_order_acq_rel,
+                                std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::byte* in_region(std::span<std::byte> region, std::uint32_t index) noexcept {
@@ -53,6 +69,7 @@ void reply_cell_table::attach(std::byte* cells, std::uint32_t first_index, std::
   count_ = count;
   bit_words_ = (count + 63) / 64;
   free_bits_ = std::make_unique<std::atomic<std::uint64_t>[]>(bit_words_);
+  destinations_ = std::make_unique<std::atomic<std::int32_t>[]>(count);
   // A free cell is never pending (a zeroed word would read "pending, generation 0, size 0"
   // and accept a forged reply of generation 0): claimed, generation 0; open() makes it 1.
   for (std::uint32_t i = 0; i < count; ++i) {
@@ -75,7 +92,7 @@ std::byte* reply_cell_table::cell(std::uint32_t slot) const noexcept {
 }
 
 std::optional<std::pair<std::uint32_t, std::uint32_t>> reply_cell_table::open(
-    std::size_t value_size) noexcept {
+    std::size_t value_size, int destination) noexcept {
   if (value_size > reply_cell::value_capacity) return std::nullopt;
   if (draining_count_.load(std::memory_order_relaxed) != 0) reclaim_drained();
   for (std::size_t w = 0; w < bit_words_; ++w) {
@@ -88,6 +105,7 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> reply_cell_table::open(
       }
       const auto index = first_ + static_cast<std::uint32_t>(w * 64 + std::countr_zero(taken));
       const std::uint32_t slot = reply_cell::index_bit | index;
+      destinations_[index - first_].store(destination, std::memory_order_relaxed);
       auto w8 = word_of(cell(slot));
       // A free cell is ours alone: its last generation, plus one.
       const auto generation =
@@ -105,20 +123,23 @@ void reply_cell_table::release(std::uint32_t slot) noexcept {
   free_bits_[bit / 64].fetch_or(std::uint64_t{1} << (bit % 64), std::memory_order_release);
 }
 
-reply_cell::state reply_cell_table::collect(std::uint32_t slot, std::uint32_t generation,
-                                            void* out, std::size_t value_size) noexcept {
+outcome reply_cell_table::collect(std::uint32_t slot, std::uint32_t generation, void* out,
+                                  std::size_t value_size) noexcept {
   std::byte* c = cell(slot);
   const std::uint64_t now = word_of(c).load(std::memory_order_acquire);
   if (now == reply_cell::word(generation, value_size, reply_cell::ready)) {
     std::memcpy(out, c + reply_cell::value_offset, value_size);
     release(slot);
-    return reply_cell::ready;
+    return outcome::done;
   }
-  if (now == reply_cell::word(generation, value_size, reply_cell::failed)) {
+  const std::uint64_t failed_base = reply_cell::word(generation, value_size, reply_cell::failed);
+  if ((now & ~reply_cell::why_mask) == failed_base) {
     release(slot);
-    return reply_cell::failed;
+    const auto why = static_cast<outcome>((now & reply_cell::why_mask) >> 2);
+    // A failed word always carries its outcome; a peer that wrote none still failed the call.
+    return why == outcome::pending || why == outcome::done ? outcome::may_have_executed : why;
   }
-  return reply_cell::pending;
+  return outcome::pending;
 }
 
 void reply_cell_table::abandon(std::uint32_t slot, std::uint32_t generation,
@@ -128,7 +149,7 @@ void reply_cell_table::abandon(std::uint32_t slot, std::uint32_t generation,
   if (w.compare_exchange_strong(expected, reply_cell::word(generation, value_size,
                                                            reply_cell::claimed),
                                 std::memory_order_acquire, std::memory_order_relaxed) ||
-      (expected & 3) != reply_cell::claimed) {
+      (expected & reply_cell::state_mask) != reply_cell::claimed) {
     release(slot);  // closed by us, or the reply is already complete: nobody writes it again
     return;
   }
@@ -141,7 +162,7 @@ void reply_cell_table::reclaim_drained() noexcept {
   std::lock_guard lock(draining_mutex_);
   std::erase_if(draining_, [&](const std::pair<std::uint32_t, std::uint32_t>& d) {
     const std::uint64_t now = word_of(cell(d.first)).load(std::memory_order_acquire);
-    if ((now & 3) == reply_cell::claimed) return false;
+    if ((now & reply_cell::state_mask) == reply_cell::claimed) return false;
     release(d.first);
     return true;
   });
@@ -151,17 +172,34 @@ void reply_cell_table::reclaim_drained() noexcept {
 void reply_cell_table::fail_unsent(std::uint32_t slot) noexcept {
   // A CAS, not a store: a send reported as failed may still have reached its callee, whose
   // writer may hold the cell already; then its outcome stands and collect() reads it.
-  auto w = word_of(cell(slot));
-  std::uint64_t now = w.load(std::memory_order_relaxed);
-  if ((now & 3) != reply_cell::pending) return;
-  (void)w.compare_exchange_strong(now, (now & ~std::uint64_t{3}) | reply_cell::failed,
-                                  std::memory_order_release, std::memory_order_relaxed);
+  (void)reply_cell::fail_if_pending(cell(slot), outcome::not_executed);
+}
+
+std::size_t reply_cell_table::fail_pending_to(int destination, outcome why) noexcept {
+  std::size_t failed = 0;
+  for (std::uint32_t i = 0; i < count_; ++i) {
+    std::byte* c = cells_ + std::size_t{i} * reply_cell::size;
+    // The destination read after the pending word it was stored before (acquire) is that
+    // call's; the CAS from exactly that word fails nothing else: a cell closed and opened
+    // again meanwhile carries another generation.
+    std::uint64_t now = word_of(c).load(std::memory_order_acquire);
+    if ((now & reply_cell::state_mask) != reply_cell::pending) continue;
+    if (destinations_[i].load(std::memory_order_relaxed) != destination) continue;
+    const std::uint64_t failed_word =
+        (now & ~(reply_cell::state_mask | reply_cell::why_mask)) |
+        reply_cell::word(0, 0, reply_cell::failed, why);
+    if (word_of(c).compare_exchange_strong(now, failed_word, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+      ++failed;
+    }
+  }
+  return failed;
 }
 
 bool reply_cell_table::deliver(std::uint32_t slot, std::uint32_t generation,
-                               std::span<const std::byte> value, bool ok) noexcept {
+                               std::span<const std::byte> value, outcome result) noexcept {
   std::byte* c = cell(slot);
-  return c != nullptr && reply_cell::write(c, generation, value, ok);
+  return c != nullptr && reply_cell::write(c, generation, value, result);
 }
 
 }  // namespace seriema::fabric

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/transfer/config.hpp>
@@ -15,7 +16,7 @@ namespace {
 
 struct barrier_message {
   std::uint64_t epoch;
-  std::uint32_t kind;  // 0: arrival at rank 0; 1: release from rank 0
+  std::uint32_t kind;  // 0: arrival at rank 0; 1: release from rank 0; 2: rank `value` failed
   std::int32_t from;
   std::uint64_t value;  // arrival: this rank's addend; release: the sum
 };
@@ -38,6 +39,7 @@ runtime_options runtime_options::from_environment() {
     throw config_error(fmt::format("SERIEMA_SEND_LIMIT={}: expected 64 bytes .. 1G",
                                    options.send_limit));
   }
+  options.timeout = config::get_duration("SERIEMA_TIMEOUT");
   options.placement = placement_options::from_environment();
   options.ucx = transfer::context_options::from_environment();
   options.memory = transfer::arena_options::from_environment();
@@ -46,6 +48,16 @@ runtime_options runtime_options::from_environment() {
 
 runtime::runtime(const runtime_options& options) : options_(options) {
   boot_ = bootstrap::create(options_.boot);
+  dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(boot_->size()));
+  dead_status_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
+  dead_reporter_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
+  failures_announced_.assign(static_cast<std::size_t>(boot_->size()), false);
+  if (!options_.ucx.peer_errors && boot_->size() > 1) {
+    fmt::print(stderr, "seriema[rank {}]: warning: SERIEMA_PEER_ERRORS=no: a rank that dies "
+                       "will not be detected, and calls and waits addressed to it may hang "
+                       "until their deadline (SERIEMA_TIMEOUT)\n",
+               boot_->rank());
+  }
   try {
     // Placement is about hardware. seriema-run runs every rank on this one host, also when it
     // emulates several machines: then the host's cores are shared by all ranks, not handed out
@@ -174,11 +186,59 @@ transfer::ucx_endpoint& runtime::endpoint(int rank) {
   }
   std::lock_guard lock(endpoints_mutex_);
   auto& slot = endpoints_[static_cast<std::size_t>(rank)];
-  if (!slot) {
-    slot = std::make_unique<transfer::ucx_endpoint>(*worker_, addresses_[static_cast<std::size_t>(rank)],
-                                                    fmt::format("rank {}", rank));
-  }
+  if (!slot) slot = connect(*worker_, rank);
   return *slot;
+}
+
+std::unique_ptr<transfer::ucx_endpoint> runtime::connect(transfer::ucx_worker& worker, int rank) {
+  if (peer_failed(rank)) {
+    throw error(fmt::format("cannot connect to rank {}: it failed earlier ({})", rank,
+                            describe_failed_peers()));
+  }
+  try {
+    return std::make_unique<transfer::ucx_endpoint>(
+        worker, addresses_[static_cast<std::size_t>(rank)], fmt::format("rank {}", rank),
+        [this, rank](ucs_status_t status) { note_peer_failure(rank, status); });
+  } catch (const std::exception& e) {
+    if (peer_failed(rank)) {  // the transport's hint would point at the configuration
+      throw error(fmt::format("cannot connect to rank {}: it failed ({})", rank,
+                              describe_failed_peers()));
+    }
+    throw;
+  }
+}
+
+void runtime::note_peer_failure(int rank, ucs_status_t status, int reported_by) noexcept {
+  if (rank < 0 || rank >= size() || rank == this->rank()) return;
+  if (dead_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire)) return;
+  dead_status_[static_cast<std::size_t>(rank)].store(status, std::memory_order_relaxed);
+  dead_reporter_[static_cast<std::size_t>(rank)].store(reported_by, std::memory_order_relaxed);
+  if (dead_[static_cast<std::size_t>(rank)].exchange(true, std::memory_order_acq_rel)) return;
+  // The service role's slots here (it has no messengers); each thread ends its own slots at
+  // its next poll (thread_context::notice_peer_failures), after its messengers had their say.
+  (void)service_state_->fail_pending_to(rank, outcome::may_have_executed);
+  failure_epoch_.fetch_add(1, std::memory_order_acq_rel);
+  const std::string reason = describe_failed_peer(rank);
+  std::fprintf(stderr,
+               "seriema[rank %d]: %s failed: calls to it fail from now on; calls waiting for "
+               "its reply end as 'may have executed'\n",
+               this->rank(), reason.c_str());
+}
+
+std::string runtime::describe_failed_peer(int rank) const {
+  const auto status =
+      static_cast<ucs_status_t>(dead_status_[static_cast<std::size_t>(rank)].load());
+  const int reporter = dead_reporter_[static_cast<std::size_t>(rank)].load();
+  if (reporter >= 0) return fmt::format("rank {} (reported failed by rank {})", rank, reporter);
+  return fmt::format("rank {} ({})", rank, ucs_status_string(status));
+}
+
+std::string runtime::describe_failed_peers() const {
+  std::string out;
+  for (int r = 0; r < size(); ++r) {
+    if (peer_failed(r)) out += (out.empty() ? "" : ", ") + describe_failed_peer(r);
+  }
+  return out.empty() ? "no rank has failed" : out;
 }
 
 transfer::arena& runtime::arena_for_zone(int zone) {
@@ -320,6 +380,15 @@ ucs_status_t runtime::on_barrier_message(void* arg, const void* header, std::siz
   if (header_length != sizeof(barrier_message)) return UCS_OK;  // malformed: ignore
   barrier_message message;
   std::memcpy(&message, header, sizeof message);
+  if (message.kind == 2) {
+    // A survivor left a collective because `value` died: so must we (it will not release us).
+    if (message.value < static_cast<std::uint64_t>(self->size()) && message.from >= 0 &&
+        message.from < self->size()) {
+      self->note_peer_failure(static_cast<int>(message.value), UCS_ERR_CONNECTION_RESET,
+                              message.from);
+    }
+    return UCS_OK;
+  }
   if (message.kind == 0) {
     // Sum before count: the waiter reads the count (acquire), then the sum.
     self->barrier_sums_[message.epoch % 2].fetch_add(message.value, std::memory_order_relaxed);
@@ -352,6 +421,27 @@ void send_barrier_message(transfer::ucx_endpoint& endpoint, const barrier_messag
 
 void runtime::barrier() { (void)allreduce_sum(0); }
 
+void runtime::throw_if_peers_failed() {
+  // Every survivor leaves the collective, not only the ones whose own peer died: rank 0 would
+  // never release the others. So the survivors learn it too, whether or not they talked to
+  // the dead rank: each dead rank is announced to every live one (once; best effort).
+  if (failure_epoch() == 0) return;
+  for (int dead = 0; dead < size(); ++dead) {
+    if (!peer_failed(dead) || failures_announced_[static_cast<std::size_t>(dead)]) continue;
+    failures_announced_[static_cast<std::size_t>(dead)] = true;
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank() || peer_failed(r)) continue;
+      try {
+        send_barrier_message(endpoint(r), {0, 2, rank(), static_cast<std::uint64_t>(dead)});
+      } catch (const std::exception&) {
+        // That one is failing too: its own detection, or another survivor, covers it.
+      }
+    }
+  }
+  throw error(fmt::format("collective on rank {}: {} failed; the job cannot complete it",
+                          rank(), describe_failed_peers()));
+}
+
 std::uint64_t runtime::allreduce_sum(std::uint64_t value) {
   if (size() == 1) return value;
   const std::uint64_t epoch = barrier_epoch_++;
@@ -369,13 +459,7 @@ std::uint64_t runtime::allreduce_sum(std::uint64_t value) {
     auto& arrivals = barrier_arrivals_[epoch % 2];
     wait_until([&] { return arrivals.load(std::memory_order_acquire) >= static_cast<std::uint64_t>(size() - 1); },
                [&] {
-                 for (int r = 1; r < size(); ++r) {
-                   auto& ep = endpoint(r);
-                   if (ep.failed()) {
-                     throw error(fmt::format("barrier: rank {} failed ({})", r,
-                                             ucs_status_string(ep.failure())));
-                   }
-                 }
+                 throw_if_peers_failed();
                });
     std::uint64_t total = value + barrier_sums_[epoch % 2].exchange(0, std::memory_order_relaxed);
     arrivals.store(0, std::memory_order_relaxed);
@@ -385,22 +469,25 @@ std::uint64_t runtime::allreduce_sum(std::uint64_t value) {
   send_barrier_message(endpoint(0), {epoch, 0, rank(), value});
   wait_until([&] { return barrier_released_.load(std::memory_order_acquire) > epoch; },
              [&] {
-               auto& ep = endpoint(0);
-               if (ep.failed()) {
-                 throw error(fmt::format("barrier: rank 0 failed ({})",
-                                         ucs_status_string(ep.failure())));
-               }
+               throw_if_peers_failed();
              });
   return barrier_result_.load(std::memory_order_relaxed);
 }
 
 void runtime::finalize() {
+  if (running_runs_.load(std::memory_order_acquire) > 0) {
+    throw error(fmt::format(
+        "rank {}: finalize() called inside run() (from a thread's body or a call it ran); the "
+        "runtime ends after run() returned, on the thread that called it",
+        rank()));
+  }
   if (finalized_) return;
   finalized_ = true;
   // Our one-sided traffic lands first, then we meet: after the barrier nobody writes into
-  // memory a peer is about to tear down.
-  for (auto& endpoint : endpoints_) {
-    if (endpoint) (void)endpoint->flush_blocking();
+  // memory a peer is about to tear down. A dead rank's endpoint is not flushed (it failed), and
+  // the barrier then ends with an error naming it.
+  for (std::size_t r = 0; r < endpoints_.size(); ++r) {
+    if (endpoints_[r] && !peer_failed(static_cast<int>(r))) (void)endpoints_[r]->flush_blocking();
   }
   barrier();
 }
@@ -448,6 +535,19 @@ local_thread_state& runtime::local_state(thread_id id) {
 
 bool runtime::is_local(thread_id id) const noexcept {
   return id < placement_->thread_count() && placement_->locate(id).process == rank();
+}
+
+call_queue* runtime::queue_of(std::uint32_t destination) noexcept {
+  if ((destination & service_bit) != 0) {
+    return (destination & ~service_bit) == static_cast<std::uint32_t>(rank()) ? &service_queue_
+                                                                              : nullptr;
+  }
+  return is_local(destination) ? &local_state(destination).incoming : nullptr;
+}
+
+bool runtime::source_exists(std::uint32_t source) const noexcept {
+  return (source & service_bit) != 0 ? (source & ~service_bit) < static_cast<std::uint32_t>(size())
+                                     : source < placement().thread_count();
 }
 
 local_thread_state* runtime::reply_owner(thread_id caller) noexcept {
@@ -512,6 +612,11 @@ std::uint64_t runtime::messages_consumed() const noexcept {
 
 void runtime::run(const std::function<void(thread_context&)>& body) {
   const int threads = options_.threads_per_process;
+  running_runs_.fetch_add(1, std::memory_order_acq_rel);
+  struct leave_run {
+    std::atomic<int>& runs;
+    ~leave_run() { runs.fetch_sub(1, std::memory_order_acq_rel); }
+  } leaving{running_runs_};
   run_epoch_.fetch_add(1, std::memory_order_acq_rel);
   std::atomic<int> bodies_done{0};
   std::atomic<std::uint64_t> flush_round{0};   // coordinator -> threads: flush your endpoints
@@ -544,10 +649,20 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
         wake_coordinator();
       }
       // Keep serving calls until the whole job is quiet; flush on request so the coordinator's
-      // counts include everything this thread sent.
+      // counts include everything this thread sent, and whenever idle so that calls the
+      // handlers run here batched (trad) are published. A call that throws now is kept for
+      // run() to rethrow, and serving goes on: a thread that stopped would hang the job.
       unsigned idle = 0;
       while (!finished.load(std::memory_order_acquire)) {
-        std::size_t ran = is_service ? serve(ctx) + ctx.poll() : ctx.poll();
+        std::size_t ran = 0;
+        try {
+          ran = is_service ? serve(ctx) + ctx.poll() : ctx.poll();
+          if (ran == 0 && idle == 0 && ctx.extension() != nullptr) ctx.extension()->flush(ctx);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!first_error) first_error = std::current_exception();
+          ran = 1;
+        }
         std::uint64_t round = flush_round.load(std::memory_order_acquire);
         if (round != seen_round) {
           ctx.flush_endpoints();
@@ -658,11 +773,7 @@ namespace {
 // including a source that names no thread or service of the job (a reply would go there).
 bool well_formed(const call_header& h, std::size_t length, const function_entry* entry,
                  const runtime& rt) {
-  if (entry == nullptr) return false;
-  const bool source_exists = (h.source & service_bit) != 0
-                                 ? (h.source & ~service_bit) < static_cast<std::uint32_t>(rt.size())
-                                 : h.source < rt.placement().thread_count();
-  if (!source_exists) return false;
+  if (entry == nullptr || !rt.source_exists(h.source)) return false;
   const std::size_t send_limit = rt.options().send_limit;
   // Overflow-safe: sizes are 32-bit, their sum is computed in 64 bits.
   std::uint64_t expected = std::uint64_t{h.closure_size} + h.buffer_size;
@@ -684,6 +795,17 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
   std::memcpy(&h, header, sizeof h);
   const function_entry* entry = function_registry::instance().find(h.function);
   if (entry == nullptr) {
+    // A caller waiting for a reply learns it (not executed): the destination's run_calls counts
+    // it and sends the failure (no sending from inside UCX's progress here).
+    if (h.reply_slot != 0) {
+      if (call_queue* queue = self->queue_of(h.destination); queue != nullptr &&
+          self->source_exists(h.source)) {
+        call_queue::item item;
+        item.header = h;
+        queue->push(item);
+        return UCS_OK;
+      }
+    }
     self->counters_.rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
     return UCS_OK;
   }
@@ -692,14 +814,7 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
     self->counters_.rejected_malformed.fetch_add(1, std::memory_order_relaxed);
     return UCS_OK;
   }
-  call_queue* queue = nullptr;
-  if ((h.destination & service_bit) != 0) {
-    if ((h.destination & ~service_bit) == static_cast<std::uint32_t>(self->rank())) {
-      queue = &self->service_queue_;
-    }
-  } else if (self->is_local(h.destination)) {
-    queue = &self->local_state(h.destination).incoming;
-  }
+  call_queue* queue = self->queue_of(h.destination);
   if (queue == nullptr) {
     self->counters_.rejected_bad_destination.fetch_add(1, std::memory_order_relaxed);
     return UCS_OK;
@@ -765,12 +880,15 @@ ucs_status_t runtime::on_reply_message(void* arg, const void* header, std::size_
     return UCS_OK;
   }
   std::memcpy(&h, header, sizeof h);
-  // For a reply, `destination` is the caller thread and buffer_size says whether it succeeded.
+  // For a reply, `destination` is the caller thread and buffer_size its outcome: 0 the value
+  // follows, else the failure's (threw, not_executed; deliver_reply refuses anything else).
   local_thread_state* owner = self->reply_owner(h.destination);
+  const outcome result = h.buffer_size == 0 ? outcome::done
+                         : h.buffer_size <= 0xff ? static_cast<outcome>(h.buffer_size)
+                                                 : outcome::pending;
   bool delivered = owner != nullptr &&
                    owner->deliver_reply(h.reply_slot, h.reply_generation,
-                                        {static_cast<const std::byte*>(data), length},
-                                        h.buffer_size == 0);
+                                        {static_cast<const std::byte*>(data), length}, result);
   if (delivered) {
     self->counters_.executed.fetch_add(1, std::memory_order_relaxed);  // a reply is a message too
   } else {

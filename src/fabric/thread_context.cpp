@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
@@ -15,19 +16,32 @@ namespace seriema::fabric {
 namespace {
 
 // Waits for a send of `self` to complete locally while keeping the process worker moving (the
-// peer's answer to our wireup may need it, and so may the peer's own sends to us).
-ucs_status_t wait_send(thread_context& self, void* request) noexcept {
+// peer's answer to our wireup may need it, and so may the peer's own sends to us). Ends by the
+// deadline in force: a send still in progress then is cancelled (UCS_ERR_TIMED_OUT), and so is
+// one to a process the runtime knows dead (its endpoint may never report it: another worker's
+// keepalive found the death).
+ucs_status_t wait_send(thread_context& self, void* request, int process) noexcept {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  const deadline_clock::time_point deadline = self.deadline_in_force();
   ucs_status_t status;
   unsigned idle = 0;
+  bool cancelled = false;
+  ucs_status_t why = UCS_OK;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     bool progressed = self.worker().progress();
     self.rt().progress_shared();
-    if (!progressed) thread_context::back_off(idle);
+    if (progressed) continue;
+    if (!cancelled && ((process >= 0 && self.rt().peer_failed(process)) ||
+                       (deadline != no_deadline && deadline_clock::now() >= deadline))) {
+      why = self.rt().peer_failed(process) ? UCS_ERR_CONNECTION_RESET : UCS_ERR_TIMED_OUT;
+      ucp_request_cancel(self.worker().handle(), request);
+      cancelled = true;
+    }
+    thread_context::back_off(idle);
   }
   ucp_request_free(request);
-  return status;
+  return cancelled && status != UCS_OK ? why : status;
 }
 
 std::atomic<thread_extension_factory> installed_extension{nullptr};
@@ -52,8 +66,49 @@ const char* to_string(call_status status) noexcept {
       return "destination's chunks are full (channel at its maximum)";
     case call_status::error:
       return "UCX error";
+    case call_status::deadline_exceeded:
+      return "deadline exceeded before the call could be sent";
   }
   return "unknown";
+}
+
+const char* to_string(outcome o) noexcept {
+  switch (o) {
+    case outcome::pending:
+      return "pending";
+    case outcome::done:
+      return "done";
+    case outcome::threw:
+      return "failed: the function threw at the destination";
+    case outcome::not_executed:
+      return "failed, not executed";
+    case outcome::may_have_executed:
+      return "failed, may have executed: the destination's process died before replying";
+    case outcome::deadline_exceeded:
+      return "deadline exceeded (a late reply is dropped; the call may still run)";
+    case outcome::cancelled:
+      return "cancelled (a late reply is dropped; the call may still run)";
+  }
+  return "unknown outcome";
+}
+
+std::string describe(outcome o, std::uint32_t destination, int process) {
+  const std::string target =
+      (destination & service_bit) != 0
+          ? fmt::format("the service of rank {}", destination & ~service_bit)
+          : fmt::format("thread {} (rank {})", destination, process);
+  return fmt::format("call to {}: {}", target, to_string(o));
+}
+
+void report_unknown_function(thread_context& self, std::uint32_t source,
+                             function_id function) noexcept {
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true, std::memory_order_relaxed)) return;
+  std::fprintf(stderr,
+               "seriema[rank %d]: thread %u received a call from thread %u naming function "
+               "%016llx, which is not registered here (different builds of the program?); "
+               "not run, its caller's slot fails (not executed); later ones are only counted\n",
+               self.rt().rank(), self.id(), source, static_cast<unsigned long long>(function));
 }
 
 void call_queue::item::store(std::initializer_list<std::span<const std::byte>> parts) {
@@ -90,19 +145,36 @@ std::size_t call_queue::take_all(std::vector<item>& out) {
 }
 
 bool local_thread_state::deliver_reply(std::uint32_t index, std::uint32_t generation,
-                                       std::span<const std::byte> value, bool ok) noexcept {
-  if ((index & reply_cell::index_bit) != 0) return cells.deliver(index, generation, value, ok);
+                                       std::span<const std::byte> value, outcome result) noexcept {
+  const bool ok = result == outcome::done;
+  if (!ok && !is_reply_failure(result)) return false;
+  if ((index & reply_cell::index_bit) != 0) return cells.deliver(index, generation, value, result);
   std::lock_guard lock(replies_mutex);
   if (index == 0 || index >= replies.size()) return false;
   reply_entry& entry = replies[index];
   if (entry.state == nullptr || entry.generation != generation) return false;  // stale/forged
   if (ok && value.size() != entry.size) return false;
   if (ok) std::memcpy(entry.value, value.data(), value.size());
-  entry.state->store(ok ? 1 : 2, std::memory_order_release);
+  entry.state->store(static_cast<int>(result), std::memory_order_release);
   entry.state = nullptr;
   entry.value = nullptr;
   free_replies.push_back(index);
   return true;
+}
+
+std::size_t local_thread_state::fail_pending_to(int process, outcome why) noexcept {
+  std::size_t failed = cells.fail_pending_to(process, why);
+  std::lock_guard lock(replies_mutex);
+  for (std::uint32_t index = 1; index < replies.size(); ++index) {
+    reply_entry& entry = replies[index];
+    if (entry.state == nullptr || entry.process != process) continue;
+    entry.state->store(static_cast<int>(why), std::memory_order_release);
+    entry.state = nullptr;
+    entry.value = nullptr;
+    free_replies.push_back(index);
+    ++failed;
+  }
+  return failed;
 }
 
 void abandon_reply(local_thread_state& owner, std::uint32_t index,
@@ -193,19 +265,18 @@ thread_id thread_context::thread_count() const noexcept { return rt_.placement()
 
 transfer::ucx_endpoint& thread_context::endpoint_to(int process) {
   auto& slot = endpoints_[static_cast<std::size_t>(process)];
-  if (!slot) {
-    slot = std::make_unique<transfer::ucx_endpoint>(*worker_, rt_.worker_address(process),
-                                                    fmt::format("rank {}", process));
-  }
+  if (!slot) slot = rt_.connect(*worker_, process);
   return *slot;
 }
 
 void thread_context::flush_endpoints() {
   if (extension_) extension_->flush(*this);
-  for (auto& endpoint : endpoints_) {
+  for (std::size_t process = 0; process < endpoints_.size(); ++process) {
+    auto& endpoint = endpoints_[process];
     if (!endpoint || endpoint->failed()) continue;
     ucp_request_param_t param{};
-    (void)wait_send(*this, ucp_ep_flush_nbx(endpoint->handle(), &param));
+    (void)wait_send(*this, ucp_ep_flush_nbx(endpoint->handle(), &param),
+                    static_cast<int>(process));
   }
 }
 
@@ -221,8 +292,26 @@ void thread_context::back_off(unsigned& idle) noexcept {
   std::this_thread::sleep_for(std::chrono::microseconds(idle < 4096 ? 20 : 200));
 }
 
+int thread_context::process_of(std::uint32_t dest) const noexcept {
+  if ((dest & service_bit) != 0) return static_cast<int>(dest & ~service_bit);
+  if (dest >= thread_count()) return -1;
+  return rt_.placement().locate(dest).process;
+}
+
+deadline_clock::time_point thread_context::deadline_in_force(
+    deadline_clock::time_point deadline) const noexcept {
+  if (scope_deadline_ < deadline) deadline = scope_deadline_;
+  const auto timeout = rt_.options().timeout;
+  if (timeout.count() > 0) {
+    const auto by_default = deadline_clock::now() + timeout;
+    if (by_default < deadline) deadline = by_default;
+  }
+  return deadline;
+}
+
 std::pair<std::uint32_t, std::uint32_t> thread_context::open_reply(void* value, std::size_t size,
-                                                                   std::atomic<int>* state) {
+                                                                   std::atomic<int>* state,
+                                                                   int process) {
   std::lock_guard lock(state_.replies_mutex);
   std::uint32_t index;
   if (!state_.free_replies.empty()) {
@@ -236,6 +325,7 @@ std::pair<std::uint32_t, std::uint32_t> thread_context::open_reply(void* value, 
   entry.value = value;
   entry.size = size;
   entry.state = state;
+  entry.process = process;
   ++entry.generation;
   return {index, entry.generation};
 }
@@ -247,7 +337,9 @@ void thread_context::fail_unsent_reply(std::uint32_t index) noexcept {
   }
   std::lock_guard lock(state_.replies_mutex);
   auto& entry = state_.replies[index];
-  if (entry.state != nullptr) entry.state->store(2, std::memory_order_release);
+  if (entry.state != nullptr) {
+    entry.state->store(static_cast<int>(outcome::not_executed), std::memory_order_release);
+  }
   entry.state = nullptr;
   entry.value = nullptr;
   state_.free_replies.push_back(index);
@@ -265,7 +357,12 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
     if (dest >= thread_count()) return call_status::bad_destination;
     process = rt_.placement().locate(dest).process;
   }
-  if (closure.size() + buffer.size() > rt_.options().send_limit) return call_status::too_large;
+  // Overflow-safe: a buffer size near SIZE_MAX must not wrap the sum below the limit.
+  const std::size_t limit = rt_.options().send_limit;
+  if (buffer.size() > limit || closure.size() > limit - buffer.size()) {
+    return call_status::too_large;
+  }
+  if (process != rt_.rank() && rt_.peer_failed(process)) return call_status::peer_failed;
   call_header header;
   header.function = function;
   header.destination = dest;
@@ -311,22 +408,25 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
   }
   // The closure usually lives on the caller's stack: wait for local completion (send-based
   // calls are the no-setup path, not the high-rate one).
-  ucs_status_t status = wait_send(*this, request);
+  ucs_status_t status = wait_send(*this, request, process);
   if (status != UCS_OK) {
     rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
-    return endpoint.failed() ? call_status::peer_failed : call_status::error;
+    if (endpoint.failed() || rt_.peer_failed(process)) return call_status::peer_failed;
+    return status == UCS_ERR_TIMED_OUT ? call_status::deadline_exceeded : call_status::error;
   }
   return call_status::ok;
 }
 
 void thread_context::send_reply(thread_id caller, function_id function, std::uint32_t slot,
                                 std::uint32_t generation, std::span<const std::byte> value,
-                                bool ok) {
+                                outcome result) {
+  const bool ok = result == outcome::done;
   call_header reply;
   reply.function = function;
   reply.destination = caller;
   reply.source = id_;
-  reply.buffer_size = ok ? 0 : 1;  // 0: the value follows; 1: failed, no data
+  // 0: the value follows; else the failure's outcome (threw, not_executed), no data.
+  reply.buffer_size = ok ? 0 : static_cast<std::uint32_t>(result);
   reply.reply_slot = slot;
   reply.reply_generation = generation;
   if (!ok) value = {};
@@ -335,7 +435,7 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
   rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
   if (caller_process == rt_.rank()) {
     local_thread_state* owner = rt_.reply_owner(caller);
-    if (owner != nullptr && owner->deliver_reply(slot, generation, value, ok)) {
+    if (owner != nullptr && owner->deliver_reply(slot, generation, value, result)) {
       rt_.counters().executed.fetch_add(1, std::memory_order_relaxed);
     } else {
       rt_.counters().rejected_bad_reply.fetch_add(1, std::memory_order_relaxed);
@@ -347,7 +447,7 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
     std::span<std::byte> cells = rt_.reply_cells_of(caller_process);
     if (!cells.empty()) {
       std::byte* cell = reply_cell::in_region(cells, slot);
-      if (cell != nullptr && reply_cell::write(cell, generation, value, ok)) {
+      if (cell != nullptr && reply_cell::write(cell, generation, value, result)) {
         rt_.counters().executed.fetch_add(1, std::memory_order_relaxed);
         rt_.counters().replies_direct.fetch_add(1, std::memory_order_relaxed);
       } else {
@@ -356,18 +456,22 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
       return;
     }
   }
+  if (rt_.peer_failed(caller_process)) {  // nobody waits there any more
+    rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
   transfer::ucx_endpoint& endpoint = endpoint_to(caller_process);
   ucp_request_param_t param{};
   void* request = ucp_am_send_nbx(endpoint.handle(), am_id_reply, &reply, sizeof reply,
                                   value.data(), value.size(), &param);
-  if (wait_send(*this, request) != UCS_OK) {
+  if (wait_send(*this, request, caller_process) != UCS_OK) {
     rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
-void thread_context::send_failure(thread_id caller, std::uint32_t slot,
-                                  std::uint32_t generation) {
-  send_reply(caller, 0, slot, generation, {}, false);
+void thread_context::send_failure(thread_id caller, std::uint32_t slot, std::uint32_t generation,
+                                  outcome why) {
+  send_reply(caller, 0, slot, generation, {}, why);
 }
 
 std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queue::item>& pending) {
@@ -383,8 +487,13 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
     const function_entry* entry =
         item.entry != nullptr ? item.entry : function_registry::instance().find(h.function);
     if (entry == nullptr) {
+      // Queued by the receive path so that the caller's slot fails instead of waiting for ever.
       rt.counters().rejected_unknown_function.fetch_add(1, std::memory_order_relaxed);
       item.release(rt.worker().handle());
+      report_unknown_function(self, h.source, h.function);
+      if (h.reply_slot != 0) {
+        self.send_failure(h.source, h.reply_slot, h.reply_generation, outcome::not_executed);
+      }
       continue;
     }
     alignas(16) std::byte result[256];
@@ -413,7 +522,8 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
     ++ran;
     rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
     if (h.reply_slot != 0) {
-      self.send_reply(h.source, h.function, h.reply_slot, h.reply_generation, result_span, true);
+      self.send_reply(h.source, h.function, h.reply_slot, h.reply_generation, result_span,
+                      outcome::done);
     }
     item.release(rt.worker().handle());
   }
@@ -441,6 +551,7 @@ std::size_t thread_context::poll() {
 std::size_t thread_context::poll_once() {
   std::size_t ran = 0;
   worker_->progress();
+  if (rt_.failure_epoch() != failures_seen_) notice_peer_failures();
   if (!rt_.has_service_thread() && (id_ & service_bit) == 0) ran += rt_.serve(*this);
   if (state_.incoming.take_all(batch_) > 0) {
     pending_.insert(pending_.end(), batch_.begin(), batch_.end());
@@ -449,6 +560,16 @@ std::size_t thread_context::poll_once() {
   if (!pending_.empty()) ran += run_calls(*this, pending_);
   if (extension_) ran += extension_->poll(*this);
   return ran;
+}
+
+void thread_context::notice_peer_failures() {
+  failures_seen_ = rt_.failure_epoch();
+  // The layer above first: what its queues hold provably never ran (not_executed); whatever
+  // else still waits for a dead process may have run there.
+  if (extension_) extension_->peers_failed(*this);
+  for (int rank = 0; rank < rt_.size(); ++rank) {
+    if (rt_.peer_failed(rank)) (void)state_.fail_pending_to(rank, outcome::may_have_executed);
+  }
 }
 
 transfer::remote_memory_locator thread_context::allocate_remote(thread_id owner, std::size_t bytes) {
@@ -473,11 +594,16 @@ transfer::remote_memory_locator thread_context::allocate_remote(thread_id owner,
     throw error(fmt::format("allocate_remote({} bytes near thread {}): {}", bytes, owner,
                             to_string(status)));
   }
+  outcome got;
   {
     deferring_scope waiting(*this);  // the allocation is not abandoned half-way
-    wait_for(slot);
+    got = wait_for(slot);
   }
-  if (slot.failed() || !slot.value().valid()) {
+  if (got != outcome::done) {
+    throw error(fmt::format("allocate_remote({} bytes near thread {}): {}", bytes, owner,
+                            slot.describe()));
+  }
+  if (!slot.value().valid()) {
     throw error(fmt::format("allocate_remote: process {} could not allocate {} bytes in zone {}",
                             where.process, bytes, zone));
   }
@@ -497,11 +623,15 @@ void thread_context::free_remote(const transfer::remote_memory_locator& locator)
   if (status != call_status::ok) {
     throw error(fmt::format("free_remote({}): {}", locator.to_string(), to_string(status)));
   }
+  outcome got;
   {
     deferring_scope waiting(*this);
-    wait_for(slot);
+    got = wait_for(slot);
   }
-  if (!slot.ready() || slot.value() != 1) {
+  if (got != outcome::done) {
+    throw error(fmt::format("free_remote({}): {}", locator.to_string(), slot.describe()));
+  }
+  if (slot.value() != 1) {
     throw error(fmt::format("free_remote({}): the owner does not know this allocation",
                             locator.to_string()));
   }

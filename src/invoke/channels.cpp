@@ -126,6 +126,11 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         ++counts.rejected_unknown_function;
         owner_.count_consumed(rec.calls);
         read_offset_ += rec.size();
+        fabric::report_unknown_function(self, sender_, rec.header.function);
+        if ((rec.header.flags & wire::flag_reply) != 0) {
+          self.send_failure(sender_, rec.reply.slot, rec.reply.generation,
+                            fabric::outcome::not_executed);
+        }
         continue;
       case wire::parse_status::bad_record:
         ++counts.rejected_record;
@@ -536,6 +541,10 @@ void channels::note_queued(messenger& m) {
   if (m.listed_as_queued) return;
   m.listed_as_queued = true;
   with_queue_.push_back(&m);
+}
+
+void channels::peers_failed(thread_context&) {
+  for (messenger* m : created_) (void)m->check_peer();
 }
 
 bool channels::any_failed() {

@@ -165,7 +165,8 @@ void messenger::setup() {
 bool messenger::check_peer() {
   if (failed_) return false;
   thread_context& self = owner_.self();
-  if (self.endpoint_to(destination_process_).failed() ||
+  if (self.rt().peer_failed(destination_process_) ||
+      self.endpoint_to(destination_process_).failed() ||
       (transmitter_ && transmitter_->failed())) {
     fail_all();
     return false;
@@ -175,8 +176,21 @@ bool messenger::check_peer() {
 
 void messenger::fail_all() noexcept {
   failed_ = true;
+  close_join_window();
   end_open_record();  // counted as the calls before it were: sent, never to be consumed
-  queue_.clear();
+  // Queued records were never published: their call_returns provably did not run.
+  fabric::local_thread_state& state = owner_.self().state();
+  while (!queue_.empty()) {
+    std::span<const std::byte> record = queue_.front();
+    wire::record_header h;
+    std::memcpy(&h, record.data(), sizeof h);
+    if ((h.flags & wire::flag_reply) != 0) {
+      wire::reply_extra reply;
+      std::memcpy(&reply, record.data() + sizeof h + h.closure_size, sizeof reply);
+      (void)state.deliver_reply(reply.slot, reply.generation, {}, fabric::outcome::not_executed);
+    }
+    queue_.pop();
+  }
 }
 
 bool messenger::grow() {
@@ -242,7 +256,17 @@ bool messenger::grow() {
     self.wait_until(
         [&] { return reply.done() || self.endpoint_to(destination_process_).failed(); });
   }
+  const bool peer_gone = self.rt().peer_failed(destination_process_) ||
+                         self.endpoint_to(destination_process_).failed();
+  if (!reply.ready() && !peer_gone &&
+      (!reply.done() || reply.result() == fabric::outcome::deadline_exceeded)) {
+    // The deadline in force passed first: no chunks this time (a grant arriving later stays in
+    // the receiver's map until its run ends). The call's policy decides what "full" means.
+    reply.cancel();
+    return false;
+  }
   if (!reply.ready()) {
+    reply.cancel();
     fail_all();
     return false;
   }
@@ -603,6 +627,7 @@ call_status messenger::send(channel mode, fabric::function_id function,
   }
   if constexpr (std::is_same_v<Policy, policy::retry>) {
     thread_context& self = owner_.self();
+    const fabric::deadline_clock::time_point deadline = self.deadline_in_force();
     unsigned idle = 0;
     for (;;) {
       // Serving incoming calls while waiting is what lets two threads that fill each other's
@@ -615,7 +640,12 @@ call_status messenger::send(channel mode, fabric::function_id function,
         call_status status = write_record(mode, function, closure, flags, extras, buffer, why);
         if (status != call_status::full) return status;
       }
-      if (ran == 0) fabric::thread_context::back_off(idle);
+      if (ran == 0) {
+        if (deadline != fabric::no_deadline && fabric::deadline_clock::now() >= deadline) {
+          return call_status::deadline_exceeded;
+        }
+        fabric::thread_context::back_off(idle);
+      }
     }
   }
   return call_status::full;

@@ -19,7 +19,7 @@ struct reply_delivery {
   std::uint32_t slot;
   std::uint32_t generation;
   void operator()(thread_context& self, std::span<std::byte> value) const {
-    (void)self.state().deliver_reply(slot, generation, value, true);
+    (void)self.state().deliver_reply(slot, generation, value, fabric::outcome::done);
   }
 };
 
@@ -30,7 +30,9 @@ std::atomic_ref<std::uint64_t> counter_word(thread_context& self, std::uint32_t 
 }  // namespace
 
 synchronizer::synchronizer(thread_context& self, std::uint64_t count)
-    : self_(self), word_(channels_of(self).acquire_counter_word()) {
+    : self_(self),
+      word_(channels_of(self).acquire_counter_word()),
+      target_threads_(self.thread_count(), false) {
   if (word_ == 0) {
     throw error(fmt::format("thread {}: more than {} synchronizers alive", self.id(),
                             channels::synchronizer_words));
@@ -52,10 +54,31 @@ void synchronizer::decrement() noexcept {
   counter_word(self_, word_).fetch_sub(1, std::memory_order_acq_rel);
 }
 
-bool synchronizer::wait() {
-  channels& mine = channels_of(self_);
-  self_.wait_until([&] { return done() || mine.any_failed(); });
-  return done();
+bool synchronizer::a_target_failed() const noexcept {
+  fabric::runtime& rt = self_.rt();
+  if (rt.failure_epoch() == 0) return false;  // nobody died: no scan
+  for (thread_id t = 0; t < target_threads_.size(); ++t) {
+    if (target_threads_[t] && rt.peer_failed(rt.placement().locate(t).process)) return true;
+  }
+  return false;
+}
+
+fabric::outcome synchronizer::wait_until(fabric::deadline_clock::time_point deadline) {
+  std::uint64_t epoch_checked = ~std::uint64_t{0};
+  bool target_failed = false;
+  const bool ended = self_.wait_until(
+      [&] {
+        if (done()) return true;
+        const std::uint64_t epoch = self_.rt().failure_epoch();
+        if (epoch != epoch_checked) {  // rescan only when another process died
+          epoch_checked = epoch;
+          target_failed = a_target_failed();
+        }
+        return target_failed;
+      },
+      deadline);
+  if (done()) return fabric::outcome::done;
+  return ended ? fabric::outcome::may_have_executed : fabric::outcome::deadline_exceeded;
 }
 
 namespace detail {

@@ -35,6 +35,10 @@ constexpr setting settings_table[] = {
      "reply cells per thread, 0..65536: call_returns of up to 56-byte values a thread may have "
      "outstanding whose callee on the same machine writes the value straight into the caller's "
      "memory (beyond that, and with 0, replies travel as messages)"},
+    {"SERIEMA_TIMEOUT", "0",
+     "default deadline of every wait that is given none (wait_for, synchronizer waits, retry "
+     "calls, remote allocation), e.g. 30s; 0: none (waits end on peer failure, their own "
+     "deadline or success)"},
     {"SERIEMA_BIND", "yes", "yes: bind processes to zones and pin threads to PUs; none: do not"},
     // transfer: registered memory
     {"SERIEMA_PAGES", "auto",

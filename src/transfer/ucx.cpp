@@ -254,12 +254,15 @@ std::string capture_output(Print print) {
 void ucx_endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* self = static_cast<ucx_endpoint*>(arg);
   ucs_status_t expected = UCS_OK;
-  self->failure_.compare_exchange_strong(expected, status, std::memory_order_acq_rel);
+  if (self->failure_.compare_exchange_strong(expected, status, std::memory_order_acq_rel) &&
+      self->on_failure_) {
+    self->on_failure_(status);
+  }
 }
 
 ucx_endpoint::ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_address,
-                           std::string peer)
-    : worker_(worker), peer_(std::move(peer)) {
+                           std::string peer, std::function<void(ucs_status_t)> on_failure)
+    : worker_(worker), peer_(std::move(peer)), on_failure_(std::move(on_failure)) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
@@ -272,8 +275,8 @@ ucx_endpoint::ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_a
   ucs_status_t status = ucp_ep_create(worker.handle(), &params, &endpoint_);
   if (status != UCS_OK) {
     throw ucx_error(fmt::format(
-        "cannot connect to {}: {} (no common transport? check UCX_TLS / UCX_NET_DEVICES on both "
-        "sides; try UCX_TLS=tcp,sm,self)",
+        "cannot connect to {}: {} (has it exited? if it is alive: no common transport? check "
+        "UCX_TLS / UCX_NET_DEVICES on both sides; try UCX_TLS=tcp,sm,self)",
         peer_, ucs_status_string(status)));
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,8 @@ struct runtime_options {
   // SERIEMA_REPLY_CELLS: reply cells per thread (outstanding small call_returns whose value a
   // same-machine callee writes directly; 0: every reply travels as a message).
   std::uint32_t reply_cells = 256;
+  // SERIEMA_TIMEOUT: the deadline of a wait given none (0: none). See docs/failures.md.
+  std::chrono::milliseconds timeout{0};
   placement_options placement;
   transfer::context_options ucx;
   transfer::arena_options memory;
@@ -108,8 +111,28 @@ class runtime {
   // exception a body threw, after the others finished.
   void run(const std::function<void(thread_context&)>& body);
 
-  // Final barrier and teardown of endpoints. Idempotent.
+  // Final barrier and teardown of endpoints. Idempotent. Refused (seriema::error) from inside
+  // run() (a body or a call it runs): the other threads still use the runtime.
   void finalize();
+
+  // Peer failure (docs/failures.md). A process is dead once any endpoint to it reported an
+  // error (UCX peer error handling, keepalive): from then on calls to it fail at once, reply
+  // slots waiting for it end as may_have_executed, and failure_epoch() has moved on so that
+  // each thread's next poll fails what its messengers hold for it. Any thread.
+  [[nodiscard]] bool peer_failed(int rank) const noexcept {
+    return dead_ != nullptr && rank >= 0 && rank < size() &&
+           dead_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire);
+  }
+  [[nodiscard]] std::uint64_t failure_epoch() const noexcept {
+    return failure_epoch_.load(std::memory_order_acquire);
+  }
+  // Records that `rank` died (`status`: UCX's reason); the first report says so on stderr and
+  // fails this process's reply slots waiting for it. Safe inside UCX callbacks.
+  // `reported_by`: the survivor that announced it (a collective's failure notice), or -1.
+  void note_peer_failure(int rank, ucs_status_t status, int reported_by = -1) noexcept;
+  // The ranks known dead, for messages ("rank 1 (Connection reset by remote peer)").
+  [[nodiscard]] std::string describe_failed_peers() const;
+  [[nodiscard]] std::string describe_failed_peer(int rank) const;
 
   // --- used by thread_context and the receive path ---
   [[nodiscard]] const runtime_options& options() const noexcept { return options_; }
@@ -121,6 +144,11 @@ class runtime {
   // service role's (a service call that made a call_return), or null.
   [[nodiscard]] local_thread_state* reply_owner(thread_id caller) noexcept;
   [[nodiscard]] invocation_counters& counters() noexcept { return counters_; }
+  // The queue of received calls for a destination of this process (a local thread, or this
+  // process's service role); null when it names none here.
+  [[nodiscard]] call_queue* queue_of(std::uint32_t destination) noexcept;
+  // Whether `source` names a thread or a service role of the job.
+  [[nodiscard]] bool source_exists(std::uint32_t source) const noexcept;
   [[nodiscard]] call_queue& service_queue() noexcept { return service_queue_; }
   // Takes the service role if nobody holds it: progresses the process worker and runs queued
   // service calls with `self` as the serving context. Returns the number of calls run.
@@ -183,6 +211,8 @@ class runtime {
                                        void* data, std::size_t length,
                                        const ucp_am_recv_param_t* param);
   void check_registries();
+  // Throws seriema::error naming the dead ranks when any rank has failed.
+  void throw_if_peers_failed();
 
   // Barrier state: written by the AM handler on whichever thread progresses the process worker
   // (worker threads taking the service role, too), read by the thread inside barrier(): atomic.
@@ -221,6 +251,16 @@ class runtime {
   std::atomic<std::uint64_t> run_epoch_{0};
   // Bumped (and waited on by idle helper threads) when a helped_section opens or a run ends.
   std::atomic<std::uint32_t> helper_signal_{0};
+  // Peer failure: one flag per rank (set once), the reason, and a counter bumped after each.
+  std::unique_ptr<std::atomic<bool>[]> dead_;
+  std::unique_ptr<std::atomic<int>[]> dead_status_;
+  std::unique_ptr<std::atomic<int>[]> dead_reporter_;
+  std::vector<bool> failures_announced_;  // the collective's thread: dead ranks announced
+  std::atomic<std::uint64_t> failure_epoch_{0};
+  std::atomic<int> running_runs_{0};  // inside run(): finalize is refused
+  // Creates an endpoint to `rank` on `worker` that reports its failure to note_peer_failure.
+  friend class thread_context;
+  std::unique_ptr<transfer::ucx_endpoint> connect(transfer::ucx_worker& worker, int rank);
 };
 
 // Active-message ids reserved by seriema's own layers (applications use ids >= 16).

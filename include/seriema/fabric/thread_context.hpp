@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -13,11 +14,13 @@
 #include <memory>
 #include <mutex>
 #include <seriema/fabric/function_registry.hpp>
+#include <seriema/fabric/outcome.hpp>
 #include <seriema/fabric/placement.hpp>
 #include <seriema/fabric/reply_cells.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace seriema::fabric {
@@ -31,10 +34,13 @@ enum class call_status : std::uint8_t {
                     // a one-sided record does not fit in a chunk
   full,             // one-sided: the channel's ring is at its maximum and the call's policy
                     // is to fail (the call was not sent)
-  peer_failed,      // the destination's process is dead (endpoint error)
+  peer_failed,      // the destination's process is dead (endpoint error): nothing was sent
   error,            // UCX refused the send
+  deadline_exceeded,  // the call waited for the transport (wireup, room) past its deadline
+                      // (deadline_scope / SERIEMA_TIMEOUT); it was not sent
 };
 const char* to_string(call_status status) noexcept;
+
 
 // Wire header of a send-based call (the UCX active-message header). Every field is checked by
 // the receiver before use; see docs/invocation.md.
@@ -67,10 +73,13 @@ void abandon_reply(local_thread_state& owner, std::uint32_t index,
 // a reply cell of the caller thread (registered memory a same-machine callee writes directly,
 // see reply_cells.hpp) when one is free, which the slot reads when asked; larger values (or
 // every cell in use) land in the slot itself through the caller's reply table. The caller waits
-// with thread_context::wait_for(slot) (which keeps serving calls). A slot destroyed while still
-// waiting (an exception left the wait) closes its cell or table entry, so a late reply is
-// dropped, never written into memory that no longer holds the slot. Not copyable: the reply
-// table holds its address. Owner thread only (the thread that opened it).
+// with thread_context::wait_for(slot) (which keeps serving calls). The slot ends exactly once
+// with one outcome (done, threw, not_executed, may_have_executed, deadline_exceeded,
+// cancelled): when its destination's process dies the runtime ends it (may_have_executed); a
+// wait whose deadline passes, cancel(), or the slot's destruction while waiting close its cell
+// or table entry, so a late reply is dropped, never written into memory that no longer holds
+// the slot. Not copyable: the reply table holds its address. Owner thread only (the thread that
+// opened it).
 template <class R>
 class return_slot {
   static_assert(std::is_trivially_copyable_v<R>, "call_return values must be trivially copyable");
@@ -81,45 +90,59 @@ class return_slot {
   return_slot& operator=(const return_slot&) = delete;
   ~return_slot() { abandon_if_pending(); }
 
-  // done/ready/failed: the owner thread only (they read the cell and may copy the value in).
-  [[nodiscard]] bool done() const noexcept {
+  // done/ready/failed/result: the owner thread only (they read the cell and may copy the value
+  // in). done(): ended, whichever way; ready(): ended with the value; failed(): any other end.
+  [[nodiscard]] bool done() const noexcept { return result() != outcome::pending; }
+  [[nodiscard]] bool ready() const noexcept { return result() == outcome::done; }
+  [[nodiscard]] bool failed() const noexcept {
+    const outcome o = result();
+    return o != outcome::pending && o != outcome::done;
+  }
+  [[nodiscard]] outcome result() const noexcept {
     int state = state_.load(std::memory_order_acquire);
     if (state == 0 && cells_ != nullptr) state = collect();
-    return state != 0;
-  }
-  [[nodiscard]] bool ready() const noexcept {
-    return done() && state_.load(std::memory_order_acquire) == 1;
-  }
-  [[nodiscard]] bool failed() const noexcept {
-    return done() && state_.load(std::memory_order_acquire) == 2;
+    return static_cast<outcome>(state);
   }
   [[nodiscard]] const R& value() const noexcept { return value_; }
+  // The thread the call went to, and a sentence saying how the slot ended (for messages).
+  [[nodiscard]] std::uint32_t destination() const noexcept { return destination_; }
+  [[nodiscard]] std::string describe() const { return fabric::describe(result(), destination_, process_); }
+  // Ends a pending slot as cancelled (nothing when it already ended): its reply, if one comes,
+  // is dropped. The call itself may still run at the destination.
+  void cancel() noexcept { end_pending(outcome::cancelled); }
 
  private:
   friend class thread_context;
+  // Ends a pending slot with `why` (closing its cell or table entry first, so a reply is
+  // dropped); a slot that ended meanwhile keeps its outcome.
+  void end_pending(outcome why) noexcept {
+    if (owner_ == nullptr || done()) return;
+    abandon_if_pending();
+    if (!done()) state_.store(static_cast<int>(why), std::memory_order_release);
+  }
   // Closes the cell or table entry of a call still waiting, so its reply is dropped.
   void abandon_if_pending() noexcept {
     if (owner_ == nullptr || done()) return;
     if (cells_ != nullptr) {
       cells_->abandon(index_, generation_, sizeof(R));
+      cells_ = nullptr;
     } else {
       abandon_reply(*owner_, index_, generation_);
     }
   }
-  // Reads the cell; once it holds the reply, copies it here and lets the cell go.
+  // Reads the cell; once it holds the outcome, copies the value here and lets the cell go.
   int collect() const noexcept {
-    const reply_cell::state got = cells_->collect(index_, generation_, &value_, sizeof(R));
-    if (got == reply_cell::pending) return 0;
-    const int state = got == reply_cell::ready ? 1 : 2;
-    state_.store(state, std::memory_order_release);
+    const outcome got = cells_->collect(index_, generation_, &value_, sizeof(R));
+    if (got == outcome::pending) return 0;
+    state_.store(static_cast<int>(got), std::memory_order_release);
     cells_ = nullptr;
-    return state;
+    return static_cast<int>(got);
   }
 
   mutable R value_{};
-  // 0 pending, 1 ready, 2 failed. Table slots: written under the reply table's mutex by
-  // whichever thread delivers or closes the reply (release, after the value). Cell slots: by
-  // the owner, when it reads the cell.
+  // The outcome (0: pending). Table slots: written under the reply table's mutex by whichever
+  // thread delivers, fails or closes the reply (release, after the value). Cell slots: by the
+  // owner, when it reads the cell. Ended by the owner (cancel, deadline) after closing either.
   mutable std::atomic<int> state_{0};
   // The reply-table entry or cell the slot is open in (set by the owner thread when it opens
   // it); cells_ is null for table slots and once a cell slot has read its reply.
@@ -127,6 +150,8 @@ class return_slot {
   mutable reply_cell_table* cells_ = nullptr;
   std::uint32_t index_ = 0;
   std::uint32_t generation_ = 0;
+  std::uint32_t destination_ = 0;  // thread (or service_of(process)) the call went to
+  int process_ = -1;               // its process
 };
 
 // Per-destination FIFO of received calls. Producers: whoever progresses the process worker (AM
@@ -221,6 +246,7 @@ struct local_thread_state {
     std::size_t size = 0;
     std::atomic<int>* state = nullptr;
     std::uint32_t generation = 0;
+    int process = -1;  // where the call went (fail_pending_to)
   };
   call_queue incoming;
   // The thread's reply cells (small values; attached by the runtime when it has a reply region).
@@ -229,11 +255,15 @@ struct local_thread_state {
   std::vector<reply_entry> replies{1};  // index 0 unused (0 = "no reply")
   std::vector<std::uint32_t> free_replies;
 
-  // Writes `value` into reply slot (index, generation) and marks it ready (a failure when !ok);
-  // false (nothing written) when the slot is unknown, stale or of another size: a peer's bad
+  // Writes `value` into reply slot (index, generation) and ends it done (or, when `result` is
+  // a failure outcome, ends it so, with no value); false (nothing written) when the slot is
+  // unknown, stale or of another size, or the outcome is not one a reply carries: a peer's bad
   // reply. Slots with reply_cell::index_bit are this thread's cells, the others table entries.
   bool deliver_reply(std::uint32_t index, std::uint32_t generation,
-                     std::span<const std::byte> value, bool ok) noexcept;
+                     std::span<const std::byte> value, outcome result) noexcept;
+  // Process `process` died: every reply slot (table entry or cell) still waiting for a call to
+  // it ends with `why`. Any thread of this process. Returns how many.
+  std::size_t fail_pending_to(int process, outcome why) noexcept;
 
   // Incoming memory map. Writers: the allocation service (any thread serving calls); reader:
   // the owner thread, which takes entries out. `granted_count` lets the owner skip the mutex.
@@ -307,6 +337,8 @@ class thread_extension {
   virtual std::size_t poll(thread_context& self) = 0;
   // Publishes everything batched locally (aggregators), so that it will be received.
   virtual void flush(thread_context& self) = 0;
+  // Some process died (runtime::peer_failed says which): fail what is held for it.
+  virtual void peers_failed(thread_context& self) = 0;
 
  private:
   const void* kind_;
@@ -374,9 +406,21 @@ class thread_context {
     static_assert(function_wrapper<F, Shape>::result_size() == sizeof(R) ||
                       !std::is_same_v<Shape, invocation_shape>,
                   "call_return: the slot's type must be the function's return type");
-    auto [index, generation] = open_slot(slot);
+    auto [index, generation] = open_slot(slot, dest);
     call_status status =
         send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, index, generation);
+    if (status != call_status::ok) fail_unsent_reply(index);
+    return status;
+  }
+
+  // Test hook (tests/multiproc/failure_handling_mp_test.cpp): a call_return naming `function`
+  // whatever it is, with `closure` as its bytes; an unregistered id tests the receiver's refusal.
+  template <class R>
+  [[nodiscard]] call_status call_return_raw_for_testing(thread_id dest, function_id function,
+                                                        std::span<const std::byte> closure,
+                                                        return_slot<R>& slot) {
+    auto [index, generation] = open_slot(slot, dest);
+    call_status status = send_call(dest, function, closure, {}, index, generation);
     if (status != call_status::ok) fail_unsent_reply(index);
     return status;
   }
@@ -384,15 +428,16 @@ class thread_context {
   // Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply
   // (index, generation) fills; fail_unsent_reply(index) fails it (the call was not sent).
   template <class R>
-  std::pair<std::uint32_t, std::uint32_t> open_reply_for(return_slot<R>& slot) {
-    return open_slot(slot);
+  std::pair<std::uint32_t, std::uint32_t> open_reply_for(return_slot<R>& slot, thread_id dest) {
+    return open_slot(slot, dest);
   }
   void fail_unsent_reply(std::uint32_t index) noexcept;
   // Fails the slot (index, generation) that thread `caller` opened for a call_return whose
   // function threw here: an am_id_reply without a value (written directly when the caller is in
   // this process). Waits only for the send to complete and runs no calls meanwhile, so it is
   // safe in a catch handler (a call that threw in a nested poll would abandon the handler).
-  void send_failure(thread_id caller, std::uint32_t slot, std::uint32_t generation);
+  void send_failure(thread_id caller, std::uint32_t slot, std::uint32_t generation,
+                    outcome why = outcome::threw);
 
   // Runs the calls received so far (FIFO per sender) and progresses communication; takes the
   // service role when no service thread is configured. Returns the number of calls run.
@@ -417,25 +462,67 @@ class thread_context {
   };
   // Exceptions kept by nested polls and not thrown yet.
   [[nodiscard]] std::size_t deferred_exceptions() const noexcept { return deferred_.size(); }
-  // Polls until pred() holds (with idle back-off). Serving calls while waiting is what lets two
-  // threads that wait on each other both progress; an idle wait also publishes what this
-  // thread's aggregators batched (the call it waits for may be among it).
+  // Polls until pred() holds (with idle back-off), or until the deadline in force passes
+  // (`deadline`, an enclosing deadline_scope, SERIEMA_TIMEOUT: the earliest); returns whether
+  // pred() held. Serving calls while waiting is what lets two threads that wait on each other
+  // both progress; an idle wait also publishes what this thread's aggregators batched (the call
+  // it waits for may be among it). The clock is read only when a poll found nothing to do.
   template <class Pred>
-  void wait_until(Pred pred) {
+  bool wait_until(Pred pred, deadline_clock::time_point deadline = no_deadline) {
+    deadline = deadline_in_force(deadline);
     unsigned idle = 0;
     while (!pred()) {
       if (poll() == 0) {
         if (idle == 0 && extension_) extension_->flush(*this);
+        if (deadline != no_deadline && deadline_clock::now() >= deadline) return pred();
         back_off(idle);
       } else {
         idle = 0;
       }
     }
+    return true;
   }
+  // Waits until the slot ended (serving calls), at most until the deadline in force; a slot
+  // still pending then ends as deadline_exceeded (its late reply is dropped). Returns the
+  // outcome. A dead destination ends it (may_have_executed) within the keepalive.
   template <class R>
-  void wait_for(const return_slot<R>& slot) {
-    wait_until([&] { return slot.done(); });
+  outcome wait_for(return_slot<R>& slot, deadline_clock::time_point deadline = no_deadline) {
+    if (!wait_until([&] { return slot.done(); }, deadline)) {
+      slot.end_pending(outcome::deadline_exceeded);
+    }
+    return slot.result();
   }
+  template <class R, class Rep, class Period>
+  outcome wait_for(return_slot<R>& slot, std::chrono::duration<Rep, Period> timeout) {
+    return wait_for(slot, deadline_clock::now() +
+                              std::chrono::duration_cast<deadline_clock::duration>(timeout));
+  }
+
+  // While alive, every wait of this thread (wait_until, wait_for, synchronizer waits, retry
+  // calls, remote allocation, the send path's wait for the transport) ends by `deadline` at
+  // the latest. Scopes nest; the earliest deadline wins. Owner thread only.
+  class deadline_scope {
+   public:
+    deadline_scope(thread_context& self, deadline_clock::time_point deadline) noexcept
+        : self_(self), saved_(self.scope_deadline_) {
+      if (deadline < self_.scope_deadline_) self_.scope_deadline_ = deadline;
+    }
+    template <class Rep, class Period>
+    deadline_scope(thread_context& self, std::chrono::duration<Rep, Period> timeout) noexcept
+        : deadline_scope(self, deadline_clock::now() + std::chrono::duration_cast<
+                                                           deadline_clock::duration>(timeout)) {}
+    ~deadline_scope() { self_.scope_deadline_ = saved_; }
+    deadline_scope(const deadline_scope&) = delete;
+    deadline_scope& operator=(const deadline_scope&) = delete;
+
+   private:
+    thread_context& self_;
+    deadline_clock::time_point saved_;
+  };
+  // The earliest of `deadline`, the enclosing deadline_scopes' and now + SERIEMA_TIMEOUT (when
+  // set): what a wait starting now must end by.
+  [[nodiscard]] deadline_clock::time_point deadline_in_force(
+      deadline_clock::time_point deadline = no_deadline) const noexcept;
 
   // Allocates `bytes` of registered memory in the NUMA zone of thread `owner` (any process),
   // through a no-setup service call; waits (serving calls). Throws seriema::error on failure.
@@ -483,20 +570,25 @@ class thread_context {
                         std::span<const std::byte> closure, std::span<const std::byte> buffer,
                         std::uint32_t reply_slot, std::uint32_t reply_generation);
   std::pair<std::uint32_t, std::uint32_t> open_reply(void* value, std::size_t size,
-                                                     std::atomic<int>* state);
+                                                     std::atomic<int>* state, int process);
+  // The process of a thread id or service_of(process); -1 for ids naming nothing.
+  [[nodiscard]] int process_of(std::uint32_t dest) const noexcept;
   template <class R>
-  std::pair<std::uint32_t, std::uint32_t> open_slot(return_slot<R>& slot) {
+  std::pair<std::uint32_t, std::uint32_t> open_slot(return_slot<R>& slot, std::uint32_t dest) {
     // A slot reused while a call is still pending would leave its first cell or entry open.
     slot.abandon_if_pending();
     slot.state_.store(0, std::memory_order_relaxed);
     slot.cells_ = nullptr;
+    const int process = process_of(dest);
     std::pair<std::uint32_t, std::uint32_t> opened;
-    if (auto cell = state_.cells.open(sizeof(R))) {
+    if (auto cell = state_.cells.open(sizeof(R), process)) {
       opened = *cell;
       slot.cells_ = &state_.cells;
     } else {
-      opened = open_reply(&slot.value_, sizeof(R), &slot.state_);
+      opened = open_reply(&slot.value_, sizeof(R), &slot.state_, process);
     }
+    slot.destination_ = dest;
+    slot.process_ = process;
     slot.owner_ = &state_;
     slot.index_ = opened.first;
     slot.generation_ = opened.second;
@@ -504,7 +596,10 @@ class thread_context {
   }
   // Sends a call_return's outcome to `caller`: the value (ok), or a failure (no data).
   void send_reply(thread_id caller, function_id function, std::uint32_t slot,
-                  std::uint32_t generation, std::span<const std::byte> value, bool ok);
+                  std::uint32_t generation, std::span<const std::byte> value, outcome result);
+  // A process died since this thread last looked (runtime::failure_epoch): tells the layer
+  // above (its messengers fail what they hold for it).
+  void notice_peer_failures();
 
   runtime& rt_;
   thread_id id_;
@@ -515,11 +610,18 @@ class thread_context {
   std::deque<call_queue::item> pending_;   // received, not yet run (shared by nested polls)
   unsigned nesting_ = 0;                   // live deferring_scopes (calls running, waits)
   std::deque<std::exception_ptr> deferred_;  // kept by nested polls, thrown by outer ones
+  deadline_clock::time_point scope_deadline_ = no_deadline;  // innermost deadline_scope's
+  std::uint64_t failures_seen_ = 0;  // runtime::failure_epoch() this thread acted on
   std::size_t poll_once();
   std::uint64_t run_epoch_ = 0;
   // Destroyed first (it holds rkeys and endpoints of worker_).
   std::unique_ptr<thread_extension> extension_;
 };
+
+// Says on stderr (the first time in this process; all are counted by the caller) that a call
+// from `source` to `self` names a function this program did not register.
+void report_unknown_function(thread_context& self, std::uint32_t source,
+                             function_id function) noexcept;
 
 // While alive, the thread that created it does not touch its context (it computes), and the
 // process's helper threads (SERIEMA_HELPER_THREADS) poll it instead: they run the calls sent to

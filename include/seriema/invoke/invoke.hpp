@@ -14,6 +14,7 @@
 #include <cereal/types/unordered_map.hpp>
 #include <cereal/types/utility.hpp>
 #include <cereal/types/vector.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <istream>
@@ -47,19 +48,36 @@ class synchronizer {
 
   [[nodiscard]] std::uint64_t remaining() const noexcept;
   [[nodiscard]] bool done() const noexcept { return remaining() == 0; }
-  // Polls (serving calls, publishing batches) until done; false when a messenger of this thread
-  // failed (its peer died) first: the calls still pending will never be consumed.
-  bool wait();
+  // Polls (serving calls, publishing batches) until the count reaches zero (done), a process
+  // that a consumption-notified call named here went to dies first (may_have_executed: the
+  // calls still counted will never be reported), or the deadline in force passes
+  // (deadline_exceeded; `deadline`, a deadline_scope, SERIEMA_TIMEOUT). The count stays as it
+  // is: remaining() says how many calls were not reported.
+  fabric::outcome wait_until(fabric::deadline_clock::time_point deadline = fabric::no_deadline);
+  template <class Rep, class Period>
+  fabric::outcome wait_for(std::chrono::duration<Rep, Period> timeout) {
+    return wait_until(fabric::deadline_clock::now() +
+                      std::chrono::duration_cast<fabric::deadline_clock::duration>(timeout));
+  }
+  // wait_until() == done.
+  bool wait() { return wait_until() == fabric::outcome::done; }
   // Adds `n` expected calls (a reusable synchronizer).
   void add(std::uint64_t n) noexcept;
 
   // used by the primitives
   [[nodiscard]] std::uint32_t word() const noexcept { return word_; }
   void decrement() noexcept;
+  // A call naming this synchronizer for its consumption went to thread `dest`: a wait ends
+  // when that thread's process dies.
+  void note_target(thread_id dest) noexcept {
+    if (dest < target_threads_.size()) target_threads_[dest] = true;
+  }
 
  private:
+  [[nodiscard]] bool a_target_failed() const noexcept;
   thread_context& self_;
   std::uint32_t word_;
+  std::vector<bool> target_threads_;  // by thread id: a consumption-notified call went there
 };
 
 namespace detail {
@@ -116,12 +134,14 @@ template <class Policy, class Shape, class F>
   call_status status;
   if (c == channel::send) {
     if (sync != nullptr && when == notify_on::consume) {
+      sync->note_target(dest);
       status = self.call_as<fabric::invocation_shape>(dest, notify_after<F, Shape>{f, sync->word()},
                                                       buffer);
     } else {
       status = self.call_as<Shape>(dest, f, buffer);
     }
   } else if (sync != nullptr && when == notify_on::consume) {
+    sync->note_target(dest);
     wire::notify_extra extra{sync->word(), 0};
     status = one_sided<Policy>(self, dest, c, id, bytes_of(f), wire::flag_notify,
                                bytes_of(extra), buffer);
@@ -145,7 +165,7 @@ call_status returning(thread_context& self, thread_id dest, const F& f,
   if constexpr (C == channel::send) {
     return self.call_return_as<Shape>(dest, f, buffer, slot);
   } else {
-    auto [index, generation] = self.open_reply_for(slot);
+    auto [index, generation] = self.open_reply_for(slot, dest);
     wire::reply_extra extra{index, generation};
     call_status status =
         one_sided<Policy>(self, dest, C, fabric::function_wrapper<F, Shape>::id, bytes_of(f),

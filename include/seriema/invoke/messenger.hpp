@@ -496,6 +496,9 @@ class channels final : public fabric::thread_extension {
 
   std::size_t poll(thread_context& self) override;
   void flush(thread_context& self) override;
+  // A process died: every messenger to one of its threads fails (its queued call_returns end
+  // as not executed; later calls to it return peer_failed).
+  void peers_failed(thread_context& self) override;
 
   [[nodiscard]] const receive_counters& received() const noexcept { return received_; }
   // The feedback area (released words, synchronizer counters): registered, in this thread's

@@ -124,9 +124,13 @@ constexpr std::size_t extras_size(std::uint32_t flags) noexcept {
 constexpr std::size_t align_record(std::size_t n) noexcept {
   return (n + record_alignment - 1) & ~(record_alignment - 1);
 }
-// Bytes of a record with these sizes (closure and buffer are below 4 GiB by construction).
+// Bytes of a record with these sizes; SIZE_MAX (no record fits it) when a size is beyond what
+// a record's 32-bit fields can say, so that no caller-given length can wrap the sum below a
+// limit. Closure sizes are constants, so the check is one compare of the buffer's size.
+inline constexpr std::size_t largest_record_field = 0xffff'0000u;
 constexpr std::size_t record_size(std::size_t closure, std::size_t buffer,
                                   std::uint32_t flags) noexcept {
+  if (closure > largest_record_field || buffer > largest_record_field) return SIZE_MAX;
   return align_record(sizeof(record_header) + closure + extras_size(flags) + buffer);
 }
 
@@ -210,6 +214,12 @@ class function_lookup {
   out.entry = functions.find(h.function);
   if (out.entry == nullptr) {
     out.status = parse_status::unknown_function;
+    if ((h.flags & flag_reply) != 0) {
+      // The caller waits for a reply: the receiver fails its slot (not executed). In bounds:
+      // needed (closure + extras + buffer) <= size was checked above.
+      std::memcpy(&out.reply, bytes.data() + sizeof(record_header) + h.closure_size,
+                  sizeof out.reply);
+    }
     return out;
   }
   const bool wants_reply = (h.flags & flag_reply) != 0;

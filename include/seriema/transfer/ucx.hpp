@@ -80,8 +80,11 @@ class ucx_worker {
 // later operation on the endpoint reports it. Thread-safety: as the worker.
 class ucx_endpoint {
  public:
-  // `peer` names the remote process in messages ("rank 3").
-  ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_address, std::string peer);
+  // `peer` names the remote process in messages ("rank 3"). `on_failure`, when given, is
+  // called once with UCX's reason when the endpoint fails, on the thread progressing the
+  // worker (inside UCX: it must not block or call UCX).
+  ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_address, std::string peer,
+               std::function<void(ucs_status_t)> on_failure = {});
   ~ucx_endpoint();  // flushes and closes, bounded in time; never throws
   ucx_endpoint(const ucx_endpoint&) = delete;
   ucx_endpoint& operator=(const ucx_endpoint&) = delete;
@@ -109,6 +112,7 @@ class ucx_endpoint {
   ucp_ep_h endpoint_ = nullptr;
   std::string peer_;
   std::atomic<ucs_status_t> failure_{UCS_OK};
+  std::function<void(ucs_status_t)> on_failure_;
 };
 
 // Waits for a UCX request pointer returned by an *_nbx call (progressing `worker`); returns its
