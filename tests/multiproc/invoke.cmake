@@ -53,3 +53,25 @@ seriema_mp_run(mp.invoke_features.np2.tcp EXE invoke_features_mp_test NP 2 TLS t
                ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.invoke_features.np2.machines2.tcp EXE invoke_features_mp_test NP 2 MACHINES 2
                TLS tcp ENV SERIEMA_THREADS=3)
+
+# Failure semantics: a callee killed with 10 000 call_returns in flight (send and one-sided);
+# every slot ends with its outcome, a third rank keeps working, run() names the dead rank.
+seriema_mp_executable(failure_semantics_mp_test failure_semantics_mp_test.cpp seriema::invoke)
+seriema_mp_script_test(mp.failure_semantics.np3 SCRIPT failure_semantics_test.sh
+                       EXE failure_semantics_mp_test TIMEOUT 300)
+add_test(NAME mp.failure_semantics.np3.machines3.tcp
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/failure_semantics_test.sh $<TARGET_FILE:seriema-run>
+                 $<TARGET_FILE:failure_semantics_mp_test> --machines 3)
+set_tests_properties(mp.failure_semantics.np3.machines3.tcp PROPERTIES LABELS multiproc
+                     TIMEOUT 300 ENVIRONMENT "UCX_TLS=tcp,self")
+
+# Failures every rank survives: unknown function ids, sizes at and beyond the limits, deadlines
+# and cancellation, calls and exceptions from handlers after the body, finalize inside run().
+seriema_mp_executable(failure_handling_mp_test failure_handling_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.failure_handling.np1.shm EXE failure_handling_mp_test NP 1 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.failure_handling.np2.shm EXE failure_handling_mp_test NP 2 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.failure_handling.np2.tcp EXE failure_handling_mp_test NP 2 TLS tcp
+               ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.failure_handling.np2.machines2.tcp EXE failure_handling_mp_test NP 2 MACHINES 2
+               TLS tcp ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.failure_handling.np4.shm EXE failure_handling_mp_test NP 4 ENV SERIEMA_THREADS=2)

@@ -1,0 +1,220 @@
+// Failure semantics across real processes (3 ranks x 1 thread; run by failure_semantics_test.sh):
+// rank 0 has 10 000 call_returns in flight to rank 1 (send-based or one-sided, argv[1]); rank 1
+// runs them, writing one marker line per call, and kills itself (SIGKILL) inside call #k, after
+// its marker line and before replying. Rank 0 checks that every slot ends exactly once: the
+// calls before k done with their values, call k "may have executed" and the marker shows it ran
+// once, nothing after k done (sent: may have executed; never sent: not executed), within the
+// keepalive plus a second of the death; a new call to rank 1 fails at once. Meanwhile rank 2
+// keeps calling rank 0 and must go on succeeding after the death. Then run() must end on both
+// survivors with an error naming rank 1.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <set>
+#include <string>
+#include <thread>
+
+using namespace seriema;
+using fabric::outcome;
+using fabric::thread_context;
+using invoke::call_status;
+using invoke::channel;
+
+namespace {
+
+constexpr std::uint64_t in_flight = 10000;
+constexpr std::uint64_t dies_in = 99;  // the 100th call
+const char* marker_path = nullptr;
+std::atomic<int> failures{0};
+
+template <class... T>
+void fail(fmt::format_string<T...> format, T&&... args) {
+  fmt::print(stderr, "FAILED: {}\n", fmt::format(format, std::forward<T>(args)...));
+  failures.fetch_add(1);
+}
+
+std::int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Rank 1: one marker line per call run ("<index> <realtime ns>"), written before the call
+// returns, so the line of call k is on disk before the process dies.
+std::uint64_t run_call(std::uint64_t index) {
+  const int fd = ::open(marker_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+  const std::string line = fmt::format("{} {}\n", index, realtime_ns());
+  if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    std::abort();
+  }
+  ::close(fd);
+  if (index == dies_in) std::raise(SIGKILL);  // ran, and dies before its reply
+  return index * 3 + 1;
+}
+
+// Rank 2's phases, set by calls from rank 0: 1 = the death was noticed, 2 = stop.
+std::atomic<int> phase{0};
+std::atomic<bool> rank2_confirmed{false};  // rank 0: rank 2 succeeded 100 times after the death
+
+void rank2_body(thread_context& ctx) {
+  std::uint64_t after = 0;
+  std::uint64_t total = 0;
+  while (phase.load() < 2) {
+    fabric::return_slot<std::uint64_t> slot;
+    const std::uint64_t x = total;
+    if (ctx.call_return(0, [x](thread_context&) { return x + 7; }, slot) != call_status::ok) {
+      fail("rank 2: a call to rank 0 was not sent");
+      return;
+    }
+    const outcome got = ctx.wait_for(slot, std::chrono::seconds(5));
+    if (got != outcome::done || slot.value() != x + 7) {
+      fail("rank 2: call {} to rank 0: {}", total, slot.describe());
+      return;
+    }
+    ++total;
+    if (phase.load() == 1 && ++after == 100) {
+      (void)ctx.call(0, [](thread_context&) { rank2_confirmed = true; });
+    }
+  }
+  fmt::print("rank 2: {} calls to rank 0 succeeded, {} of them after rank 1's death\n", total,
+             after);
+}
+
+template <class Slot>
+call_status issue(thread_context& ctx, const std::string& mode, std::uint64_t i, Slot& slot) {
+  auto f = [i](thread_context&) { return run_call(i); };
+  if (mode == "send") return ctx.call_return(1, f, slot);
+  return invoke::call_return<channel::write, invoke::policy::retry_async>(ctx, 1, f, slot);
+}
+
+// Reads rank 1's marker: which calls ran (each at most once), and when call k ran.
+std::int64_t check_marker() {
+  std::ifstream in(marker_path);
+  std::multiset<std::uint64_t> ran;
+  std::uint64_t index = 0;
+  std::int64_t when = 0;
+  std::int64_t death = 0;
+  while (in >> index >> when) {
+    ran.insert(index);
+    if (index == dies_in) death = when;
+  }
+  if (ran.count(dies_in) != 1) fail("call {} ran {} times (marker)", dies_in, ran.count(dies_in));
+  for (std::uint64_t i : ran) {
+    if (ran.count(i) != 1) fail("call {} ran {} times", i, ran.count(i));
+    if (i > dies_in) fail("call {} ran after the callee died", i);
+  }
+  return death;
+}
+
+void rank0_body(thread_context& ctx, const std::string& mode) {
+  auto slots = std::make_unique<fabric::return_slot<std::uint64_t>[]>(in_flight);
+  std::uint64_t unsent = 0;
+  for (std::uint64_t i = 0; i < in_flight; ++i) {
+    const call_status st = issue(ctx, mode, i, slots[i]);
+    if (st == call_status::ok) continue;
+    ++unsent;
+    if (st != call_status::peer_failed) fail("call {} returned '{}'", i, fabric::to_string(st));
+    if (slots[i].result() != outcome::not_executed) {
+      fail("call {} was not sent, and its slot says '{}'", i, to_string(slots[i].result()));
+    }
+  }
+  std::uint64_t count[7] = {};
+  for (std::uint64_t i = 0; i < in_flight; ++i) {
+    const outcome got = ctx.wait_for(slots[i], std::chrono::seconds(30));
+    ++count[static_cast<int>(got)];
+    if (i < dies_in && (got != outcome::done || slots[i].value() != i * 3 + 1)) {
+      fail("call {} (before the death): {}", i, slots[i].describe());
+    }
+    if (i == dies_in && got != outcome::may_have_executed) {
+      fail("call {} (the one the callee died in): {}", i, slots[i].describe());
+    }
+    if (i > dies_in && got != outcome::may_have_executed && got != outcome::not_executed) {
+      fail("call {} (after the death): {}", i, slots[i].describe());
+    }
+  }
+  const std::int64_t ended = realtime_ns();
+  const std::int64_t death = check_marker();
+  const double seconds = static_cast<double>(ended - death) / 1e9;
+  const double keepalive = static_cast<double>(ctx.rt().options().ucx.keepalive_ms) / 1000.0;
+  fmt::print("rank 0: {} {} call_returns: {} done, {} may have executed, {} not executed "
+             "({} never sent), {} other; the last ended {:.2f} s after the callee died "
+             "(keepalive {:.1f} s)\n",
+             in_flight, mode, count[1], count[4], count[3], unsent,
+             in_flight - count[1] - count[4] - count[3], seconds, keepalive);
+  if (seconds > keepalive + 1.0) fail("slots ended {:.2f} s after the death", seconds);
+
+  fabric::return_slot<std::uint64_t> late;
+  const call_status st = issue(ctx, mode, in_flight, late);
+  if (st != call_status::peer_failed || late.result() != outcome::not_executed) {
+    fail("a new call to the dead rank returned '{}', its slot '{}'", fabric::to_string(st),
+         to_string(late.result()));
+  }
+  (void)ctx.call(2, [](thread_context&) { phase = 1; });
+  if (!ctx.wait_until([] { return rank2_confirmed.load(); }, fabric::deadline_clock::now() +
+                                                                  std::chrono::seconds(20))) {
+    fail("rank 2 did not confirm 100 successful calls after the death");
+  }
+  (void)ctx.call(2, [](thread_context&) { phase = 2; });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::string(argv[1]) != "send" && std::string(argv[1]) != "write")) {
+    fmt::print(stderr, "usage: failure_semantics_mp_test send|write <marker file>\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  marker_path = argv[2];
+  try {
+    fabric::runtime rt;
+    if (rt.size() != 3 || rt.options().threads_per_process != 1) {
+      fmt::print(stderr, "failure semantics test: needs 3 processes x 1 thread\n");
+      return 2;
+    }
+    std::string ended = "returned normally";
+    try {
+      rt.run([&](thread_context& ctx) {
+        if (ctx.id() == 0) rank0_body(ctx, mode);
+        if (ctx.id() == 2) rank2_body(ctx);
+        if (ctx.id() == 1) {
+          // Serve rank 0's calls until call k kills this process (bounded, should it not).
+          (void)ctx.wait_until([] { return false; },
+                               fabric::deadline_clock::now() + std::chrono::seconds(60));
+          fail("rank 1 is still alive");
+        }
+      });
+    } catch (const std::exception& e) {
+      ended = e.what();
+    }
+    fmt::print("rank {}: run ended: {}\n", rt.rank(), ended);
+    if (ended.find("rank 1") == std::string::npos) fail("run() did not name the dead rank 1");
+    // Rank 0 stays until rank 2 left its run(): an exit now would be a second death for rank 2.
+    const std::string rank2_done = std::string(marker_path) + ".rank2-done";
+    if (rt.rank() == 2) std::ofstream(rank2_done) << "done\n";
+    if (rt.rank() == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!std::ifstream(rank2_done) && std::chrono::steady_clock::now() < until) {
+        rt.progress_shared();  // rank 2's last messages to us need our progress (tcp)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    const int status = failures.load() == 0 ? 0 : 1;
+    fmt::print("rank {}: exiting with status {}\n", rt.rank(), status);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(status);  // the job is broken (a rank died): no collective shutdown
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "failure semantics test: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# A callee dies inside its 100th of 10 000 call_returns in flight (send-based, then one-sided):
+# every slot must end with the right outcome within the keepalive plus a second, a third rank
+# must keep working with the caller, and both survivors' run() must end naming the dead rank.
+# Usage: failure_semantics_test.sh <seriema-run> <failure_semantics_mp_test> [launcher args];
+# UCX_TLS from the environment picks shm or tcp (e.g. --machines 3 with UCX_TLS=tcp,self).
+set -u
+marker=$(mktemp -d)
+trap 'rm -rf "$marker"' EXIT
+for mode in send write; do
+  rm -f "$marker/calls" "$marker/calls.rank2-done"
+  start=$(date +%s)
+  out=$(SERIEMA_THREADS=1 timeout 120 "$1" -n 3 "${@:3}" --on-failure wait --tag-output -- \
+          "$2" "$mode" "$marker/calls" 2>&1); rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  fail() { echo "failure_semantics_test ($mode): $1"; printf '%s\n' "$out" | sed 's/^/    /'; exit 1; }
+  [ $rc -ne 124 ] || fail "the job hung (killed after 120 s)"
+  printf '%s\n' "$out" | grep -q "FAILED" && fail "a rank reported a failure"
+  for r in 0 2; do
+    printf '%s\n' "$out" | grep -q "rank $r: exiting with status 0" || fail "rank $r did not exit cleanly"
+  done
+  printf '%s\n' "$out" | grep -q "rank 1: exiting" && fail "rank 1 survived its kill"
+  echo "failure_semantics_test ($mode): $(printf '%s\n' "$out" | grep -m1 'call_returns:' | sed 's/^.*rank 0: //') (job: ${elapsed} s)"
+  printf '%s\n' "$out" | grep -m1 "rank 2: .* succeeded" | sed "s/^.*rank 2:/failure_semantics_test ($mode): rank 2:/"
+done
