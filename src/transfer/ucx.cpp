@@ -1,6 +1,10 @@
 // UCX context/worker/endpoint wrappers: creation with seriema's defaults, peer-failure tracking,
 // bounded close, and transport introspection for seriema-info and messages.
+#include <dirent.h>
 #include <fmt/format.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -188,6 +192,46 @@ ucx_worker::~ucx_worker() {
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
 }
 
+namespace {
+
+// UCX creates the shared-memory segments behind UCP_MEM_MAP_ALLOCATE readable and writable by
+// its group (SysV 0660; POSIX files per the umask). The job's processes run as one user, so
+// owner-only access loses nothing and keeps other users of the group out (docs/security.md).
+// SysV: every segment this process created; POSIX: every open /dev/shm/ucx_* file of it.
+void restrict_shared_memory_to_owner() noexcept {
+  if (std::FILE* list = std::fopen("/proc/sysvipc/shm", "r")) {
+    char line[512];
+    (void)std::fgets(line, sizeof line, list);  // the column titles
+    while (std::fgets(line, sizeof line, list) != nullptr) {
+      long long key = 0, size = 0;
+      int id = -1, creator = 0;
+      unsigned perms = 0;
+      if (std::sscanf(line, "%lld %d %o %lld %d", &key, &id, &perms, &size, &creator) != 5) continue;
+      if (creator != getpid() || (perms & 077) == 0) continue;
+      shmid_ds desc{};
+      if (shmctl(id, IPC_STAT, &desc) != 0) continue;
+      desc.shm_perm.mode &= ~static_cast<unsigned short>(077);
+      (void)shmctl(id, IPC_SET, &desc);
+    }
+    std::fclose(list);
+  }
+  if (DIR* fds = opendir("/proc/self/fd")) {
+    while (dirent* entry = readdir(fds)) {
+      char link[320];
+      char target[256];
+      std::snprintf(link, sizeof link, "/proc/self/fd/%s", entry->d_name);
+      const ssize_t n = readlink(link, target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      if (std::strncmp(target, "/dev/shm/ucx_", 13) != 0) continue;
+      (void)fchmod(std::atoi(entry->d_name), S_IRUSR | S_IWUSR);
+    }
+    closedir(fds);
+  }
+}
+
+}  // namespace
+
 ucs_status_t map_ucx_allocated_memory(ucx_context& context, std::size_t length, ucp_mem_h* memh,
                                       std::byte** base) noexcept {
   ucp_mem_map_params_t params{};
@@ -205,6 +249,7 @@ ucs_status_t map_ucx_allocated_memory(ucx_context& context, std::size_t length, 
     return status;
   }
   *base = static_cast<std::byte*>(attr.address);
+  restrict_shared_memory_to_owner();
   return UCS_OK;
 }
 
