@@ -360,9 +360,10 @@ std::string messenger_counters::to_json() const {
 std::string receive_counters::to_json() const {
   return fmt::format(
       R"({{"calls":{},"rejected_malformed":{},"rejected_record":{},)"
-      R"("rejected_unknown_function":{},"chunks_released":{},"failed_reads":{}}})",
+      R"("rejected_unknown_function":{},"chunks_released":{},"failed_reads":{},)"
+      R"("chunks_reclaimed":{}}})",
       calls, rejected_malformed, rejected_record, rejected_unknown_function, chunks_released,
-      failed_reads);
+      failed_reads, chunks_reclaimed);
 }
 
 std::string channels::counters_json() const {
@@ -479,6 +480,7 @@ inbound_channel* channels::inbound_from(thread_id sender) noexcept {
 
 std::size_t channels::poll(thread_context& self) {
   std::size_t ran = 0;
+  if (reclaim_pending_) reclaim_dead_senders(self);
   fabric::local_thread_state& state = self.state();
   const std::size_t grants = state.first_grants.load(std::memory_order_acquire);
   if (grants != new_channels_seen_) {
@@ -543,8 +545,34 @@ void channels::note_queued(messenger& m) {
   with_queue_.push_back(&m);
 }
 
-void channels::peers_failed(thread_context&) {
+void channels::peers_failed(thread_context& self) {
   for (messenger* m : created_) (void)m->check_peer();
+  reclaim_pending_ = true;
+  reclaim_dead_senders(self);
+}
+
+void channels::reclaim_dead_senders(thread_context& self) {
+  fabric::runtime& rt = self.rt();
+  auto dead = [&](std::uint32_t sender) {
+    return sender < self.thread_count() && rt.peer_failed(rt.placement().locate(sender).process);
+  };
+  bool deferred = false;
+  std::erase_if(in_list_, [&](inbound_channel* channel) {
+    if (!dead(channel->sender())) return false;
+    if (channel->running()) {
+      deferred = true;
+      return false;
+    }
+    received_.chunks_reclaimed += channel->chunks();
+    in_[channel->sender()].reset();  // frees its chunks (published calls not run are dropped)
+    return true;
+  });
+  for (auto& grant : self.state().take_granted(
+           [&](const fabric::granted_memory& g) { return dead(g.sender); })) {
+    (void)rt.service_free(reinterpret_cast<std::uint64_t>(grant.memory.data), grant.memory.size);
+    ++received_.chunks_reclaimed;
+  }
+  reclaim_pending_ = deferred;
 }
 
 bool channels::any_failed() {

@@ -6,7 +6,9 @@
 // once, nothing after k done (sent: may have executed; never sent: not executed), within the
 // keepalive plus a second of the death; a new call to rank 1 fails at once. Meanwhile rank 2
 // keeps calling rank 0 and must go on succeeding after the death. Then run() must end on both
-// survivors with an error naming rank 1.
+// survivors with an error naming rank 1. Mode "sender" (dead_sender_body): a sender dies with
+// calls published and a batch unpublished; the receiver runs exactly the published ones and
+// frees the dead sender's chunks.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -166,11 +168,59 @@ void rank0_body(thread_context& ctx, const std::string& mode) {
   (void)ctx.call(2, [](thread_context&) { phase = 2; });
 }
 
+// Mode "sender": rank 1 publishes `published` one-sided calls to rank 0, writes `unpublished`
+// more into a trad batch that is never published, and dies. Rank 0 must run exactly the
+// published ones (never a call of the unpublished batch), and free the chunks rank 1 held in
+// its zone once it noticed the death.
+constexpr std::uint64_t published = 1000;
+constexpr std::uint64_t unpublished = 500;
+std::atomic<std::uint64_t> ran_from_sender{0};
+
+void dead_sender_body(thread_context& ctx) {
+  invoke::messenger_options options = invoke::channels_of(ctx).options();
+  options.flush_size = std::size_t{1} << 20;  // the trad batch below stays unpublished
+  invoke::channels_of(ctx).set_options(options);
+  if (ctx.id() == 1) {
+    fabric::return_slot<int> warm;  // rank 0 has an endpoint to us: it will see the death
+    (void)ctx.call_return(0, [](thread_context&) { return 1; }, warm);
+    (void)ctx.wait_for(warm, std::chrono::seconds(30));
+    for (std::uint64_t i = 0; i < published; ++i) {
+      (void)invoke::call<channel::write, invoke::policy::retry>(
+          ctx, 0, [](thread_context&) { ran_from_sender.fetch_add(1); });
+    }
+    for (std::uint64_t i = 0; i < unpublished; ++i) {
+      (void)invoke::call<channel::trad, invoke::policy::retry>(
+          ctx, 0, [](thread_context&) { ran_from_sender.fetch_add(1000000); });
+    }
+    std::raise(SIGKILL);
+  }
+  if (ctx.id() != 0) return;
+  fabric::return_slot<int> warm;
+  (void)ctx.call_return(1, [](thread_context&) { return 1; }, warm);
+  (void)ctx.wait_for(warm, std::chrono::seconds(30));
+  if (!ctx.wait_until([&] { return ctx.rt().peer_failed(1); },
+                      fabric::deadline_clock::now() + std::chrono::seconds(20))) {
+    fail("rank 0 did not notice rank 1's death");
+  }
+  // The published calls were all run by now or are run by these polls; none of the batch.
+  (void)ctx.wait_until([] { return false; },
+                       fabric::deadline_clock::now() + std::chrono::milliseconds(200));
+  const auto& received = invoke::channels_of(ctx).received();
+  fmt::print("rank 0: ran {} calls of the dead sender ({} published, {} unpublished); {} of its "
+             "chunks freed\n",
+             ran_from_sender.load(), published, unpublished, received.chunks_reclaimed);
+  if (ran_from_sender.load() != published) fail("ran {} calls", ran_from_sender.load());
+  if (received.chunks_reclaimed == 0 || invoke::channels_of(ctx).inbound_from(1) != nullptr) {
+    fail("the dead sender's chunks were not freed");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "send" && std::string(argv[1]) != "write")) {
-    fmt::print(stderr, "usage: failure_semantics_mp_test send|write <marker file>\n");
+  if (argc != 3 || (std::string(argv[1]) != "send" && std::string(argv[1]) != "write" &&
+                    std::string(argv[1]) != "sender")) {
+    fmt::print(stderr, "usage: failure_semantics_mp_test send|write|sender <marker file>\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -184,6 +234,10 @@ int main(int argc, char** argv) {
     std::string ended = "returned normally";
     try {
       rt.run([&](thread_context& ctx) {
+        if (mode == "sender") {
+          dead_sender_body(ctx);
+          return;
+        }
         if (ctx.id() == 0) rank0_body(ctx, mode);
         if (ctx.id() == 2) rank2_body(ctx);
         if (ctx.id() == 1) {

@@ -2,12 +2,14 @@
 # A callee dies inside its 100th of 10 000 call_returns in flight (send-based, then one-sided):
 # every slot must end with the right outcome within the keepalive plus a second, a third rank
 # must keep working with the caller, and both survivors' run() must end naming the dead rank.
+# Then ("sender") a sender dies with one-sided calls published and a trad batch unpublished:
+# the receiver runs exactly the published ones and frees the dead sender's chunks.
 # Usage: failure_semantics_test.sh <seriema-run> <failure_semantics_mp_test> [launcher args];
 # UCX_TLS from the environment picks shm or tcp (e.g. --machines 3 with UCX_TLS=tcp,self).
 set -u
 marker=$(mktemp -d)
 trap 'rm -rf "$marker"' EXIT
-for mode in send write; do
+for mode in send write sender; do
   rm -f "$marker/calls" "$marker/calls.rank2-done"
   start=$(date +%s)
   out=$(SERIEMA_THREADS=1 timeout 120 "$1" -n 3 "${@:3}" --on-failure wait --tag-output -- \
@@ -20,6 +22,6 @@ for mode in send write; do
     printf '%s\n' "$out" | grep -q "rank $r: exiting with status 0" || fail "rank $r did not exit cleanly"
   done
   printf '%s\n' "$out" | grep -q "rank 1: exiting" && fail "rank 1 survived its kill"
-  echo "failure_semantics_test ($mode): $(printf '%s\n' "$out" | grep -m1 'call_returns:' | sed 's/^.*rank 0: //') (job: ${elapsed} s)"
+  echo "failure_semantics_test ($mode): $(printf '%s\n' "$out" | grep -m1 -E 'call_returns:|dead sender' | sed 's/^.*rank 0: //') (job: ${elapsed} s)"
   printf '%s\n' "$out" | grep -m1 "rank 2: .* succeeded" | sed "s/^.*rank 2:/failure_semantics_test ($mode): rank 2:/"
 done

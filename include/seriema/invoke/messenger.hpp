@@ -427,6 +427,8 @@ class inbound_channel {
   std::size_t poll(thread_context& self);
   // Addresses of the ring's chunks in ring order (see messenger::chunk_addresses).
   [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
+  // A call of this channel is running (on this thread's stack): it must not be destroyed.
+  [[nodiscard]] bool running() const noexcept { return running_; }
 
  private:
   struct chunk {
@@ -464,6 +466,9 @@ struct receive_counters {
   std::uint64_t rejected_unknown_function = 0;
   std::uint64_t chunks_released = 0;
   std::uint64_t failed_reads = 0;  // call_buffer_get reads that failed (origin's process died)
+  // Chunks of senders whose process died, freed when the death was noticed (with what they
+  // held unpublished: never run).
+  std::uint64_t chunks_reclaimed = 0;
 
   [[nodiscard]] std::string to_json() const;
 };
@@ -565,6 +570,10 @@ class channels final : public fabric::thread_extension {
   std::vector<std::unique_ptr<inbound_channel>> in_;  // by sender thread id
   std::vector<inbound_channel*> in_list_;             // polled in this order
   std::size_t new_channels_seen_ = 0;
+  bool reclaim_pending_ = false;  // a process died: free its senders' channels when not running
+  // Frees the inbound channels (and granted chunks not yet adopted) of senders in dead
+  // processes, except channels with a call on the stack (retried at the next poll).
+  void reclaim_dead_senders(thread_context& self);
   receive_counters received_;
   // Active-message notifications in flight: the header must stay put until UCX is done with it.
   struct feedback_slot {
