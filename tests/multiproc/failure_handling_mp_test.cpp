@@ -6,10 +6,15 @@
 // throws after its body ended is reported by run() without stopping the job; finalize() from
 // inside run() is refused.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/transfer/error.hpp>
@@ -228,6 +233,66 @@ TEST(FailureHandling, AHandlerThrowingAfterTheBodyIsReportedAndServingGoesOn) {
   EXPECT_TRUE(answered.load());
   EXPECT_EQ(thrown, rt.rank() == 0 ? "boom after body" : "");
 }
+
+// The state letter of process `pid` (/proc/<pid>/stat), or '?'.
+char process_state(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+}
+
+// Stops `pid` (SIGSTOP) and waits until the kernel shows it stopped, sending the signal again
+// every 100 ms: under load a stop was seen not to take (the process went on running calls).
+bool stop_process(int pid) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (::kill(pid, SIGSTOP) != 0) return false;
+    for (int look = 0; look < 100; ++look) {
+      if (process_state(pid) == 'T') return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return false;
+}
+
+// A stalled peer (SIGSTOP: alive to UCX, answering nothing): call_returns with a 2 s deadline
+// end as deadline_exceeded by 3 s on every channel, the peer is not declared dead, and once it
+// is resumed (SIGCONT) new calls to it work and the late replies leave the ended slots alone.
+template <channel C>
+void stalled_peer() {
+  auto& rt = test::rt();
+  if (rt.size() < 2) GTEST_SKIP() << "needs 2 processes";
+  const std::vector<int> pids = test::allgather_value<int>(static_cast<int>(getpid()));
+  const fabric::thread_id stalled = rt.placement().global_id(1, 0);
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    auto answer = [](thread_context&) { return std::uint64_t{5}; };
+    fabric::return_slot<std::uint64_t> warm;  // connections are set up before the stall
+    ASSERT_EQ((invoke::call_return<C>(ctx, stalled, answer, warm)), call_status::ok);
+    ASSERT_EQ(ctx.wait_for(warm, std::chrono::seconds(60)), outcome::done);
+    ASSERT_TRUE(stop_process(pids[1])) << "rank 1 (pid " << pids[1] << ") did not stop";
+    fabric::return_slot<std::uint64_t> slots[3];
+    const auto start = std::chrono::steady_clock::now();
+    for (auto& slot : slots) {
+      ASSERT_EQ((invoke::call_return<C>(ctx, stalled, answer, slot)), call_status::ok);
+    }
+    const auto deadline = fabric::deadline_clock::now() + std::chrono::seconds(2);
+    for (auto& slot : slots) EXPECT_EQ(ctx.wait_for(slot, deadline), outcome::deadline_exceeded);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(waited, 3.0) << "calls to a stalled peer ended " << waited << " s after they began";
+    EXPECT_FALSE(rt.peer_failed(1)) << "a stalled peer was declared dead";
+    ASSERT_EQ(::kill(pids[1], SIGCONT), 0);
+    fabric::return_slot<std::uint64_t> after;
+    ASSERT_EQ((invoke::call_return<C>(ctx, stalled, answer, after)), call_status::ok);
+    EXPECT_EQ(ctx.wait_for(after, std::chrono::seconds(60)), outcome::done) << after.describe();
+    EXPECT_EQ(after.value(), 5u);
+    for (auto& slot : slots) EXPECT_EQ(slot.result(), outcome::deadline_exceeded);
+  });
+}
+
+TEST(FailureHandling, AStalledPeerFailsCallsByTheirDeadlineSend) { stalled_peer<channel::send>(); }
+TEST(FailureHandling, AStalledPeerFailsCallsByTheirDeadlineWrite) { stalled_peer<channel::write>(); }
 
 TEST(FailureHandling, FinalizeInsideRunIsRefused) {
   std::atomic<int> refused{0};

@@ -75,3 +75,25 @@ seriema_mp_run(mp.failure_handling.np2.tcp EXE failure_handling_mp_test NP 2 TLS
 seriema_mp_run(mp.failure_handling.np2.machines2.tcp EXE failure_handling_mp_test NP 2 MACHINES 2
                TLS tcp ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.failure_handling.np4.shm EXE failure_handling_mp_test NP 4 ENV SERIEMA_THREADS=2)
+
+# The invoke tests with 4 processes (2 threads each), and once under mpirun (PMIx bootstrap).
+seriema_mp_run(mp.invoke_send.np4.shm EXE invoke_send_mp_test NP 4
+               ENV SERIEMA_THREADS=2 SERIEMA_REPLY_CELLS=8)
+seriema_mp_run(mp.invoke_send.np4.machines2.tcp EXE invoke_send_mp_test NP 4 MACHINES 2 TLS tcp
+               ENV SERIEMA_THREADS=2 SERIEMA_REPLY_CELLS=8)
+seriema_mp_run(mp.invoke_onesided.np4.shm EXE invoke_onesided_mp_test NP 4
+               ARGS --gtest_filter=-*AllToAll*:*Fifo* ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.invoke_onesided.np4.tcp EXE invoke_onesided_mp_test NP 4 TLS tcp
+               ARGS --gtest_filter=-*AllToAll*:*Fifo* ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.invoke_features.np4.shm EXE invoke_features_mp_test NP 4 ENV SERIEMA_THREADS=2)
+find_program(SERIEMA_MPIRUN mpirun)
+if(SERIEMA_MPIRUN)
+  foreach(exe invoke_send_mp_test invoke_onesided_mp_test invoke_features_mp_test)
+    string(REPLACE "_mp_test" "" short ${exe})
+    add_test(NAME mp.${short}.mpirun_np2.shm
+             COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=2
+                     -x SERIEMA_REPLY_CELLS=8
+                     -np 2 $<TARGET_FILE:${exe}> --gtest_filter=-*AllToAll*:*Fifo*)
+    set_tests_properties(mp.${short}.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
+  endforeach()
+endif()
