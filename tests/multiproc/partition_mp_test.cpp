@@ -1,0 +1,102 @@
+// A network partition between two ranks (each in its own network namespace, run by
+// partition_test.sh): rank 0 asks the script to cut the link, then call_returns to rank 1 with a
+// 2 s deadline (send-based and one-sided) must end as deadline_exceeded by 3 s, rank 1 must not
+// be declared dead, and once the script healed the link new calls must succeed. The script and
+// rank 0 talk through files in the directory given as argv[1].
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <string>
+#include <thread>
+
+using namespace seriema;
+using fabric::outcome;
+using fabric::thread_context;
+using invoke::call_status;
+
+namespace {
+
+std::atomic<int> failures{0};
+std::atomic<bool> stop{false};
+std::string control;
+
+template <class... T>
+void fail(fmt::format_string<T...> format, T&&... args) {
+  fmt::print(stderr, "FAILED: {}\n", fmt::format(format, std::forward<T>(args)...));
+  failures.fetch_add(1);
+}
+
+// Writes control/<request> and waits (serving calls) until the script wrote control/<done>.
+bool ask_script(thread_context& ctx, const std::string& request, const std::string& done) {
+  std::ofstream(control + "/" + request) << "\n";
+  return ctx.wait_until([&] { return std::filesystem::exists(control + "/" + done); },
+                        fabric::deadline_clock::now() + std::chrono::seconds(30));
+}
+
+template <invoke::channel C>
+void calls_across(thread_context& ctx, const char* name, const char* when, bool partitioned) {
+  auto answer = [](thread_context&) { return std::uint64_t{11}; };
+  fabric::return_slot<std::uint64_t> slots[3];
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& slot : slots) {
+    const call_status st = invoke::call_return<C>(ctx, 1, answer, slot);
+    if (st != call_status::ok) fail("{}: a call was not sent: {}", name, fabric::to_string(st));
+  }
+  const auto deadline =
+      fabric::deadline_clock::now() + (partitioned ? std::chrono::seconds(2) : std::chrono::seconds(30));
+  for (auto& slot : slots) {
+    const outcome got = ctx.wait_for(slot, deadline);
+    if (got != (partitioned ? outcome::deadline_exceeded : outcome::done)) {
+      fail("{} {}: {}", name, when, slot.describe());
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("rank 0: {} {}: 3 call_returns ended in {:.2f} s\n", name, when, seconds);
+  if (partitioned && seconds > 3.0) fail("{}: ended {:.2f} s after the calls", name, seconds);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fmt::print(stderr, "usage: partition_mp_test <control directory>\n");
+    return 2;
+  }
+  control = argv[1];
+  try {
+    fabric::runtime rt;
+    if (rt.size() != 2 || rt.options().threads_per_process != 1) {
+      fmt::print(stderr, "partition test: needs 2 processes x 1 thread\n");
+      return 2;
+    }
+    rt.run([&](thread_context& ctx) {
+      if (ctx.id() == 1) {
+        (void)ctx.wait_until([] { return stop.load(); },
+                             fabric::deadline_clock::now() + std::chrono::seconds(120));
+        return;
+      }
+      calls_across<invoke::channel::send>(ctx, "send", "before the partition", false);
+      calls_across<invoke::channel::write>(ctx, "write", "before the partition", false);
+      if (!ask_script(ctx, "partition", "partitioned")) fail("the script did not partition");
+      calls_across<invoke::channel::send>(ctx, "send", "across the partition", true);
+      calls_across<invoke::channel::write>(ctx, "write", "across the partition", true);
+      if (rt.peer_failed(1)) fail("rank 1 was declared dead during the partition");
+      if (!ask_script(ctx, "heal", "healed")) fail("the script did not heal the partition");
+      calls_across<invoke::channel::send>(ctx, "send", "after the heal", false);
+      calls_across<invoke::channel::write>(ctx, "write", "after the heal", false);
+      (void)ctx.call(1, [](thread_context&) { stop = true; });
+    });
+    rt.finalize();
+    fmt::print("rank {}: exiting with status {}\n", rt.rank(), failures.load() == 0 ? 0 : 1);
+    return failures.load() == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "partition test: {}\n", e.what());
+    return 1;
+  }
+}
