@@ -122,6 +122,27 @@ void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
   }
 }
 
+ucs_status_t wait_serving(thread_context& self, void* request) {
+  const fabric::deadline_clock::time_point deadline = self.deadline_in_force();
+  auto completed = [&] { return ucp_request_check_status(request) != UCS_INPROGRESS; };
+  bool cancelled = false;
+  {
+    // A call that throws meanwhile must not leave this wait: the request's memory is in use.
+    thread_context::deferring_scope waiting(self);
+    if (!self.wait_until(completed, deadline)) {
+      ucp_request_cancel(self.worker().handle(), request);
+      cancelled = true;
+      unsigned idle = 0;
+      while (!completed()) {
+        if (self.poll() == 0) thread_context::back_off(idle);
+      }
+    }
+  }
+  const ucs_status_t status = ucp_request_check_status(request);
+  ucp_request_free(request);
+  return cancelled && status != UCS_OK ? UCS_ERR_TIMED_OUT : status;
+}
+
 call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
                          const transfer::remote_memory_locator& target) {
   fabric::runtime& rt = self.rt();
@@ -145,13 +166,9 @@ call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
   void* flush = ucp_ep_flush_nbx(endpoint.handle(), &param);
   if (flush == nullptr) return call_status::ok;
   if (UCS_PTR_IS_ERR(flush)) return call_status::peer_failed;
-  {
-    thread_context::deferring_scope waiting(self);  // the request is freed below, always
-    self.wait_until([&] { return ucp_request_check_status(flush) != UCS_INPROGRESS; });
-  }
-  const ucs_status_t st = ucp_request_check_status(flush);
-  ucp_request_free(flush);
-  return st == UCS_OK ? call_status::ok : call_status::peer_failed;
+  const ucs_status_t st = wait_serving(self, flush);
+  if (st == UCS_OK) return call_status::ok;
+  return st == UCS_ERR_TIMED_OUT ? call_status::deadline_exceeded : call_status::peer_failed;
 }
 
 std::vector<std::byte> read_remote(thread_context& self,
@@ -176,13 +193,8 @@ std::vector<std::byte> read_remote(thread_context& self,
   }
   if (get != nullptr) {
     // Serve calls while the read is in flight (the origin may need our progress over tcp);
-    // a call that throws meanwhile must not free `local` under the get.
-    {
-      thread_context::deferring_scope waiting(self);
-      self.wait_until([&] { return ucp_request_check_status(get) != UCS_INPROGRESS; });
-    }
-    ucs_status_t st = ucp_request_check_status(get);
-    ucp_request_free(get);
+    // `local` stays until the get completed, also past a deadline.
+    const ucs_status_t st = wait_serving(self, get);
     if (st != UCS_OK) {
       throw error(fmt::format("call_buffer_get: read of {} failed: {}", origin.to_string(),
                               ucs_status_string(st)));

@@ -206,7 +206,9 @@ void restrict_shared_memory_to_owner() noexcept {
       long long key = 0, size = 0;
       int id = -1, creator = 0;
       unsigned perms = 0;
-      if (std::sscanf(line, "%lld %d %o %lld %d", &key, &id, &perms, &size, &creator) != 5) continue;
+      if (std::sscanf(line, "%lld %d %o %lld %d", &key, &id, &perms, &size, &creator) != 5) {
+        continue;
+      }
       if (creator != getpid() || (perms & 077) == 0) continue;
       shmid_ds desc{};
       if (shmctl(id, IPC_STAT, &desc) != 0) continue;

@@ -14,22 +14,20 @@
 #include <string>
 #include <thread>
 
+#include "support/report_failure.hpp"
+
 using namespace seriema;
+using test::fail;
+using test::failures;
 using fabric::outcome;
 using fabric::thread_context;
 using invoke::call_status;
 
 namespace {
 
-std::atomic<int> failures{0};
 std::atomic<bool> stop{false};
 std::string control;
 
-template <class... T>
-void fail(fmt::format_string<T...> format, T&&... args) {
-  fmt::print(stderr, "FAILED: {}\n", fmt::format(format, std::forward<T>(args)...));
-  failures.fetch_add(1);
-}
 
 // Writes control/<request> and waits (serving calls) until the script wrote control/<done>.
 bool ask_script(thread_context& ctx, const std::string& request, const std::string& done) {

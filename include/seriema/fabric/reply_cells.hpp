@@ -35,9 +35,10 @@ namespace seriema::fabric {
 //  (so a late reply fails its CAS); or failing a call reported as not sent: CAS pending ->
 //  failed (not_executed); or any thread of the caller's process learning that the cell's
 //  destination process died: CAS pending -> failed (may_have_executed). Every writer takes the
-//  cell by a CAS from pending, so exactly one outcome lands. A reply's writer checks the cell index against the caller's whole region (it does
-//  not know how the caller divides it among threads); the caller's process, delivering a reply
-//  message, checks it against the named thread's own cells.
+//  cell by a CAS from pending, so exactly one outcome lands. A reply's writer checks the cell
+//  index against the caller's whole region (it does not know how the caller divides it among
+//  threads); the caller's process, delivering a reply message, checks it against the named
+//  thread's own cells.
 // The owner reuses a cell only after it read ready/failed, or after its own CAS closed it.
 namespace reply_cell {
 inline constexpr std::size_t size = 64;

@@ -41,7 +41,6 @@ enum class call_status : std::uint8_t {
 };
 const char* to_string(call_status status) noexcept;
 
-
 // Wire header of a send-based call (the UCX active-message header). Every field is checked by
 // the receiver before use; see docs/invocation.md.
 struct call_header {
@@ -106,7 +105,9 @@ class return_slot {
   [[nodiscard]] const R& value() const noexcept { return value_; }
   // The thread the call went to, and a sentence saying how the slot ended (for messages).
   [[nodiscard]] std::uint32_t destination() const noexcept { return destination_; }
-  [[nodiscard]] std::string describe() const { return fabric::describe(result(), destination_, process_); }
+  [[nodiscard]] std::string describe() const {
+    return fabric::describe(result(), destination_, process_);
+  }
   // Ends a pending slot as cancelled (nothing when it already ended): its reply, if one comes,
   // is dropped. The call itself may still run at the destination.
   void cancel() noexcept { end_pending(outcome::cancelled); }

@@ -394,7 +394,12 @@ call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R
 
 namespace detail {
 
-// Puts `bytes` into `target` (direct copy when mapped) and waits for remote completion.
+// Waits (serving calls) until the UCX request of `self`'s worker completed, and frees it. Past the
+// deadline in force it is cancelled and the wait goes on until UCX completed it (the memory it
+// reads or writes stays in use until then): UCS_ERR_TIMED_OUT then, unless it completed anyway.
+ucs_status_t wait_serving(thread_context& self, void* request);
+// Puts `bytes` into `target` (direct copy when mapped) and waits for remote completion
+// (deadline_exceeded: the deadline in force passed first; peer_failed: the target died).
 call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
                          const transfer::remote_memory_locator& target);
 // Reads the whole of `origin` (waiting, while serving calls); throws seriema::error on failure.
