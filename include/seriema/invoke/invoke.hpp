@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 #include <seriema/fabric/thread_context.hpp>
+#include <seriema/invoke/detail/argument_archive.hpp>
 #include <seriema/invoke/messenger.hpp>
 #include <span>
 
@@ -213,18 +214,6 @@ class byte_sink final : public std::streambuf {
   std::vector<std::byte>& out_;
 };
 
-// std::streambuf reading a span (the received buffer, in place).
-class byte_source final : public std::streambuf {
- public:
-  explicit byte_source(std::span<std::byte> in) {
-    char* begin = reinterpret_cast<char*>(in.data());
-    setg(begin, begin, begin + in.size());
-  }
-  [[nodiscard]] std::size_t remaining() const noexcept {
-    return static_cast<std::size_t>(egptr() - gptr());
-  }
-};
-
 template <class... Args>
 void serialize_arguments(std::vector<std::byte>& out, const Args&... args) {
   out.clear();
@@ -237,25 +226,30 @@ void serialize_arguments(std::vector<std::byte>& out, const Args&... args) {
 // Counts (runtime counters: rejected_arguments) and reports arguments that did not deserialize.
 void reject_arguments(thread_context& self, std::uint32_t source, const char* what) noexcept;
 
+// Decodes every argument from `bytes` (peer-written: argument_input_archive bounds every length
+// by the bytes left); null when they are exactly a serialization of Args, else why not.
+template <class... Args>
+const char* decode_arguments(std::span<const std::byte> bytes, std::tuple<Args...>& args) {
+  try {
+    argument_input_archive archive(bytes);
+    std::apply([&](auto&... a) { archive(a...); }, args);
+    return archive.remaining() == 0 ? nullptr : "bytes left after the last argument";
+  } catch (const std::bad_alloc&) {
+    return "out of memory decoding the arguments";
+  } catch (const std::exception&) {
+    return "the bytes are not a serialization of the function's arguments";
+  }
+}
+
 // Deserializes every argument from the call's buffer; false (counted, reported) when the bytes
 // are not exactly a serialization of Args: a corrupt record, never a crash.
 template <class... Args>
 bool deserialize_arguments(fabric::invocation& call, std::tuple<Args...>& args) {
-  try {
-    byte_source source(call.buffer);
-    std::istream stream(&source);
-    stream.exceptions(std::ios::badbit | std::ios::failbit);
-    cereal::BinaryInputArchive archive(stream);
-    std::apply([&](auto&... a) { archive(a...); }, args);
-    if (source.remaining() != 0) {
-      reject_arguments(*call.self, call.source, "bytes left after the last argument");
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {
-    reject_arguments(*call.self, call.source, e.what());
+  if (const char* why = decode_arguments(call.buffer, args)) {
+    reject_arguments(*call.self, call.source, why);
     return false;
   }
+  return true;
 }
 
 template <class F, class... Args>
