@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build (normal and ASan+UBSan), run every test.
-#   scripts/test.sh            everything CI runs: normal, ASan+UBSan, and ThreadSanitizer on a
-#                              stress subset (about 5 minutes of the total on 2 cores)
+#   scripts/test.sh            everything CI runs: normal, ASan+UBSan, ThreadSanitizer on a
+#                              stress subset (about 3 minutes on 2 cores), and the fuzz targets
+#                              for 30 s each (scripts/fuzz.sh, about 5 minutes)
 #   scripts/test.sh --quick    normal build only, no sanitizer pass
 #   scripts/test.sh --tsan     instead of the subset, every shm test under ThreadSanitizer (about
 #                              15 minutes more on 2 cores)
@@ -56,6 +57,10 @@ if [ $quick -eq 0 ] && [ $tsan -eq 0 ]; then
   (cd "$root/build-tsan" && export_tsan_environment && TEST_STRESS_CALLS=200000 \
      ctest --output-on-failure -j "$jobs" --timeout 900 \
        -R "^mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm)$")
+fi
+if [ $quick -eq 0 ]; then
+  # The libFuzzer targets of every parser of untrusted bytes, 30 s each (docs/fuzzing.md).
+  "$root/scripts/fuzz.sh" 30
 fi
 if [ $tsan -eq 1 ]; then
   echo "== build (TSan)"
