@@ -52,6 +52,17 @@ expect_error SERIEMA_PAGES env SERIEMA_PAGES=huge SERIEMA_BOOTSTRAP_TIMEOUT=10s 
 expect_error SERIEMA_PROCESS_ZONES env SERIEMA_PROCESS_ZONES=64 SERIEMA_BOOTSTRAP_TIMEOUT=10s "$launcher" -n 2 -- "$program"
 expect_error UCX_TLS env UCX_TLS=tcp,foo SERIEMA_BOOTSTRAP_TIMEOUT=10s "$launcher" -n 2 -- "$program"
 
+# SERIEMA_PEER_ERRORS=no is accepted, but every rank says once that a death goes undetected.
+out=$(env SERIEMA_PEER_ERRORS=no SERIEMA_BOOTSTRAP_TIMEOUT=10s "$launcher" -n 2 -- "$program" \
+        --gtest_filter=nothing 2>&1); rc=$?
+warnings=$(printf '%s\n' "$out" | grep -c "warning: SERIEMA_PEER_ERRORS=no: a rank that dies will not be detected")
+if [ $rc -ne 0 ] || [ "$warnings" -ne 2 ]; then
+  echo "FAIL: SERIEMA_PEER_ERRORS=no: status $rc, $warnings warning lines (expected 0 and 2):"
+  printf '%s\n' "$out" | sed 's/^/    /'; failures=$((failures + 1))
+else
+  echo "ok: SERIEMA_PEER_ERRORS=no -> $(printf '%s\n' "$out" | grep -m1 'warning: SERIEMA_PEER_ERRORS')"
+fi
+
 if [ $failures -ne 0 ]; then
   echo "bad_config_test: $failures failure(s)"
   exit 1
