@@ -163,7 +163,10 @@ void messenger::setup() {
 }
 
 bool messenger::check_peer() {
-  if (failed_) return false;
+  if (failed_) {
+    if (!busy_) settle_failure();
+    return false;
+  }
   thread_context& self = owner_.self();
   if (self.rt().peer_failed(destination_process_) ||
       self.endpoint_to(destination_process_).failed() ||
@@ -177,6 +180,12 @@ bool messenger::check_peer() {
 void messenger::fail_all() noexcept {
   failed_ = true;
   close_join_window();
+  // A wait of this messenger (busy_: growth, a drain) may be on the stack, in the middle of its
+  // ring or its queue: what they hold is settled once it returned (check_peer, drain).
+  if (!busy_) settle_failure();
+}
+
+void messenger::settle_failure() noexcept {
   end_open_record();  // counted as the calls before it were: sent, never to be consumed
   // Queued records were never published: their call_returns provably did not run.
   fabric::local_thread_state& state = owner_.self().state();
@@ -576,6 +585,7 @@ call_status messenger::queue_record(fabric::function_id function,
 }
 
 std::size_t messenger::drain() {
+  if (failed_ && !busy_) settle_failure();
   if (queue_.empty() || busy_ || failed_) return 0;
   std::size_t moved = 0;
   busy_ = true;

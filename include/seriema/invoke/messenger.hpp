@@ -349,7 +349,11 @@ class messenger {
   transfer::op_status send_staged(std::size_t pending, std::uint64_t remote_offset,
                                   std::uint64_t word);
   bool start_staging_unit(std::size_t size);
+  // Marks the messenger failed (its destination died); settle_failure() ends its open record and
+  // fails its queued records (call_returns: not executed), at once unless a wait of it is on
+  // the stack (busy_), else when that returned.
   void fail_all() noexcept;
+  void settle_failure() noexcept;
   call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
                            std::uint32_t flags, std::span<const std::byte> extras,
                            std::span<const std::byte> buffer, bool bounded);
