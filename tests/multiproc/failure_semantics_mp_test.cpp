@@ -42,6 +42,12 @@ constexpr std::uint64_t dies_in = 99;  // the 100th call
 const char* marker_path = nullptr;
 
 
+bool tcp_only() {
+  const char* tls = std::getenv("UCX_TLS");
+  return tls != nullptr && std::string(tls).find("sm") == std::string::npos &&
+         std::string(tls).find("posix") == std::string::npos;
+}
+
 std::int64_t realtime_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -61,14 +67,16 @@ std::uint64_t run_call(std::uint64_t index) {
   return index * 3 + 1;
 }
 
-// Rank 2's phases, set by calls from rank 0: 1 = the death was noticed, 2 = stop.
+// Set on rank 2 by a call from rank 0 once rank 0 has checked every slot after the death.
 std::atomic<int> phase{0};
 std::atomic<bool> rank2_confirmed{false};  // rank 0: rank 2 succeeded 100 times after the death
 
 void rank2_body(thread_context& ctx) {
   std::uint64_t after = 0;
   std::uint64_t total = 0;
-  while (phase.load() < 2) {
+  // Calls rank 0 until 100 of them succeeded after the death was noticed, then tells rank 0
+  // and stops calling (rank 0 stops serving once its run() ended).
+  while (after < 100) {
     fabric::return_slot<std::uint64_t> slot;
     const std::uint64_t x = total;
     if (ctx.call_return(0, [x](thread_context&) { return x + 7; }, slot) != call_status::ok) {
@@ -82,10 +90,9 @@ void rank2_body(thread_context& ctx) {
       return;
     }
     ++total;
-    if (phase.load() == 1 && ++after == 100) {
-      (void)ctx.call(0, [](thread_context&) { rank2_confirmed = true; });
-    }
+    if (phase.load() == 1) ++after;
   }
+  (void)ctx.call(0, [](thread_context&) { rank2_confirmed = true; });
   fmt::print("rank 2: {} calls to rank 0 succeeded, {} of them after rank 1's death\n", total,
              after);
 }
@@ -132,7 +139,10 @@ void rank0_body(thread_context& ctx, const std::string& mode) {
   for (std::uint64_t i = 0; i < in_flight; ++i) {
     const outcome got = ctx.wait_for(slots[i], std::chrono::seconds(30));
     ++count[static_cast<int>(got)];
-    if (i < dies_in && (got != outcome::done || slots[i].value() != i * 3 + 1)) {
+    // Before the death: done with its value. Over tcp a reply the callee sent just before it
+    // died may still have been in its UCX queue, never to leave: then "may have executed".
+    const bool lost_reply = tcp_only() && got == outcome::may_have_executed;
+    if (i < dies_in && !lost_reply && (got != outcome::done || slots[i].value() != i * 3 + 1)) {
       fail("call {} (before the death): {}", i, slots[i].describe());
     }
     if (i == dies_in && got != outcome::may_have_executed) {
@@ -164,19 +174,12 @@ void rank0_body(thread_context& ctx, const std::string& mode) {
                                                                   std::chrono::seconds(20))) {
     fail("rank 2 did not confirm 100 successful calls after the death");
   }
-  (void)ctx.call(2, [](thread_context&) { phase = 2; });
 }
 
 // Mode "sender": rank 1 publishes `published` one-sided calls to rank 0, writes `unpublished`
 // more into a trad batch that is never published, and dies. Rank 0 must run exactly the
 // published ones (never a call of the unpublished batch), and free the chunks rank 1 held in
 // its zone once it noticed the death.
-bool tcp_only() {
-  const char* tls = std::getenv("UCX_TLS");
-  return tls != nullptr && std::string(tls).find("sm") == std::string::npos &&
-         std::string(tls).find("posix") == std::string::npos;
-}
-
 constexpr std::uint64_t published = 1000;
 constexpr std::uint64_t unpublished = 500;
 std::atomic<std::uint64_t> ran_from_sender{0};
