@@ -52,6 +52,7 @@ runtime::runtime(const runtime_options& options) : options_(options) {
   dead_status_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
   dead_reporter_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
   failures_announced_.assign(static_cast<std::size_t>(boot_->size()), false);
+  barrier_arrived_ = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(boot_->size()));
   if (!options_.ucx.peer_errors && boot_->size() > 1) {
     fmt::print(stderr, "seriema[rank {}]: warning: SERIEMA_PEER_ERRORS=no: a rank that dies "
                        "will not be detected, and calls and waits addressed to it may hang "
@@ -366,11 +367,12 @@ transfer::remote_memory runtime::resolve(const transfer::remote_memory_locator& 
   return transfer::remote_memory(endpoint(locator.process), locator, same_machine(locator.process));
 }
 
-std::vector<std::vector<std::byte>> runtime::allgather(std::span<const std::byte> mine) {
+std::vector<std::vector<std::byte>> runtime::allgather(std::span<const std::byte> mine,
+                                                       deadline_clock::time_point deadline) {
   // The bootstrap blocks without progressing UCX. A peer may still be completing one-sided
   // operations on this process (over TCP they need our progress), so first meet in the
   // progressing barrier: every rank gets there only after its own flushes returned.
-  barrier();
+  barrier(deadline);
   return boot_->allgather(mine);
 }
 
@@ -391,7 +393,10 @@ ucs_status_t runtime::on_barrier_message(void* arg, const void* header, std::siz
   }
   if (message.kind == 0) {
     // Sum before count: the waiter reads the count (acquire), then the sum.
+    if (message.from <= 0 || message.from >= self->size()) return UCS_OK;  // malformed
     self->barrier_sums_[message.epoch % 2].fetch_add(message.value, std::memory_order_relaxed);
+    self->barrier_arrived_[static_cast<std::size_t>(message.from)].store(
+        message.epoch + 1, std::memory_order_release);
     self->barrier_arrivals_[message.epoch % 2].fetch_add(1, std::memory_order_release);
   } else {
     self->barrier_result_.store(message.value, std::memory_order_relaxed);
@@ -419,7 +424,34 @@ void send_barrier_message(transfer::ucx_endpoint& endpoint, const barrier_messag
 
 }  // namespace
 
-void runtime::barrier() { (void)allreduce_sum(0); }
+void runtime::barrier(deadline_clock::time_point deadline) {
+  (void)collective_sum(0, deadline, "barrier");
+}
+
+std::uint64_t runtime::allreduce_sum(std::uint64_t value, deadline_clock::time_point deadline) {
+  return collective_sum(value, deadline, "allreduce");
+}
+
+deadline_clock::time_point runtime::default_deadline() const noexcept {
+  if (options_.timeout.count() <= 0) return no_deadline;
+  return deadline_clock::now() + options_.timeout;
+}
+
+void runtime::break_collectives(const std::string& text) {
+  collectives_broken_ = text;
+  throw deadline_error(text);
+}
+
+std::string runtime::ranks_missing_from(std::uint64_t epoch) const {
+  std::string missing;
+  for (int r = 1; r < size(); ++r) {
+    if (barrier_arrived_[static_cast<std::size_t>(r)].load(std::memory_order_acquire) > epoch) {
+      continue;
+    }
+    missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+  }
+  return missing.empty() ? "none (the last arrival came as the deadline passed)" : missing;
+}
 
 void runtime::throw_if_peers_failed() {
   // Every survivor leaves the collective, not only the ones whose own peer died: rank 0 would
@@ -442,39 +474,72 @@ void runtime::throw_if_peers_failed() {
                           rank(), describe_failed_peers()));
 }
 
-std::uint64_t runtime::allreduce_sum(std::uint64_t value) {
+namespace {
+
+// Progresses `worker` until done() holds, with idle back-off; calls check_peer() each turn (it
+// throws when a peer failed). False once the deadline passed (read only when idle).
+template <class Done, class CheckPeer>
+bool progress_until(transfer::ucx_worker& worker, Done done, CheckPeer check_peer,
+                    deadline_clock::time_point deadline) {
+  int idle = 0;
+  while (!done()) {
+    check_peer();
+    if (worker.progress()) continue;
+    if (deadline != no_deadline && deadline_clock::now() >= deadline) return done();
+    if (++idle > 128) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // idle back-off
+      idle = 0;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
+                                      const char* what) {
+  if (!collectives_broken_.empty()) {
+    throw deadline_error(fmt::format(
+        "{} on rank {}: refused, an earlier collective of this job passed its deadline, so the "
+        "ranks no longer agree on collectives: {}",
+        what, rank(), collectives_broken_));
+  }
   if (size() == 1) return value;
   const std::uint64_t epoch = barrier_epoch_++;
-  auto wait_until = [&](auto done, auto check_peer) {
-    int idle = 0;
-    while (!done()) {
-      check_peer();
-      if (!worker_->progress() && ++idle > 128) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));  // idle back-off
-        idle = 0;
-      }
-    }
+  const auto started = deadline_clock::now();
+  auto waited = [&] {
+    return std::chrono::duration<double>(deadline_clock::now() - started).count();
   };
+  auto check_peers = [&] { throw_if_peers_failed(); };
   if (rank() == 0) {
     auto& arrivals = barrier_arrivals_[epoch % 2];
-    wait_until([&] { return arrivals.load(std::memory_order_acquire) >= static_cast<std::uint64_t>(size() - 1); },
-               [&] {
-                 throw_if_peers_failed();
-               });
+    auto all_arrived = [&] {
+      return arrivals.load(std::memory_order_acquire) >= static_cast<std::uint64_t>(size() - 1);
+    };
+    if (!progress_until(*worker_, all_arrived, check_peers, deadline)) {
+      break_collectives(fmt::format(
+          "{} #{} on rank 0: deadline passed after {:.3f} s with rank(s) {} not arrived (stalled, "
+          "partitioned, or not calling it)",
+          what, epoch, waited(), ranks_missing_from(epoch)));
+    }
     std::uint64_t total = value + barrier_sums_[epoch % 2].exchange(0, std::memory_order_relaxed);
     arrivals.store(0, std::memory_order_relaxed);
     for (int r = 1; r < size(); ++r) send_barrier_message(endpoint(r), {epoch, 1, 0, total});
     return total;
   }
   send_barrier_message(endpoint(0), {epoch, 0, rank(), value});
-  wait_until([&] { return barrier_released_.load(std::memory_order_acquire) > epoch; },
-             [&] {
-               throw_if_peers_failed();
-             });
+  auto released = [&] { return barrier_released_.load(std::memory_order_acquire) > epoch; };
+  if (!progress_until(*worker_, released, check_peers, deadline)) {
+    break_collectives(fmt::format(
+        "{} #{} on rank {}: deadline passed after {:.3f} s without rank 0 releasing it (rank 0, "
+        "or a rank it waits for, is stalled, partitioned, or not calling it; rank 0's error "
+        "names the missing ranks)",
+        what, epoch, rank(), waited()));
+  }
   return barrier_result_.load(std::memory_order_relaxed);
 }
 
-void runtime::finalize() {
+void runtime::finalize(deadline_clock::time_point deadline) {
   if (running_runs_.load(std::memory_order_acquire) > 0) {
     throw error(fmt::format(
         "rank {}: finalize() called inside run() (from a thread's body or a call it ran); the "
@@ -483,13 +548,21 @@ void runtime::finalize() {
   }
   if (finalized_) return;
   finalized_ = true;
+  if (!collectives_broken_.empty()) {
+    // The job is ending abnormally: no flush (a stalled peer would hold it to the deadline),
+    // endpoints close without the handshake, and the barrier below refuses at once.
+    for (auto& endpoint : endpoints_) {
+      if (endpoint) endpoint->close_forcefully();
+    }
+    barrier(deadline);
+  }
   // Our one-sided traffic lands first, then we meet: after the barrier nobody writes into
   // memory a peer is about to tear down. A dead rank's endpoint is not flushed (it failed), and
   // the barrier then ends with an error naming it.
   for (std::size_t r = 0; r < endpoints_.size(); ++r) {
-    if (endpoints_[r] && !peer_failed(static_cast<int>(r))) (void)endpoints_[r]->flush_blocking();
+    if (endpoints_[r] && !peer_failed(static_cast<int>(r))) (void)endpoints_[r]->flush_blocking(deadline);
   }
-  barrier();
+  barrier(deadline);
 }
 
 }  // namespace seriema::fabric
@@ -745,9 +818,10 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
       while (flushed.load(std::memory_order_acquire) < participants && !finished.load()) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-      std::uint64_t sent = allreduce_sum(messages_sent());
+      // Not bounded by SERIEMA_TIMEOUT: other ranks' bodies may legitimately run for long.
+      std::uint64_t sent = allreduce_sum(messages_sent(), no_deadline);
       // Every message sent is eventually executed or rejected (counted either way).
-      std::uint64_t executed = allreduce_sum(messages_consumed());
+      std::uint64_t executed = allreduce_sum(messages_consumed(), no_deadline);
       if (sent == executed && sent == last_sent) break;
       last_sent = sent;
     }
@@ -763,7 +837,7 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
   // the next run and send calls that the other ranks' threads, still serving this run, would run
   // in it. After the barrier every rank has joined its threads: a call of the next run waits in
   // its destination's queue (or memory map) for the next run's threads.
-  if (quiet) barrier();
+  if (quiet) barrier(no_deadline);
   if (first_error) std::rethrow_exception(first_error);
 }
 

@@ -266,12 +266,23 @@ std::vector<std::byte> pack_rkey(ucx_context& context, ucp_mem_h memh) {
 }
 
 ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept {
+  return wait_request_until(worker, request, std::chrono::steady_clock::time_point::max());
+}
+
+ucs_status_t wait_request_until(ucx_worker& worker, void* request,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
   ucs_status_t status;
   int idle = 0;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-    if (!worker.progress() && ++idle > 1000) {
+    if (worker.progress()) continue;
+    if (bounded && std::chrono::steady_clock::now() >= deadline) {
+      status = UCS_ERR_TIMED_OUT;
+      break;
+    }
+    if (++idle > 1000) {
       std::this_thread::yield();  // oversubscribed machines: let the peer run
       idle = 0;
     }
@@ -328,10 +339,10 @@ ucx_endpoint::ucx_endpoint(ucx_worker& worker, std::span<const std::byte> peer_a
   }
 }
 
-ucs_status_t ucx_endpoint::flush_blocking() noexcept {
+ucs_status_t ucx_endpoint::flush_blocking(std::chrono::steady_clock::time_point deadline) noexcept {
   if (failed()) return failure();
   ucp_request_param_t param{};
-  ucs_status_t status = wait_request(worker_, ucp_ep_flush_nbx(endpoint_, &param));
+  ucs_status_t status = wait_request_until(worker_, ucp_ep_flush_nbx(endpoint_, &param), deadline);
   return failed() ? failure() : status;
 }
 
@@ -339,7 +350,7 @@ ucx_endpoint::~ucx_endpoint() {
   if (endpoint_ == nullptr) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = failed() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  param.flags = failed() || close_forcefully_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   void* request = ucp_ep_close_nbx(endpoint_, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
   // Bounded: a peer that vanished without an error callback must not hang our shutdown.

@@ -106,3 +106,13 @@ add_test(NAME mp.partition.np2.tcp
                  $<TARGET_FILE:partition_mp_test>)
 set_tests_properties(mp.partition.np2.tcp PROPERTIES LABELS multiproc TIMEOUT 300
                      SKIP_RETURN_CODE 77)
+
+# Collectives end by their deadline with a rank stalled (SIGSTOP), then refuse to run again:
+# 2 and 3 processes, shm and tcp, and 3 emulated machines.
+seriema_mp_executable(collective_deadline_mp_test collective_deadline_mp_test.cpp seriema::fabric)
+seriema_mp_run(mp.collective_deadline.np2.shm EXE collective_deadline_mp_test NP 2
+               ENV SERIEMA_TIMEOUT=3s)
+seriema_mp_run(mp.collective_deadline.np3.tcp EXE collective_deadline_mp_test NP 3 TLS tcp
+               ENV SERIEMA_TIMEOUT=3s)
+seriema_mp_run(mp.collective_deadline.np3.machines3.tcp EXE collective_deadline_mp_test NP 3
+               MACHINES 3 TLS tcp ENV SERIEMA_TIMEOUT=3s)

@@ -94,15 +94,32 @@ class runtime {
   // on this machine (so --machines N really takes the inter-machine path).
   transfer::remote_memory resolve(const transfer::remote_memory_locator& locator);
 
-  // Collective over all ranks, progressing the worker while it waits (one-sided traffic over
-  // TCP needs the target to progress). Throws seriema::error if a peer fails.
-  void barrier();
-  // Collective exchange of small blobs (control path): a progressing barrier, then the
-  // bootstrap's allgather, so a peer finishing one-sided operations on us is never stranded.
-  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
-
+  // Collectives over all ranks (one thread per process calls them, in the same order on every
+  // rank), progressing the worker while they wait (one-sided traffic over TCP needs the target
+  // to progress). Each ends by its deadline: the forms without one use now + SERIEMA_TIMEOUT,
+  // or none when that is off (default_deadline()). They throw seriema::error naming the dead
+  // rank when a peer fails, and deadline_error naming the ranks that had not arrived when the
+  // deadline passes. After a deadline the collectives of this runtime are broken, as an MPI
+  // communicator is revoked: every later one (run()'s end and finalize()'s barrier too) throws
+  // at once, repeating the first cause; the job should end (docs/failures.md).
+  void barrier() { barrier(default_deadline()); }
+  void barrier(deadline_clock::time_point deadline);
+  // Collective exchange of small blobs (control path): a progressing barrier (bounded by the
+  // deadline), then the bootstrap's allgather, so a peer finishing one-sided operations on us
+  // is never stranded. Once every rank passed the barrier the allgather completes unless a
+  // rank dies in between.
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) {
+    return allgather(mine, default_deadline());
+  }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine,
+                                                deadline_clock::time_point deadline);
   // Sum of `value` over all ranks; a progressing collective like barrier().
-  std::uint64_t allreduce_sum(std::uint64_t value);
+  std::uint64_t allreduce_sum(std::uint64_t value) {
+    return allreduce_sum(value, default_deadline());
+  }
+  std::uint64_t allreduce_sum(std::uint64_t value, deadline_clock::time_point deadline);
+  // now + SERIEMA_TIMEOUT when it is set, else no_deadline.
+  [[nodiscard]] deadline_clock::time_point default_deadline() const noexcept;
 
   // Runs body(ctx) on every worker thread of this process (SERIEMA_THREADS of them, pinned as
   // the placement says), plus the service thread when configured. Returns when every body has
@@ -111,9 +128,12 @@ class runtime {
   // exception a body threw, after the others finished.
   void run(const std::function<void(thread_context&)>& body);
 
-  // Final barrier and teardown of endpoints. Idempotent. Refused (seriema::error) from inside
-  // run() (a body or a call it runs): the other threads still use the runtime.
-  void finalize();
+  // Final barrier (bounded by the deadline; default_deadline() when none is given) and
+  // teardown of endpoints. Idempotent: the first call does the work, whether its barrier
+  // succeeded or threw. Refused (seriema::error) from inside run() (a body or a call it runs):
+  // the other threads still use the runtime. The destructor calls finalize() when nobody did.
+  void finalize() { finalize(default_deadline()); }
+  void finalize(deadline_clock::time_point deadline);
 
   // Peer failure (docs/failures.md). A process is dead once any endpoint to it reported an
   // error (UCX peer error handling, keepalive): from then on calls to it fail at once, reply
@@ -221,6 +241,19 @@ class runtime {
   std::atomic<std::uint64_t> barrier_released_{0};           // epochs released (non-zero ranks)
   std::atomic<std::uint64_t> barrier_result_{0};             // total carried by the release
   std::uint64_t barrier_epoch_ = 0;  // owner: the thread calling barrier()
+  // rank 0: per rank, 1 + the latest epoch it arrived at (the AM handler writes, the thread in
+  // the collective reads: which ranks a deadline found missing).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> barrier_arrived_;
+  // Set when a collective passed its deadline (owner: the thread calling collectives): the
+  // epochs no longer agree across ranks, so every later collective throws this at once.
+  std::string collectives_broken_;
+  // The collective at the core of barrier() and allreduce_sum(); `what` names it in errors.
+  std::uint64_t collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
+                               const char* what);
+  // Throws deadline_error(text) and breaks the collectives (collectives_broken_).
+  [[noreturn]] void break_collectives(const std::string& text);
+  // Ranks (other than 0) that have not arrived at `epoch` yet, for rank 0's messages.
+  [[nodiscard]] std::string ranks_missing_from(std::uint64_t epoch) const;
   bool finalized_ = false;
 
   // Reply cells (reply_cells.hpp): this process's region, (threads + 1 for the service role) x

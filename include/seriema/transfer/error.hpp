@@ -20,6 +20,13 @@ class config_error : public error {
   using error::error;
 };
 
+// A wait on the control path (a collective, finalize()) passed its deadline; the message names
+// what was waited for and who did not answer.
+class deadline_error : public error {
+ public:
+  using error::error;
+};
+
 // A UCX call failed on the setup/control path; carries the UCX status text.
 class ucx_error : public error {
  public:

@@ -5,6 +5,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -101,9 +102,16 @@ class ucx_endpoint {
   // The transports UCX chose for this endpoint's lanes, e.g. "rma: posix/memory; am: tcp/eth0".
   [[nodiscard]] std::string describe_transports() const;
 
-  // Blocks (progressing the worker) until every operation posted on this endpoint completed.
+  // Blocks (progressing the worker) until every operation posted on this endpoint completed,
+  // or until `deadline` (then UCS_ERR_TIMED_OUT; UCX completes the flush on its own later).
   // Returns the final status (an error when the peer failed). Control path.
-  ucs_status_t flush_blocking() noexcept;
+  // The job is ending abnormally (a collective passed its deadline): the destructor closes
+  // without the flush and handshake a peer that stopped progressing would never answer.
+  void close_forcefully() noexcept { close_forcefully_ = true; }
+
+  ucs_status_t flush_blocking(
+      std::chrono::steady_clock::time_point deadline =
+          std::chrono::steady_clock::time_point::max()) noexcept;
 
  private:
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -113,11 +121,17 @@ class ucx_endpoint {
   std::string peer_;
   std::atomic<ucs_status_t> failure_{UCS_OK};
   std::function<void(ucs_status_t)> on_failure_;
+  bool close_forcefully_ = false;  // owner: whoever destroys the endpoint
 };
 
 // Waits for a UCX request pointer returned by an *_nbx call (progressing `worker`); returns its
 // final status and frees it. Accepts NULL (immediate success) and error pointers. Control path.
 ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept;
+// The same, bounded: at `deadline` the request is handed back to UCX (ucp_request_free: it
+// completes on its own later) and UCS_ERR_TIMED_OUT returned. Only for requests that reference
+// no caller memory (flushes): a send's buffer must stay valid until its request completes.
+ucs_status_t wait_request_until(ucx_worker& worker, void* request,
+                                std::chrono::steady_clock::time_point deadline) noexcept;
 
 // Registered memory that UCX allocates itself (ucp_mem_map with ALLOCATE: a shm segment that
 // same-machine peers can map with ucp_rkey_ptr): its handle and address, or the failing status
