@@ -529,6 +529,7 @@ void channels::flush(thread_context&) {
 }
 
 std::uint32_t channels::acquire_counter_word() {
+  if (free_counter_words_.empty()) reclaim_drained_counter_words();
   if (free_counter_words_.empty()) return 0;
   std::uint32_t w = free_counter_words_.back();
   free_counter_words_.pop_back();
@@ -536,7 +537,24 @@ std::uint32_t channels::acquire_counter_word() {
 }
 
 void channels::release_counter_word(std::uint32_t word) noexcept {
+  // A synchronizer destroyed with notices still to come (its owner stopped waiting: deadline,
+  // shutdown): they decrement this word when they arrive, so it is not handed to the next
+  // synchronizer, whose count they would corrupt, until its count reached zero.
+  if (std::atomic_ref<std::uint64_t>(feedback_words()[word]).load(std::memory_order_acquire) != 0) {
+    draining_counter_words_.push_back(word);
+    return;
+  }
   free_counter_words_.push_back(word);
+}
+
+void channels::reclaim_drained_counter_words() noexcept {
+  std::erase_if(draining_counter_words_, [&](std::uint32_t word) {
+    if (std::atomic_ref<std::uint64_t>(feedback_words()[word]).load(std::memory_order_acquire) != 0) {
+      return false;
+    }
+    free_counter_words_.push_back(word);
+    return true;
+  });
 }
 
 void channels::note_queued(messenger& m) {

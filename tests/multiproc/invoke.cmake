@@ -107,6 +107,14 @@ add_test(NAME mp.partition.np2.tcp
 set_tests_properties(mp.partition.np2.tcp PROPERTIES LABELS multiproc TIMEOUT 300
                      SKIP_RETURN_CODE 77)
 
+# Shutdown with calls in flight on every channel, both sides, two runs, finalize twice: each
+# call runs once, each kept reply arrives once, every step ends within 5 s (shm, tcp, machines).
+seriema_mp_executable(shutdown_mp_test shutdown_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.shutdown.np2.shm EXE shutdown_mp_test NP 2 ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.shutdown.np2.tcp EXE shutdown_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.shutdown.np2.machines2.tcp EXE shutdown_mp_test NP 2 MACHINES 2 TLS tcp
+               ENV SERIEMA_THREADS=2)
+
 # Collectives end by their deadline with a rank stalled (SIGSTOP), then refuse to run again:
 # 2 and 3 processes, shm and tcp, and 3 emulated machines.
 seriema_mp_executable(collective_deadline_mp_test collective_deadline_mp_test.cpp seriema::fabric)

@@ -519,9 +519,12 @@ class channels final : public fabric::thread_extension {
     return feedback_locator_;
   }
   [[nodiscard]] std::size_t feedback_word_count() const noexcept { return feedback_.size / 8; }
-  // Synchronizer words (indices >= first_synchronizer_word); 0 when none is free.
+  // Synchronizer words (indices >= first_synchronizer_word); 0 when none is free. A word
+  // released with a non-zero count (notices still to come) is reused only once they all came.
   std::uint32_t acquire_counter_word();
   void release_counter_word(std::uint32_t word) noexcept;
+  // Moves the draining words whose count reached zero back to the free list.
+  void reclaim_drained_counter_words() noexcept;
 
   // used by messengers / inbound channels
   void note_queued(messenger& m);  // m has records in its local queue: poll drains it
@@ -568,6 +571,7 @@ class channels final : public fabric::thread_extension {
   transfer::remote_memory_locator feedback_locator_;
   std::uint32_t first_synchronizer_word_ = 0;
   std::vector<std::uint32_t> free_counter_words_;
+  std::vector<std::uint32_t> draining_counter_words_;  // released with notices still to come
   std::vector<std::unique_ptr<messenger>> out_;  // by destination thread id
   std::vector<messenger*> created_;              // the messengers of out_, in creation order
   std::vector<messenger*> with_queue_;           // those that may hold queued records
