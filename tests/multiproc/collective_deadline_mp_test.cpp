@@ -12,8 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/transfer/error.hpp>
@@ -22,9 +20,12 @@
 #include <vector>
 
 #include "support/mp_main.hpp"
+#include "support/process_control.hpp"
 #include "support/report_failure.hpp"
 
 using namespace seriema;
+using test::process_state;
+using test::stop_process;
 using test::fail;
 
 namespace {
@@ -33,24 +34,6 @@ using seconds_f = std::chrono::duration<double>;
 std::atomic<bool> continued{false};
 
 extern "C" void on_continue(int) { continued.store(true); }
-
-char process_state(int pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');
-  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
-}
-
-bool stop_process(int pid) {
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    if (::kill(pid, SIGSTOP) != 0) return false;
-    for (int look = 0; look < 100; ++look) {
-      if (process_state(pid) == 'T') return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  return false;
-}
 
 // Runs `collective`, which must throw deadline_error whose text holds `expected`, no later than
 // `limit` after it began.

@@ -25,8 +25,10 @@
 
 #include "support/invoke_checks.hpp"
 #include "support/mp_main.hpp"
+#include "support/process_control.hpp"
 
 using namespace seriema;
+using test::stop_process;
 using fabric::outcome;
 using fabric::thread_context;
 using invoke::call_status;
@@ -232,27 +234,6 @@ TEST(FailureHandling, AHandlerThrowingAfterTheBodyIsReportedAndServingGoesOn) {
   }
   EXPECT_TRUE(answered.load());
   EXPECT_EQ(thrown, rt.rank() == 0 ? "boom after body" : "");
-}
-
-// The state letter of process `pid` (/proc/<pid>/stat), or '?'.
-char process_state(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');
-  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
-}
-
-// Stops `pid` (SIGSTOP) and waits until the kernel shows it stopped, sending the signal again
-// every 100 ms: under load a stop was seen not to take (the process went on running calls).
-bool stop_process(int pid) {
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    if (::kill(pid, SIGSTOP) != 0) return false;
-    for (int look = 0; look < 100; ++look) {
-      if (process_state(pid) == 'T') return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  return false;
 }
 
 // A stalled peer (SIGSTOP: alive to UCX, answering nothing): call_returns with a 2 s deadline
