@@ -12,16 +12,13 @@
 
 namespace seriema::fabric {
 
-namespace {
-
+// The collectives' active message (am_id_runtime_barrier).
 struct barrier_message {
   std::uint64_t epoch;
   std::uint32_t kind;  // 0: arrival at rank 0; 1: release from rank 0; 2: rank `value` failed
   std::int32_t from;
   std::uint64_t value;  // arrival: this rank's addend; release: the sum
 };
-
-}  // namespace
 
 runtime_options runtime_options::from_environment() {
   config::reject_unknown_environment_settings();
@@ -164,6 +161,7 @@ runtime::~runtime() {
   service_state_->release_transport();
   reply_peers_.reset();  // rkeys unpacked on the endpoints below
   endpoints_.clear();
+  barrier_staged_.release_requests();  // messages left at a deadline; memory goes with *this
   {
     // Nothing the service handed out stays a write target once its memory goes.
     std::lock_guard writable_lock(writable_mutex_);
@@ -409,20 +407,37 @@ ucs_status_t runtime::on_barrier_message(void* arg, const void* header, std::siz
   return UCS_OK;
 }
 
-namespace {
-
-void send_barrier_message(transfer::ucx_endpoint& endpoint, const barrier_message& message) {
-  ucp_request_param_t param{};
-  void* request = ucp_am_send_nbx(endpoint.handle(), am_id_runtime_barrier, &message,
-                                  sizeof message, nullptr, 0, &param);
-  ucs_status_t status = transfer::wait_request(endpoint.worker(), request);
-  if (status != UCS_OK) {
-    throw error(fmt::format("barrier: cannot reach {}: {}", endpoint.peer(),
-                            ucs_status_string(status)));
+void runtime::send_barrier_message(int to, const barrier_message& message,
+                                   deadline_clock::time_point deadline, const char* what) {
+  transfer::ucx_endpoint& peer = endpoint(to);
+  auto wait = [&](void* request) {
+    int idle = 0;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+      if (worker_->progress()) continue;
+      if (peer_failed(to)) return detail::staged_sends::wait_end::peer_dead;
+      if (deadline != no_deadline && deadline_clock::now() >= deadline) {
+        return detail::staged_sends::wait_end::deadline;
+      }
+      if (++idle > 128) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));  // idle back-off
+        idle = 0;
+      }
+    }
+    return detail::staged_sends::wait_end::completed;
+  };
+  using result = detail::staged_sends::result;
+  const result sent = barrier_staged_.send(
+      peer.handle(), to, am_id_runtime_barrier,
+      {reinterpret_cast<const std::byte*>(&message), sizeof message}, {}, {}, wait);
+  if (sent == result::sent) return;
+  if (sent == result::deadline_unsent || sent == result::queued_at_deadline) {
+    break_collectives(fmt::format("{} on rank {}: deadline passed before rank {} could be told "
+                                  "(stalled or partitioned)",
+                                  what, rank(), to));
   }
+  throw error(fmt::format("{} on rank {}: cannot reach rank {}: {}", what, rank(), to,
+                          sent == result::peer_failed ? "it failed" : "UCX refused the send"));
 }
-
-}  // namespace
 
 void runtime::barrier(deadline_clock::time_point deadline) {
   (void)collective_sum(0, deadline, "barrier");
@@ -464,7 +479,8 @@ void runtime::throw_if_peers_failed() {
     for (int r = 0; r < size(); ++r) {
       if (r == rank() || peer_failed(r)) continue;
       try {
-        send_barrier_message(endpoint(r), {0, 2, rank(), static_cast<std::uint64_t>(dead)});
+        send_barrier_message(r, {0, 2, rank(), static_cast<std::uint64_t>(dead)},
+                             deadline_clock::now() + std::chrono::seconds(1), "failure notice");
       } catch (const std::exception&) {
         // That one is failing too: its own detection, or another survivor, covers it.
       }
@@ -524,10 +540,10 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
     }
     std::uint64_t total = value + barrier_sums_[epoch % 2].exchange(0, std::memory_order_relaxed);
     arrivals.store(0, std::memory_order_relaxed);
-    for (int r = 1; r < size(); ++r) send_barrier_message(endpoint(r), {epoch, 1, 0, total});
+    for (int r = 1; r < size(); ++r) send_barrier_message(r, {epoch, 1, 0, total}, deadline, what);
     return total;
   }
-  send_barrier_message(endpoint(0), {epoch, 0, rank(), value});
+  send_barrier_message(0, {epoch, 0, rank(), value}, deadline, what);
   auto released = [&] { return barrier_released_.load(std::memory_order_acquire) > epoch; };
   if (!progress_until(*worker_, released, check_peers, deadline)) {
     break_collectives(fmt::format(

@@ -15,33 +15,45 @@ namespace seriema::fabric {
 
 namespace {
 
-// Waits for a send of `self` to complete locally while keeping the process worker moving (the
-// peer's answer to our wireup may need it, and so may the peer's own sends to us). Ends by the
-// deadline in force: a send still in progress then is cancelled (UCS_ERR_TIMED_OUT), and so is
-// one to a process the runtime knows dead (its endpoint may never report it: another worker's
-// keepalive found the death).
-ucs_status_t wait_send(thread_context& self, void* request, int process) noexcept {
-  if (request == nullptr) return UCS_OK;
-  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
-  const deadline_clock::time_point deadline = self.deadline_in_force();
-  ucs_status_t status;
+using send_result = detail::staged_sends::result;
+using wait_end = detail::staged_sends::wait_end;
+
+// Progresses `self`'s worker (and the process worker: the peer's answer to our wireup may need
+// it, and so may the peer's own sends to us) until `request` completed, the runtime knows
+// `process` dead (its endpoint may never report it: another worker's keepalive found the
+// death), or `deadline` passed. Runs no calls (the process worker's handlers only queue them).
+wait_end progress_request(thread_context& self, void* request, int process,
+                          deadline_clock::time_point deadline) noexcept {
   unsigned idle = 0;
-  bool cancelled = false;
-  ucs_status_t why = UCS_OK;
-  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-    bool progressed = self.worker().progress();
+  while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+    const bool progressed = self.worker().progress();
     self.rt().progress_shared();
     if (progressed) continue;
-    if (!cancelled && ((process >= 0 && self.rt().peer_failed(process)) ||
-                       (deadline != no_deadline && deadline_clock::now() >= deadline))) {
-      why = self.rt().peer_failed(process) ? UCS_ERR_CONNECTION_RESET : UCS_ERR_TIMED_OUT;
-      ucp_request_cancel(self.worker().handle(), request);
-      cancelled = true;
-    }
+    if (process >= 0 && self.rt().peer_failed(process)) return wait_end::peer_dead;
+    if (deadline != no_deadline && deadline_clock::now() >= deadline) return wait_end::deadline;
     thread_context::back_off(idle);
   }
+  return wait_end::completed;
+}
+
+// Waits for an endpoint flush until the deadline in force; a flush still in flight then is
+// handed back to UCX (it reads no memory of ours), so the caller goes on.
+void wait_flush(thread_context& self, void* request, int process) noexcept {
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+  (void)progress_request(self, request, process, self.deadline_in_force());
   ucp_request_free(request);
-  return cancelled && status != UCS_OK ? why : status;
+}
+
+// A send-based message (`header`, then `closure` and `buffer`) to `process`, ended by the
+// deadline in force (staged_sends::send: what UCX cannot take at once is copied first).
+send_result send_message(thread_context& self, transfer::ucx_endpoint& endpoint, int process,
+                         unsigned am_id, const call_header& header,
+                         std::span<const std::byte> closure, std::span<const std::byte> buffer) {
+  const deadline_clock::time_point deadline = self.deadline_in_force();
+  return self.state().staged.send(
+      endpoint.handle(), process, am_id,
+      {reinterpret_cast<const std::byte*>(&header), sizeof header}, closure, buffer,
+      [&](void* request) { return progress_request(self, request, process, deadline); });
 }
 
 std::atomic<thread_extension_factory> installed_extension{nullptr};
@@ -66,6 +78,8 @@ const char* to_string(call_status status) noexcept {
       return "destination's chunks are full (channel at its maximum)";
     case call_status::error:
       return "UCX error";
+    case call_status::queued_at_deadline:
+      return "queued in UCX past its deadline (stalled or partitioned peer); it may still run";
     case call_status::deadline_exceeded:
       return "deadline exceeded before the call could be sent";
   }
@@ -253,6 +267,7 @@ helped_section::~helped_section() {
 
 void local_thread_state::release_transport() noexcept {
   endpoints.clear();  // before the worker they belong to
+  staged.release_requests();  // their memory stays until this state goes, after the worker
   worker.reset();
 }
 
@@ -275,8 +290,7 @@ void thread_context::flush_endpoints() {
     auto& endpoint = endpoints_[process];
     if (!endpoint || endpoint->failed()) continue;
     ucp_request_param_t param{};
-    (void)wait_send(*this, ucp_ep_flush_nbx(endpoint->handle(), &param),
-                    static_cast<int>(process));
+    wait_flush(*this, ucp_ep_flush_nbx(endpoint->handle(), &param), static_cast<int>(process));
   }
 }
 
@@ -387,34 +401,23 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
     rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
     return call_status::peer_failed;
   }
-  // UCX reads the iov (and what it points to) until the send completed: it lives until
-  // wait_send below returns.
-  ucp_dt_iov_t iov[2] = {{const_cast<std::byte*>(closure.data()), closure.size()},
-                         {const_cast<std::byte*>(buffer.data()), buffer.size()}};
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  // Eager keeps calls of one sender in order and lets the receiver keep the data in place.
-  param.flags = UCP_AM_SEND_FLAG_EAGER;
-  void* request;
-  if (buffer.empty()) {
-    // Contiguous: UCX sends it with its short protocol (an iov datatype always takes bcopy).
-    request = ucp_am_send_nbx(endpoint.handle(), am_id_call, &header, sizeof header,
-                              closure.data(), closure.size(), &param);
-  } else {
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-    param.datatype = ucp_dt_make_iov();
-    request = ucp_am_send_nbx(endpoint.handle(), am_id_call, &header, sizeof header, iov, 2,
-                              &param);
+  // The closure usually lives on the caller's stack: send_message copies what UCX cannot take
+  // at once (send-based calls are the no-setup path, not the high-rate one).
+  switch (send_message(*this, endpoint, process, am_id_call, header, closure, buffer)) {
+    case send_result::sent:
+      return call_status::ok;
+    case send_result::queued_at_deadline:
+      return call_status::queued_at_deadline;  // still counted as sent: it may arrive
+    case send_result::deadline_unsent:
+      rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+      return call_status::deadline_exceeded;
+    case send_result::peer_failed:
+    case send_result::error:
+      break;
   }
-  // The closure usually lives on the caller's stack: wait for local completion (send-based
-  // calls are the no-setup path, not the high-rate one).
-  ucs_status_t status = wait_send(*this, request, process);
-  if (status != UCS_OK) {
-    rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
-    if (endpoint.failed() || rt_.peer_failed(process)) return call_status::peer_failed;
-    return status == UCS_ERR_TIMED_OUT ? call_status::deadline_exceeded : call_status::error;
-  }
-  return call_status::ok;
+  rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+  if (endpoint.failed() || rt_.peer_failed(process)) return call_status::peer_failed;
+  return call_status::error;
 }
 
 void thread_context::send_reply(thread_id caller, function_id function, std::uint32_t slot,
@@ -461,10 +464,8 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
     return;
   }
   transfer::ucx_endpoint& endpoint = endpoint_to(caller_process);
-  ucp_request_param_t param{};
-  void* request = ucp_am_send_nbx(endpoint.handle(), am_id_reply, &reply, sizeof reply,
-                                  value.data(), value.size(), &param);
-  if (wait_send(*this, request, caller_process) != UCS_OK) {
+  const send_result sent = send_message(*this, endpoint, caller_process, am_id_reply, reply, value, {});
+  if (sent != send_result::sent && sent != send_result::queued_at_deadline) {
     rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
   }
 }

@@ -49,6 +49,8 @@ struct write_message;  // below, with the active-message ids
 
 // Thread-safety: construction/finalize on the main thread; endpoint(), arena_for_zone(),
 // resolve() and the accessors from any thread.
+struct barrier_message;
+
 class runtime {
  public:
   explicit runtime(const runtime_options& options = runtime_options::from_environment());
@@ -250,6 +252,12 @@ class runtime {
   // The collective at the core of barrier() and allreduce_sum(); `what` names it in errors.
   std::uint64_t collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
                                const char* what);
+  // Sends a collective's message to rank `to` by `deadline` (else breaks the collectives); throws
+  // seriema::error when `to` failed. Messages UCX could not take at once wait in
+  // barrier_staged_ (one per rank), so a deadline can leave them to UCX.
+  void send_barrier_message(int to, const barrier_message& message,
+                            deadline_clock::time_point deadline, const char* what);
+  detail::staged_sends barrier_staged_;  // owner: the thread calling collectives
   // Throws deadline_error(text) and breaks the collectives (collectives_broken_).
   [[noreturn]] void break_collectives(const std::string& text);
   // Ranks (other than 0) that have not arrived at `epoch` yet, for rank 0's messages.

@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <seriema/fabric/detail/staged_sends.hpp>
 #include <seriema/fabric/function_registry.hpp>
 #include <seriema/fabric/outcome.hpp>
 #include <seriema/fabric/placement.hpp>
@@ -38,8 +39,17 @@ enum class call_status : std::uint8_t {
   error,            // UCX refused the send
   deadline_exceeded,  // the call waited for the transport (wireup, room) past its deadline
                       // (deadline_scope / SERIEMA_TIMEOUT); it was not sent
+  queued_at_deadline,  // send-based: UCX took the call but had not sent it when the deadline
+                       // passed (a stalled or partitioned peer): it stays queued, in order, and
+                       // runs once if the link carries it again, never if the peer is found
+                       // dead. Do not send it again; a call_return's slot stays open.
 };
 const char* to_string(call_status status) noexcept;
+// Whether a call with this status was handed to the transport (ok, queued_at_deadline): it may
+// run, so its reply slot must stay open.
+constexpr bool reached_transport(call_status status) noexcept {
+  return status == call_status::ok || status == call_status::queued_at_deadline;
+}
 
 // Wire header of a send-based call (the UCX active-message header). Every field is checked by
 // the receiver before use; see docs/invocation.md.
@@ -303,6 +313,9 @@ struct local_thread_state {
   // and kept across runtime::run calls: peers' process workers keep connections to it, so a
   // worker per run would leave their attachments (shm segments) behind on every run. Released
   // by the runtime at teardown (release_transport), before the UCX context.
+  // Send-based messages UCX holds past their sender's deadline (declared before `worker`, so
+  // that their memory goes after it).
+  detail::staged_sends staged;
   std::unique_ptr<transfer::ucx_worker> worker;
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints;
   void release_transport() noexcept;
@@ -410,7 +423,7 @@ class thread_context {
     auto [index, generation] = open_slot(slot, dest);
     call_status status =
         send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, index, generation);
-    if (status != call_status::ok) fail_unsent_reply(index);
+    if (!reached_transport(status)) fail_unsent_reply(index);
     return status;
   }
 
@@ -422,7 +435,7 @@ class thread_context {
                                                         return_slot<R>& slot) {
     auto [index, generation] = open_slot(slot, dest);
     call_status status = send_call(dest, function, closure, {}, index, generation);
-    if (status != call_status::ok) fail_unsent_reply(index);
+    if (!reached_transport(status)) fail_unsent_reply(index);
     return status;
   }
 
