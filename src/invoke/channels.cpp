@@ -290,13 +290,15 @@ channels::channels(thread_context& self)
 
 channels::~channels() {
   fabric::runtime& rt = self_.rt();
+  fabric::detail::staged_sends& staged = self_.state().staged;
   for (auto& read : reads_) {
-    // The runtime ended with a read in flight (only after an error): cancel it before its
-    // buffer goes.
+    // The runtime ended with a read in flight (only after an error; UCX 1.13 cannot cancel
+    // it): the thread keeps its buffer until UCX completed it.
     if (read->request == nullptr) continue;
     if (ucp_request_check_status(read->request) == UCS_INPROGRESS) {
-      ucp_request_cancel(self_.worker().handle(), read->request);
-      while (ucp_request_check_status(read->request) == UCS_INPROGRESS) self_.worker().progress();
+      void* request = read->request;
+      staged.leave(-1, std::shared_ptr<const void>(std::move(read)), request);
+      continue;
     }
     ucp_request_free(read->request);
   }
@@ -307,14 +309,16 @@ channels::~channels() {
     state.feedback_words = nullptr;
     state.feedback_count = 0;
   }
-  for (feedback_slot& slot : feedback_slots_) {
+  // Notices still queued (a congested socket, a partition) read their headers here: the thread
+  // keeps the slots until UCX sent them (or failed them with their peer).
+  auto slots = std::make_shared<std::deque<feedback_slot>>(std::move(feedback_slots_));
+  for (feedback_slot& slot : *slots) {
     if (slot.request == nullptr) continue;
-    // Its header lives here: let UCX finish with it first (bounded: a dead peer fails it).
-    for (int i = 0; i < 100000 && ucp_request_check_status(slot.request) == UCS_INPROGRESS; ++i) {
-      self_.worker().progress();
+    if (ucp_request_check_status(slot.request) == UCS_INPROGRESS) {
+      staged.leave(-1, slots, slot.request);
+    } else {
+      ucp_request_free(slot.request);
     }
-    if (ucp_request_check_status(slot.request) == UCS_INPROGRESS) ucp_request_cancel(self_.worker().handle(), slot.request);
-    ucp_request_free(slot.request);
     slot.request = nullptr;
   }
   with_queue_.clear();
@@ -332,14 +336,21 @@ channels::~channels() {
 
 void channels::send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thread,
                              std::uint32_t word, std::uint64_t value) {
-  feedback_slot& slot = feedback_slots_[next_feedback_slot_];
-  next_feedback_slot_ = (next_feedback_slot_ + 1) % feedback_slots_.size();
-  if (slot.request != nullptr) {
-    // 256 notifications later and still queued (a congested socket): wait for this one.
-    while (ucp_request_check_status(slot.request) == UCS_INPROGRESS) self_.worker().progress();
-    ucp_request_free(slot.request);
-    slot.request = nullptr;
+  feedback_slot* free_slot = &feedback_slots_[next_feedback_slot_];
+  if (free_slot->request != nullptr &&
+      ucp_request_check_status(free_slot->request) == UCS_INPROGRESS) {
+    self_.worker().progress();
   }
+  if (free_slot->request != nullptr &&
+      ucp_request_check_status(free_slot->request) == UCS_INPROGRESS) {
+    // As many notices later and still queued (a congested socket, a partition): one more slot.
+    free_slot = &feedback_slots_.emplace_back();
+  } else {
+    next_feedback_slot_ = (next_feedback_slot_ + 1) % feedback_slots_.size();
+    if (free_slot->request != nullptr) ucp_request_free(free_slot->request);
+    free_slot->request = nullptr;
+  }
+  feedback_slot& slot = *free_slot;
   slot.message = {thread, word, value};
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;

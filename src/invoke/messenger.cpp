@@ -187,8 +187,9 @@ void messenger::fail_all() noexcept {
 
 void messenger::settle_failure() noexcept {
   end_open_record();  // counted as the calls before it were: sent, never to be consumed
-  // Queued records were never published: their call_returns provably did not run.
   fabric::local_thread_state& state = owner_.self().state();
+  fail_unpublished_replies(state);
+  // Queued records were never published: their call_returns provably did not run.
   while (!queue_.empty()) {
     std::span<const std::byte> record = queue_.front();
     wire::record_header h;
@@ -199,6 +200,30 @@ void messenger::settle_failure() noexcept {
       (void)state.deliver_reply(reply.slot, reply.generation, {}, fabric::outcome::not_executed);
     }
     queue_.pop();
+  }
+}
+
+void messenger::fail_unpublished_replies(fabric::local_thread_state& state) noexcept {
+  // Written but never published: the current chunk's bytes past the published word (mapped),
+  // or the staging unit's since the last publish that went out (remote). The receiver reads
+  // nothing past a published word, so these calls provably did not run.
+  std::span<std::byte> unpublished;
+  if (direct_ && !ring_.empty() && ring_[current_].direct_data != nullptr) {
+    if (write_offset_ > published_) {
+      unpublished = {ring_[current_].direct_data + published_, write_offset_ - published_};
+    }
+  } else if (!direct_ && staging_unit_.data != nullptr && staged_ > staged_batch_) {
+    unpublished = {staging_unit_.data + staged_batch_, staged_ - staged_batch_};
+  }
+  wire::function_lookup functions;
+  while (!unpublished.empty()) {
+    const wire::parsed_record rec = wire::parse_record(unpublished, functions);
+    if (rec.status == wire::parse_status::malformed) break;  // our own bytes: cannot happen
+    if (rec.status == wire::parse_status::ok && (rec.header.flags & wire::flag_reply) != 0) {
+      (void)state.deliver_reply(rec.reply.slot, rec.reply.generation, {},
+                                fabric::outcome::not_executed);
+    }
+    unpublished = unpublished.subspan(rec.size());
   }
 }
 
@@ -477,6 +502,7 @@ void messenger::publish_staged(bool full, bool splice) {
   const std::uint64_t remote_offset = wire::chunk_header_size + write_offset_ - pending;
   if (send_staged(pending, remote_offset, wire::make_published(write_offset_, s.lap, full, splice)) !=
       transfer::op_status::ok) {
+    staged_batch_ = staged_;  // this batch may have gone out: not provably unpublished
     fail_all();
     return;
   }

@@ -122,25 +122,27 @@ void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
   }
 }
 
-ucs_status_t wait_serving(thread_context& self, void* request) {
-  const fabric::deadline_clock::time_point deadline = self.deadline_in_force();
+bool settle_left(thread_context& self, int process, fabric::deadline_clock::time_point deadline) {
+  fabric::detail::staged_sends& staged = self.state().staged;
+  if (!staged.left_in_flight(process)) return true;
+  return self.wait_until([&] { return !staged.left_in_flight(process); }, deadline);
+}
+
+ucs_status_t wait_or_leave(thread_context& self, int process, void* request,
+                           std::vector<std::byte>& memory,
+                           fabric::deadline_clock::time_point deadline) {
   auto completed = [&] { return ucp_request_check_status(request) != UCS_INPROGRESS; };
-  bool cancelled = false;
   {
-    // A call that throws meanwhile must not leave this wait: the request's memory is in use.
+    // A call that throws meanwhile must not leave this wait: the request uses `memory`.
     thread_context::deferring_scope waiting(self);
     if (!self.wait_until(completed, deadline)) {
-      ucp_request_cancel(self.worker().handle(), request);
-      cancelled = true;
-      unsigned idle = 0;
-      while (!completed()) {
-        if (self.poll() == 0) thread_context::back_off(idle);
-      }
+      self.state().staged.leave(process, std::move(memory), request);
+      return UCS_ERR_TIMED_OUT;
     }
   }
   const ucs_status_t status = ucp_request_check_status(request);
   ucp_request_free(request);
-  return cancelled && status != UCS_OK ? UCS_ERR_TIMED_OUT : status;
+  return status;
 }
 
 call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
@@ -155,18 +157,24 @@ call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
     std::atomic_thread_fence(std::memory_order_release);  // before the call that names it
     return call_status::ok;
   }
+  const fabric::deadline_clock::time_point deadline = self.deadline_in_force();
+  if (!settle_left(self, target.process, deadline)) return call_status::deadline_exceeded;
+  // UCX reads the source until the put completed, which may be after the deadline (it cannot
+  // cancel a put queued behind a full socket): the put goes from a copy the thread can keep.
+  std::vector<std::byte> source(bytes.begin(), bytes.end());
   ucp_request_param_t param{};
-  void* put = ucp_put_nbx(endpoint.handle(), bytes.data(), bytes.size(), remote.address(),
+  void* put = ucp_put_nbx(endpoint.handle(), source.data(), source.size(), remote.address(),
                           remote.rkey(), &param);
   if (UCS_PTR_IS_ERR(put)) return call_status::error;
   if (put != nullptr) ucp_request_free(put);
-  // Remote completion: the flush completes once the bytes are in the target's memory. Wait
-  // serving calls (and so progressing this process's worker): over tcp the target's thread may
-  // itself be waiting on a put to us, and needs our progress as we need its.
+  // Remote completion: the flush completes once the bytes are in the target's memory (and so
+  // after the put read `source`). Wait serving calls (and so progressing this process's
+  // worker): over tcp the target's thread may itself be waiting on a put to us, and needs our
+  // progress as we need its.
   void* flush = ucp_ep_flush_nbx(endpoint.handle(), &param);
   if (flush == nullptr) return call_status::ok;
   if (UCS_PTR_IS_ERR(flush)) return call_status::peer_failed;
-  const ucs_status_t st = wait_serving(self, flush);
+  const ucs_status_t st = wait_or_leave(self, target.process, flush, source, deadline);
   if (st == UCS_OK) return call_status::ok;
   return st == UCS_ERR_TIMED_OUT ? call_status::deadline_exceeded : call_status::peer_failed;
 }
@@ -184,6 +192,13 @@ std::vector<std::byte> read_remote(thread_context& self,
     std::memcpy(local.data(), remote.direct(), local.size());
     return local;
   }
+  const fabric::deadline_clock::time_point deadline = self.deadline_in_force();
+  if (!settle_left(self, origin.process, deadline)) {
+    throw deadline_error(fmt::format(
+        "call_buffer_get on thread {}: deadline passed before the read of {} could start (an "
+        "earlier read or put to rank {} is still in flight)",
+        self.id(), origin.to_string(), origin.process));
+  }
   ucp_request_param_t param{};
   void* get = ucp_get_nbx(endpoint.handle(), local.data(), local.size(), remote.address(),
                           remote.rkey(), &param);
@@ -191,14 +206,17 @@ std::vector<std::byte> read_remote(thread_context& self,
     throw error(fmt::format("call_buffer_get: read of {} failed: {}", origin.to_string(),
                             ucs_status_string(UCS_PTR_STATUS(get))));
   }
-  if (get != nullptr) {
-    // Serve calls while the read is in flight (the origin may need our progress over tcp);
-    // `local` stays until the get completed, also past a deadline.
-    const ucs_status_t st = wait_serving(self, get);
-    if (st != UCS_OK) {
-      throw error(fmt::format("call_buffer_get: read of {} failed: {}", origin.to_string(),
-                              ucs_status_string(st)));
-    }
+  if (get == nullptr) return local;
+  // Serve calls while the read is in flight (the origin may need our progress over tcp); past
+  // the deadline `local` stays with the thread until UCX completed the read.
+  const ucs_status_t st = wait_or_leave(self, origin.process, get, local, deadline);
+  if (st == UCS_ERR_TIMED_OUT) {
+    throw deadline_error(fmt::format("call_buffer_get on thread {}: read of {} passed its deadline",
+                                     self.id(), origin.to_string()));
+  }
+  if (st != UCS_OK) {
+    throw error(fmt::format("call_buffer_get: read of {} failed: {}", origin.to_string(),
+                            ucs_status_string(st)));
   }
   return local;
 }

@@ -229,12 +229,70 @@ void dead_sender_body(thread_context& ctx) {
   }
 }
 
+// Mode "unpublished": rank 0 writes trad call_returns to rank 1 into a batch it does not publish
+// (a large flush size, and no poll of its thread until the death is known), rank 1 is killed,
+// and only then rank 0 waits: every one of them must end not_executed (a receiver reads nothing
+// past a published word), and none ran.
+constexpr std::uint64_t unpublished_batch = 200;
+constexpr std::uint64_t unpublished_first = 1000000;  // marker indexes of the batch
+
+void unpublished_body(thread_context& ctx) {
+  if (ctx.id() == 1) {
+    (void)ctx.wait_until([] { return false; },
+                         fabric::deadline_clock::now() + std::chrono::seconds(60));
+    fail("rank 1 is still alive");
+  }
+  if (ctx.id() != 0) return;
+  invoke::messenger_options options = invoke::channels_of(ctx).options();
+  options.flush_size = std::size_t{1} << 20;  // the batch below stays unpublished
+  invoke::channels_of(ctx).set_options(options);
+  fabric::return_slot<std::uint64_t> warm;  // the trad channel's chunks exist before the batch
+  if (invoke::call_return<channel::trad>(ctx, 1, [](thread_context&) { return std::uint64_t{1}; },
+                                         warm) != call_status::ok ||
+      ctx.wait_for(warm, std::chrono::seconds(30)) != outcome::done) {
+    fail("warm-up call: {}", warm.describe());
+    return;
+  }
+  auto slots = std::make_unique<fabric::return_slot<std::uint64_t>[]>(unpublished_batch);
+  for (std::uint64_t i = 0; i < unpublished_batch; ++i) {
+    auto f = [i](thread_context&) { return run_call(unpublished_first + i); };
+    const call_status st = invoke::call_return<channel::trad>(ctx, 1, f, slots[i]);
+    if (st != call_status::ok) fail("batch call {} returned '{}'", i, fabric::to_string(st));
+  }
+  (void)ctx.call(1, [](thread_context&) { std::raise(SIGKILL); });  // send-based: goes now
+  // Progress UCX without polling the thread (an idle poll would publish the batch) until the
+  // death is known.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!ctx.rt().peer_failed(1) && std::chrono::steady_clock::now() < until) {
+    ctx.worker().progress();
+    ctx.rt().progress_shared();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!ctx.rt().peer_failed(1)) fail("rank 0 did not notice rank 1's death");
+  std::uint64_t count[7] = {};
+  for (std::uint64_t i = 0; i < unpublished_batch; ++i) {
+    const outcome got = ctx.wait_for(slots[i], std::chrono::seconds(10));
+    ++count[static_cast<int>(got)];
+    if (got != outcome::not_executed) fail("unpublished call {}: {}", i, slots[i].describe());
+  }
+  std::ifstream in(marker_path);
+  std::uint64_t index = 0;
+  std::int64_t when = 0;
+  while (in >> index >> when) {
+    if (index >= unpublished_first) fail("unpublished call {} ran", index - unpublished_first);
+  }
+  fmt::print("rank 0: {} unpublished trad call_returns: {} not executed, {} may have executed, "
+             "{} other\n",
+             unpublished_batch, count[3], count[4], unpublished_batch - count[3] - count[4]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3 || (std::string(argv[1]) != "send" && std::string(argv[1]) != "write" &&
-                    std::string(argv[1]) != "sender")) {
-    fmt::print(stderr, "usage: failure_semantics_mp_test send|write|sender <marker file>\n");
+                    std::string(argv[1]) != "sender" && std::string(argv[1]) != "unpublished")) {
+    fmt::print(stderr,
+               "usage: failure_semantics_mp_test send|write|sender|unpublished <marker file>\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -250,6 +308,10 @@ int main(int argc, char** argv) {
       rt.run([&](thread_context& ctx) {
         if (mode == "sender") {
           dead_sender_body(ctx);
+          return;
+        }
+        if (mode == "unpublished") {
+          unpublished_body(ctx);
           return;
         }
         if (ctx.id() == 0) rank0_body(ctx, mode);

@@ -3,13 +3,15 @@
 # every slot must end with the right outcome within the keepalive plus a second, a third rank
 # must keep working with the caller, and both survivors' run() must end naming the dead rank.
 # Then ("sender") a sender dies with one-sided calls published and a trad batch unpublished:
-# the receiver runs exactly the published ones and frees the dead sender's chunks.
+# the receiver runs exactly the published ones and frees the dead sender's chunks. Last
+# ("unpublished") a receiver dies with trad call_returns written but not published: each ends
+# not_executed, and none ran.
 # Usage: failure_semantics_test.sh <seriema-run> <failure_semantics_mp_test> [launcher args];
 # UCX_TLS from the environment picks shm or tcp (e.g. --machines 3 with UCX_TLS=tcp,self).
 set -u
 marker=$(mktemp -d)
 trap 'rm -rf "$marker"' EXIT
-for mode in send write sender; do
+for mode in send write sender unpublished; do
   rm -f "$marker/calls" "$marker/calls.rank2-done"
   start=$(date +%s)
   out=$(SERIEMA_THREADS=1 timeout 120 "$1" -n 3 "${@:3}" --on-failure wait --tag-output -- \

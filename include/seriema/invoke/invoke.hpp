@@ -388,15 +388,21 @@ call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R
 
 namespace detail {
 
-// Waits (serving calls) until the UCX request of `self`'s worker completed, and frees it. Past the
-// deadline in force it is cancelled and the wait goes on until UCX completed it (the memory it
-// reads or writes stays in use until then): UCS_ERR_TIMED_OUT then, unless it completed anyway.
-ucs_status_t wait_serving(thread_context& self, void* request);
+// Waits (serving calls), until `deadline`, for the thread's put or get left in flight to
+// `process` by an earlier deadline (fabric::detail::staged_sends::leave); false if it is still.
+bool settle_left(thread_context& self, int process, fabric::deadline_clock::time_point deadline);
+// Waits (serving calls) until the UCX request of `self`'s worker completed, frees it and returns
+// its status. Past `deadline` (UCX 1.13 cannot cancel it) the request stays in flight and the
+// thread keeps `memory`, which it reads or writes, until UCX completed it: UCS_ERR_TIMED_OUT.
+ucs_status_t wait_or_leave(thread_context& self, int process, void* request,
+                           std::vector<std::byte>& memory,
+                           fabric::deadline_clock::time_point deadline);
 // Puts `bytes` into `target` (direct copy when mapped) and waits for remote completion
 // (deadline_exceeded: the deadline in force passed first; peer_failed: the target died).
 call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
                          const transfer::remote_memory_locator& target);
-// Reads the whole of `origin` (waiting, while serving calls); throws seriema::error on failure.
+// Reads the whole of `origin` (waiting, while serving calls); throws seriema::error on failure,
+// seriema::deadline_error past the deadline in force.
 std::vector<std::byte> read_remote(thread_context& self,
                                    const transfer::remote_memory_locator& origin);
 

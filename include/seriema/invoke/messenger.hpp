@@ -354,6 +354,8 @@ class messenger {
   // the stack (busy_), else when that returned.
   void fail_all() noexcept;
   void settle_failure() noexcept;
+  // Ends the reply slots of records written here but never published (not_executed).
+  void fail_unpublished_replies(fabric::local_thread_state& state) noexcept;
   call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
                            std::uint32_t flags, std::span<const std::byte> extras,
                            std::span<const std::byte> buffer, bool bounded);
@@ -584,11 +586,14 @@ class channels final : public fabric::thread_extension {
   void reclaim_dead_senders(thread_context& self);
   receive_counters received_;
   // Active-message notifications in flight: the header must stay put until UCX is done with it.
+  // A deque (stable addresses) that grows when every slot is still queued (a congested socket,
+  // a partitioned peer): notices are bounded by the records consumed, so it stays bounded, and
+  // the consuming thread never waits for the network here.
   struct feedback_slot {
     fabric::feedback_message message{};
     void* request = nullptr;
   };
-  std::array<feedback_slot, 256> feedback_slots_{};
+  std::deque<feedback_slot> feedback_slots_ = std::deque<feedback_slot>(256);
   std::size_t next_feedback_slot_ = 0;
   struct pending_read {
     void* request = nullptr;
