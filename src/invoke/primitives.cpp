@@ -2,6 +2,7 @@
 // area) and the reply path of one-sided call_return.
 #include <fmt/format.h>
 
+#include <bit>
 #include <cstdio>
 #include <memory>
 
@@ -31,8 +32,7 @@ std::atomic_ref<std::uint64_t> counter_word(thread_context& self, std::uint32_t 
 
 synchronizer::synchronizer(thread_context& self, std::uint64_t count)
     : self_(self),
-      word_(channels_of(self).acquire_counter_word()),
-      target_threads_(self.thread_count(), false) {
+      word_(channels_of(self).acquire_counter_word()) {
   if (word_ == 0) {
     throw error(fmt::format("thread {}: more than {} synchronizers alive", self.id(),
                             channels::synchronizer_words));
@@ -54,11 +54,25 @@ void synchronizer::decrement() noexcept {
   counter_word(self_, word_).fetch_sub(1, std::memory_order_acq_rel);
 }
 
+void synchronizer::note_target(thread_id dest) {
+  if (dest >= self_.thread_count()) return;
+  const auto process = static_cast<std::size_t>(self_.rt().placement().locate(dest).process);
+  if (process < 64) {
+    target_processes_ |= std::uint64_t{1} << process;
+    return;
+  }
+  if (more_target_processes_.size() <= process - 64) more_target_processes_.resize(process - 63);
+  more_target_processes_[process - 64] = true;
+}
+
 bool synchronizer::a_target_failed() const noexcept {
   fabric::runtime& rt = self_.rt();
   if (rt.failure_epoch() == 0) return false;  // nobody died: no scan
-  for (thread_id t = 0; t < target_threads_.size(); ++t) {
-    if (target_threads_[t] && rt.peer_failed(rt.placement().locate(t).process)) return true;
+  for (std::uint64_t bits = target_processes_; bits != 0; bits &= bits - 1) {
+    if (rt.peer_failed(std::countr_zero(bits))) return true;
+  }
+  for (std::size_t p = 0; p < more_target_processes_.size(); ++p) {
+    if (more_target_processes_[p] && rt.peer_failed(static_cast<int>(p + 64))) return true;
   }
   return false;
 }

@@ -26,9 +26,11 @@
 #include <thread>
 
 #include "support/report_failure.hpp"
+#include "support/transports.hpp"
 
 using namespace seriema;
 using test::fail;
+using test::tcp_only;
 using test::failures;
 using fabric::outcome;
 using fabric::thread_context;
@@ -41,12 +43,6 @@ constexpr std::uint64_t in_flight = 10000;
 constexpr std::uint64_t dies_in = 99;  // the 100th call
 const char* marker_path = nullptr;
 
-
-bool tcp_only() {
-  const char* tls = std::getenv("UCX_TLS");
-  return tls != nullptr && std::string(tls).find("sm") == std::string::npos &&
-         std::string(tls).find("posix") == std::string::npos;
-}
 
 std::int64_t realtime_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/transports.hpp"
+
 namespace seriema::test {
 
 inline fabric::runtime*& the_runtime() {
@@ -39,14 +41,6 @@ std::vector<T> allgather_value(const T& mine) {
     std::memcpy(&out[r], blobs[r].data(), sizeof(T));
   }
   return out;
-}
-
-// UCX_TLS names tcp and no shared-memory transport: same-machine memory does not map.
-inline bool tcp_only() {
-  const char* tls = std::getenv("UCX_TLS");
-  return tls != nullptr && std::string(tls).find("tcp") != std::string::npos &&
-         std::string(tls).find("sm") == std::string::npos &&
-         std::string(tls).find("posix") == std::string::npos;
 }
 
 // Polls `ctx` until done() holds; every exception of type E that a poll throws (a call run

@@ -70,15 +70,16 @@ class synchronizer {
   void decrement() noexcept;
   // A call naming this synchronizer for its consumption went to thread `dest`: a wait ends
   // when that thread's process dies.
-  void note_target(thread_id dest) noexcept {
-    if (dest < target_threads_.size()) target_threads_[dest] = true;
-  }
+  void note_target(thread_id dest);
 
  private:
   [[nodiscard]] bool a_target_failed() const noexcept;
   thread_context& self_;
   std::uint32_t word_;
-  std::vector<bool> target_threads_;  // by thread id: a consumption-notified call went there
+  // Processes a consumption-notified call went to: bit p of target_processes_ for p < 64, and
+  // more_target_processes_[p - 64] beyond (allocated only when such a process is named).
+  std::uint64_t target_processes_ = 0;
+  std::vector<bool> more_target_processes_;
 };
 
 namespace detail {
