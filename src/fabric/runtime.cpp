@@ -646,7 +646,7 @@ local_thread_state* runtime::reply_owner(thread_id caller) noexcept {
 
 namespace {
 // The context whose poll() is progressing the process worker on this thread (inside serve), for
-// on_call_message's shortcut; null elsewhere (service threads, wait_send's progress).
+// on_call_message's shortcut; null elsewhere (service threads, a send's wait for UCX).
 thread_local thread_context* serving_context = nullptr;
 }  // namespace
 

@@ -150,8 +150,9 @@ template <class Policy, class Shape, class F>
   } else {
     status = one_sided<Policy>(self, dest, c, id, bytes_of(f), 0, {}, buffer);
   }
-  if (status == call_status::ok && sync != nullptr && when == notify_on::transmit) {
-    sync->decrement();  // captures and buffer were copied (chunk, staging unit, queue or sent)
+  if (fabric::reached_transport(status) && sync != nullptr && when == notify_on::transmit) {
+    // Captures and buffer were copied (chunk, staging unit, queue, sent, or staged for UCX).
+    sync->decrement();
   }
   return status;
 }
