@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/transfer/config.hpp>
 #include <seriema/transfer/error.hpp>
@@ -263,6 +264,10 @@ transfer::registered_buffer runtime::service_allocate(int zone, std::size_t byte
   if (!slot) {
     transfer::general_allocator_config config;
     config.policy = transfer::fit_policy::best_fit;
+    // No cap of its own: the zone's arena (SERIEMA_ARENA_LIMIT) bounds it. The allocator's
+    // default of 1 GiB was reached by the messengers' rings alone at 16 threads (16 x 16 pairs x
+    // 2 chunks of 2 MiB), and the last channel then never got its ring.
+    config.max_bytes = std::numeric_limits<std::size_t>::max();
     slot = std::make_unique<transfer::general_allocator>(zone_arena, config);
   }
   transfer::registered_buffer buffer = slot->allocate(bytes);

@@ -305,7 +305,20 @@ bool messenger::grow() {
     return false;
   }
   const chunk_grant& grant = reply.value();
-  if (grant.count != count) return false;  // the destination is out of registered memory
+  if (grant.count != count) {
+    // The destination's process is out of registered memory: the calls wait (queued, or
+    // refused as full) until a ring frees room, which for a first ring never comes. Say so
+    // once per messenger instead of leaving a silent stall.
+    if (!warned_no_memory_) {
+      warned_no_memory_ = true;
+      fmt::print(stderr,
+                 "seriema: thread {}: rank {} has no registered memory for {} more chunk(s) of "
+                 "{} bytes for calls to thread {} (ring of {} chunk(s)); calls to it wait for "
+                 "room (SERIEMA_ARENA_LIMIT, SERIEMA_CHUNK_SIZE, SERIEMA_MAX_CHUNKS)\n",
+                 self.id(), destination_process_, count, chunk_size, destination_, ring_.size());
+    }
+    return false;
+  }
   ++batches_;
 
   transfer::ucx_endpoint& endpoint = self.endpoint_to(destination_process_);

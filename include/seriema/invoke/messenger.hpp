@@ -371,6 +371,7 @@ class messenger {
   bool direct_ = false;
   bool by_message_ = false;  // staged publishes go as write messages (see remote_publish)
   bool failed_ = false;
+  bool warned_no_memory_ = false;  // grow() said once that the destination had no memory
   bool busy_ = false;  // inside reserve/grow: a nested call (from a handler run while we wait)
                        // goes to the queue so the ring is never written re-entrantly
   std::uint32_t batches_ = 0;  // allocation batches obtained
