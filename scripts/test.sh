@@ -23,6 +23,8 @@ echo "== build (RelWithDebInfo)"
 "$root/scripts/build.sh" "$root/build"
 echo "== tests"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs" --timeout 600)
+echo "== installed library (cmake --install, find_package, pkg-config, add_subdirectory, .deb)"
+"$root/scripts/check-install.sh" "$root/build"
 
 if [ $quick -eq 0 ]; then
   echo "== build (ASan+UBSan)"

@@ -12,6 +12,7 @@
 #include <seriema/transfer/config.hpp>
 #include <seriema/transfer/error.hpp>
 #include <seriema/transfer/ucx.hpp>
+#include <seriema/version.hpp>
 #include <string>
 #include <vector>
 

@@ -21,21 +21,21 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <seriema/fabric/detail/launcher_protocol.hpp>
 #include <seriema/transfer/config.hpp>
 #include <seriema/transfer/error.hpp>
 #include <string>
 #include <vector>
 
-#include "fabric/launcher_protocol.hpp"
 #include "machine_isolation.hpp"
 
-namespace seriema::fabric {
-
 namespace {
+
 // Prepared by the launcher before it forks (null when --machines is 1).
 const seriema::tools::emulated_machines* emulated = nullptr;
-}  // namespace
 
+// Called in each child between fork and exec: makes it a process of emulated machine `machine`
+// of `machines`.
 void enter_emulated_machine(int machine, int machines) {
   ::setenv("SERIEMA_RUN_MACHINE", std::to_string(machine).c_str(), 1);
   ::setenv("SERIEMA_RUN_MACHINES", std::to_string(machines).c_str(), 1);
@@ -48,10 +48,6 @@ void enter_emulated_machine(int machine, int machines) {
     ::_exit(126);
   }
 }
-
-}  // namespace seriema::fabric
-
-namespace {
 
 namespace proto = seriema::fabric::launcher_protocol;
 using clock_type = std::chrono::steady_clock;
@@ -259,7 +255,7 @@ class launcher {
     std::optional<seriema::tools::emulated_machines> machines;
     if (options_.machines > 1) {
       machines.emplace(options_.machines);
-      seriema::fabric::emulated = &*machines;
+      emulated = &*machines;
       if (!machines->isolated()) {
         fmt::print(stderr,
                    "seriema-run: --machines {}: {}; UCX may still use shared memory between the "
@@ -364,7 +360,7 @@ class launcher {
           ::dup2(out_pipe[1], 1);
           ::dup2(err_pipe[1], 2);
         }
-        seriema::fabric::enter_emulated_machine(machine, options_.machines);
+        enter_emulated_machine(machine, options_.machines);
         std::signal(SIGPIPE, SIG_DFL);
         ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
         ::execv(program_path.c_str(), argv.data());

@@ -12,6 +12,7 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/mcts/distributed.hpp>
 #include <seriema/mcts/sequential.hpp>
+#include <seriema/version.hpp>
 #include <string>
 #include <vector>
 

@@ -14,7 +14,7 @@
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/transfer/config.hpp>
 
-#include "fabric/launcher_protocol.hpp"
+#include <seriema/fabric/detail/launcher_protocol.hpp>
 
 namespace seriema::fabric {
 namespace {

@@ -1,5 +1,5 @@
 // Encoding, decoding and validation of seriema-run's rendezvous messages; machine assignment.
-#include "fabric/launcher_protocol.hpp"
+#include <seriema/fabric/detail/launcher_protocol.hpp>
 
 #include <fmt/format.h>
 

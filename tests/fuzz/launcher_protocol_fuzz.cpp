@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "fabric/launcher_protocol.hpp"
+#include <seriema/fabric/detail/launcher_protocol.hpp>
 
 namespace protocol = seriema::fabric::launcher_protocol;
 

@@ -9,7 +9,7 @@
 function(seriema_mp_executable name source library)
   add_executable(${name} ${source})
   target_link_libraries(${name} PRIVATE ${library} GTest::gtest seriema_build_flags)
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 endfunction()
 
 function(seriema_mp_run test_name)

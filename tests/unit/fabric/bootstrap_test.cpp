@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "fabric/launcher_protocol.hpp"
+#include <seriema/fabric/detail/launcher_protocol.hpp>
 
 namespace {
 

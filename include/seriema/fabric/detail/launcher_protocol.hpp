@@ -13,10 +13,6 @@
 
 namespace seriema::fabric {
 
-// Called in each child of seriema-run between fork and exec; defined in tools/seriema_run.cpp.
-// Makes the child a process of emulated machine `machine` of `machines`.
-void enter_emulated_machine(int machine, int machines);
-
 namespace launcher_protocol {
 
 // seriema-run places ranks on machines in contiguous blocks: rank r of N on M machines goes to
