@@ -1,11 +1,13 @@
 // seriema-info: what this machine looks like to seriema (zones, cores), where a given MxPxT
 // would place threads, the UCX version and transports, the pages arena segments obtain, and the
-// effective configuration. Exits non-zero with one line naming the setting on bad configuration.
+// effective configuration, as text or (--json) as one JSON document. Exits non-zero with one
+// line naming the setting on bad configuration.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/placement.hpp>
 #include <seriema/transfer/arena.hpp>
@@ -13,12 +15,14 @@
 #include <seriema/transfer/error.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <seriema/version.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
 
 using namespace seriema;
+using json = nlohmann::ordered_json;
 
 std::string read_first_line(const std::string& path) {
   std::ifstream f(path);
@@ -27,37 +31,163 @@ std::string read_first_line(const std::string& path) {
   return line.empty() ? "(unavailable)" : line;
 }
 
-void print_huge_page_reservations() {
-  for (const char* size : {"hugepages-2048kB", "hugepages-1048576kB"}) {
-    std::string base = std::string("/sys/kernel/mm/hugepages/") + size;
-    fmt::print("  {:<22} reserved {}, free {}\n", size, read_first_line(base + "/nr_hugepages"),
-               read_first_line(base + "/free_hugepages"));
-  }
-  fmt::print("  transparent huge pages: {} (shmem: {})\n",
-             read_first_line("/sys/kernel/mm/transparent_hugepage/enabled"),
-             read_first_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled"));
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
-void print_settings(bool with_help) {
-  fmt::print("Settings (SERIEMA_*; * = set in the environment):\n");
+// Every registered setting with its value in effect (SERIEMA_RUN_* only when set).
+json settings_json() {
+  json settings = json::array();
   for (const auto& s : config::all_settings()) {
-    if (s.name.starts_with("SERIEMA_RUN_") && !config::raw(s.name)) continue;
     auto value = config::raw(s.name);
-    fmt::print("  {}{:<28} = {}\n", value ? '*' : ' ', s.name,
-               value ? *value : std::string(s.default_value));
-    if (with_help) fmt::print("      {}\n", s.help);
+    if (s.name.starts_with("SERIEMA_RUN_") && !value) continue;
+    settings.push_back({{"name", s.name},
+                        {"value", value ? *value : std::string(s.default_value)},
+                        {"set", value.has_value()},
+                        {"default", s.default_value},
+                        {"help", s.help}});
   }
+  return settings;
 }
 
-void print_ucx_environment() {
-  fmt::print("UCX variables that matter (unset = UCX default):\n");
+json machine_json(const fabric::machine_topology& topology) {
+  json zones = json::array();
+  for (const auto& zone : topology.zones) {
+    zones.push_back({{"os_index", zone.os_index},
+                     {"memory_mib", zone.memory_bytes >> 20},
+                     {"pus_per_core", zone.cores}});
+  }
+  return {{"description", topology.description}, {"zones", std::move(zones)}};
+}
+
+json ucx_json(transfer::ucx_context& context, const transfer::context_options& options) {
+  json environment = json::object();
   for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES", "UCX_POSIX_HUGETLB_MODE",
                            "UCX_KEEPALIVE_INTERVAL", "UCX_POSIX_ERROR_HANDLING",
                            "UCX_SYSV_ERROR_HANDLING", "UCX_MEM_EVENTS", "UCX_LOG_LEVEL",
                            "UCX_RNDV_THRESH", "UCX_MAX_EAGER_LANES"}) {
     const char* value = std::getenv(name);
-    fmt::print("  {:<26} = {}\n", name, value ? value : "(unset)");
+    environment[name] = value ? json(value) : json(nullptr);
   }
+  return {{"version", transfer::ucx_version()},
+          {"transports", transfer::ucx_available_transports(context)},
+          {"peer_errors", options.peer_errors},
+          {"keepalive_ms", options.keepalive_ms},
+          {"environment", std::move(environment)}};
+}
+
+json huge_pages_json() {
+  json pages = json::object();
+  for (const char* size : {"hugepages-2048kB", "hugepages-1048576kB"}) {
+    std::string base = std::string("/sys/kernel/mm/hugepages/") + size;
+    pages[size] = {{"reserved", read_first_line(base + "/nr_hugepages")},
+                   {"free", read_first_line(base + "/free_hugepages")}};
+  }
+  pages["transparent"] = read_first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  pages["transparent_shmem"] = read_first_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  return pages;
+}
+
+// One test segment per memory source in `zone`: what pages each obtains, or why it cannot.
+json arena_segments_json(transfer::ucx_context& context, int zone,
+                         const transfer::arena_options& in_effect) {
+  json sources = json::array();
+  for (auto source : {transfer::memory_source::ucx, transfer::memory_source::self}) {
+    auto options = in_effect;
+    options.source = source;
+    if (source == transfer::memory_source::ucx &&
+        (options.pages == transfer::page_preference::gigantic_1g ||
+         options.pages == transfer::page_preference::hugetlb_2m)) {
+      options.pages = transfer::page_preference::automatic;
+    }
+    json entry{{"source", source == transfer::memory_source::ucx ? "ucx" : "self"},
+               {"in_effect", source == in_effect.source}};
+    try {
+      transfer::arena probe(context, zone, options);
+      probe.grow();
+      entry["segments"] = probe.describe_segments();
+    } catch (const seriema::error& e) {
+      entry["error"] = e.what();
+    }
+    sources.push_back(std::move(entry));
+  }
+  return {{"zone", zone}, {"segment_mib", in_effect.segment_size >> 20}, {"sources", sources}};
+}
+
+void print_settings(const json& settings, bool with_help) {
+  fmt::print("Settings (SERIEMA_*; * = set in the environment):\n");
+  for (const auto& s : settings) {
+    fmt::print("  {}{:<28} = {}\n", s["set"].get<bool>() ? '*' : ' ',
+               s["name"].get<std::string>(), s["value"].get<std::string>());
+    if (with_help) fmt::print("      {}\n", s["help"].get<std::string>());
+  }
+}
+
+void print_machine(const json& machine) {
+  fmt::print("Machine: {}\n", machine["description"].get<std::string>());
+  for (const auto& zone : machine["zones"]) {
+    std::string cores;
+    for (const auto& core : zone["pus_per_core"]) {
+      std::string pus;
+      for (const auto& pu : core) pus += fmt::format("{}{}", pus.empty() ? "" : "+", pu.get<int>());
+      cores += fmt::format(" [{}]", pus);
+    }
+    fmt::print("  zone {}: {} MiB, {} cores (PUs per core:{})\n", zone["os_index"].get<int>(),
+               zone["memory_mib"].get<std::uint64_t>(), zone["pus_per_core"].size(), cores);
+  }
+}
+
+void print_ucx(const json& ucx) {
+  fmt::print("\nUCX {}\n  transports/devices available:", ucx["version"].get<std::string>());
+  for (const auto& t : ucx["transports"]) fmt::print(" {}", t.get<std::string>());
+  fmt::print("\n  peer error handling: {}, keepalive {} ms\n",
+             ucx["peer_errors"].get<bool>() ? "on" : "off", ucx["keepalive_ms"].get<long>());
+  fmt::print("UCX variables that matter (unset = UCX default):\n");
+  for (const auto& [name, value] : ucx["environment"].items()) {
+    fmt::print("  {:<26} = {}\n", name, value.is_null() ? "(unset)" : value.get<std::string>());
+  }
+}
+
+void print_memory(const json& pages, const json& arena) {
+  fmt::print("\nHuge pages on this machine:\n");
+  for (const char* size : {"hugepages-2048kB", "hugepages-1048576kB"}) {
+    fmt::print("  {:<22} reserved {}, free {}\n", size,
+               pages[size]["reserved"].get<std::string>(), pages[size]["free"].get<std::string>());
+  }
+  fmt::print("  transparent huge pages: {} (shmem: {})\n",
+             pages["transparent"].get<std::string>(), pages["transparent_shmem"].get<std::string>());
+  if (arena.is_null()) return;
+  fmt::print("Arena segments obtained (zone {} of process 0, {} MiB each):\n",
+             arena["zone"].get<int>(), arena["segment_mib"].get<std::size_t>());
+  for (const auto& source : arena["sources"]) {
+    const char* mark = source["in_effect"].get<bool>() ? "*" : " ";
+    if (source.contains("error")) {
+      fmt::print("  {} {} source: {}\n", mark, source["source"].get<std::string>(),
+                 source["error"].get<std::string>());
+      continue;
+    }
+    for (const auto& line : source["segments"]) fmt::print("  {} {}\n", mark, line.get<std::string>());
+  }
+  fmt::print("  (* = SERIEMA_MEMORY_SOURCE in effect)\n");
+}
+
+void print_text(const json& info) {
+  fmt::print("seriema {}\n\n", info["version"].get<std::string>());
+  print_machine(info["machine"]);
+  const json& placement = info["placement"];
+  fmt::print("\nPlacement of {} (every machine assumed to look like this one):\n",
+             placement["shape"].get<std::string>());
+  for (const auto& line : placement["description"]) fmt::print("{}\n", line.get<std::string>());
+  for (const auto& warning : placement["warnings"]) {
+    fmt::print("  note: {}\n", warning.get<std::string>());
+  }
+  print_ucx(info["ucx"]);
+  print_memory(info["huge_pages"], info["arena"]);
+  fmt::print("\n");
+  print_settings(info["settings"], false);
 }
 
 int run(int argc, char** argv) {
@@ -65,14 +195,17 @@ int run(int argc, char** argv) {
   std::string shape_text;
   bool settings_only = false;
   bool skip_memory = false;
+  bool as_json = false;
   app.add_option("--shape", shape_text,
                  "job to place: T, PxT or MxPxT (default: 1x1xSERIEMA_THREADS)");
   app.add_flag("--settings", settings_only, "list every SERIEMA_* setting with its meaning");
   app.add_flag("--no-memory", skip_memory, "do not allocate a test segment per memory source");
+  app.add_flag("--json", as_json, "print everything as one JSON document");
   CLI11_PARSE(app, argc, argv);
 
   if (settings_only) {
-    print_settings(true);
+    if (as_json) fmt::print("{}\n", json{{"settings", settings_json()}}.dump(2));
+    else print_settings(settings_json(), true);
     return 0;
   }
   config::reject_unknown_environment_settings();
@@ -90,60 +223,20 @@ int run(int argc, char** argv) {
   fabric::placement placement(topology, processes, shape.threads_per_process, placement_options);
   transfer::ucx_context context(context_options);
 
-  fmt::print("seriema {}\n\n", SERIEMA_VERSION);
-  fmt::print("Machine: {}\n", topology.description);
-  for (const auto& zone : topology.zones) {
-    std::string cores;
-    for (const auto& core : zone.cores) {
-      std::string pus;
-      for (int pu : core) pus += fmt::format("{}{}", pus.empty() ? "" : "+", pu);
-      cores += fmt::format(" [{}]", pus);
-    }
-    fmt::print("  zone {}: {} MiB, {} cores (PUs per core:{})\n", zone.os_index,
-               zone.memory_bytes >> 20, zone.cores.size(), cores);
-  }
-
-  fmt::print("\nPlacement of {} (every machine assumed to look like this one):\n{}",
-             shape.to_string(), placement.describe());
-  if (!placement.describe().ends_with('\n')) fmt::print("\n");
-  for (const auto& warning : placement.warnings()) fmt::print("  note: {}\n", warning);
-
-  fmt::print("\nUCX {}\n", transfer::ucx_version());
-  fmt::print("  transports/devices available:");
-  for (const auto& t : transfer::ucx_available_transports(context)) fmt::print(" {}", t);
-  fmt::print("\n  peer error handling: {}, keepalive {} ms\n",
-             context_options.peer_errors ? "on" : "off", context_options.keepalive_ms);
-  print_ucx_environment();
-
-  fmt::print("\nHuge pages on this machine:\n");
-  print_huge_page_reservations();
-  if (!skip_memory) {
-    fmt::print("Arena segments obtained (zone {} of process 0, {} MiB each):\n",
-               placement.zone_of_process(0), arena_options.segment_size >> 20);
-    for (auto source : {transfer::memory_source::ucx, transfer::memory_source::self}) {
-      auto options = arena_options;
-      options.source = source;
-      if (source == transfer::memory_source::ucx &&
-          (options.pages == transfer::page_preference::gigantic_1g ||
-           options.pages == transfer::page_preference::hugetlb_2m)) {
-        options.pages = transfer::page_preference::automatic;
-      }
-      bool chosen = source == arena_options.source;
-      try {
-        transfer::arena probe(context, placement.zone_of_process(0), options);
-        probe.grow();
-        for (const auto& line : probe.describe_segments()) {
-          fmt::print("  {} {}\n", chosen ? "*" : " ", line);
-        }
-      } catch (const seriema::error& e) {
-        fmt::print("  {} {} source: {}\n", chosen ? "*" : " ",
-                   source == transfer::memory_source::ucx ? "ucx" : "self", e.what());
-      }
-    }
-    fmt::print("  (* = SERIEMA_MEMORY_SOURCE in effect)\n");
-  }
-  fmt::print("\n");
-  print_settings(false);
+  json info;
+  info["version"] = SERIEMA_VERSION;
+  info["machine"] = machine_json(topology);
+  info["placement"] = {{"shape", shape.to_string()},
+                       {"description", lines_of(placement.describe())},
+                       {"warnings", placement.warnings()}};
+  info["ucx"] = ucx_json(context, context_options);
+  info["huge_pages"] = huge_pages_json();
+  info["arena"] = skip_memory ? json(nullptr)
+                              : arena_segments_json(context, placement.zone_of_process(0),
+                                                    arena_options);
+  info["settings"] = settings_json();
+  if (as_json) fmt::print("{}\n", info.dump(2));
+  else print_text(info);
   return 0;
 }
 

@@ -11,6 +11,8 @@
 #include <seriema/transfer/error.hpp>
 #include <thread>
 
+#include "counters_report.hpp"
+
 namespace seriema::fabric {
 
 // The collectives' active message (am_id_runtime_barrier).
@@ -38,6 +40,7 @@ runtime_options runtime_options::from_environment() {
                                    options.send_limit));
   }
   options.timeout = config::get_duration("SERIEMA_TIMEOUT");
+  options.counters_path = config::raw("SERIEMA_COUNTERS").value_or("");
   options.placement = placement_options::from_environment();
   options.ucx = transfer::context_options::from_environment();
   options.memory = transfer::arena_options::from_environment();
@@ -46,6 +49,7 @@ runtime_options runtime_options::from_environment() {
 
 runtime::runtime(const runtime_options& options) : options_(options) {
   boot_ = bootstrap::create(options_.boot);
+  counters_file_ = detail::counters_file_for(options_.counters_path, rank(), size());
   dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(boot_->size()));
   dead_status_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
   dead_reporter_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
@@ -726,8 +730,10 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
   };
   std::mutex error_mutex;
   std::exception_ptr first_error;
+  // SERIEMA_COUNTERS: each worker writes its entry (slot = local index) as it leaves.
+  std::vector<std::string> counter_entries(counters_file_.empty() ? 0 : threads);
 
-  auto thread_main = [&](thread_id id, bool is_service) {
+  auto thread_main = [&](thread_id id, bool is_service, std::size_t local) {
     std::uint64_t seen_round = 0;
     try {
       if (!is_service) placement_->pin_thread(id);
@@ -765,6 +771,10 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
         }
         if (ran == 0) thread_context::back_off(idle);
         else idle = 0;
+      }
+      if (!is_service && !counter_entries.empty()) {
+        counter_entries[local] =
+            detail::thread_counters_json(ctx);
       }
     } catch (...) {
       std::lock_guard lock(error_mutex);
@@ -818,9 +828,10 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
   const int participants = threads + options_.service_threads;
   for (int h = 0; h < options_.helper_threads; ++h) pool.emplace_back(helper_main);
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back(thread_main, placement_->global_id(rank(), t), false);
+    pool.emplace_back(thread_main, placement_->global_id(rank(), t), false,
+                      static_cast<std::size_t>(t));
   }
-  if (options_.service_threads > 0) pool.emplace_back(thread_main, 0, true);
+  if (options_.service_threads > 0) pool.emplace_back(thread_main, 0, true, 0);
 
   bool quiet = false;  // every rank completed the termination rounds (so all reach the barrier)
   // Coordinator (this thread): wait for the local bodies, then run termination rounds: every
@@ -859,6 +870,13 @@ void runtime::run(const std::function<void(thread_context&)>& body) {
   // in it. After the barrier every rank has joined its threads: a call of the next run waits in
   // its destination's queue (or memory map) for the next run's threads.
   if (quiet) barrier(no_deadline);
+  if (!counters_file_.empty()) {
+    try {
+      detail::write_counters_file(counters_file_, *this, run_epoch_.load(), counter_entries);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
   if (first_error) std::rethrow_exception(first_error);
 }
 

@@ -3,6 +3,7 @@
 // fabric's thread extension.
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/invoke/messenger.hpp>
@@ -361,32 +362,43 @@ void channels::send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thr
   if (request != nullptr && !UCS_PTR_IS_ERR(request)) slot.request = request;
 }
 
-std::string messenger_counters::to_json() const {
-  return fmt::format(
-      R"({{"calls":{},"repeated":{},"bytes":{},"publishes":{},"chunks_grown":{},"full":{},)"
-      R"("exceeding":{},"exceeding_peak_bytes":{}}})",
-      calls, repeated, bytes, publishes, chunks_grown, full, exceeding, exceeding_peak_bytes);
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json counters_object(const messenger_counters& c) {
+  return json{{"calls", c.calls},         {"repeated", c.repeated},
+              {"bytes", c.bytes},         {"publishes", c.publishes},
+              {"chunks_grown", c.chunks_grown}, {"full", c.full},
+              {"exceeding", c.exceeding}, {"exceeding_peak_bytes", c.exceeding_peak_bytes}};
 }
 
-std::string receive_counters::to_json() const {
-  return fmt::format(
-      R"({{"calls":{},"rejected_malformed":{},"rejected_record":{},)"
-      R"("rejected_unknown_function":{},"chunks_released":{},"failed_reads":{},)"
-      R"("chunks_reclaimed":{}}})",
-      calls, rejected_malformed, rejected_record, rejected_unknown_function, chunks_released,
-      failed_reads, chunks_reclaimed);
+json counters_object(const receive_counters& c) {
+  return json{{"calls", c.calls},
+              {"rejected_malformed", c.rejected_malformed},
+              {"rejected_record", c.rejected_record},
+              {"rejected_unknown_function", c.rejected_unknown_function},
+              {"chunks_released", c.chunks_released},
+              {"failed_reads", c.failed_reads},
+              {"chunks_reclaimed", c.chunks_reclaimed}};
 }
+
+}  // namespace
+
+std::string messenger_counters::to_json() const { return counters_object(*this).dump(); }
+
+std::string receive_counters::to_json() const { return counters_object(*this).dump(); }
 
 std::string channels::counters_json() const {
-  std::string sent;
+  json sent = json::array();
   for (const messenger* m : created_) {
-    const std::string fields = m->counters().to_json();
-    sent += fmt::format(R"({}{{"destination":{},"direct":{},"chunks":{},{})", sent.empty() ? "" : ",",
-                        m->destination(), m->direct() ? "true" : "false", m->chunks(),
-                        std::string_view(fields).substr(1));
+    json entry{{"destination", m->destination()}, {"direct", m->direct()}, {"chunks", m->chunks()}};
+    entry.update(counters_object(m->counters()));
+    sent.push_back(std::move(entry));
   }
-  return fmt::format(R"({{"thread":{},"sent":[{}],"received":{}}})", self_.id(), sent,
-                     received_.to_json());
+  return json{{"thread", self_.id()}, {"sent", std::move(sent)},
+              {"received", counters_object(received_)}}
+      .dump();
 }
 
 void channels::notify_thread(thread_id thread, std::uint32_t word, std::uint64_t value) {

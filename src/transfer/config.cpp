@@ -39,6 +39,9 @@ constexpr setting settings_table[] = {
      "default deadline of every wait that is given none (wait_for, synchronizer waits, retry "
      "calls, remote allocation), e.g. 30s; 0: none (waits end on peer failure, their own "
      "deadline or success)"},
+    {"SERIEMA_COUNTERS", "",
+     "file each process writes its counters to (JSON) when run() ends; {rank} in it becomes the "
+     "process's rank, and is required when the job has more than one process"},
     {"SERIEMA_BIND", "yes", "yes: bind processes to zones and pin threads to PUs; none: do not"},
     // transfer: registered memory
     {"SERIEMA_PAGES", "auto",

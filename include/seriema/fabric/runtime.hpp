@@ -36,6 +36,9 @@ struct runtime_options {
   std::uint32_t reply_cells = 256;
   // SERIEMA_TIMEOUT: the deadline of a wait given none (0: none). See docs/failures.md.
   std::chrono::milliseconds timeout{0};
+  // SERIEMA_COUNTERS: where each process writes its counters as JSON when run() ends ("{rank}"
+  // in it is replaced by the process's rank; empty: nowhere). See docs/monitoring.md.
+  std::string counters_path;
   placement_options placement;
   transfer::context_options ucx;
   transfer::arena_options memory;
@@ -283,6 +286,7 @@ class runtime {
   std::unique_ptr<local_thread_state> service_state_ = std::make_unique<local_thread_state>();
   call_queue service_queue_;
   invocation_counters counters_;
+  std::string counters_file_;  // SERIEMA_COUNTERS resolved for this rank (empty: none)
   std::atomic<bool> service_role_taken_{false};  // someone is progressing the process worker
   std::atomic<bool> service_running_{false};     // someone is running service calls
   // Service calls taken from service_queue_ and not run yet; used only by the thread that set

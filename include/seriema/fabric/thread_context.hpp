@@ -353,6 +353,9 @@ class thread_extension {
   virtual void flush(thread_context& self) = 0;
   // Some process died (runtime::peer_failed says which): fail what is held for it.
   virtual void peers_failed(thread_context& self) = 0;
+  // This thread's counters of the layer as one JSON object (SERIEMA_COUNTERS writes it when
+  // run() ends); "{}" when the layer counts nothing.
+  [[nodiscard]] virtual std::string counters_json() const { return "{}"; }
 
  private:
   const void* kind_;

@@ -549,7 +549,7 @@ class channels final : public fabric::thread_extension {
 
   // This thread's counters as one JSON object: {"thread":…, "sent":[{"destination":…, …counters},
   // …], "received":{…}}.
-  [[nodiscard]] std::string counters_json() const;
+  [[nodiscard]] std::string counters_json() const override;
 
   // Whether a messenger's peer died (checked now): synchronizers stop waiting then.
   [[nodiscard]] bool any_failed();

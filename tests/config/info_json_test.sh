@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# seriema-info --json: one JSON document with the machine, placement, UCX, pages and settings in
+# effect, matching the environment it ran in. Usage: info_json_test.sh <seriema-info>
+set -euo pipefail
+info=$1
+SERIEMA_THREADS=3 SERIEMA_KEEPALIVE=250ms "$info" --json --shape 1x2x3 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+settings = {s["name"]: s for s in d["settings"]}
+assert settings["SERIEMA_THREADS"]["value"] == "3" and settings["SERIEMA_THREADS"]["set"], settings["SERIEMA_THREADS"]
+assert not settings["SERIEMA_PAGES"]["set"] and settings["SERIEMA_PAGES"]["value"] == settings["SERIEMA_PAGES"]["default"]
+assert d["ucx"]["keepalive_ms"] == 250, d["ucx"]
+assert d["placement"]["shape"] == "1x2x3", d["placement"]
+assert sum(1 for line in d["placement"]["description"] if line.startswith("thread ")) == 6, d["placement"]
+assert d["machine"]["zones"] and all(z["pus_per_core"] for z in d["machine"]["zones"])
+assert any(t.startswith("self/") for t in d["ucx"]["transports"]), d["ucx"]["transports"]
+assert any("segments" in s for s in d["arena"]["sources"]), d["arena"]
+print("seriema-info --json:", len(settings), "settings,", len(d["ucx"]["transports"]), "transports")
+'
+# --settings --json lists the same table, help included.
+"$info" --settings --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["settings"]
+assert all(x["help"] for x in s) and any(x["name"] == "SERIEMA_COUNTERS" for x in s), s
+'
