@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
 
 namespace seriema::tools {
 

@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/placement.hpp>
+// Every layer's settings table, so that --settings lists them all and none is refused as unknown.
+#include <seriema/invoke/detail/settings.hpp>
 #include <seriema/transfer/arena.hpp>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <seriema/version.hpp>
 #include <sstream>

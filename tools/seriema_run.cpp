@@ -21,9 +21,9 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
 #include <seriema/fabric/detail/launcher_protocol.hpp>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
 #include <string>
 #include <vector>
 

@@ -3,8 +3,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <seriema/base/log.hpp>
+#include <seriema/base/settings.hpp>
 #include <seriema/fabric/bootstrap.hpp>
-#include <seriema/transfer/config.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 
 namespace seriema::fabric {
 
@@ -34,7 +36,7 @@ class single_bootstrap final : public bootstrap {
   }
   void barrier() override {}
   void abort(const std::string& why) noexcept override {
-    std::fprintf(stderr, "seriema: rank 0 is aborting: %s\n", why.c_str());
+    log::error("rank 0 is aborting: {}", why);
   }
 };
 

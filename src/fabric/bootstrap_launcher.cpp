@@ -11,10 +11,11 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <seriema/base/settings.hpp>
 #include <seriema/fabric/bootstrap.hpp>
-#include <seriema/transfer/config.hpp>
 
 #include <seriema/fabric/detail/launcher_protocol.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 
 namespace seriema::fabric {
 namespace {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <seriema/base/log.hpp>
 #include <seriema/fabric/bootstrap.hpp>
 
 namespace seriema::fabric {
@@ -135,7 +136,7 @@ class pmix_bootstrap final : public bootstrap {
 
   void abort(const std::string& why) noexcept override {
     // mpirun does not always print the abort message: say it here so the cause is visible.
-    std::fprintf(stderr, "seriema: rank %d is aborting the job: %s\n", rank_, why.c_str());
+    log::error("rank {} is aborting the job: {}", rank_, why);
     PMIx_Abort(1, why.c_str(), nullptr, 0);
   }
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
-#include <seriema/transfer/error.hpp>
 
 namespace seriema::fabric::detail {
 

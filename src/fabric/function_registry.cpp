@@ -5,8 +5,9 @@
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
 #include <seriema/fabric/function_registry.hpp>
-#include <seriema/transfer/error.hpp>
 
 namespace seriema::fabric {
 
@@ -21,7 +22,7 @@ std::uint64_t fnv1a(std::string_view text, std::uint64_t hash = 0xcbf29ce4842223
 }
 
 [[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "seriema: %s\n", message.c_str());
+  log::error("{}", message);
   std::abort();
 }
 

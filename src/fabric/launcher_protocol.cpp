@@ -1,4 +1,5 @@
 // Encoding, decoding and validation of seriema-run's rendezvous messages; machine assignment.
+#include <seriema/base/enum_names.hpp>
 #include <seriema/fabric/detail/launcher_protocol.hpp>
 
 #include <fmt/format.h>
@@ -120,13 +121,11 @@ void check_job_shape(int size, int machines) {
 }
 
 const char* to_string(collective_kind kind) noexcept {
-  switch (kind) {
-    case collective_kind::allgather:
-      return "allgather";
-    case collective_kind::barrier:
-      return "barrier";
-  }
-  return "collective";
+  static constexpr enum_name_entry<collective_kind> names[] = {
+      {collective_kind::allgather, "allgather"},
+      {collective_kind::barrier, "barrier"},
+  };
+  return name_in(names, kind, "collective");
 }
 
 std::vector<std::byte> encode_hello(const hello_message& hello) {

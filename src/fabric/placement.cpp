@@ -14,9 +14,10 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 #include <seriema/fabric/placement.hpp>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
 #include <system_error>
 #include <utility>
 

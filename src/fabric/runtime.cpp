@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/base/settings.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 #include <seriema/fabric/runtime.hpp>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
 #include <thread>
 
 #include "counters_report.hpp"
@@ -49,6 +51,7 @@ runtime_options runtime_options::from_environment() {
 
 runtime::runtime(const runtime_options& options) : options_(options) {
   boot_ = bootstrap::create(options_.boot);
+  log::set_rank(rank());
   counters_file_ = detail::counters_file_for(options_.counters_path, rank(), size());
   dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(boot_->size()));
   dead_status_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
@@ -56,10 +59,8 @@ runtime::runtime(const runtime_options& options) : options_(options) {
   failures_announced_.assign(static_cast<std::size_t>(boot_->size()), false);
   barrier_arrived_ = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(boot_->size()));
   if (!options_.ucx.peer_errors && boot_->size() > 1) {
-    fmt::print(stderr, "seriema[rank {}]: warning: SERIEMA_PEER_ERRORS=no: a rank that dies "
-                       "will not be detected, and calls and waits addressed to it may hang "
-                       "until their deadline (SERIEMA_TIMEOUT)\n",
-               boot_->rank());
+    log::warning("SERIEMA_PEER_ERRORS=no: a rank that dies will not be detected, and calls and "
+                 "waits addressed to it may hang until their deadline (SERIEMA_TIMEOUT)");
   }
   try {
     // Placement is about hardware. seriema-run runs every rank on this one host, also when it
@@ -116,8 +117,7 @@ runtime::runtime(const runtime_options& options) : options_(options) {
       } catch (const std::exception& e) {
         // The cells still take replies from this process and by message; peers just cannot
         // write them directly.
-        fmt::print(stderr, "seriema[rank {}]: peers will reply by message: {}\n", rank(),
-                   e.what());
+        log::info("peers will reply by message: {}", e.what());
       }
     }
     std::vector<std::byte> mine(sizeof my_cells);
@@ -145,7 +145,7 @@ runtime::~runtime() {
   try {
     finalize();
   } catch (const std::exception& e) {
-    fmt::print(stderr, "seriema[rank {}]: shutdown: {}\n", boot_ ? boot_->rank() : -1, e.what());
+    log::error("shutdown: {}", e.what());
   }
   // Calls still queued hold UCX data of the process worker: release them first.
   std::vector<call_queue::item> leftover;
@@ -223,10 +223,9 @@ void runtime::note_peer_failure(int rank, ucs_status_t status, int reported_by) 
   (void)service_state_->fail_pending_to(rank, outcome::may_have_executed);
   failure_epoch_.fetch_add(1, std::memory_order_acq_rel);
   const std::string reason = describe_failed_peer(rank);
-  std::fprintf(stderr,
-               "seriema[rank %d]: %s failed: calls to it fail from now on; calls waiting for "
-               "its reply end as 'may have executed'\n",
-               this->rank(), reason.c_str());
+  log::warning("{} failed: calls to it fail from now on; calls waiting for its reply end as "
+               "'may have executed'",
+               reason);
 }
 
 std::string runtime::describe_failed_peer(int rank) const {
@@ -359,9 +358,8 @@ std::span<std::byte> runtime::reply_cells_of(int rank) {
           }
         } catch (const std::exception& e) {
           // The replies still arrive, as messages; say once why they do not take the direct way.
-          fmt::print(stderr, "seriema[rank {}]: replies to rank {} travel as messages: its reply "
-                             "cells do not map here ({})\n",
-                     this->rank(), rank, e.what());
+          log::info("replies to rank {} travel as messages: its reply cells do not map here ({})",
+                    rank, e.what());
         }
       }
       peer.state.store(state, std::memory_order_release);

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <seriema/base/enum_names.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
-#include <seriema/transfer/error.hpp>
 #include <thread>
 
 namespace seriema::fabric {
@@ -65,45 +67,33 @@ void install_thread_extension(thread_extension_factory factory) noexcept {
 }
 
 const char* to_string(call_status status) noexcept {
-  switch (status) {
-    case call_status::ok:
-      return "ok";
-    case call_status::bad_destination:
-      return "no such destination thread";
-    case call_status::too_large:
-      return "call larger than SERIEMA_SEND_LIMIT";
-    case call_status::peer_failed:
-      return "destination process failed";
-    case call_status::full:
-      return "destination's chunks are full (channel at its maximum)";
-    case call_status::error:
-      return "UCX error";
-    case call_status::queued_at_deadline:
-      return "queued in UCX past its deadline (stalled or partitioned peer); it may still run";
-    case call_status::deadline_exceeded:
-      return "deadline exceeded before the call could be sent";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<call_status> names[] = {
+      {call_status::ok, "ok"},
+      {call_status::bad_destination, "no such destination thread"},
+      {call_status::too_large, "call larger than SERIEMA_SEND_LIMIT"},
+      {call_status::peer_failed, "destination process failed"},
+      {call_status::full, "destination's chunks are full (channel at its maximum)"},
+      {call_status::error, "UCX error"},
+      {call_status::queued_at_deadline,
+       "queued in UCX past its deadline (stalled or partitioned peer); it may still run"},
+      {call_status::deadline_exceeded, "deadline exceeded before the call could be sent"},
+  };
+  return name_in(names, status);
 }
 
 const char* to_string(outcome o) noexcept {
-  switch (o) {
-    case outcome::pending:
-      return "pending";
-    case outcome::done:
-      return "done";
-    case outcome::threw:
-      return "failed: the function threw at the destination";
-    case outcome::not_executed:
-      return "failed, not executed";
-    case outcome::may_have_executed:
-      return "failed, may have executed: the destination's process died before replying";
-    case outcome::deadline_exceeded:
-      return "deadline exceeded (a late reply is dropped; the call may still run)";
-    case outcome::cancelled:
-      return "cancelled (a late reply is dropped; the call may still run)";
-  }
-  return "unknown outcome";
+  static constexpr enum_name_entry<outcome> names[] = {
+      {outcome::pending, "pending"},
+      {outcome::done, "done"},
+      {outcome::threw, "failed: the function threw at the destination"},
+      {outcome::not_executed, "failed, not executed"},
+      {outcome::may_have_executed,
+       "failed, may have executed: the destination's process died before replying"},
+      {outcome::deadline_exceeded,
+       "deadline exceeded (a late reply is dropped; the call may still run)"},
+      {outcome::cancelled, "cancelled (a late reply is dropped; the call may still run)"},
+  };
+  return name_in(names, o, "unknown outcome");
 }
 
 std::string describe(outcome o, std::uint32_t destination, int process) {
@@ -118,11 +108,10 @@ void report_unknown_function(thread_context& self, std::uint32_t source,
                              function_id function) noexcept {
   static std::atomic<bool> reported{false};
   if (reported.exchange(true, std::memory_order_relaxed)) return;
-  std::fprintf(stderr,
-               "seriema[rank %d]: thread %u received a call from thread %u naming function "
-               "%016llx, which is not registered here (different builds of the program?); "
-               "not run, its caller's slot fails (not executed); later ones are only counted\n",
-               self.rt().rank(), self.id(), source, static_cast<unsigned long long>(function));
+  log::error("thread {} received a call from thread {} naming function {:016x}, which is not "
+             "registered here (different builds of the program?); not run, its caller's slot "
+             "fails (not executed); later ones are only counted",
+             self.id(), source, function);
 }
 
 void call_queue::item::store(std::initializer_list<std::span<const std::byte>> parts) {
@@ -222,6 +211,8 @@ thread_context::thread_context(runtime& rt, thread_id id)
       state_((id & service_bit) != 0 ? rt.service_state() : rt.local_state(id)),
       worker_(nullptr),
       endpoints_(state_.endpoints) {
+  // Log lines of this thread name it (a service context leaves the thread out).
+  log::set_thread((id & service_bit) != 0 ? -1 : static_cast<std::int64_t>(id));
   if (!state_.worker) {
     state_.worker = std::make_unique<transfer::ucx_worker>(rt.context(),
                                                            transfer::worker_sharing::single_thread);
@@ -234,6 +225,7 @@ thread_context::thread_context(runtime& rt, thread_id id)
 }
 
 thread_context::~thread_context() {
+  log::set_thread(-1);
   extension_.reset();  // the worker and endpoints stay with state_ for the next run
   // Calls received but not run (the thread's body ended by an exception mid-batch) go back to
   // the thread's queue, where the runtime's teardown releases them.

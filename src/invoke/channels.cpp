@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/invoke/messenger.hpp>
-#include <seriema/transfer/error.hpp>
 
 namespace seriema::invoke {
 

@@ -4,10 +4,13 @@
 // mark, the full-buffer policies and the local queue. docs/messenger.md has the invariants.
 #include <fmt/format.h>
 
+#include <seriema/base/enum_names.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/base/settings.hpp>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/messenger.hpp>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
 
 namespace seriema::invoke {
 
@@ -27,17 +30,13 @@ std::uint64_t load_acquire(const std::uint64_t* word) noexcept {
 }  // namespace
 
 const char* to_string(channel c) noexcept {
-  switch (c) {
-    case channel::send:
-      return "send";
-    case channel::write:
-      return "write";
-    case channel::trad:
-      return "trad";
-    case channel::ovfl:
-      return "ovfl";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<channel> names[] = {
+      {channel::send, "send"},
+      {channel::write, "write"},
+      {channel::trad, "trad"},
+      {channel::ovfl, "ovfl"},
+  };
+  return name_in(names, c);
 }
 
 std::optional<channel> channel_from_string(std::string_view name) noexcept {
@@ -311,10 +310,9 @@ bool messenger::grow() {
     // once per messenger instead of leaving a silent stall.
     if (!warned_no_memory_) {
       warned_no_memory_ = true;
-      fmt::print(stderr,
-                 "seriema: thread {}: rank {} has no registered memory for {} more chunk(s) of "
-                 "{} bytes for calls to thread {} (ring of {} chunk(s)); calls to it wait for "
-                 "room (SERIEMA_ARENA_LIMIT, SERIEMA_CHUNK_SIZE, SERIEMA_MAX_CHUNKS)\n",
+      log::warning("thread {}: rank {} has no registered memory for {} more chunk(s) of {} "
+                   "bytes for calls to thread {} (ring of {} chunk(s)); calls to it wait for "
+                   "room (SERIEMA_ARENA_LIMIT, SERIEMA_CHUNK_SIZE, SERIEMA_MAX_CHUNKS)",
                  self.id(), destination_process_, count, chunk_size, destination_, ring_.size());
     }
     return false;

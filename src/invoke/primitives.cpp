@@ -6,9 +6,10 @@
 #include <cstdio>
 #include <memory>
 
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
-#include <seriema/transfer/error.hpp>
 
 namespace seriema::invoke {
 
@@ -120,8 +121,8 @@ void reject_arguments(thread_context& self, std::uint32_t source, const char* wh
       self.rt().counters().rejected_arguments.fetch_add(1, std::memory_order_relaxed);
   if (before == 0) {
     // The first one in this process is reported; all are counted.
-    std::fprintf(stderr, "seriema: thread %u: arguments of a call from thread %u rejected: %s\n",
-                 self.id(), source, what);
+    log::warning("thread {}: arguments of a call from thread {} rejected: {}", self.id(), source,
+                 what);
   }
 }
 

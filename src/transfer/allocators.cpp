@@ -5,47 +5,48 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <seriema/base/enum_names.hpp>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/allocators.hpp>
-#include <seriema/transfer/error.hpp>
 
 namespace seriema::transfer {
 
 const char* to_string(alloc_status status) noexcept {
-  switch (status) {
-    case alloc_status::ok: return "ok";
-    case alloc_status::exhausted: return "exhausted";
-    case alloc_status::too_large: return "too_large";
-    case alloc_status::bad_alignment: return "bad_alignment";
-    case alloc_status::zero_size: return "zero_size";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<alloc_status> names[] = {
+      {alloc_status::ok, "ok"},
+      {alloc_status::exhausted, "exhausted"},
+      {alloc_status::too_large, "too_large"},
+      {alloc_status::bad_alignment, "bad_alignment"},
+      {alloc_status::zero_size, "zero_size"},
+  };
+  return name_in(names, status);
 }
 
 const char* to_string(growth_policy policy) noexcept {
-  switch (policy) {
-    case growth_policy::linear: return "linear";
-    case growth_policy::exponential: return "exponential";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<growth_policy> names[] = {
+      {growth_policy::linear, "linear"},
+      {growth_policy::exponential, "exponential"},
+  };
+  return name_in(names, policy);
 }
 
 const char* to_string(fit_policy policy) noexcept {
-  switch (policy) {
-    case fit_policy::first_fit: return "first_fit";
-    case fit_policy::best_fit: return "best_fit";
-    case fit_policy::next_fit: return "next_fit";
-    case fit_policy::worst_fit: return "worst_fit";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<fit_policy> names[] = {
+      {fit_policy::first_fit, "first_fit"},
+      {fit_policy::best_fit, "best_fit"},
+      {fit_policy::next_fit, "next_fit"},
+      {fit_policy::worst_fit, "worst_fit"},
+  };
+  return name_in(names, policy);
 }
 
 const char* to_string(free_status status) noexcept {
-  switch (status) {
-    case free_status::ok: return "ok";
-    case free_status::not_allocated: return "not_allocated";
-    case free_status::size_mismatch: return "size_mismatch";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<free_status> names[] = {
+      {free_status::ok, "ok"},
+      {free_status::not_allocated, "not_allocated"},
+      {free_status::size_mismatch, "size_mismatch"},
+  };
+  return name_in(names, status);
 }
 
 namespace detail {

@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <seriema/base/enum_names.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/base/settings.hpp>
 #include <seriema/transfer/arena.hpp>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
+#include <seriema/transfer/detail/settings.hpp>
 #include <sstream>
 
 #ifndef MAP_HUGE_SHIFT
@@ -26,17 +29,13 @@
 namespace seriema::transfer {
 
 const char* to_string(page_kind kind) noexcept {
-  switch (kind) {
-    case page_kind::gigantic_1g:
-      return "1 GiB hugetlb";
-    case page_kind::hugetlb_2m:
-      return "2 MiB hugetlb";
-    case page_kind::transparent_huge:
-      return "transparent huge pages (madvise)";
-    case page_kind::normal:
-      return "normal pages";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<page_kind> names[] = {
+      {page_kind::gigantic_1g, "1 GiB hugetlb"},
+      {page_kind::hugetlb_2m, "2 MiB hugetlb"},
+      {page_kind::transparent_huge, "transparent huge pages (madvise)"},
+      {page_kind::normal, "normal pages"},
+  };
+  return name_in(names, kind);
 }
 
 arena_options arena_options::from_environment() {
@@ -345,8 +344,8 @@ void arena::release_block(memory_block block) {
     }
   }
   if (!ours || block.size != block_size) {
-    std::fprintf(stderr, "seriema: arena (zone %d): release_block of a block it never handed out "
-                 "(%p); ignored\n", zone_, static_cast<void*>(block.data));
+    log::error("arena (zone {}): release_block of a block it never handed out ({}); ignored",
+               zone_, static_cast<void*>(block.data));
     return;
   }
   free_blocks_.push_back(block);

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/allocators.hpp>
-#include <seriema/transfer/error.hpp>
 #include <set>
 #include <unordered_map>
 #include <utility>

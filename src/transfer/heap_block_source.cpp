@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <seriema/base/log.hpp>
 #include <seriema/transfer/heap_block_source.hpp>
 
 namespace seriema::transfer {
@@ -43,10 +44,9 @@ void heap_block_source::release_block(memory_block block) {
   auto it = outstanding_.find(block.data);
   if (it == outstanding_.end() || block.segment != it->second.get()) {
     ++bad_releases_;
-    std::fprintf(stderr,
-                 "seriema: heap_block_source::release_block(%p): not a block this source has "
-                 "outstanding (double release or foreign block); ignored\n",
-                 static_cast<void*>(block.data));
+    log::error("heap_block_source::release_block({}): not a block this source has outstanding "
+               "(double release or foreign block); ignored",
+               static_cast<void*>(block.data));
     return;
   }
   std::free(it->first);

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 
 namespace seriema::transfer {

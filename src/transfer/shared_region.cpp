@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/shared_region.hpp>
 
 namespace seriema::transfer {

@@ -5,11 +5,13 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
-#include <vector>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/enum_names.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
+#include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/transmitter.hpp>
 #include <thread>
+#include <vector>
 
 namespace seriema::transfer {
 
@@ -39,19 +41,14 @@ bool is_atomic_word(const remote_memory& dst, std::uint64_t offset) noexcept {
 }  // namespace
 
 const char* to_string(op_status status) noexcept {
-  switch (status) {
-    case op_status::ok:
-      return "ok";
-    case op_status::peer_failed:
-      return "peer failed";
-    case op_status::out_of_range:
-      return "remote range out of bounds";
-    case op_status::error:
-      return "UCX error";
-    case op_status::tags_full:
-      return "the buffer already carries tags of too many transmitters";
-  }
-  return "unknown";
+  static constexpr enum_name_entry<op_status> names[] = {
+      {op_status::ok, "ok"},
+      {op_status::peer_failed, "peer failed"},
+      {op_status::out_of_range, "remote range out of bounds"},
+      {op_status::error, "UCX error"},
+      {op_status::tags_full, "the buffer already carries tags of too many transmitters"},
+  };
+  return name_in(names, status);
 }
 
 transmitter_options transmitter_options::from_environment() {

@@ -10,8 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
+#include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <sstream>
 #include <thread>

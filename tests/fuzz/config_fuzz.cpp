@@ -1,8 +1,8 @@
 // Fuzzes the settings parsers (SERIEMA_* values): numbers, byte sizes, durations and yes/no.
 // config_error is the expected answer to a bad value; anything else is a finding.
 #include <cstdint>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
 #include <string_view>
 
 namespace config = seriema::config;

@@ -13,8 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
-#include <seriema/transfer/error.hpp>
 #include <string>
 #include <thread>
 #include <vector>

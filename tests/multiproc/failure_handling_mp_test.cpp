@@ -16,8 +16,8 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <seriema/base/error.hpp>
 #include <seriema/invoke/invoke.hpp>
-#include <seriema/transfer/error.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>

@@ -7,7 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 #include <span>
 #include <string>
 #include <vector>

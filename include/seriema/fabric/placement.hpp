@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <seriema/fabric/detail/settings.hpp>
 
 namespace seriema::fabric {
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <seriema/fabric/bootstrap.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 #include <seriema/fabric/placement.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/transfer/allocators.hpp>

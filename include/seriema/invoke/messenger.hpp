@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
+#include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/wire.hpp>
 #include <seriema/transfer/allocators.hpp>
 #include <seriema/transfer/remote_memory.hpp>

@@ -17,7 +17,7 @@
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
 #include <seriema/mcts/tree_memory.hpp>
-#include <seriema/transfer/error.hpp>
+#include <seriema/base/error.hpp>
 #include <span>
 #include <string>
 #include <stdexcept>

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/memory.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <string>

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <vector>
+#include <seriema/transfer/detail/settings.hpp>
 
 namespace seriema::transfer {
 

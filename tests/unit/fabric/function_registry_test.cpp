@@ -4,10 +4,10 @@
 
 #include <array>
 #include <cstring>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/function_registry.hpp>
 #include <string>
 #include <unordered_map>
-#include <seriema/fabric/function_registry.hpp>
-#include <seriema/transfer/error.hpp>
 
 using namespace seriema::fabric;
 
@@ -93,7 +93,7 @@ TEST(FunctionRegistryDeathTest, CollidingNamesAbortWithAMessage) {
         function_registry::instance().add(first, nullptr, nullptr, 1, 0);
         function_registry::instance().add(second, nullptr, nullptr, 1, 0);
       },
-      "seriema: function ids collide");
+      "seriema error: function ids collide");
 }
 
 TEST(FunctionRegistryDeathTest, RegistrationAfterStartupAborts) {

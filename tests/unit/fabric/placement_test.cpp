@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <seriema/base/error.hpp>
 #include <seriema/fabric/placement.hpp>
-#include <seriema/transfer/error.hpp>
 #include <set>
 #include <string>
 #include <vector>

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/allocators.hpp>
-#include <seriema/transfer/error.hpp>
 #include <seriema/transfer/heap_block_source.hpp>
 #include <string>
 #include <vector>

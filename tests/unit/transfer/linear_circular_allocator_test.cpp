@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/allocators.hpp>
-#include <seriema/transfer/error.hpp>
 #include <seriema/transfer/heap_block_source.hpp>
 #include <set>
 #include <string>

@@ -5,12 +5,12 @@
 
 #include <array>
 #include <atomic>
-#include <memory>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <seriema/base/error.hpp>
 #include <seriema/transfer/allocators.hpp>
 #include <seriema/transfer/arena.hpp>
-#include <seriema/transfer/error.hpp>
 #include <seriema/transfer/transmitter.hpp>
 #include <thread>
 #include <unordered_map>

@@ -1,5 +1,6 @@
-// The SERIEMA_* settings table and its typed, validating parsers.
+// The registry of SERIEMA_* settings (each layer's table) and the typed, validating parsers.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,84 +9,41 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <seriema/transfer/config.hpp>
-#include <seriema/transfer/error.hpp>
+#include <mutex>
+#include <seriema/base/error.hpp>
+#include <seriema/base/settings.hpp>
 
 extern char** environ;
 
 namespace seriema::config {
 namespace {
 
-constexpr setting settings_table[] = {
-    // fabric: bootstrap and placement
-    {"SERIEMA_BOOTSTRAP_TIMEOUT", "30s",
-     "how long a bootstrap collective waits for the slowest rank (e.g. 30s, 500ms, 2m)"},
-    {"SERIEMA_THREADS", "1", "worker threads per process (the T of MxPxT)"},
-    {"SERIEMA_HYPERTHREADS", "avoid",
-     "avoid: put threads on hyperthread siblings only after every core has one; use: fill PUs"},
-    {"SERIEMA_PROCESS_ZONES", "auto",
-     "NUMA zone of each process on a machine: auto (spread evenly) or a comma list, e.g. 0,1"},
-    {"SERIEMA_SERVICE_THREADS", "0",
-     "service threads per process: 0 (worker threads take the service role) or 1"},
-    {"SERIEMA_HELPER_THREADS", "1",
-     "helper threads per process: they serve the calls of threads inside a helped_section and "
-     "finish their queued (retry_async) calls, 0..64"},
-    {"SERIEMA_SEND_LIMIT", "1M", "largest closure + buffer of one send-based call"},
-    {"SERIEMA_REPLY_CELLS", "256",
-     "reply cells per thread, 0..65536: call_returns of up to 56-byte values a thread may have "
-     "outstanding whose callee on the same machine writes the value straight into the caller's "
-     "memory (beyond that, and with 0, replies travel as messages)"},
-    {"SERIEMA_TIMEOUT", "0",
-     "default deadline of every wait that is given none (wait_for, synchronizer waits, retry "
-     "calls, remote allocation), e.g. 30s; 0: none (waits end on peer failure, their own "
-     "deadline or success)"},
-    {"SERIEMA_COUNTERS", "",
-     "file each process writes its counters to (JSON) when run() ends; {rank} in it becomes the "
-     "process's rank, and is required when the job has more than one process"},
-    {"SERIEMA_BIND", "yes", "yes: bind processes to zones and pin threads to PUs; none: do not"},
-    // transfer: registered memory
-    {"SERIEMA_PAGES", "auto",
-     "page kind for arena segments: auto (1g, else 2m, else thp, else normal), 1g, 2m, thp, normal"},
-    {"SERIEMA_MEMORY_SOURCE", "ucx",
-     "who allocates arena segments: ucx (shm-mappable, same-machine peers get direct pointers) or "
-     "self (mmap with SERIEMA_PAGES, registered with UCX; put/get only)"},
-    {"SERIEMA_SEGMENT_SIZE", "64M", "bytes per arena segment (multiple of 2M), registered once"},
-    {"SERIEMA_ARENA_LIMIT", "0", "cap on bytes one zone's arena may obtain (0 = no cap)"},
-    {"SERIEMA_COMPLETION_INTERVAL", "64",
-     "S: a transmitter asks for completion on every S-th operation (selective completion)"},
-    // transfer: UCX endpoints
-    {"SERIEMA_PEER_ERRORS", "yes",
-     "yes: endpoints report a dead peer as an error (UCX peer error handling); no: do not"},
-    {"SERIEMA_KEEPALIVE", "1s", "UCX keepalive interval: how fast a dead peer is detected"},
-    // invoke: one-sided channels (messengers and aggregators)
-    {"SERIEMA_CHUNK_SIZE", "2M",
-     "bytes of one messenger chunk in the receiver's zone, header included (8K..2M)"},
-    {"SERIEMA_CHUNKS_PER_ALLOCATION", "2", "chunks obtained per allocation service call (1..8)"},
-    {"SERIEMA_MAX_CHUNKS", "8", "most chunks one messenger may hold (its ring's maximum)"},
-    {"SERIEMA_FLUSH_SIZE", "4K", "traditional aggregation: bytes batched before a publish"},
-    {"SERIEMA_EXCEEDING_LIMIT", "64M",
-     "bytes of calls one messenger may queue locally (overflow aggregation, RetryAsync)"},
-    {"SERIEMA_STAGING_SIZE", "256K",
-     "bytes of one registered staging unit for calls to other machines; a one-sided record is "
-     "at most this minus 64 bytes (4K..2M)"},
-    {"SERIEMA_REMOTE_PUBLISH", "auto",
-     "how calls staged for another machine are published: put (batch, fence, word), message "
-     "(one write message the receiver applies; tcp), auto (message unless an RDMA transport)"},
-    // set by seriema-run for the processes it starts (not for users)
-    {"SERIEMA_RUN_SOCKET", "", "set by seriema-run: its rendezvous socket"},
-    {"SERIEMA_RUN_RANK", "", "set by seriema-run: this process's rank"},
-    {"SERIEMA_RUN_SIZE", "", "set by seriema-run: number of processes"},
-    {"SERIEMA_RUN_MACHINE", "", "set by seriema-run: emulated machine of this process"},
-    {"SERIEMA_RUN_MACHINES", "", "set by seriema-run: number of emulated machines"},
-    {"SERIEMA_RUN_ISOLATED", "",
-     "set by seriema-run: yes when emulated machines have their own boot ids (UCX sees hosts)"},
+struct layer_table {
+  std::string_view layer;
+  int order;
+  std::span<const setting> table;
 };
 
-const setting* find_setting(std::string_view name) {
-  for (const auto& s : settings_table) {
-    if (s.name == name) return &s;
+// The registry. Written by register_settings (before main, or by tests), read on setup paths.
+struct registry {
+  std::mutex mutex;
+  std::vector<layer_table> layers;  // sorted by order
+};
+
+registry& the_registry() {
+  static registry r;  // constructed on first use: safe from other translation units' initializers
+  return r;
+}
+
+std::optional<setting> find_setting(std::string_view name) {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& layer : r.layers) {
+    for (const auto& s : layer.table) {
+      if (s.name == name) return s;
+    }
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 std::string_view trim(std::string_view text) {
@@ -123,22 +81,49 @@ std::uint64_t checked_multiply(std::string_view what, std::string_view text, std
 
 }  // namespace
 
-std::span<const setting> all_settings() { return settings_table; }
+void register_settings(std::string_view layer, int order, std::span<const setting> table) {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& known : r.layers) {
+    if (known.layer == layer) return;
+  }
+  auto at = std::find_if(r.layers.begin(), r.layers.end(),
+                         [order](const layer_table& t) { return t.order > order; });
+  r.layers.insert(at, layer_table{layer, order, table});
+}
+
+std::vector<setting> all_settings() {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<setting> all;
+  for (const auto& layer : r.layers) all.insert(all.end(), layer.table.begin(), layer.table.end());
+  return all;
+}
+
+std::vector<std::string_view> registered_layers() {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string_view> layers;
+  for (const auto& layer : r.layers) layers.push_back(layer.layer);
+  return layers;
+}
 
 void reject_unknown_environment_settings() {
   for (char** env = environ; env != nullptr && *env != nullptr; ++env) {
     std::string_view entry(*env);
     if (!entry.starts_with("SERIEMA_")) continue;
     std::string_view name = entry.substr(0, entry.find('='));
-    if (find_setting(name) == nullptr) {
+    if (!find_setting(name)) {
       throw config_error(fmt::format(
-          "{}: unknown setting; seriema-info --settings lists the SERIEMA_* variables", name));
+          "{}: unknown setting (this program links the layers {}); seriema-info "
+          "--settings lists every SERIEMA_* variable",
+          name, fmt::join(registered_layers(), ", ")));
     }
   }
 }
 
 std::optional<std::string> raw(std::string_view name) {
-  if (find_setting(name) == nullptr) {
+  if (!find_setting(name)) {
     throw config_error(fmt::format("{}: not a registered seriema setting", name));
   }
   const char* value = std::getenv(std::string(name).c_str());

@@ -1,5 +1,6 @@
-// The registry of SERIEMA_* settings: every knob, its default and its meaning, in one place, so
-// that typos and bad values are rejected with one clear line and seriema-info can print them all.
+// The registry of SERIEMA_* settings: each layer registers its table (name, default, meaning)
+// next to its code, so typos and bad values are rejected with one clear line and seriema-info
+// prints them all, and typed parsers that name the setting in every error.
 #pragma once
 
 #include <chrono>
@@ -19,11 +20,28 @@ struct setting {
   std::string_view help;           // one line: meaning and accepted values
 };
 
-// Every setting seriema understands. Upper layers add theirs here too, so one table is the truth.
-std::span<const setting> all_settings();
+// Adds `table`, the settings of layer `layer`, to the registry. `order` sorts layers for
+// listing (base 0, transfer 1, fabric 2, invoke 3, ...). A layer registered twice keeps its first
+// table. Thread-safe; layers call it before main through a settings_registration.
+void register_settings(std::string_view layer, int order, std::span<const setting> table);
+
+// Registers a layer's table when constructed: each layer defines one as an inline variable in
+// its detail/settings.hpp, which the layer's headers that read settings include, so a program
+// knows the settings of every layer it uses before main runs.
+struct settings_registration {
+  settings_registration(std::string_view layer, int order, std::span<const setting> table) {
+    register_settings(layer, order, table);
+  }
+};
+
+// Every registered setting, layer by layer (in `order`), each layer's in table order.
+std::vector<setting> all_settings();
+// The layers registered in this program, in `order`.
+std::vector<std::string_view> registered_layers();
 
 // Throws config_error naming the variable when the environment holds a SERIEMA_* variable that
-// is not in the table (a typo would otherwise be silently ignored).
+// no registered layer knows (a typo would otherwise be silently ignored). The message names the
+// layers this program has: a setting of a layer it does not link is unknown to it as well.
 void reject_unknown_environment_settings();
 
 // Raw lookup: the environment value, or nullopt when unset or empty. Throws config_error when

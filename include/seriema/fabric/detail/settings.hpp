@@ -1,0 +1,15 @@
+// The fabric layer's SERIEMA_* settings: registered before main in every program that includes
+// a fabric header reading settings (see settings_registration in seriema/base/settings.hpp).
+#pragma once
+
+#include <seriema/base/settings.hpp>
+#include <span>
+
+namespace seriema::fabric::detail {
+
+// The table, defined in src/fabric/settings.cpp next to the code that reads it.
+std::span<const config::setting> settings() noexcept;
+
+inline const config::settings_registration settings_registered{"fabric", 2, settings()};
+
+}  // namespace seriema::fabric::detail

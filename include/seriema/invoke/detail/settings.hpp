@@ -1,0 +1,15 @@
+// The invoke layer's SERIEMA_* settings: registered before main in every program that includes
+// a invoke header reading settings (see settings_registration in seriema/base/settings.hpp).
+#pragma once
+
+#include <seriema/base/settings.hpp>
+#include <span>
+
+namespace seriema::invoke::detail {
+
+// The table, defined in src/invoke/settings.cpp next to the code that reads it.
+std::span<const config::setting> settings() noexcept;
+
+inline const config::settings_registration settings_registered{"invoke", 3, settings()};
+
+}  // namespace seriema::invoke::detail
