@@ -201,6 +201,8 @@ class runtime {
   [[nodiscard]] std::uint64_t messages_consumed() const noexcept;
 
  private:
+  class run_loop;  // the threads and the coordinator of one run() (src/fabric/run_loop.cpp)
+
   static ucs_status_t on_barrier_message(void* arg, const void* header, std::size_t header_length,
                                          void* data, std::size_t length,
                                          const ucp_am_recv_param_t* param);
