@@ -14,7 +14,7 @@
 
 namespace seriema::invoke {
 
-namespace {
+namespace detail {
 
 // What the allocation service returns: up to max_chunks_per_allocation chunk locators.
 struct chunk_grant {
@@ -22,6 +22,64 @@ struct chunk_grant {
   std::uint32_t reserved = 0;
   transfer::remote_memory_locator chunks[messenger_options::max_chunks_per_allocation];
 };
+
+}  // namespace detail
+
+namespace {
+
+using detail::chunk_grant;
+
+// What a sender asks the destination's process for: `count` chunks of `chunk_size` bytes in
+// `receiver`'s zone, with their setup header filled in. Trivially copyable: it travels as the
+// capture of the service call.
+struct chunk_request {
+  std::uint32_t sender;
+  std::uint32_t receiver;
+  std::uint32_t batch;
+  std::uint32_t count;
+  std::uint64_t run;
+  std::uint64_t chunk_size;
+  transfer::remote_memory_locator feedback;
+};
+
+// The receiver's side of messenger::grow, run by the destination process's service (the
+// receiving thread is not involved): allocates the chunks in the receiver's zone, all or none,
+// writes each one's setup header before anyone can know the chunk (its locator is not out yet),
+// and enters them into the receiver's incoming memory map, in order, before the reply leaves.
+chunk_grant grant_chunks(thread_context& server, const chunk_request& request) {
+  chunk_grant out{};
+  fabric::runtime& host = server.rt();
+  if (!host.is_local(request.receiver) ||
+      request.count > messenger_options::max_chunks_per_allocation) {
+    return out;
+  }
+  const int zone = host.placement().locate(request.receiver).zone;
+  transfer::registered_buffer got[messenger_options::max_chunks_per_allocation];
+  for (std::uint32_t i = 0; i < request.count; ++i) {
+    got[i] = host.service_allocate(zone, static_cast<std::size_t>(request.chunk_size));
+    if (!got[i]) {
+      for (std::uint32_t j = 0; j < i; ++j) {
+        (void)host.service_free(reinterpret_cast<std::uint64_t>(got[j].data), got[j].size);
+      }
+      return out;
+    }
+    std::memset(got[i].data, 0, wire::chunk_header_size);
+    auto* header = reinterpret_cast<wire::chunk_header*>(got[i].data);
+    header->setup.magic = wire::chunk_magic;
+    header->setup.sender = request.sender;
+    header->setup.receiver = request.receiver;
+    header->setup.batch = request.batch;
+    header->setup.run = request.run;
+    header->setup.capacity = request.chunk_size - wire::chunk_header_size;
+    header->setup.feedback = request.feedback;
+    out.chunks[i] = transfer::remote_memory_locator::make(host.rank(), got[i]);
+  }
+  for (std::uint32_t i = 0; i < request.count; ++i) {
+    host.local_state(request.receiver).grant({request.sender, request.run, request.batch, got[i]});
+  }
+  out.count = request.count;
+  return out;
+}
 
 std::uint64_t load_acquire(const std::uint64_t* word) noexcept {
   return std::atomic_ref<const std::uint64_t>(*word).load(std::memory_order_acquire);
@@ -227,58 +285,35 @@ void messenger::fail_unpublished_replies(fabric::local_thread_state& state) noex
 }
 
 bool messenger::grow() {
-  thread_context& self = owner_.self();
-  fabric::runtime& rt = self.rt();
   const messenger_options& options = owner_.options();
-  const std::uint32_t count = static_cast<std::uint32_t>(
+  const auto count = static_cast<std::uint32_t>(
       std::min<std::size_t>(options.chunks_per_allocation, options.max_chunks - ring_.size()));
   if (count == 0) return false;
-  const std::uint32_t sender = self.id();
-  const std::uint32_t receiver = destination_;
-  const std::uint32_t batch = batches_;
-  const std::uint64_t run = self.run_epoch();
-  const std::uint64_t chunk_size = options.chunk_size;
-  const transfer::remote_memory_locator feedback = owner_.feedback_locator();
+  chunk_grant grant;
+  if (!request_chunks(count, grant)) return false;
+  if (grant.count != count) {
+    warn_no_memory(count);
+    return false;
+  }
+  ++batches_;
+  adopt_chunks(grant, count);
+  return true;
+}
+
+bool messenger::request_chunks(std::uint32_t count, chunk_grant& grant) {
+  thread_context& self = owner_.self();
+  const chunk_request request{self.id(),
+                              destination_,
+                              batches_,
+                              count,
+                              self.run_epoch(),
+                              owner_.options().chunk_size,
+                              owner_.feedback_locator()};
   fabric::return_slot<chunk_grant> reply;
   // No-setup service call on the destination's process: the receiving thread is not involved.
   fabric::call_status status = self.service_call_return(
       destination_process_,
-      [=](thread_context& server) {
-        chunk_grant out{};
-        fabric::runtime& host = server.rt();
-        if (!host.is_local(receiver) || count > messenger_options::max_chunks_per_allocation) {
-          return out;
-        }
-        const int zone = host.placement().locate(receiver).zone;
-        transfer::registered_buffer got[messenger_options::max_chunks_per_allocation];
-        for (std::uint32_t i = 0; i < count; ++i) {
-          got[i] = host.service_allocate(zone, static_cast<std::size_t>(chunk_size));
-          if (!got[i]) {
-            for (std::uint32_t j = 0; j < i; ++j) {
-              (void)host.service_free(reinterpret_cast<std::uint64_t>(got[j].data), got[j].size);
-            }
-            return out;
-          }
-          // Setup part, written before anyone can know the chunk (the locator is not out yet).
-          std::memset(got[i].data, 0, wire::chunk_header_size);
-          auto* header = reinterpret_cast<wire::chunk_header*>(got[i].data);
-          header->setup.magic = wire::chunk_magic;
-          header->setup.sender = sender;
-          header->setup.receiver = receiver;
-          header->setup.batch = batch;
-          header->setup.run = run;
-          header->setup.capacity = chunk_size - wire::chunk_header_size;
-          header->setup.feedback = feedback;
-          out.chunks[i] = transfer::remote_memory_locator::make(host.rank(), got[i]);
-        }
-        // Into the receiver's incoming memory map, in order, before the reply leaves.
-        for (std::uint32_t i = 0; i < count; ++i) {
-          host.local_state(receiver).grant({sender, run, batch, got[i]});
-        }
-        out.count = count;
-        return out;
-      },
-      reply);
+      [request](thread_context& server) { return grant_chunks(server, request); }, reply);
   if (status != fabric::call_status::ok) {
     if (status == fabric::call_status::peer_failed) fail_all();
     return false;
@@ -303,24 +338,28 @@ bool messenger::grow() {
     fail_all();
     return false;
   }
-  const chunk_grant& grant = reply.value();
-  if (grant.count != count) {
-    // The destination's process is out of registered memory: the calls wait (queued, or
-    // refused as full) until a ring frees room, which for a first ring never comes. Say so
-    // once per messenger instead of leaving a silent stall.
-    if (!warned_no_memory_) {
-      warned_no_memory_ = true;
-      log::warning("thread {}: rank {} has no registered memory for {} more chunk(s) of {} "
-                   "bytes for calls to thread {} (ring of {} chunk(s)); calls to it wait for "
-                   "room (SERIEMA_ARENA_LIMIT, SERIEMA_CHUNK_SIZE, SERIEMA_MAX_CHUNKS)",
-                 self.id(), destination_process_, count, chunk_size, destination_, ring_.size());
-    }
-    return false;
-  }
-  ++batches_;
+  grant = reply.value();
+  return true;
+}
 
+void messenger::warn_no_memory(std::uint32_t count) {
+  // The destination's process is out of registered memory: the calls wait (queued, or refused
+  // as full) until a ring frees room, which for a first ring never comes. Say so once per
+  // messenger instead of leaving a silent stall.
+  if (warned_no_memory_) return;
+  warned_no_memory_ = true;
+  log::warning("thread {}: rank {} has no registered memory for {} more chunk(s) of {} bytes for "
+               "calls to thread {} (ring of {} chunk(s)); calls to it wait for room "
+               "(SERIEMA_ARENA_LIMIT, SERIEMA_CHUNK_SIZE, SERIEMA_MAX_CHUNKS)",
+               owner_.self().id(), destination_process_, count, owner_.options().chunk_size,
+               destination_, ring_.size());
+}
+
+void messenger::adopt_chunks(const chunk_grant& grant, std::uint32_t count) {
+  thread_context& self = owner_.self();
+  const std::uint64_t chunk_size = owner_.options().chunk_size;
   transfer::ucx_endpoint& endpoint = self.endpoint_to(destination_process_);
-  const bool same_machine = rt.same_machine(destination_process_);
+  const bool same_machine = self.rt().same_machine(destination_process_);
   std::vector<slot> fresh(count);
   for (std::uint32_t i = 0; i < count; ++i) {
     slot& s = fresh[i];
@@ -332,21 +371,7 @@ bool messenger::grow() {
       s.direct_data = s.remote->direct() + wire::chunk_header_size;
     }
   }
-  if (ring_.empty()) {
-    direct_ = fresh[0].direct_data != nullptr;
-    by_message_ = !direct_ && (options.publish_remote == remote_publish::message ||
-                               (options.publish_remote == remote_publish::automatic &&
-                                !rt.context().network_rdma()));
-    if (!direct_) {
-      transfer::transmitter_options topts = transfer::transmitter_options::from_environment();
-      transmitter_ = std::make_unique<transfer::transmitter>(endpoint, topts);
-      transfer::circular_allocator_config sconfig;
-      sconfig.unit_size = options.staging_size;
-      sconfig.initial_units = 2;
-      sconfig.max_bytes = std::max<std::size_t>(16 * options.staging_size, std::size_t{8} << 20);
-      staging_ = std::make_unique<transfer::circular_allocator>(rt.local_arena(), sconfig);
-    }
-  }
+  if (ring_.empty()) choose_publishing(fresh[0].direct_data != nullptr, endpoint);
   for (const slot& s : fresh) {
     if ((s.direct_data != nullptr) != direct_) {
       throw error(fmt::format("messenger to thread {}: chunks of one ring must all be mappable "
@@ -357,7 +382,23 @@ bool messenger::grow() {
   const std::size_t position = ring_.empty() ? 0 : current_ + 1;
   ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(position),
                std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
-  return true;
+}
+
+void messenger::choose_publishing(bool direct, transfer::ucx_endpoint& endpoint) {
+  const messenger_options& options = owner_.options();
+  fabric::runtime& rt = owner_.self().rt();
+  direct_ = direct;
+  by_message_ = !direct_ && (options.publish_remote == remote_publish::message ||
+                             (options.publish_remote == remote_publish::automatic &&
+                              !rt.context().network_rdma()));
+  if (direct_) return;
+  transfer::transmitter_options topts = transfer::transmitter_options::from_environment();
+  transmitter_ = std::make_unique<transfer::transmitter>(endpoint, topts);
+  transfer::circular_allocator_config sconfig;
+  sconfig.unit_size = options.staging_size;
+  sconfig.initial_units = 2;
+  sconfig.max_bytes = std::max<std::size_t>(16 * options.staging_size, std::size_t{8} << 20);
+  staging_ = std::make_unique<transfer::circular_allocator>(rt.local_arena(), sconfig);
 }
 
 bool messenger::slot_free(const slot& s) const noexcept {

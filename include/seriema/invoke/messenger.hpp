@@ -32,6 +32,10 @@
 
 namespace seriema::invoke {
 
+namespace detail {
+struct chunk_grant;  // what the allocation service answers (src/invoke/messenger.cpp)
+}  // namespace detail
+
 using fabric::call_status;
 using fabric::thread_context;
 using fabric::thread_id;
@@ -340,7 +344,16 @@ class messenger {
   [[nodiscard]] bool slot_free(const slot& s) const noexcept;
   void start_fill(std::size_t index);
   void close_current(bool splice);
+  // Obtains the next chunks (options.chunks_per_allocation, within max_chunks) from the
+  // destination's process and splices them into the ring; false when none came (ring at its
+  // maximum, no memory there, the deadline in force passed, or the peer failed: fail_all).
   bool grow();
+  bool request_chunks(std::uint32_t count, detail::chunk_grant& grant);
+  void warn_no_memory(std::uint32_t count);
+  void adopt_chunks(const detail::chunk_grant& grant, std::uint32_t count);
+  // On the first chunks: direct (mapped) writes, or staged puts / write messages, and the
+  // transmitter and staging units those need.
+  void choose_publishing(bool direct, transfer::ucx_endpoint& endpoint);
   // Release-stores the published word of the current (mapped) chunk: write_offset_ and its lap.
   [[gnu::always_inline]] void publish_word(bool full, bool splice) noexcept;
   void publish_staged(bool full, bool splice);
