@@ -202,6 +202,12 @@ class runtime {
 
  private:
   class run_loop;  // the threads and the coordinator of one run() (src/fabric/run_loop.cpp)
+  // Construction steps: placement of the job and binding of this process; the active-message
+  // handlers on the process worker; the startup exchange of reply-region locators and worker
+  // addresses.
+  void place_and_bind();
+  void register_handlers();
+  void exchange_addresses();
 
   static ucs_status_t on_barrier_message(void* arg, const void* header, std::size_t header_length,
                                          void* data, std::size_t length,
