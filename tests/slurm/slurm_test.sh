@@ -17,12 +17,18 @@ ls /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix*.so >/dev/null 2>&1 ||
 
 work=$(mktemp -d /tmp/seriema-slurm.XXXXXX)
 chmod 755 "$work"
-mkdir -p "$work/state" "$work/spool"
+mkdir -p "$work/state" "$work/spool" "$work/tmp"
 stop_daemons() {
+  [ ! -f "$work/slurmctld.pid" ] || timeout 5 scancel --user=root >/dev/null 2>&1 || true
+  local pids=()
   for daemon in slurmd slurmctld munged; do
-    if [ -f "$work/$daemon.pid" ]; then kill "$(cat "$work/$daemon.pid")" 2>/dev/null || true; fi
+    [ -f "$work/$daemon.pid" ] && pids+=("$(cat "$work/$daemon.pid")")
   done
-  sleep 0.5
+  [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true
+  for pid in "${pids[@]}"; do  # gone within 10 s, else killed
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
   rm -rf "$work"
 }
 trap stop_daemons EXIT
@@ -51,6 +57,8 @@ munged --force --key-file="$work/munge.key" --socket="$work/munge.socket" \
   { show_logs; skip "munged did not start"; }
 wait_for 10 test -S "$work/munge.socket" || { show_logs; skip "munged made no socket"; }
 
+# Nothing of an enclosing job (srun, mpirun) may leak into this one.
+for variable in $(compgen -e | grep -E '^(SLURM_|PMIX_|PMI_|OMPI_)'); do unset "$variable"; done
 host=$(hostname -s)
 memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 512))
 export SLURM_CONF=$work/slurm.conf
@@ -79,7 +87,11 @@ SlurmctldPidFile=$work/slurmctld.pid
 SlurmdPidFile=$work/slurmd.pid
 SlurmctldLogFile=$work/slurmctld.log
 SlurmdLogFile=$work/slurmd.log
-NodeName=$host CPUs=$(nproc) RealMemory=$memory_mb State=UNKNOWN
+# The PMIx plugin keeps per-step directories in TmpFS and may leave them; job ids restart at 1 in
+# every fresh Slurm, so a shared /tmp would make a later run's step fail on a leftover.
+TmpFS=$work/tmp
+KillWait=5
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$memory_mb State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=10 State=UP
 CONF
 slurmctld -f "$SLURM_CONF" -i || { show_logs; skip "slurmctld did not start"; }
@@ -89,6 +101,10 @@ wait_for 40 node_idle || { sinfo -N 2>&1 || true; show_logs; skip "the node did 
 echo "slurm: $(sinfo --version), node $host idle ($(nproc) CPUs), MpiDefault=pmix"
 
 fail() { echo "FAIL: $1"; cat "$work/out"; show_logs; exit 1; }
+# Slurm's own PMIx first (its plugin loads libpmix.so from libpmix-dev), so that a broken
+# plugin is not reported as seriema's failure.
+timeout 60 srun --mpi=pmix -n 2 -N 1 --time=1 true >"$work/out" 2>&1 ||
+  fail "srun --mpi=pmix -n 2 true: Slurm's PMIx plugin does not work here (is libpmix-dev installed?)"
 # An example: 2 ranks x 2 threads, each checks what the others wrote into its buffer.
 SERIEMA_THREADS=2 timeout 180 srun --mpi=pmix -n 2 -N 1 --time=3 \
   "$build/examples/synchronizers" >"$work/out" 2>&1 || fail "srun synchronizers"

@@ -277,6 +277,10 @@ class distributed_search {
     return message.command;
   }
 
+  // One search on this rank: set the search's state, start the workers, wait for the end, and
+  // collect the root's statistics. Over 80 lines: every step reads or writes the search state
+  // the workers share, in an order that matters (all set before the first worker starts, read
+  // after the last stopped); issue 23's rework of the distributed search splits it.
   search_result<move> run_search(const detail::search_command<G>& command,
                                  const search_options* rank0_options) {
     if (active_ != nullptr) throw std::logic_error("distributed_search: a search is running");

@@ -19,6 +19,9 @@ namespace seriema::mcts {
 // The clock is read every 64 rollouts, so a time budget ends a search after a multiple of 64
 // rollouts (at least 64). Throws std::invalid_argument without a budget, with
 // playouts_per_leaf == 0, or when the game is over in `root`.
+// One function on purpose (about 150 lines): it is the baseline every MCTS benchmark divides by
+// (bench/run-mcts.sh), so its loop stays the code that was measured, and its selection,
+// simulation and backpropagation read top to bottom as the distributed search mirrors them.
 template <game G>
 search_result<typename G::move> sequential_search(const G& g, const typename G::state& root,
                                                   const search_options& options) {
