@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <optional>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <span>
 #include <chrono>
 #include <cstdint>

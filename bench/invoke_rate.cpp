@@ -17,6 +17,8 @@
 #include <optional>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <string>
 #include <vector>
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/transfer/transmitter.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 
 using namespace seriema;
 using clock_type = std::chrono::steady_clock;

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <seriema/base/error.hpp>
-#include <seriema/fabric/runtime.hpp>
+#include "runtime_internal.hpp"
 
 namespace seriema::fabric::detail {
 

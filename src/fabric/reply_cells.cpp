@@ -2,7 +2,7 @@
 // (see reply_cells.hpp for who writes which word when).
 #include <bit>
 #include <cstring>
-#include <seriema/fabric/reply_cells.hpp>
+#include <seriema/fabric/detail/reply_cells.hpp>
 
 namespace seriema::fabric {
 

@@ -5,7 +5,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <seriema/fabric/runtime.hpp>
+#include "runtime_internal.hpp"
 #include <string>
 #include <thread>
 #include <vector>

@@ -10,7 +10,7 @@
 #include <seriema/base/log.hpp>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/detail/settings.hpp>
-#include <seriema/fabric/runtime.hpp>
+#include "runtime_internal.hpp"
 #include <thread>
 
 #include "counters_report.hpp"
@@ -41,7 +41,8 @@ runtime_options runtime_options::from_environment() {
   return options;
 }
 
-runtime::runtime(const runtime_options& options) : options_(options) {
+runtime::runtime(const runtime_options& options)
+    : options_(options), service_state_(std::make_unique<local_thread_state>()) {
   boot_ = bootstrap::create(options_.boot);
   log::set_rank(rank());
   counters_file_ = detail::counters_file_for(options_.counters_path, rank(), size());
@@ -98,11 +99,11 @@ void runtime::register_handlers() {
     ucp_am_recv_callback_t callback;
     const char* what;
   };
-  for (const handler_entry& h : {handler_entry{am_id_runtime_barrier, &runtime::on_barrier_message, "barrier"},
-                                 handler_entry{am_id_call, &runtime::on_call_message, "calls"},
-                                 handler_entry{am_id_reply, &runtime::on_reply_message, "replies"},
-                                 handler_entry{am_id_write, &runtime::on_write_message, "writes"},
-                                 handler_entry{am_id_feedback, &runtime::on_feedback_message,
+  for (const handler_entry& h : {handler_entry{am_id_runtime_barrier, &am_handlers::on_barrier_message, "barrier"},
+                                 handler_entry{am_id_call, &am_handlers::on_call_message, "calls"},
+                                 handler_entry{am_id_reply, &am_handlers::on_reply_message, "replies"},
+                                 handler_entry{am_id_write, &am_handlers::on_write_message, "writes"},
+                                 handler_entry{am_id_feedback, &am_handlers::on_feedback_message,
                                                "feedback"}}) {
     ucp_am_handler_param_t handler{};
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -213,7 +214,8 @@ std::unique_ptr<transfer::ucx_endpoint> runtime::connect(transfer::ucx_worker& w
   }
 }
 
-void runtime::note_peer_failure(int rank, ucs_status_t status, int reported_by) noexcept {
+void runtime::note_peer_failure(int rank, transfer::ucx_status_code status,
+                                int reported_by) noexcept {
   if (rank < 0 || rank >= size() || rank == this->rank()) return;
   if (dead_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire)) return;
   dead_status_[static_cast<std::size_t>(rank)].store(status, std::memory_order_relaxed);

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <seriema/base/error.hpp>
-#include <seriema/fabric/runtime.hpp>
+#include "runtime_internal.hpp"
 #include <thread>
 
 namespace seriema::fabric {
@@ -45,7 +45,7 @@ progress_end progress_until(transfer::ucx_worker& worker, Done done, Stop stop,
 
 }  // namespace
 
-ucs_status_t runtime::on_barrier_message(void* arg, const void* header, std::size_t header_length,
+ucs_status_t runtime::am_handlers::on_barrier_message(void* arg, const void* header, std::size_t header_length,
                                          void*, std::size_t, const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);
   if (header_length != sizeof(barrier_message)) return UCS_OK;  // malformed: ignore

@@ -3,7 +3,7 @@
 // progresses the worker for a thread and runs the service calls.
 #include <cstring>
 #include <seriema/base/error.hpp>
-#include <seriema/fabric/runtime.hpp>
+#include "runtime_internal.hpp"
 
 namespace seriema::fabric {
 
@@ -53,7 +53,7 @@ bool well_formed(const call_header& h, std::size_t length, const function_entry*
 
 }  // namespace
 
-ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t header_length,
+ucs_status_t runtime::am_handlers::on_call_message(void* arg, const void* header, std::size_t header_length,
                                       void* data, std::size_t length,
                                       const ucp_am_recv_param_t* param) {
   auto* self = static_cast<runtime*>(arg);
@@ -111,7 +111,7 @@ ucs_status_t runtime::on_call_message(void* arg, const void* header, std::size_t
   return keep;
 }
 
-ucs_status_t runtime::on_feedback_message(void* arg, const void* header,
+ucs_status_t runtime::am_handlers::on_feedback_message(void* arg, const void* header,
                                           std::size_t header_length, void*, std::size_t length,
                                           const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);
@@ -127,7 +127,7 @@ ucs_status_t runtime::on_feedback_message(void* arg, const void* header,
   return UCS_OK;
 }
 
-ucs_status_t runtime::on_write_message(void* arg, const void* header, std::size_t header_length,
+ucs_status_t runtime::am_handlers::on_write_message(void* arg, const void* header, std::size_t header_length,
                                        void* data, std::size_t length,
                                        const ucp_am_recv_param_t* param) {
   auto* self = static_cast<runtime*>(arg);
@@ -140,7 +140,7 @@ ucs_status_t runtime::on_write_message(void* arg, const void* header, std::size_
   return UCS_OK;
 }
 
-ucs_status_t runtime::on_reply_message(void* arg, const void* header, std::size_t header_length,
+ucs_status_t runtime::am_handlers::on_reply_message(void* arg, const void* header, std::size_t header_length,
                                        void* data, std::size_t length,
                                        const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);

@@ -1,6 +1,8 @@
 // Send-based messages kept in memory their thread owns while UCX sends them (see the header).
 #include <seriema/fabric/detail/staged_sends.hpp>
 
+#include <ucp/api/ucp.h>
+
 #include <cstring>
 #include <utility>
 
@@ -11,6 +13,51 @@ namespace {
 // its size per peer for the rest of the job).
 constexpr std::size_t kept_capacity = 64 * 1024;
 }  // namespace
+
+staged_sends::result staged_sends::send_waiting(ucp_ep* endpoint, int process, unsigned am_id,
+                                                std::span<const std::byte> header,
+                                                std::span<const std::byte> closure,
+                                                std::span<const std::byte> buffer, waiter wait) {
+  staged& entry = of(process);
+  if (entry.request != nullptr) {
+    const wait_end end = wait.call(wait.caller_wait, entry.request);
+    if (end != wait_end::completed) {
+      return end == wait_end::peer_dead ? result::peer_failed : result::deadline_unsent;
+    }
+    complete(entry);
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  // Eager keeps one sender's messages in order and lets the receiver keep the data in place.
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  if (buffer.empty()) {
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    void* request = ucp_am_send_nbx(endpoint, am_id, header.data(), header.size(),
+                                    closure.data(), closure.size(), &param);
+    if (request == nullptr) return result::sent;
+    // UCX documents that FORCE_IMM_CMPL never returns a request.
+    if (!UCS_PTR_IS_ERR(request) || UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE) {
+      return result::error;
+    }
+    param.op_attr_mask &= ~static_cast<std::uint32_t>(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL);
+  }
+  const std::span<const std::byte> parts[] = {header, closure, buffer};
+  fill(entry, parts);
+  // UCX reads the header and the data until the request completed: both are in the entry.
+  void* request = ucp_am_send_nbx(endpoint, am_id, entry.bytes.data(), header.size(),
+                                  entry.bytes.data() + header.size(),
+                                  entry.bytes.size() - header.size(), &param);
+  if (request == nullptr) return result::sent;
+  if (UCS_PTR_IS_ERR(request)) return result::error;
+  entry.request = request;
+  const wait_end end = wait.call(wait.caller_wait, request);
+  if (end != wait_end::completed) {
+    return end == wait_end::peer_dead ? result::peer_failed : result::queued_at_deadline;
+  }
+  const ucs_status_t status = ucp_request_check_status(request);
+  complete(entry);
+  return status == UCS_OK ? result::sent : result::error;
+}
 
 staged_sends::staged& staged_sends::of(int process) {
   const auto index = static_cast<std::size_t>(process);

@@ -9,7 +9,7 @@
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
-#include <seriema/fabric/runtime.hpp>
+#include "runtime_internal.hpp"
 #include <seriema/fabric/thread_context.hpp>
 #include <thread>
 
@@ -209,6 +209,7 @@ thread_context::thread_context(runtime& rt, thread_id id)
     : rt_(rt),
       id_(id),
       state_((id & service_bit) != 0 ? rt.service_state() : rt.local_state(id)),
+      cells_(state_.cells),
       worker_(nullptr),
       endpoints_(state_.endpoints) {
   // Log lines of this thread name it (a service context leaves the thread out).

@@ -5,9 +5,11 @@
 
 #include <nlohmann/json.hpp>
 #include <seriema/base/error.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
-#include <seriema/invoke/messenger.hpp>
+#include <seriema/invoke/detail/messenger.hpp>
 
 namespace seriema::invoke {
 

@@ -6,11 +6,13 @@
 
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/detail/settings.hpp>
-#include <seriema/invoke/messenger.hpp>
+#include <seriema/invoke/detail/messenger.hpp>
 
 namespace seriema::invoke {
 

@@ -7,6 +7,8 @@
 #include <memory>
 
 #include <seriema/base/error.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
@@ -143,6 +145,10 @@ bool settle_left(thread_context& self, int process, fabric::deadline_clock::time
   return self.wait_until([&] { return !staged.left_in_flight(process); }, deadline);
 }
 
+namespace {
+// Waits (serving calls) until the UCX request of `self`'s worker completed, frees it and returns
+// its status. Past `deadline` (UCX 1.13 cannot cancel it) the request stays in flight and the
+// thread keeps `memory`, which it reads or writes, until UCX completed it: UCS_ERR_TIMED_OUT.
 ucs_status_t wait_or_leave(thread_context& self, int process, void* request,
                            std::vector<std::byte>& memory,
                            fabric::deadline_clock::time_point deadline) {
@@ -159,6 +165,7 @@ ucs_status_t wait_or_leave(thread_context& self, int process, void* request,
   ucp_request_free(request);
   return status;
 }
+}  // namespace
 
 call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
                          const transfer::remote_memory_locator& target) {

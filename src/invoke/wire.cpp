@@ -1,5 +1,5 @@
 // The receiver's check of peer-written published words (records are parsed inline: wire.hpp).
-#include <seriema/invoke/wire.hpp>
+#include <seriema/invoke/detail/wire.hpp>
 
 namespace seriema::invoke::wire {
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <seriema/base/error.hpp>
 #include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/ucx.hpp>
 
 namespace seriema::transfer {
 

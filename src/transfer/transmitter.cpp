@@ -10,6 +10,7 @@
 #include <seriema/base/settings.hpp>
 #include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/transmitter.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <thread>
 #include <vector>
 
@@ -113,7 +114,7 @@ void transmitter::completion_state::complete_ticket(std::uint64_t ticket) noexce
   }
 }
 
-void transmitter::completion_state::fail(ucs_status_t status) noexcept {
+void transmitter::completion_state::fail(ucx_status_code status) noexcept {
   last_error.store(status, std::memory_order_relaxed);
   failed.store(true, std::memory_order_release);
   // UCX has purged the endpoint's operations: every tagged buffer is free again.
@@ -121,33 +122,36 @@ void transmitter::completion_state::fail(ucs_status_t status) noexcept {
                                   std::memory_order_release);
 }
 
-void transmitter::on_flush_done(void* request, ucs_status_t status, void* user_data) {
-  // user_data is the completion state, which outlives the transmitter.
-  flush_slot* slot = slot_of(request);
-  slot->status = status;
-  if (slot->state.exchange(2, std::memory_order_acq_rel) == 1) {
-    // The poster already stored the ticket and left: we finish.
-    std::uint64_t ticket = slot->ticket;
-    slot->state.store(0, std::memory_order_relaxed);
-    finish_flush(static_cast<completion_state*>(user_data), ticket, status);
-    ucp_request_free(request);
+// UCX's completion callback of a flush, and the finishing step both it and the poster may take.
+struct transmitter::flush_completion {
+  static void on_done(void* request, ucs_status_t status, void* user_data) {
+    // user_data is the completion state, which outlives the transmitter.
+    flush_slot* slot = slot_of(request);
+    slot->status = status;
+    if (slot->state.exchange(2, std::memory_order_acq_rel) == 1) {
+      // The poster already stored the ticket and left: we finish.
+      std::uint64_t ticket = slot->ticket;
+      slot->state.store(0, std::memory_order_relaxed);
+      finish(static_cast<completion_state*>(user_data), ticket, status);
+      ucp_request_free(request);
+    }
   }
-}
+  static void finish(completion_state* state, std::uint64_t ticket, ucs_status_t status) noexcept {
+    if (status == UCS_OK) {
+      state->complete_ticket(ticket);
+    } else {
+      state->fail(status);  // a flush that fails means the endpoint is dead
+    }
+  }
+};
 
-void transmitter::finish_flush(completion_state* state, std::uint64_t ticket,
-                               ucs_status_t status) noexcept {
-  if (status == UCS_OK) {
-    state->complete_ticket(ticket);
-  } else {
-    state->fail(status);  // a flush that fails means the endpoint is dead
-  }
-}
+bool transmitter::progress() noexcept { return endpoint_.worker().progress(); }
 
 void transmitter::request_completion() noexcept {
   std::uint64_t ticket = tickets_claimed_.fetch_add(1, std::memory_order_acq_rel);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.cb.send = &transmitter::on_flush_done;
+  param.cb.send = &flush_completion::on_done;
   param.user_data = state_;
   void* request = ucp_ep_flush_nbx(endpoint_.handle(), &param);
   if (request == nullptr) {
@@ -170,7 +174,7 @@ void transmitter::request_completion() noexcept {
     // The callback ran before we stored the ticket: we finish.
     ucs_status_t status = slot->status;
     slot->state.store(0, std::memory_order_relaxed);
-    finish_flush(state_, ticket, status);
+    flush_completion::finish(state_, ticket, status);
     ucp_request_free(request);
   }
 }

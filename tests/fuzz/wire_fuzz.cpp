@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <seriema/fabric/function_registry.hpp>
-#include <seriema/invoke/wire.hpp>
+#include <seriema/invoke/detail/wire.hpp>
 #include <span>
 #include <vector>
 

@@ -21,6 +21,8 @@
 #include <memory>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <set>
 #include <string>
 #include <thread>

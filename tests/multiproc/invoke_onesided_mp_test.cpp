@@ -11,6 +11,9 @@
 #include <cstring>
 #include <random>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/fabric/detail/messages.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <thread>
 
 #include "support/invoke_checks.hpp"

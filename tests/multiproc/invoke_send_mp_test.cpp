@@ -10,6 +10,9 @@
 #include <cstring>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/transfer/transmitter.hpp>
+#include <seriema/fabric/detail/messages.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 
 #include "support/mp_main.hpp"
 

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <seriema/transfer/transmitter.hpp>
+#include <seriema/fabric/detail/messages.hpp>
+#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <string>
 #include <thread>
 

@@ -13,13 +13,14 @@
 #include <optional>
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/detail/settings.hpp>
+#include <seriema/fabric/detail/staged_sends.hpp>
+#include <seriema/fabric/detail/thread_state.hpp>
 #include <seriema/fabric/placement.hpp>
 #include <seriema/fabric/thread_context.hpp>
-#include <seriema/transfer/allocators.hpp>
-#include <seriema/transfer/arena.hpp>
+#include <seriema/transfer/detail/ucx_forward.hpp>
+#include <seriema/transfer/memory.hpp>
+#include <seriema/transfer/options.hpp>
 #include <seriema/transfer/remote_memory.hpp>
-#include <seriema/transfer/shared_region.hpp>
-#include <seriema/transfer/ucx.hpp>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -49,11 +50,11 @@ struct runtime_options {
   static runtime_options from_environment();
 };
 
-struct write_message;  // below, with the active-message ids
+struct write_message;    // detail/messages.hpp
+struct barrier_message;  // src/fabric/runtime_collectives.cpp
 
 // Thread-safety: construction/finalize on the main thread; endpoint(), arena_for_zone(),
 // resolve() and the accessors from any thread.
-struct barrier_message;
 
 class runtime {
  public:
@@ -155,7 +156,8 @@ class runtime {
   // Records that `rank` died (`status`: UCX's reason); the first report says so on stderr and
   // fails this process's reply slots waiting for it. Safe inside UCX callbacks.
   // `reported_by`: the survivor that announced it (a collective's failure notice), or -1.
-  void note_peer_failure(int rank, ucs_status_t status, int reported_by = -1) noexcept;
+  void note_peer_failure(int rank, transfer::ucx_status_code status,
+                         int reported_by = -1) noexcept;
   // The ranks known dead, for messages ("rank 1 (Connection reset by remote peer)").
   [[nodiscard]] std::string describe_failed_peers() const;
   [[nodiscard]] std::string describe_failed_peer(int rank) const;
@@ -209,9 +211,9 @@ class runtime {
   void register_handlers();
   void exchange_addresses();
 
-  static ucs_status_t on_barrier_message(void* arg, const void* header, std::size_t header_length,
-                                         void* data, std::size_t length,
-                                         const ucp_am_recv_param_t* param);
+  // The active-message handlers registered on the process worker (src/fabric/am_handlers.hpp).
+  struct am_handlers;
+  friend struct am_handlers;
 
   runtime_options options_;
   std::unique_ptr<bootstrap> boot_;
@@ -232,18 +234,6 @@ class runtime {
   // allocation and removed before the free.
   std::mutex writable_mutex_;
   std::unordered_map<std::uint64_t, std::uint64_t> writable_;
-  static ucs_status_t on_call_message(void* arg, const void* header, std::size_t header_length,
-                                      void* data, std::size_t length,
-                                      const ucp_am_recv_param_t* param);
-  static ucs_status_t on_feedback_message(void* arg, const void* header, std::size_t header_length,
-                                          void* data, std::size_t length,
-                                          const ucp_am_recv_param_t* param);
-  static ucs_status_t on_write_message(void* arg, const void* header, std::size_t header_length,
-                                       void* data, std::size_t length,
-                                       const ucp_am_recv_param_t* param);
-  static ucs_status_t on_reply_message(void* arg, const void* header, std::size_t header_length,
-                                       void* data, std::size_t length,
-                                       const ucp_am_recv_param_t* param);
   void check_registries();
   // Throws seriema::error naming the dead ranks when any rank has failed.
   void throw_if_peers_failed();
@@ -292,7 +282,7 @@ class runtime {
   void attach_reply_cells();
 
   std::vector<std::unique_ptr<local_thread_state>> local_states_;  // by local thread index
-  std::unique_ptr<local_thread_state> service_state_ = std::make_unique<local_thread_state>();
+  std::unique_ptr<local_thread_state> service_state_;  // made by the constructor
   call_queue service_queue_;
   invocation_counters counters_;
   std::string counters_file_;  // SERIEMA_COUNTERS resolved for this rank (empty: none)
@@ -316,35 +306,5 @@ class runtime {
   friend class thread_context;
   std::unique_ptr<transfer::ucx_endpoint> connect(transfer::ucx_worker& worker, int rank);
 };
-
-// Active-message ids reserved by seriema's own layers (applications use ids >= 16).
-inline constexpr unsigned am_id_runtime_barrier = 1;
-inline constexpr unsigned am_id_call = 2;
-inline constexpr unsigned am_id_reply = 3;
-// A notification for a thread's feedback words (header: feedback_message; no payload).
-inline constexpr unsigned am_id_feedback = 4;
-
-struct feedback_message {
-  std::uint32_t thread;  // global id of a thread of the receiving process
-  std::uint32_t word;    // index into its feedback words
-  std::uint64_t value;   // added (two's complement: ~0 subtracts one)
-};
-// A remote write with its publication, for transports whose puts are emulated anyway (tcp):
-// the handler copies the payload to [base + data_offset, + length) and then stores `word` at
-// base + word_offset (release), in that order, on whichever thread progresses the process
-// worker. One message instead of put, fence, put. The target must be a live allocation of the
-// receiving process's allocation service (base and size exactly as allocated) and both ranges
-// inside it; anything else is counted in invocation_counters::rejected_writes and dropped.
-inline constexpr unsigned am_id_write = 5;
-
-struct write_message {
-  std::uint64_t base;         // allocation start (the locator's address)
-  std::uint64_t size;         // allocation size (the locator's size)
-  std::uint64_t data_offset;  // where the payload lands
-  std::uint64_t word_offset;  // 8-byte aligned; written after the payload
-  std::uint64_t word;
-};
-static_assert(sizeof(write_message) == 40);
-inline constexpr unsigned am_id_first_free = 16;
 
 }  // namespace seriema::fabric

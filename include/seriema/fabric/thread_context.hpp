@@ -13,13 +13,14 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
-#include <seriema/fabric/detail/staged_sends.hpp>
+#include <seriema/fabric/detail/call_queue.hpp>
+#include <seriema/fabric/detail/reply_cells.hpp>
+#include <seriema/fabric/detail/thread_extension.hpp>
 #include <seriema/fabric/function_registry.hpp>
 #include <seriema/fabric/outcome.hpp>
 #include <seriema/fabric/placement.hpp>
-#include <seriema/fabric/reply_cells.hpp>
+#include <seriema/transfer/detail/ucx_forward.hpp>
 #include <seriema/transfer/remote_memory.hpp>
-#include <seriema/transfer/ucx.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,26 +50,6 @@ const char* to_string(call_status status) noexcept;
 // run, so its reply slot must stay open.
 constexpr bool reached_transport(call_status status) noexcept {
   return status == call_status::ok || status == call_status::queued_at_deadline;
-}
-
-// Wire header of a send-based call (the UCX active-message header). Every field is checked by
-// the receiver before use; see docs/invocation.md.
-struct call_header {
-  function_id function = 0;
-  std::uint32_t destination = 0;   // global thread id, or service_of(process)
-  std::uint32_t source = 0;        // global thread id of the caller
-  std::uint32_t closure_size = 0;  // bytes of closure at the start of the payload
-  std::uint32_t buffer_size = 0;   // bytes of buffer after the closure
-  std::uint32_t reply_slot = 0;    // call_return: slot index at the caller (0 = no reply)
-  std::uint32_t reply_generation = 0;
-  std::uint32_t reserved = 0;
-};
-static_assert(sizeof(call_header) == 32);
-
-// Destinations above this bit are a process's service role rather than a worker thread.
-inline constexpr std::uint32_t service_bit = 0x8000'0000u;
-constexpr std::uint32_t service_of(int process) noexcept {
-  return service_bit | static_cast<std::uint32_t>(process);
 }
 
 struct local_thread_state;
@@ -164,205 +145,6 @@ class return_slot {
   std::uint32_t destination_ = 0;  // thread (or service_of(process)) the call went to
   int process_ = -1;               // its process
 };
-
-// Per-destination FIFO of received calls. Producers: whoever progresses the process worker (AM
-// handler) and same-process senders; consumer: the destination thread. A mutex with batch swap
-// keeps a global FIFO order across producer threads (lock-free multi-producer queues only keep
-// per-producer order, and the progressing thread may change between two calls of one sender).
-class call_queue {
- public:
-  // Payloads up to this size travel inside the item (no allocation, and the receiver does not
-  // keep UCX's receive descriptor): most closures are a few words.
-  static constexpr std::size_t inline_payload = 64;
-  struct item {
-    call_header header;
-    const function_entry* entry = nullptr;  // found by the receive path (else looked up to run)
-    std::byte* heap = nullptr;  // owned payload when larger than inline_payload (new[])
-    void* ucx_data = nullptr;   // UCX AM data to release after running (payload lives there)
-    alignas(16) std::byte inline_bytes[inline_payload];
-    // Closure bytes, then buffer bytes. Points into the item itself when inline: use it on the
-    // copy that runs, not across a move of the item.
-    [[nodiscard]] std::byte* payload() noexcept {
-      if (ucx_data != nullptr) return static_cast<std::byte*>(ucx_data);
-      return heap != nullptr ? heap : inline_bytes;
-    }
-    // Copies `parts` (in order) into the item: inline when they fit, else a new[] block.
-    void store(std::initializer_list<std::span<const std::byte>> parts);
-    // Frees what the item owns; UCX data goes back to `worker`.
-    void release(ucp_worker_h worker) noexcept;
-  };
-  void push(const item& call);
-  // Moves every queued call into `out` (cleared first); returns how many.
-  std::size_t take_all(std::vector<item>& out);
-  [[nodiscard]] bool empty() const noexcept { return size_.load(std::memory_order_relaxed) == 0; }
-
- private:
-  std::mutex mutex_;
-  std::vector<item> items_;
-  std::atomic<std::size_t> size_{0};
-};
-
-// Counters of send-based invocation in one process (wire safety: rejected input is counted,
-// never run). sent/executed also drive runtime::run's termination.
-struct invocation_counters {
-  std::atomic<std::uint64_t> sent{0};
-  std::atomic<std::uint64_t> executed{0};
-  std::atomic<std::uint64_t> rejected_malformed{0};
-  std::atomic<std::uint64_t> rejected_unknown_function{0};
-  std::atomic<std::uint64_t> rejected_bad_destination{0};
-  std::atomic<std::uint64_t> rejected_bad_reply{0};
-  // Feedback notifications naming no word (not messages: not part of consumed()).
-  std::atomic<std::uint64_t> rejected_feedback{0};
-  // Write messages (am_id_write) whose target is not a live service allocation (not messages:
-  // the records they carried were never published).
-  std::atomic<std::uint64_t> rejected_writes{0};
-  // Calls whose serialized arguments did not deserialize (the call counts as executed: its
-  // message was dealt with; the function did not run).
-  std::atomic<std::uint64_t> rejected_arguments{0};
-  // Calls the AM handler handed straight to their destination thread because that thread was
-  // the one progressing the process worker (no locked queue; counted, not part of consumed()).
-  std::atomic<std::uint64_t> handed_to_poller{0};
-  // call_return replies this process wrote straight into the reply cell of a caller in another
-  // process on this machine (counted as sent and executed here; a reply such a write finds
-  // closed or stale counts in rejected_bad_reply here, not at the caller).
-  std::atomic<std::uint64_t> replies_direct{0};
-
-  // Messages that arrived and were dealt with: run, or rejected.
-  [[nodiscard]] std::uint64_t consumed() const noexcept {
-    return executed.load(std::memory_order_acquire) + rejected() ;
-  }
-  [[nodiscard]] std::uint64_t rejected() const noexcept {
-    return rejected_malformed.load(std::memory_order_relaxed) +
-           rejected_unknown_function.load(std::memory_order_relaxed) +
-           rejected_bad_destination.load(std::memory_order_relaxed) +
-           rejected_bad_reply.load(std::memory_order_relaxed);
-  }
-};
-
-// Registered memory a sender obtained in this thread's NUMA zone through the allocation service
-// (the paper's "incoming memory map" entry): the invoke layer's chunks, handed to the receiving
-// thread in the order the sender allocated them.
-struct granted_memory {
-  std::uint32_t sender = 0;       // global thread id of the sender
-  std::uint64_t run = 0;          // runtime::run epoch it belongs to
-  std::uint32_t batch = 0;        // the sender's allocation batch (0 = the channel's first)
-  transfer::registered_buffer memory;
-};
-
-// State of one local thread that must outlive its thread_context: calls may arrive before the
-// thread starts and replies after it stopped waiting. Owned by the runtime.
-struct local_thread_state {
-  struct reply_entry {
-    void* value = nullptr;
-    std::size_t size = 0;
-    std::atomic<int>* state = nullptr;
-    std::uint32_t generation = 0;
-    int process = -1;  // where the call went (fail_pending_to)
-  };
-  call_queue incoming;
-  // The thread's reply cells (small values; attached by the runtime when it has a reply region).
-  reply_cell_table cells;
-  std::mutex replies_mutex;            // owner thread and receive path
-  std::vector<reply_entry> replies{1};  // index 0 unused (0 = "no reply")
-  std::vector<std::uint32_t> free_replies;
-
-  // Writes `value` into reply slot (index, generation) and ends it done (or, when `result` is
-  // a failure outcome, ends it so, with no value); false (nothing written) when the slot is
-  // unknown, stale or of another size, or the outcome is not one a reply carries: a peer's bad
-  // reply. Slots with reply_cell::index_bit are this thread's cells, the others table entries.
-  bool deliver_reply(std::uint32_t index, std::uint32_t generation,
-                     std::span<const std::byte> value, outcome result) noexcept;
-  // Process `process` died: every reply slot (table entry or cell) still waiting for a call to
-  // it ends with `why`. Any thread of this process. Returns how many.
-  std::size_t fail_pending_to(int process, outcome why) noexcept;
-
-  // Incoming memory map. Writers: the allocation service (any thread serving calls); reader:
-  // the owner thread, which takes entries out. `granted_count` lets the owner skip the mutex.
-  std::mutex granted_mutex;
-  std::vector<granted_memory> granted;
-  std::atomic<std::size_t> granted_count{0};
-  std::atomic<std::size_t> first_grants{0};  // entries of batch 0 ever granted (new channels)
-  void grant(const granted_memory& entry);
-  // Moves out every entry `which` selects, in grant order.
-  template <class Which>
-  std::vector<granted_memory> take_granted(Which which) {
-    std::vector<granted_memory> out;
-    if (granted_count.load(std::memory_order_acquire) == 0) return out;
-    std::lock_guard lock(granted_mutex);
-    std::erase_if(granted, [&](const granted_memory& g) {
-      if (!which(g)) return false;
-      out.push_back(g);
-      return true;
-    });
-    granted_count.store(granted.size(), std::memory_order_release);
-    return out;
-  }
-
-  // The layer above's feedback words (registered memory peers write into: the invoke layer's
-  // released counts and synchronizers), published so that a notification arriving as an active
-  // message (am_id_feedback) can be applied here. Guarded by feedback_mutex: the handler runs on
-  // whichever thread progresses the process worker; the owner sets and clears the area.
-  std::mutex feedback_mutex;
-  std::uint64_t* feedback_words = nullptr;
-  std::size_t feedback_count = 0;
-  // Adds `value` to word `word`; false (nothing done) when there is no such word.
-  bool add_feedback(std::uint32_t word, std::uint64_t value) noexcept;
-
-  // The thread's own UCX worker (single-thread: used by whichever std::thread runs this thread
-  // id, one run at a time) and its endpoints by process. Created by the first thread_context
-  // and kept across runtime::run calls: peers' process workers keep connections to it, so a
-  // worker per run would leave their attachments (shm segments) behind on every run. Released
-  // by the runtime at teardown (release_transport), before the UCX context.
-  // Send-based messages UCX holds past their sender's deadline (declared before `worker`, so
-  // that their memory goes after it).
-  detail::staged_sends staged;
-  std::unique_ptr<transfer::ucx_worker> worker;
-  std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints;
-  void release_transport() noexcept;
-
-  // Who polls this thread's context: its owner (owner_polls), or, while the owner is inside a
-  // helped_section, one of the process's helper threads. The owner publishes `offered` and then
-  // stores offered_to_helpers (release); a helper takes it by CAS offered -> helper_polls
-  // (acquire), polls once, and stores offered back (release); the owner ends the section by CAS
-  // offered -> owner_polls, so owner and helper never use the context at the same time.
-  static constexpr int owner_polls = 0;
-  static constexpr int offered_to_helpers = 1;
-  static constexpr int helper_polls = 2;
-  std::atomic<int> poller{owner_polls};
-  thread_context* offered = nullptr;
-
-  // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
-  // the send-based counters). Single writer each: the owner thread (relaxed load + store).
-  std::atomic<std::uint64_t> one_sided_sent{0};
-  std::atomic<std::uint64_t> one_sided_consumed{0};
-};
-
-// Per-thread state of a layer above fabric (the invoke layer's messengers). Created for every
-// worker thread_context by the factory that layer installs at static-initialization time, so a
-// thread receives one-sided calls even if it never sends one. Owner thread only.
-class thread_extension {
- public:
-  // `kind`: an address unique to the layer's class, so that the layer finds its own extension
-  // with a pointer compare instead of a dynamic_cast on every call.
-  explicit thread_extension(const void* kind) noexcept : kind_(kind) {}
-  virtual ~thread_extension() = default;
-  [[nodiscard]] const void* kind() const noexcept { return kind_; }
-  // Receives and runs what arrived, and moves queued work on; returns the number of calls run.
-  virtual std::size_t poll(thread_context& self) = 0;
-  // Publishes everything batched locally (aggregators), so that it will be received.
-  virtual void flush(thread_context& self) = 0;
-  // Some process died (runtime::peer_failed says which): fail what is held for it.
-  virtual void peers_failed(thread_context& self) = 0;
-  // This thread's counters of the layer as one JSON object (SERIEMA_COUNTERS writes it when
-  // run() ends); "{}" when the layer counts nothing.
-  [[nodiscard]] virtual std::string counters_json() const { return "{}"; }
-
- private:
-  const void* kind_;
-};
-using thread_extension_factory = std::unique_ptr<thread_extension> (*)(thread_context& self);
-// Installs the factory (one layer; the last install wins). Call before runtime::run.
-void install_thread_extension(thread_extension_factory factory) noexcept;
 
 // One long-lived thread's handle on the job. Thread-safety: owner thread only, except
 // incoming() which the runtime fills from other threads.
@@ -598,9 +380,9 @@ class thread_context {
     slot.cells_ = nullptr;
     const int process = process_of(dest);
     std::pair<std::uint32_t, std::uint32_t> opened;
-    if (auto cell = state_.cells.open(sizeof(R), process)) {
+    if (auto cell = cells_.open(sizeof(R), process)) {
       opened = *cell;
-      slot.cells_ = &state_.cells;
+      slot.cells_ = &cells_;
     } else {
       opened = open_reply(&slot.value_, sizeof(R), &slot.state_, process);
     }
@@ -621,6 +403,7 @@ class thread_context {
   runtime& rt_;
   thread_id id_;
   local_thread_state& state_;
+  reply_cell_table& cells_;  // state_.cells (this header sees local_thread_state incomplete)
   transfer::ucx_worker* worker_;  // state_.worker
   std::vector<std::unique_ptr<transfer::ucx_endpoint>>& endpoints_;  // state_.endpoints
   std::vector<call_queue::item> batch_;    // poll(): what take_all moved out (transient)
@@ -634,11 +417,6 @@ class thread_context {
   // Destroyed first (it holds rkeys and endpoints of worker_).
   std::unique_ptr<thread_extension> extension_;
 };
-
-// Says on stderr (the first time in this process; all are counted by the caller) that a call
-// from `source` to `self` names a function this program did not register.
-void report_unknown_function(thread_context& self, std::uint32_t source,
-                             function_id function) noexcept;
 
 // While alive, the thread that created it does not touch its context (it computes), and the
 // process's helper threads (SERIEMA_HELPER_THREADS) poll it instead: they run the calls sent to

@@ -9,29 +9,12 @@
 #include <mutex>
 #include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/memory.hpp>
+#include <seriema/transfer/options.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <string>
 #include <vector>
 
 namespace seriema::transfer {
-
-enum class memory_source {
-  ucx,   // ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
-  self,  // our own mmap with the page cascade, then registered: put/get/atomics only
-};
-
-enum class page_preference { automatic, gigantic_1g, hugetlb_2m, transparent_huge, normal };
-
-struct arena_options {
-  memory_source source = memory_source::ucx;
-  page_preference pages = page_preference::automatic;
-  std::size_t segment_size = std::size_t{64} << 20;  // multiple of block_size
-  std::size_t limit = 0;                             // max bytes obtained; 0 = no cap
-  // From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
-  // Throws config_error naming the setting.
-  static arena_options from_environment();
-  void validate() const;  // throws config_error
-};
 
 // A concurrent source of registered 2 MiB blocks in one NUMA zone.
 // Thread-safety: all members may be called from any thread (a mutex guards the free list; blocks

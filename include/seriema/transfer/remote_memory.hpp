@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <seriema/transfer/memory.hpp>
-#include <seriema/transfer/ucx.hpp>
+#include <seriema/transfer/detail/ucx_forward.hpp>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -60,7 +60,7 @@ class remote_memory {
   remote_memory& operator=(const remote_memory&) = delete;
 
   [[nodiscard]] const remote_memory_locator& locator() const noexcept { return locator_; }
-  [[nodiscard]] ucp_rkey_h rkey() const noexcept { return rkey_; }
+  [[nodiscard]] ucp_rkey* rkey() const noexcept { return rkey_; }  // ucp_rkey_h
   [[nodiscard]] ucx_endpoint& endpoint() const noexcept { return *endpoint_; }
   [[nodiscard]] std::uint64_t address() const noexcept { return locator_.address; }
   [[nodiscard]] std::uint64_t size() const noexcept { return locator_.size; }
@@ -74,7 +74,7 @@ class remote_memory {
  private:
   ucx_endpoint* endpoint_;
   remote_memory_locator locator_;
-  ucp_rkey_h rkey_ = nullptr;
+  ucp_rkey* rkey_ = nullptr;
   std::byte* direct_ = nullptr;
 };
 

@@ -38,7 +38,7 @@
 #include <seriema/transfer/completion.hpp>
 #include <seriema/transfer/memory.hpp>
 #include <seriema/transfer/remote_memory.hpp>
-#include <seriema/transfer/ucx.hpp>
+#include <seriema/transfer/detail/ucx_forward.hpp>
 #include <span>
 
 namespace seriema::transfer {
@@ -104,7 +104,7 @@ class transmitter {
   // Claims a flush ticket now (manual selective completion; also usable in automatic mode).
   void request_completion() noexcept;
   // Progresses the endpoint's worker (completions are delivered here).
-  bool progress() noexcept { return endpoint_.worker().progress(); }
+  bool progress() noexcept;
   // Blocks, progressing, until `tag` is complete (claiming a ticket if none covers it yet).
   // Returns peer_failed if the peer died.
   [[nodiscard]] op_status wait(completion_tag tag) noexcept;
@@ -115,7 +115,8 @@ class transmitter {
   [[nodiscard]] bool failed() const noexcept {
     return state_->failed.load(std::memory_order_acquire);
   }
-  [[nodiscard]] ucs_status_t last_error() const noexcept {
+  // UCX's status of the last refused operation (ucs_status_t's value; UCS_OK = 0 when none).
+  [[nodiscard]] ucx_status_code last_error() const noexcept {
     return state_->last_error.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t operations_posted() const noexcept {
@@ -132,9 +133,9 @@ class transmitter {
   struct completion_state {
     completion_counter counter;
     std::atomic<bool> failed{false};
-    std::atomic<ucs_status_t> last_error{UCS_OK};
+    std::atomic<ucx_status_code> last_error{0};
     void complete_ticket(std::uint64_t ticket) noexcept;
-    void fail(ucs_status_t status) noexcept;  // completes every ticket
+    void fail(ucx_status_code status) noexcept;  // completes every ticket
   };
 
   [[nodiscard]] bool tags_accept(const unit_tags* tags) const noexcept {
@@ -142,9 +143,9 @@ class transmitter {
   }
   op_status finish_post(void* request, unit_tags* tags) noexcept;
   op_status check_atomic_target(const remote_memory& dst, std::uint64_t offset) const noexcept;
-  static void on_flush_done(void* request, ucs_status_t status, void* user_data);
-  static void finish_flush(completion_state* state, std::uint64_t ticket,
-                           ucs_status_t status) noexcept;
+  // UCX's completion callback of a flush and what it shares with the poster (transmitter.cpp).
+  struct flush_completion;
+  friend struct flush_completion;
 
   ucx_endpoint& endpoint_;
   const transmitter_options options_;

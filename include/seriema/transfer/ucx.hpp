@@ -13,21 +13,12 @@
 #include <string>
 #include <vector>
 #include <seriema/transfer/detail/settings.hpp>
+#include <seriema/transfer/options.hpp>
 
 namespace seriema::transfer {
 
 // Throws ucx_error("<what>: <UCX status text>") when status is not UCS_OK.
 void check_ucx(ucs_status_t status, const char* what);
-
-struct context_options {
-  // Endpoints report a dead peer as an error (UCP_ERR_HANDLING_MODE_PEER). Needs shm error
-  // handling, which the context turns on (POSIX_ERROR_HANDLING / SYSV_ERROR_HANDLING) unless the
-  // user set those UCX variables. Default: SERIEMA_PEER_ERRORS.
-  bool peer_errors = true;
-  // UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
-  long keepalive_ms = 1000;
-  static context_options from_environment();
-};
 
 // The process's UCX context (features: RMA, 64/32-bit atomics, active messages; workers may be
 // shared between threads). Thread-safety: immutable after construction; safe to share.

@@ -5,7 +5,7 @@
 
 #include <atomic>
 #include <cstring>
-#include <seriema/fabric/reply_cells.hpp>
+#include <seriema/fabric/detail/reply_cells.hpp>
 #include <thread>
 #include <vector>
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
-#include <seriema/invoke/messenger.hpp>
-#include <seriema/invoke/wire.hpp>
+#include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/invoke/detail/wire.hpp>
 
 namespace {
 

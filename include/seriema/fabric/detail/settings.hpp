@@ -3,6 +3,7 @@
 #pragma once
 
 #include <seriema/base/settings.hpp>
+#include <seriema/transfer/detail/settings.hpp>
 #include <span>
 
 namespace seriema::fabric::detail {

@@ -2,11 +2,10 @@
 // thread owns so that the sender can stop waiting at its deadline and leave the send to UCX.
 #pragma once
 
-#include <ucp/api/ucp.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <seriema/transfer/detail/ucx_forward.hpp>
 #include <span>
 #include <vector>
 
@@ -41,7 +40,7 @@ class staged_sends {
   // `process` is still in flight is sent only once that completed (FIFO order; one staged
   // message per peer), and not at all if `wait` gives up first (deadline_unsent).
   template <class Wait>
-  result send(ucp_ep_h endpoint, int process, unsigned am_id, std::span<const std::byte> header,
+  result send(ucp_ep* endpoint, int process, unsigned am_id, std::span<const std::byte> header,
               std::span<const std::byte> closure, std::span<const std::byte> buffer, Wait wait);
 
   // The entry of `process` (created on first use: the slow path only).
@@ -73,54 +72,27 @@ class staged_sends {
     std::shared_ptr<const void> keeper;  // the memory `request` uses
     void* request;
   };
+  // The caller's wait, called through a pointer (no allocation, no template in the .cpp).
+  struct waiter {
+    void* caller_wait;
+    wait_end (*call)(void* caller_wait, void* request);
+  };
+  result send_waiting(ucp_ep* endpoint, int process, unsigned am_id,
+                      std::span<const std::byte> header, std::span<const std::byte> closure,
+                      std::span<const std::byte> buffer, waiter wait);
   std::vector<staged> entries_;
   std::vector<left_operation> left_;
 };
 
 template <class Wait>
-staged_sends::result staged_sends::send(ucp_ep_h endpoint, int process, unsigned am_id,
+staged_sends::result staged_sends::send(ucp_ep* endpoint, int process, unsigned am_id,
                                         std::span<const std::byte> header,
                                         std::span<const std::byte> closure,
                                         std::span<const std::byte> buffer, Wait wait) {
-  staged& entry = of(process);
-  if (entry.request != nullptr) {
-    const wait_end end = wait(entry.request);
-    if (end != wait_end::completed) {
-      return end == wait_end::peer_dead ? result::peer_failed : result::deadline_unsent;
-    }
-    complete(entry);
-  }
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  // Eager keeps one sender's messages in order and lets the receiver keep the data in place.
-  param.flags = UCP_AM_SEND_FLAG_EAGER;
-  if (buffer.empty()) {
-    param.op_attr_mask |= UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    void* request = ucp_am_send_nbx(endpoint, am_id, header.data(), header.size(),
-                                    closure.data(), closure.size(), &param);
-    if (request == nullptr) return result::sent;
-    // UCX documents that FORCE_IMM_CMPL never returns a request.
-    if (!UCS_PTR_IS_ERR(request) || UCS_PTR_STATUS(request) != UCS_ERR_NO_RESOURCE) {
-      return result::error;
-    }
-    param.op_attr_mask &= ~static_cast<std::uint32_t>(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL);
-  }
-  const std::span<const std::byte> parts[] = {header, closure, buffer};
-  fill(entry, parts);
-  // UCX reads the header and the data until the request completed: both are in the entry.
-  void* request = ucp_am_send_nbx(endpoint, am_id, entry.bytes.data(), header.size(),
-                                  entry.bytes.data() + header.size(),
-                                  entry.bytes.size() - header.size(), &param);
-  if (request == nullptr) return result::sent;
-  if (UCS_PTR_IS_ERR(request)) return result::error;
-  entry.request = request;
-  const wait_end end = wait(request);
-  if (end != wait_end::completed) {
-    return end == wait_end::peer_dead ? result::peer_failed : result::queued_at_deadline;
-  }
-  const ucs_status_t status = ucp_request_check_status(request);
-  complete(entry);
-  return status == UCS_OK ? result::sent : result::error;
+  const waiter by_caller{&wait, [](void* caller_wait, void* request) {
+                           return (*static_cast<Wait*>(caller_wait))(request);
+                         }};
+  return send_waiting(endpoint, process, am_id, header, closure, buffer, by_caller);
 }
 
 }  // namespace seriema::fabric::detail

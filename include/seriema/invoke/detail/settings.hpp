@@ -3,6 +3,7 @@
 #pragma once
 
 #include <seriema/base/settings.hpp>
+#include <seriema/fabric/detail/settings.hpp>
 #include <span>
 
 namespace seriema::invoke::detail {

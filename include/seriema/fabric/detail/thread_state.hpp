@@ -1,0 +1,164 @@
+// What the runtime keeps per local thread across runs (received calls, reply slots, granted
+// memory, feedback words, the thread's UCX worker and endpoints) and the process's invocation
+// counters: fabric machinery shared by the runtime, thread_context and the invoke layer.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <seriema/fabric/detail/call_queue.hpp>
+#include <seriema/fabric/detail/reply_cells.hpp>
+#include <seriema/fabric/detail/staged_sends.hpp>
+#include <seriema/fabric/outcome.hpp>
+#include <seriema/transfer/detail/ucx_forward.hpp>
+#include <seriema/transfer/memory.hpp>
+#include <span>
+#include <vector>
+
+namespace seriema::fabric {
+
+class thread_context;
+
+// Counters of send-based invocation in one process (wire safety: rejected input is counted,
+// never run). sent/executed also drive runtime::run's termination.
+struct invocation_counters {
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::uint64_t> executed{0};
+  std::atomic<std::uint64_t> rejected_malformed{0};
+  std::atomic<std::uint64_t> rejected_unknown_function{0};
+  std::atomic<std::uint64_t> rejected_bad_destination{0};
+  std::atomic<std::uint64_t> rejected_bad_reply{0};
+  // Feedback notifications naming no word (not messages: not part of consumed()).
+  std::atomic<std::uint64_t> rejected_feedback{0};
+  // Write messages (am_id_write) whose target is not a live service allocation (not messages:
+  // the records they carried were never published).
+  std::atomic<std::uint64_t> rejected_writes{0};
+  // Calls whose serialized arguments did not deserialize (the call counts as executed: its
+  // message was dealt with; the function did not run).
+  std::atomic<std::uint64_t> rejected_arguments{0};
+  // Calls the AM handler handed straight to their destination thread because that thread was
+  // the one progressing the process worker (no locked queue; counted, not part of consumed()).
+  std::atomic<std::uint64_t> handed_to_poller{0};
+  // call_return replies this process wrote straight into the reply cell of a caller in another
+  // process on this machine (counted as sent and executed here; a reply such a write finds
+  // closed or stale counts in rejected_bad_reply here, not at the caller).
+  std::atomic<std::uint64_t> replies_direct{0};
+
+  // Messages that arrived and were dealt with: run, or rejected.
+  [[nodiscard]] std::uint64_t consumed() const noexcept {
+    return executed.load(std::memory_order_acquire) + rejected() ;
+  }
+  [[nodiscard]] std::uint64_t rejected() const noexcept {
+    return rejected_malformed.load(std::memory_order_relaxed) +
+           rejected_unknown_function.load(std::memory_order_relaxed) +
+           rejected_bad_destination.load(std::memory_order_relaxed) +
+           rejected_bad_reply.load(std::memory_order_relaxed);
+  }
+};
+
+// Registered memory a sender obtained in this thread's NUMA zone through the allocation service
+// (the paper's "incoming memory map" entry): the invoke layer's chunks, handed to the receiving
+// thread in the order the sender allocated them.
+struct granted_memory {
+  std::uint32_t sender = 0;       // global thread id of the sender
+  std::uint64_t run = 0;          // runtime::run epoch it belongs to
+  std::uint32_t batch = 0;        // the sender's allocation batch (0 = the channel's first)
+  transfer::registered_buffer memory;
+};
+
+// State of one local thread that must outlive its thread_context: calls may arrive before the
+// thread starts and replies after it stopped waiting. Owned by the runtime.
+struct local_thread_state {
+  struct reply_entry {
+    void* value = nullptr;
+    std::size_t size = 0;
+    std::atomic<int>* state = nullptr;
+    std::uint32_t generation = 0;
+    int process = -1;  // where the call went (fail_pending_to)
+  };
+  call_queue incoming;
+  // The thread's reply cells (small values; attached by the runtime when it has a reply region).
+  reply_cell_table cells;
+  std::mutex replies_mutex;            // owner thread and receive path
+  std::vector<reply_entry> replies{1};  // index 0 unused (0 = "no reply")
+  std::vector<std::uint32_t> free_replies;
+
+  // Writes `value` into reply slot (index, generation) and ends it done (or, when `result` is
+  // a failure outcome, ends it so, with no value); false (nothing written) when the slot is
+  // unknown, stale or of another size, or the outcome is not one a reply carries: a peer's bad
+  // reply. Slots with reply_cell::index_bit are this thread's cells, the others table entries.
+  bool deliver_reply(std::uint32_t index, std::uint32_t generation,
+                     std::span<const std::byte> value, outcome result) noexcept;
+  // Process `process` died: every reply slot (table entry or cell) still waiting for a call to
+  // it ends with `why`. Any thread of this process. Returns how many.
+  std::size_t fail_pending_to(int process, outcome why) noexcept;
+
+  // Incoming memory map. Writers: the allocation service (any thread serving calls); reader:
+  // the owner thread, which takes entries out. `granted_count` lets the owner skip the mutex.
+  std::mutex granted_mutex;
+  std::vector<granted_memory> granted;
+  std::atomic<std::size_t> granted_count{0};
+  std::atomic<std::size_t> first_grants{0};  // entries of batch 0 ever granted (new channels)
+  void grant(const granted_memory& entry);
+  // Moves out every entry `which` selects, in grant order.
+  template <class Which>
+  std::vector<granted_memory> take_granted(Which which) {
+    std::vector<granted_memory> out;
+    if (granted_count.load(std::memory_order_acquire) == 0) return out;
+    std::lock_guard lock(granted_mutex);
+    std::erase_if(granted, [&](const granted_memory& g) {
+      if (!which(g)) return false;
+      out.push_back(g);
+      return true;
+    });
+    granted_count.store(granted.size(), std::memory_order_release);
+    return out;
+  }
+
+  // The layer above's feedback words (registered memory peers write into: the invoke layer's
+  // released counts and synchronizers), published so that a notification arriving as an active
+  // message (am_id_feedback) can be applied here. Guarded by feedback_mutex: the handler runs on
+  // whichever thread progresses the process worker; the owner sets and clears the area.
+  std::mutex feedback_mutex;
+  std::uint64_t* feedback_words = nullptr;
+  std::size_t feedback_count = 0;
+  // Adds `value` to word `word`; false (nothing done) when there is no such word.
+  bool add_feedback(std::uint32_t word, std::uint64_t value) noexcept;
+
+  // The thread's own UCX worker (single-thread: used by whichever std::thread runs this thread
+  // id, one run at a time) and its endpoints by process. Created by the first thread_context
+  // and kept across runtime::run calls: peers' process workers keep connections to it, so a
+  // worker per run would leave their attachments (shm segments) behind on every run. Released
+  // by the runtime at teardown (release_transport), before the UCX context.
+  // Send-based messages UCX holds past their sender's deadline (declared before `worker`, so
+  // that their memory goes after it).
+  detail::staged_sends staged;
+  std::unique_ptr<transfer::ucx_worker> worker;
+  std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints;
+  void release_transport() noexcept;
+
+  // Who polls this thread's context: its owner (owner_polls), or, while the owner is inside a
+  // helped_section, one of the process's helper threads. The owner publishes `offered` and then
+  // stores offered_to_helpers (release); a helper takes it by CAS offered -> helper_polls
+  // (acquire), polls once, and stores offered back (release); the owner ends the section by CAS
+  // offered -> owner_polls, so owner and helper never use the context at the same time.
+  static constexpr int owner_polls = 0;
+  static constexpr int offered_to_helpers = 1;
+  static constexpr int helper_polls = 2;
+  std::atomic<int> poller{owner_polls};
+  thread_context* offered = nullptr;
+
+  // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
+  // the send-based counters). Single writer each: the owner thread (relaxed load + store).
+  std::atomic<std::uint64_t> one_sided_sent{0};
+  std::atomic<std::uint64_t> one_sided_consumed{0};
+};
+
+// Says on stderr (the first time in this process; all are counted by the caller) that a call
+// from `source` to `self` names a function this program did not register.
+void report_unknown_function(thread_context& self, std::uint32_t source,
+                             function_id function) noexcept;
+
+}  // namespace seriema::fabric

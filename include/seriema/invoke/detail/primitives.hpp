@@ -1,0 +1,361 @@
+// The machinery behind invoke.hpp's primitives: dispatch of one call to its channel, the
+// closures that carry notices and replies, serialized arguments (cereal), and the put and get
+// variants' transfers. Inline templates: the typed caller's sizes become constants.
+#pragma once
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/array.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/optional.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/tuple.hpp>
+#include <cereal/types/unordered_map.hpp>
+#include <cereal/types/utility.hpp>
+#include <cereal/types/vector.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <istream>
+#include <ostream>
+#include <streambuf>
+#include <tuple>
+#include <vector>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/invoke/detail/argument_archive.hpp>
+#include <seriema/invoke/channel.hpp>
+#include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/invoke/synchronizer.hpp>
+#include <span>
+
+
+namespace seriema::invoke {
+
+using fabric::return_slot;
+
+namespace detail {
+
+template <class F>
+std::span<const std::byte> bytes_of(const F& f) noexcept {
+  return {reinterpret_cast<const std::byte*>(&f), sizeof(F)};
+}
+
+// Sends a call_return's value back to the caller over the reverse messenger (queued when that
+// one is full: a reply is never dropped for lack of room).
+void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
+                std::uint32_t generation, std::span<const std::byte> value);
+
+// Always inlined into the typed caller: the record's sizes are then constants, and the common
+// case (try_write_direct) compiles to a few stores.
+template <class Policy>
+[[gnu::always_inline]] inline call_status one_sided(thread_context& self, thread_id dest,
+                                                    channel c, fabric::function_id function,
+                                                    std::span<const std::byte> closure,
+                                                    std::uint32_t flags,
+                                                    std::span<const std::byte> extras,
+                                                    std::span<const std::byte> buffer) {
+  channels& table = channels_of(self);
+  if (messenger* m = table.existing(dest);
+      m != nullptr && m->try_write_direct(c, function, closure, flags, extras, buffer)) {
+    return call_status::ok;
+  }
+  if (dest >= self.thread_count()) return call_status::bad_destination;
+  return table.to(dest).template send<Policy>(c, function, closure, flags, extras, buffer);
+}
+
+// A send-based call whose caller asked for a consumption notice: runs the function in its own
+// shape, then decrements the caller's synchronizer word (channels::notify_thread: an atomic in
+// this process, a feedback active message otherwise).
+template <class F, class Shape>
+struct notify_after {
+  F f;
+  std::uint32_t word;
+  static constexpr std::uint32_t result_bytes = fabric::function_wrapper<F, Shape>::result_size();
+  void operator()(fabric::invocation& call) const {
+    fabric::function_wrapper<F, Shape>::invoke(reinterpret_cast<const std::byte*>(&f), call);
+    channels_of(*call.self).notify_thread(call.source, word, wire::count_down_one);
+  }
+};
+
+// Always inlined: callers pass the channel as a constant, so only its branch remains.
+template <class Policy, class Shape, class F>
+[[gnu::always_inline]] inline call_status dispatch(thread_context& self, channel c, thread_id dest,
+                                                   const F& f, std::span<const std::byte> buffer,
+                                                   synchronizer* sync, notify_on when) {
+  fabric::check_remote_closure<F>();
+  const fabric::function_id id = fabric::function_wrapper<F, Shape>::id;
+  call_status status;
+  if (c == channel::send) {
+    if (sync != nullptr && when == notify_on::consume) {
+      sync->note_target(dest);
+      status = self.call_as<fabric::invocation_shape>(dest, notify_after<F, Shape>{f, sync->word()},
+                                                      buffer);
+    } else {
+      status = self.call_as<Shape>(dest, f, buffer);
+    }
+  } else if (sync != nullptr && when == notify_on::consume) {
+    sync->note_target(dest);
+    wire::notify_extra extra{sync->word(), 0};
+    status = one_sided<Policy>(self, dest, c, id, bytes_of(f), wire::flag_notify,
+                               bytes_of(extra), buffer);
+  } else {
+    status = one_sided<Policy>(self, dest, c, id, bytes_of(f), 0, {}, buffer);
+  }
+  if (fabric::reached_transport(status) && sync != nullptr && when == notify_on::transmit) {
+    // Captures and buffer were copied (chunk, staging unit, queue, sent, or staged for UCX).
+    sync->decrement();
+  }
+  return status;
+}
+
+// call_return on any channel, for a closure of shape Shape (return, or invocation for wrappers
+// that write the result themselves).
+template <channel C, class Policy, class Shape, class F, class R>
+call_status returning(thread_context& self, thread_id dest, const F& f,
+                      std::span<const std::byte> buffer, return_slot<R>& slot) {
+  fabric::check_remote_closure<F>();
+  static_assert(fabric::function_wrapper<F, Shape>::result_size() == sizeof(R),
+                "call_return: the slot's type must be the function's return type");
+  if constexpr (C == channel::send) {
+    return self.call_return_as<Shape>(dest, f, buffer, slot);
+  } else {
+    auto [index, generation] = self.open_reply_for(slot, dest);
+    wire::reply_extra extra{index, generation};
+    call_status status =
+        one_sided<Policy>(self, dest, C, fabric::function_wrapper<F, Shape>::id, bytes_of(f),
+                          wire::flag_reply, bytes_of(extra), buffer);
+    if (status != call_status::ok) self.fail_unsent_reply(index);
+    return status;
+  }
+}
+
+// ---- Serialized arguments (cereal): non-trivially-copyable values travel as the call's buffer.
+
+// Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the
+// returned lease is destroyed (leases nest: a Retry call serves calls that serialize too).
+class argument_scratch {
+ public:
+  argument_scratch();
+  ~argument_scratch();
+  argument_scratch(const argument_scratch&) = delete;
+  argument_scratch& operator=(const argument_scratch&) = delete;
+  [[nodiscard]] std::vector<std::byte>& bytes() noexcept { return *bytes_; }
+
+ private:
+  std::vector<std::byte>* bytes_;
+};
+
+// std::streambuf appending to a byte vector (the scratch buffer: no allocation once warm).
+class byte_sink final : public std::streambuf {
+ public:
+  explicit byte_sink(std::vector<std::byte>& out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    const auto* p = reinterpret_cast<const std::byte*>(s);
+    out_.insert(out_.end(), p, p + n);
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      out_.push_back(static_cast<std::byte>(c));
+    }
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::vector<std::byte>& out_;
+};
+
+template <class... Args>
+void serialize_arguments(std::vector<std::byte>& out, const Args&... args) {
+  out.clear();
+  byte_sink sink(out);
+  std::ostream stream(&sink);
+  cereal::BinaryOutputArchive archive(stream);
+  archive(args...);
+}
+
+// Counts (runtime counters: rejected_arguments) and reports arguments that did not deserialize.
+void reject_arguments(thread_context& self, std::uint32_t source, const char* what) noexcept;
+
+// Decodes every argument from `bytes` (peer-written: argument_input_archive bounds every length
+// by the bytes left); null when they are exactly a serialization of Args, else why not.
+template <class... Args>
+const char* decode_arguments(std::span<const std::byte> bytes, std::tuple<Args...>& args) {
+  try {
+    argument_input_archive archive(bytes);
+    std::apply([&](auto&... a) { archive(a...); }, args);
+    return archive.remaining() == 0 ? nullptr : "bytes left after the last argument";
+  } catch (const std::bad_alloc&) {
+    return "out of memory decoding the arguments";
+  } catch (const std::exception&) {
+    return "the bytes are not a serialization of the function's arguments";
+  }
+}
+
+// Deserializes every argument from the call's buffer; false (counted, reported) when the bytes
+// are not exactly a serialization of Args: a corrupt record, never a crash.
+template <class... Args>
+bool deserialize_arguments(fabric::invocation& call, std::tuple<Args...>& args) {
+  if (const char* why = decode_arguments(call.buffer, args)) {
+    reject_arguments(*call.self, call.source, why);
+    return false;
+  }
+  return true;
+}
+
+template <class F, class... Args>
+decltype(auto) apply_arguments(F& f, thread_context& self, std::tuple<Args...>& args) {
+  return std::apply(
+      [&](auto&... a) -> decltype(auto) {
+        if constexpr (std::is_invocable_v<F&, thread_context&, Args&...>) {
+          return f(self, a...);
+        } else {
+          return f(a...);
+        }
+      },
+      args);
+}
+
+template <class F, class... Args>
+using result_with_arguments_t =
+    typename std::conditional_t<std::is_invocable_v<F&, thread_context&, Args&...>,
+                                std::invoke_result<F&, thread_context&, Args&...>,
+                                std::invoke_result<F&, Args&...>>::type;
+
+// The closure that travels for call(dest, f, args...): f, with the arguments in the buffer.
+template <class F, class... Args>
+struct with_arguments {
+  F f;
+  static constexpr std::uint32_t result_bytes = 0;
+  void operator()(fabric::invocation& call) const {
+    std::tuple<Args...> args;
+    if (!deserialize_arguments(call, args)) return;
+    F copy = f;
+    (void)apply_arguments(copy, *call.self, args);
+  }
+};
+
+// call_return(dest, f, slot, args...): as with_arguments, the value written into the result.
+template <class F, class... Args>
+struct returning_with_arguments {
+  using result_type = result_with_arguments_t<F, Args...>;
+  static_assert(std::is_trivially_copyable_v<result_type>,
+                "call_return: the return value must be trivially copyable");
+  F f;
+  static constexpr std::uint32_t result_bytes = sizeof(result_type);
+  void operator()(fabric::invocation& call) const {
+    std::tuple<Args...> args;
+    result_type value{};
+    if (deserialize_arguments(call, args)) {
+      F copy = f;
+      value = apply_arguments(copy, *call.self, args);
+    }
+    std::memcpy(call.result.data(), &value, sizeof value);
+  }
+};
+
+template <class T>
+constexpr bool is_synchronizer_v = std::is_same_v<std::remove_cvref_t<T>, synchronizer>;
+
+}  // namespace detail
+
+namespace detail {
+
+// Waits (serving calls), until `deadline`, for the thread's put or get left in flight to
+// `process` by an earlier deadline (fabric::detail::staged_sends::leave); false if it is still.
+bool settle_left(thread_context& self, int process, fabric::deadline_clock::time_point deadline);
+// Puts `bytes` into `target` (direct copy when mapped) and waits for remote completion
+// (deadline_exceeded: the deadline in force passed first; peer_failed: the target died).
+call_status put_and_wait(thread_context& self, std::span<const std::byte> bytes,
+                         const transfer::remote_memory_locator& target);
+// Reads the whole of `origin` (waiting, while serving calls); throws seriema::error on failure,
+// seriema::deadline_error past the deadline in force.
+std::vector<std::byte> read_remote(thread_context& self,
+                                   const transfer::remote_memory_locator& origin);
+
+// Runs the user's buffer function on a buffer that lies in the executing thread's memory.
+template <class F>
+void run_on_buffer(const F& f, thread_context& self, std::span<std::byte> buffer) {
+  F copy = f;
+  if constexpr (std::is_invocable_v<F&, thread_context&, std::span<std::byte>>) {
+    copy(self, buffer);
+  } else {
+    copy(buffer);
+  }
+}
+
+// call_buffer, put variant: the buffer was put into (address, size) of the destination's
+// memory before this call was sent.
+template <class F>
+struct call_on_put_buffer {
+  F f;
+  std::uint64_t address;
+  std::uint64_t size;
+  void operator()(thread_context& self) const {
+    run_on_buffer(f, self, {reinterpret_cast<std::byte*>(address), static_cast<std::size_t>(size)});
+  }
+};
+
+// call_buffer, get variant: the destination reads `origin` (a remote read), then runs f on it.
+template <class F>
+struct call_after_get {
+  F f;
+  transfer::remote_memory_locator origin;
+  void operator()(thread_context& self) const {
+    std::vector<std::byte> local = read_remote(self, origin);
+    run_on_buffer(f, self, local);
+  }
+};
+
+// call_buffer_get, async variant: the destination starts the read and goes on serving calls;
+// f runs on a later poll once the bytes are there, then the caller's synchronizer word (if any)
+// is decremented: the origin may be reused from then on.
+template <class F>
+struct call_after_get_async {
+  F f;
+  transfer::remote_memory_locator origin;
+  std::uint32_t word;  // the caller's synchronizer word; 0: none
+  static constexpr std::uint32_t result_bytes = 0;
+  void operator()(fabric::invocation& call) const {
+    channels_of(*call.self)
+        .read_async(origin, [fn = f, word = word, caller = call.source](
+                                thread_context& self, std::span<std::byte> bytes, bool ok) {
+          if (ok) run_on_buffer(fn, self, bytes);
+          if (word != 0) channels_of(self).notify_thread(caller, word, wire::count_down_one);
+        });
+  }
+};
+
+// A hop of a broadcast: forward to this thread's children in the binary tree rooted at `root`
+// (thread ids relative to it), then run f here. Forwarding queues when a ring is full
+// (retry_async): a handler never blocks.
+template <channel C, class F, class Shape>
+struct broadcast_hop {
+  F f;
+  std::uint32_t root;
+  void operator()(thread_context& self, std::span<std::byte> buffer) const { hop(self, buffer); }
+  void operator()(thread_context& self) const { hop(self, {}); }
+
+  void hop(thread_context& self, std::span<std::byte> buffer) const {
+    const std::uint32_t n = self.thread_count();
+    const std::uint32_t relative = (self.id() + n - root) % n;
+    for (std::uint32_t child = 2 * relative + 1; child <= 2 * relative + 2 && child < n; ++child) {
+      const thread_id dest = (child + root) % n;
+      (void)dispatch<policy::retry_async, Shape>(self, C, dest, *this, buffer, nullptr,
+                                                 notify_on::transmit);
+    }
+    F copy = f;
+    if constexpr (std::is_same_v<Shape, fabric::buffer_shape>) {
+      run_on_buffer(copy, self, buffer);
+    } else if constexpr (fabric::detail::takes_context_v<F>) {
+      copy(self);
+    } else {
+      copy();
+    }
+  }
+};
+
+}  // namespace detail
+
+}  // namespace seriema::invoke

@@ -1,0 +1,38 @@
+// The transfer layer's options a runtime is built with (the UCX context's peer-error handling,
+// the arenas' memory source and pages): plain values, readable without UCX's headers.
+#pragma once
+
+#include <cstddef>
+#include <seriema/transfer/detail/settings.hpp>
+
+namespace seriema::transfer {
+
+struct context_options {
+  // Endpoints report a dead peer as an error (UCP_ERR_HANDLING_MODE_PEER). Needs shm error
+  // handling, which the context turns on (POSIX_ERROR_HANDLING / SYSV_ERROR_HANDLING) unless the
+  // user set those UCX variables. Default: SERIEMA_PEER_ERRORS.
+  bool peer_errors = true;
+  // UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
+  long keepalive_ms = 1000;
+  static context_options from_environment();
+};
+
+enum class memory_source {
+  ucx,   // ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
+  self,  // our own mmap with the page cascade, then registered: put/get/atomics only
+};
+
+enum class page_preference { automatic, gigantic_1g, hugetlb_2m, transparent_huge, normal };
+
+struct arena_options {
+  memory_source source = memory_source::ucx;
+  page_preference pages = page_preference::automatic;
+  std::size_t segment_size = std::size_t{64} << 20;  // multiple of block_size
+  std::size_t limit = 0;                             // max bytes obtained; 0 = no cap
+  // From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
+  // Throws config_error naming the setting.
+  static arena_options from_environment();
+  void validate() const;  // throws config_error
+};
+
+}  // namespace seriema::transfer
