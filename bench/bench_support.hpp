@@ -1,5 +1,5 @@
-// What the benchmarks share: a description of the machine for their reports, JSON string
-// escaping, medians, and the ucx_perftest runner that measures the raw-UCX baseline in the
+// What the benchmarks share: a description of the machine for their reports (JSON through
+// json_report.hpp), medians, and the ucx_perftest runner that measures the raw-UCX baseline in the
 // same run (server and client on 127.0.0.1, pinned like the two ranks).
 #pragma once
 
@@ -33,6 +33,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "json_report.hpp"
 
 extern char** environ;
 
@@ -85,33 +87,6 @@ inline std::string join_cpus(const std::vector<int>& cpus) {
   std::string out;
   for (int c : cpus) out += (out.empty() ? "" : ",") + std::to_string(c);
   return out.empty() ? "?" : out;
-}
-
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 inline double median(std::vector<double> v) {
@@ -405,13 +380,6 @@ struct pair_setup {
   }
 };
 
-// Opens `path` for a JSON report (creating its directory).
-inline std::ofstream open_report(const std::string& path) {
-  std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  return std::ofstream(p);
-}
-
 // "# machine: host | cpu | N CPUs | Linux x | UCX y | date | load" and the JSON object of it.
 struct machine_info {
   std::string host, cpu, kernel, ucx;
@@ -426,10 +394,8 @@ struct machine_info {
     return fmt::format("# machine: {} | {} | {} CPUs | Linux {} | UCX {} | {} | load {}", host, cpu,
                        cpus, kernel, ucx, utc_now(), load_average());
   }
-  [[nodiscard]] std::string json() const {
-    return fmt::format(R"({{"host": {}, "cpu": {}, "cpus": {}, "kernel": {}, "ucx": {}}})",
-                       json_string(host), json_string(cpu), cpus, json_string(kernel),
-                       json_string(ucx));
+  [[nodiscard]] report_json json() const {
+    return {{"host", host}, {"cpu", cpu}, {"cpus", cpus}, {"kernel", kernel}, {"ucx", ucx}};
   }
 };
 

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "json_report.hpp"
+
 using namespace seriema;
 using fabric::outcome;
 using fabric::thread_context;
@@ -70,12 +72,15 @@ void detect(thread_context& ctx, const std::string& channel) {
   const std::int64_t ended = realtime_ns();
   std::int64_t death = 0;
   std::ifstream(marker) >> death;
-  fmt::print(R"({{"channel": "{}", "seconds": {:.4f}, "keepalive_ms": {}, "done": {}, )"
-             R"("may_have_executed": {}, "not_executed": {}, "other": {}}})"
-             "\n",
-             channel, static_cast<double>(ended - death) / 1e9,
-             ctx.rt().options().ucx.keepalive_ms, count[1], count[4], count[3],
-             in_flight - count[1] - count[4] - count[3]);
+  const seriema::bench::report_json line = {
+      {"channel", channel},
+      {"seconds", seriema::bench::rounded(static_cast<double>(ended - death) / 1e9, 4)},
+      {"keepalive_ms", ctx.rt().options().ucx.keepalive_ms},
+      {"done", count[1]},
+      {"may_have_executed", count[4]},
+      {"not_executed", count[3]},
+      {"other", in_flight - count[1] - count[4] - count[3]}};
+  fmt::print("{}\n", line.dump());  // one line: the runner keeps the lines that start with {
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -111,11 +116,15 @@ void overshoot(thread_context& ctx, int waits, int deadline_ms) {
                                                               until).count());
   }
   (void)ctx.call(1, [](thread_context&) { stop_busy = true; });
-  fmt::print(R"({{"waits": {}, "deadline_ms": {}, "wait_overshoot_us": {{"p50": {:.1f}, "p99": )"
-             R"({:.1f}}}, "sleep_overshoot_us": {{"p50": {:.1f}, "p99": {:.1f}}}}})"
-             "\n",
-             waited.size(), deadline_ms, percentile(waited, 0.5), percentile(waited, 0.99),
-             percentile(slept, 0.5), percentile(slept, 0.99));
+  auto p50_p99 = [](const std::vector<double>& v) {
+    return seriema::bench::report_json{{"p50", seriema::bench::rounded(percentile(v, 0.5), 1)},
+                                       {"p99", seriema::bench::rounded(percentile(v, 0.99), 1)}};
+  };
+  const seriema::bench::report_json line = {{"waits", waited.size()},
+                                            {"deadline_ms", deadline_ms},
+                                            {"wait_overshoot_us", p50_p99(waited)},
+                                            {"sleep_overshoot_us", p50_p99(slept)}};
+  fmt::print("{}\n", line.dump());
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <optional>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
@@ -157,24 +156,27 @@ int main(int argc, char** argv) try {
                !measured ? "not measured" : r.median_us <= 1.3 * raw_us ? "met" : "MISSED");
   }
   if (!opt.json.empty()) {
-    std::ofstream out = open_report(opt.json);
-    out << "{\n  \"benchmark\": \"invoke_latency\",\n";
-    out << "  \"transport\": " << json_string(opt.transport) << ",\n";
-    out << "  \"machine\": " << machine.json() << ",\n";
-    out << "  \"date\": " << json_string(utc_now()) << ",\n";
-    out << "  \"round_trips\": " << opt.round_trips << ", \"repetitions\": " << opt.reps << ",\n";
-    out << "  \"send_replies_direct\": " << replies_direct
-        << ", \"send_round_trips\": " << send_round_trips << ",\n";
-    out << "  \"raw_rtt_us\": " << (raw_rtt_us.empty() ? "null" : fmt::format("{:.3f}", raw_us))
-        << ",\n  \"modes\": [\n";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      out << "    {\"mode\": \"" << rows[i].mode << "\", \"median_us\": "
-          << fmt::format("{:.3f}", rows[i].median_us)
-          << ", \"p99_us\": " << fmt::format("{:.3f}", rows[i].p99_us) << ", \"ratio_to_raw\": "
-          << (raw_rtt_us.empty() ? "null" : fmt::format("{:.3f}", rows[i].median_us / raw_us))
-          << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    // What depends on the raw round trip: null when it was not measured.
+    auto if_measured = [&](double value) {
+      return raw_rtt_us.empty() ? report_json(nullptr) : report_json(rounded(value, 3));
+    };
+    report_json modes = report_json::array();
+    for (const auto& r : rows) {
+      modes.push_back({{"mode", r.mode},
+                       {"median_us", rounded(r.median_us, 3)},
+                       {"p99_us", rounded(r.p99_us, 3)},
+                       {"ratio_to_raw", if_measured(r.median_us / raw_us)}});
     }
-    out << "  ]\n}\n";
+    write_report(opt.json, {{"benchmark", "invoke_latency"},
+                            {"transport", opt.transport},
+                            {"machine", machine.json()},
+                            {"date", utc_now()},
+                            {"round_trips", opt.round_trips},
+                            {"repetitions", opt.reps},
+                            {"send_replies_direct", replies_direct},
+                            {"send_round_trips", send_round_trips},
+                            {"raw_rtt_us", if_measured(raw_us)},
+                            {"modes", modes}});
     fmt::print("\nwrote {}\n", opt.json);
   }
   return 0;

@@ -12,7 +12,6 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <atomic>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <seriema/fabric/runtime.hpp>
@@ -150,7 +149,7 @@ struct point {
   channel mode = channel::write;
   std::uint64_t calls = 0;
   std::vector<double> seconds;
-  std::vector<std::string> counters;  // sender messenger counters of each repetition (JSON)
+  std::vector<report_json> counters;  // sender messenger counters of each repetition
   [[nodiscard]] double rate() const {
     std::vector<double> rates;
     for (double s : seconds) rates.push_back(static_cast<double>(calls) / s);
@@ -176,6 +175,32 @@ struct perftest_point {
     return median(r);
   }
 };
+
+using raw_points = std::map<std::pair<std::string, std::size_t>, perftest_point>;
+
+// The report's "points": one object per (size, mode), with each repetition's seconds and counters.
+report_json points_json(const std::vector<point>& points) {
+  report_json out = report_json::array();
+  for (const auto& p : points) {
+    out.push_back({{"mode", invoke::to_string(p.mode)},
+                   {"size", p.size},
+                   {"calls", p.calls},
+                   {"calls_per_s", rounded(p.rate(), 1)},
+                   {"seconds", rounded_array(p.seconds, 6)},
+                   {"counters", p.counters}});
+  }
+  return out;
+}
+
+// The report's "raw": ucx_perftest's median messages/s per (test, size), null if no run worked.
+report_json raw_json(const raw_points& raw) {
+  report_json out = report_json::array();
+  for (const auto& [key, p] : raw) {
+    out.push_back(
+        {{"test", p.test}, {"size", p.size}, {"msgs_per_s", rounded_or_null(p.rate(), 1)}});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -216,7 +241,7 @@ int main(int argc, char** argv) try {
   std::optional<perftest_runner>& perftest = pair.perftest;
 
   std::vector<point> points;
-  std::map<std::pair<std::string, std::size_t>, perftest_point> raw;
+  raw_points raw;
   auto run_perftest = [&](const std::string& test, std::size_t size, std::uint64_t iters) {
     // Rank 1 waits in the bootstrap (off the CPUs) while rank 0 runs the pair.
     if (rt.rank() == 0 && perftest) {
@@ -285,7 +310,7 @@ int main(int argc, char** argv) try {
           const invoke::messenger* after_m = invoke::channels_of(ctx).existing(1);
           const invoke::messenger_counters delta =
               (after_m ? after_m->counters() : before).since(before);
-          at_size[m].counters.push_back(delta.to_json());
+          at_size[m].counters.push_back(report_json::parse(delta.to_json()));
           if (lanes.empty()) lanes = ctx.endpoint_to(1).describe_transports();
         }
         (void)ctx.call(1, [] { stop_receiving = true; });
@@ -394,45 +419,26 @@ int main(int argc, char** argv) try {
 
   // ---- JSON ----
   if (!opt.json.empty()) {
-    std::ofstream out = open_report(opt.json);
-    out << "{\n  \"benchmark\": \"invoke_rate\",\n  \"figure\": \"paper Fig. 2 / Table 2\",\n";
-    out << "  \"transport\": " << json_string(opt.transport) << ",\n";
-    out << "  \"machine\": " << machine.json() << ",\n";
-    out << "  \"date\": " << json_string(utc_now()) << ",\n";
-    out << "  \"lanes\": " << json_string(lanes) << ",\n";
-    out << "  \"perftest_tls\": " << json_string(perftest_tls) << ",\n";
-    out << "  \"aggregated_calls\": "
-        << json_string(free_calls ? "invoke::call" : "invoke::aggregator_to") << ",\n";
-    out << "  \"repetitions\": " << opt.reps << ",\n  \"points\": [\n";
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const auto& p = points[i];
-      out << "    {\"mode\": \"" << invoke::to_string(p.mode) << "\", \"size\": " << p.size
-          << ", \"calls\": " << p.calls << ", \"calls_per_s\": " << fmt::format("{:.1f}", p.rate())
-          << ", \"seconds\": [";
-      for (std::size_t r = 0; r < p.seconds.size(); ++r) {
-        out << (r ? ", " : "") << fmt::format("{:.6f}", p.seconds[r]);
-      }
-      out << "], \"counters\": [";
-      for (std::size_t r = 0; r < p.counters.size(); ++r) out << (r ? ", " : "") << p.counters[r];
-      out << "]}" << (i + 1 < points.size() ? "," : "") << "\n";
+    report_json json_targets = report_json::array();
+    for (const auto& t : targets) {
+      json_targets.push_back({{"name", t.name},
+                              {"ratio", rounded_or_null(t.value, 3)},
+                              {"goal", t.goal},
+                              {"met", t.value && *t.value >= t.goal}});
     }
-    out << "  ],\n  \"raw\": [\n";
-    std::size_t k = 0;
-    for (const auto& [key, p] : raw) {
-      auto r = p.rate();
-      out << "    {\"test\": " << json_string(p.test) << ", \"size\": " << p.size
-          << ", \"msgs_per_s\": " << (r ? fmt::format("{:.1f}", *r) : "null") << "}"
-          << (++k < raw.size() ? "," : "") << "\n";
-    }
-    out << "  ],\n  \"targets\": [\n";
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const auto& t = targets[i];
-      out << "    {\"name\": " << json_string(t.name) << ", \"ratio\": "
-          << (t.value ? fmt::format("{:.3f}", *t.value) : "null") << ", \"goal\": " << t.goal
-          << ", \"met\": " << (t.value && *t.value >= t.goal ? "true" : "false") << "}"
-          << (i + 1 < targets.size() ? "," : "") << "\n";
-    }
-    out << "  ]\n}\n";
+    write_report(opt.json,
+                 {{"benchmark", "invoke_rate"},
+                  {"figure", "paper Fig. 2 / Table 2"},
+                  {"transport", opt.transport},
+                  {"machine", machine.json()},
+                  {"date", utc_now()},
+                  {"lanes", lanes},
+                  {"perftest_tls", perftest_tls},
+                  {"aggregated_calls", free_calls ? "invoke::call" : "invoke::aggregator_to"},
+                  {"repetitions", opt.reps},
+                  {"points", points_json(points)},
+                  {"raw", raw_json(raw)},
+                  {"targets", json_targets}});
     fmt::print("\nwrote {}\n", opt.json);
   }
   return 0;

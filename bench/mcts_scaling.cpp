@@ -7,7 +7,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
-#include <fstream>
 #include <hex.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/mcts/distributed.hpp>
@@ -21,9 +20,10 @@ namespace {
 
 using seriema::hex::hex;
 namespace mcts = seriema::mcts;
-using seriema::bench::json_string;
 using seriema::bench::machine_info;
 using seriema::bench::median;
+using seriema::bench::rounded;
+using seriema::bench::rounded_array;
 
 struct settings {
   int size = 0;  // 0: 11 for rate, 9 for strength
@@ -86,25 +86,27 @@ int rate(seriema::fabric::runtime& rt, const settings& s) {
   fmt::print("{:<22} {:>8} {:>12.0f} {:>12.0f} {:>7.3f} {:>12.0f}\n", label,
              s.remote_only ? "remote" : "local", dist, seq, dist / seq, median(calls_per_second));
   if (!s.json.empty()) {
-    auto out = seriema::bench::open_report(s.json);
-    auto list = [](const std::vector<double>& v) {
-      std::string text = "[";
-      for (std::size_t i = 0; i < v.size(); ++i) text += fmt::format("{}{:.1f}", i ? ", " : "", v[i]);
-      return text + "]";
-    };
-    out << fmt::format(
-        R"({{"benchmark": "mcts_scaling", "kind": "rate", "label": {}, "configuration": {}, )"
-        R"("processes": {}, "threads_per_process": {}, "remote_only": {}, "channel": {}, )"
-        R"("board": {}, "playouts_per_leaf": {}, "seconds": {}, "rollouts": {}, "reps": {}, )"
-        R"("distributed_rollouts_per_s": {}, "sequential_rollouts_per_s": {}, )"
-        R"("median_distributed": {:.1f}, "median_sequential": {:.1f}, "ratio": {:.4f}, )"
-        R"("remote_calls_per_s": {}, "machine": {}}})",
-        json_string(label), json_string(config), rt.size(), rt.placement().threads_per_process(),
-        s.remote_only, json_string(s.channel), s.size, s.playouts,
-        s.rate_rollouts != 0 ? 0.0 : s.seconds, s.rate_rollouts, s.reps,
-        list(distributed_rates), list(sequential_rates), dist, seq, dist / seq,
-        list(calls_per_second), machine_info::here().json())
-        << "\n";
+    seriema::bench::write_report(
+        s.json, {{"benchmark", "mcts_scaling"},
+                 {"kind", "rate"},
+                 {"label", label},
+                 {"configuration", config},
+                 {"processes", rt.size()},
+                 {"threads_per_process", rt.placement().threads_per_process()},
+                 {"remote_only", s.remote_only},
+                 {"channel", s.channel},
+                 {"board", s.size},
+                 {"playouts_per_leaf", s.playouts},
+                 {"seconds", s.rate_rollouts != 0 ? 0.0 : s.seconds},
+                 {"rollouts", s.rate_rollouts},
+                 {"reps", s.reps},
+                 {"distributed_rollouts_per_s", rounded_array(distributed_rates, 1)},
+                 {"sequential_rollouts_per_s", rounded_array(sequential_rates, 1)},
+                 {"median_distributed", rounded(dist, 1)},
+                 {"median_sequential", rounded(seq, 1)},
+                 {"ratio", rounded(dist / seq, 4)},
+                 {"remote_calls_per_s", rounded_array(calls_per_second, 1)},
+                 {"machine", machine_info::here().json()}});
   }
   return 0;
 }
@@ -154,17 +156,23 @@ int strength(seriema::fabric::runtime& rt, const settings& s) {
              distributed_wins, 100 * p, 100 * standard_error, wins_as_black, games_as_black,
              distributed_wins - wins_as_black, s.games - games_as_black);
   if (!s.json.empty()) {
-    auto out = seriema::bench::open_report(s.json);
-    out << fmt::format(
-        R"({{"benchmark": "mcts_scaling", "kind": "strength", "configuration": {}, )"
-        R"("remote_only": {}, "channel": {}, "board": {}, "rollouts_per_move": {}, )"
-        R"("playouts_per_leaf": {}, "games": {}, "distributed_wins": {}, "win_rate": {:.4f}, )"
-        R"("standard_error": {:.4f}, "wins_as_black": {}, "games_as_black": {}, )"
-        R"("average_game_length": {:.1f}, "machine": {}}})",
-        json_string(configuration(rt)), s.remote_only, json_string(s.channel), s.size,
-        s.rollouts, s.playouts, s.games, distributed_wins, p, standard_error, wins_as_black,
-        games_as_black, static_cast<double>(moves_played) / n, machine_info::here().json())
-        << "\n";
+    seriema::bench::write_report(
+        s.json, {{"benchmark", "mcts_scaling"},
+                 {"kind", "strength"},
+                 {"configuration", configuration(rt)},
+                 {"remote_only", s.remote_only},
+                 {"channel", s.channel},
+                 {"board", s.size},
+                 {"rollouts_per_move", s.rollouts},
+                 {"playouts_per_leaf", s.playouts},
+                 {"games", s.games},
+                 {"distributed_wins", distributed_wins},
+                 {"win_rate", rounded(p, 4)},
+                 {"standard_error", rounded(standard_error, 4)},
+                 {"wins_as_black", wins_as_black},
+                 {"games_as_black", games_as_black},
+                 {"average_game_length", rounded(static_cast<double>(moves_played) / n, 1)},
+                 {"machine", machine_info::here().json()}});
   }
   return 0;
 }

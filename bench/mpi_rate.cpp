@@ -12,10 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
+
+#include "json_report.hpp"
 
 namespace {
 
@@ -160,19 +160,19 @@ int main(int argc, char** argv) {
                  results[i + 1].rate / 1e6);
     }
     if (!opt.json.empty()) {
-      std::filesystem::path path(opt.json);
-      if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-      std::ofstream out(path);
-      out << "{\n  \"benchmark\": \"mpi_rate\",\n  \"transport\": \"" << opt.transport
-          << "\",\n  \"window\": " << opt.window << ", \"batch_bytes\": " << opt.batch_bytes
-          << ", \"repetitions\": " << opt.reps << ",\n  \"points\": [\n";
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        out << "    {\"mode\": \"" << results[i].mode << "\", \"size\": " << results[i].size
-            << ", \"records\": " << results[i].records
-            << ", \"records_per_s\": " << fmt::format("{:.1f}", results[i].rate) << "}"
-            << (i + 1 < results.size() ? "," : "") << "\n";
+      seriema::bench::report_json points = seriema::bench::report_json::array();
+      for (const result& r : results) {
+        points.push_back({{"mode", r.mode},
+                          {"size", r.size},
+                          {"records", r.records},
+                          {"records_per_s", seriema::bench::rounded(r.rate, 1)}});
       }
-      out << "  ]\n}\n";
+      seriema::bench::write_report(opt.json, {{"benchmark", "mpi_rate"},
+                                              {"transport", opt.transport},
+                                              {"window", opt.window},
+                                              {"batch_bytes", opt.batch_bytes},
+                                              {"repetitions", opt.reps},
+                                              {"points", points}});
       fmt::print("\nwrote {}\n", opt.json);
     }
   }

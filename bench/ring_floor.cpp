@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   fmt::print("# ring_floor: one core hands records to another through a shared ring (CPUs {} "
              "and {}), published every {} B, ring {} KiB\n{}\n",
              cpus[0], cpus[1], opt.publish_bytes, opt.ring_bytes >> 10, machine.line());
-  std::string points;
+  report_json points = report_json::array();
   for (std::size_t size : opt.sizes) {
     // Calibrate the count to about --seconds per repetition.
     const std::uint64_t probe = 2'000'000;
@@ -173,20 +173,20 @@ int main(int argc, char** argv) {
     const double rate = median(rates);
     fmt::print("[ring] {:5} B: {:.2f}M records/s ({:.2f} GB/s), median of {}\n", size, rate / 1e6,
                rate * static_cast<double>(size) / 1e9, opt.reps);
-    std::string per_rep;
-    for (double s : seconds) per_rep += fmt::format("{}{:.6f}", per_rep.empty() ? "" : ", ", s);
-    points += fmt::format(R"({}    {{"size": {}, "records": {}, "records_per_s": {:.1f}, )"
-                          R"("seconds": [{}]}})",
-                          points.empty() ? "" : ",\n", size, records, rate, per_rep);
+    points.push_back({{"size", size},
+                      {"records", records},
+                      {"records_per_s", rounded(rate, 1)},
+                      {"seconds", rounded_array(seconds, 6)}});
   }
   if (!opt.json.empty()) {
-    std::ofstream out = open_report(opt.json);
-    out << fmt::format(
-        "{{\n  \"benchmark\": \"ring_floor\",\n  \"date\": {},\n  \"machine\": {},\n"
-        "  \"cpus\": [{}, {}],\n  \"ring_bytes\": {},\n  \"publish_bytes\": {},\n"
-        "  \"repetitions\": {},\n  \"points\": [\n{}\n  ]\n}}\n",
-        json_string(utc_now()), machine.json(), cpus[0], cpus[1], opt.ring_bytes,
-        opt.publish_bytes, opt.reps, points);
+    write_report(opt.json, {{"benchmark", "ring_floor"},
+                            {"date", utc_now()},
+                            {"machine", machine.json()},
+                            {"cpus", {cpus[0], cpus[1]}},
+                            {"ring_bytes", opt.ring_bytes},
+                            {"publish_bytes", opt.publish_bytes},
+                            {"repetitions", opt.reps},
+                            {"points", points}});
   }
   return 0;
 }

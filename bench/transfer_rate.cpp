@@ -22,8 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/transfer/allocators.hpp>
@@ -258,6 +256,41 @@ std::string rate_text(double msgs_per_s) {
 
 std::string ratio_text(std::optional<double> r) {
   return r ? fmt::format("{:.2f}", *r) : "-";
+}
+
+// msgs/s and MiB/s of a mode (or ucx_perftest) at `size`, and each repetition's msgs/s.
+report_json rate_json(double msgs_per_s, std::size_t size, const std::vector<double>& reps) {
+  return {{"msgs_per_s", rounded(msgs_per_s, 1)},
+          {"mib_per_s", rounded(mib(msgs_per_s, size), 2)},
+          {"reps_msgs_per_s", rounded_array(reps, 1)}};
+}
+
+// One size of the report's "points": each mode's rate, ucx_perftest's, and the ratios to it
+// (perftest, ratios and meets_target null when ucx_perftest did not run).
+report_json point_json(const point& p, double target) {
+  report_json out = {{"size", p.size}, {"iters", p.iters}, {"inflight_puts", p.ring_units}};
+  for (int mode = 0; mode < mode_count; ++mode) {
+    std::vector<double> reps;
+    for (double s : p.seconds[mode]) reps.push_back(static_cast<double>(p.iters) / s);
+    out[mode_names[mode]] = rate_json(p.rate(mode), p.size, reps);
+  }
+  const auto pt = p.perftest_rate();
+  if (!pt) {
+    out["perftest"] = nullptr;
+    out["ratios"] = nullptr;
+    out["meets_target"] = nullptr;
+    return out;
+  }
+  std::vector<double> reps;
+  for (const auto& run : p.perftest) {
+    if (run.ok) reps.push_back(run.msgs_per_s);
+  }
+  out["perftest"] = rate_json(*pt, p.size, reps);
+  out["ratios"] = {{"raw", rounded(p.rate(0) / *pt, 4)},
+                   {"manual", rounded(p.rate(1) / *pt, 4)},
+                   {"auto", rounded(p.rate(2) / *pt, 4)}};
+  out["meets_target"] = p.rate(2) / *pt >= target;
+  return out;
 }
 
 }  // namespace
@@ -591,72 +624,36 @@ int main(int argc, char** argv) try {
 
   // ---- JSON ----
   if (!opt.json.empty()) {
-    std::filesystem::path path(opt.json);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream out(path);
-    out << "{\n  \"benchmark\": \"transfer_rate\",\n  \"figure\": \"paper Fig. 2\",\n";
-    out << "  \"transport\": " << json_string(opt.transport) << ",\n";
-    out << "  \"date\": " << json_string(date) << ",\n";
-    out << "  \"machine\": {\"hostname\": " << json_string(host)
-        << ", \"cpu_model\": " << json_string(cpu_model) << ", \"nproc\": " << nproc
-        << ", \"kernel\": " << json_string(kernel) << "},\n";
-    out << "  \"load_average\": {\"start\": " << json_string(load_before)
-        << ", \"end\": " << json_string(load_average()) << "},\n";
-    out << "  \"ucx_version\": " << json_string(ucx_version) << ",\n";
-    out << "  \"ucx_tls\": " << json_string(our_tls) << ",\n";
-    out << "  \"perftest_tls\": " << json_string(perftest_tls) << ",\n";
-    out << "  \"perftest_note\": " << json_string(perftest_note) << ",\n";
-    out << "  \"lanes\": " << json_string(lanes) << ",\n";
-    out << "  \"same_machine\": " << (same_machine ? "true" : "false") << ",\n";
-    out << "  \"binding\": {\"rank0_cpus\": " << json_string(join_cpus(cpus0))
-        << ", \"rank1_cpus\": " << json_string(join_cpus(cpus1))
-        << ", \"perftest_pinned_like_ranks\": " << (pinned ? "true" : "false") << "},\n";
-    out << fmt::format(
-        "  \"parameters\": {{\"reps\": {}, \"seconds_per_point\": {}, \"completion_interval\": {}, "
-        "\"inflight_bytes\": {}, \"inflight_puts_max\": {}, \"window_bytes\": {}, "
-        "\"touch\": {}, \"target\": {}}},\n",
-        opt.reps, opt.seconds, opt.interval, opt.inflight_bytes, opt.inflight_puts, window,
-        json_string(opt.touch), opt.target);
-    out << "  \"units\": {\"rate\": \"messages/s\", \"bandwidth\": \"MiB/s (2^20 B/s, as "
-           "ucx_perftest)\"},\n";
-    out << "  \"points\": [\n";
-    for (std::size_t k = 0; k < points.size(); ++k) {
-      const point& p = points[k];
-      out << fmt::format("    {{\"size\": {}, \"iters\": {}, \"inflight_puts\": {}", p.size,
-                         p.iters, p.ring_units);
-      for (int mode = 0; mode < mode_count; ++mode) {
-        out << fmt::format(
-            ", \"{}\": {{\"msgs_per_s\": {:.1f}, \"mib_per_s\": {:.2f}, \"reps_msgs_per_s\": [",
-            mode_names[mode], p.rate(mode), mib(p.rate(mode), p.size));
-        for (std::size_t r = 0; r < p.seconds[mode].size(); ++r) {
-          out << (r ? ", " : "")
-              << fmt::format("{:.1f}", static_cast<double>(p.iters) / p.seconds[mode][r]);
-        }
-        out << "]}";
-      }
-      auto pt = p.perftest_rate();
-      if (pt) {
-        out << fmt::format(
-            ", \"perftest\": {{\"msgs_per_s\": {:.1f}, \"mib_per_s\": {:.2f}, \"reps_msgs_per_s\": "
-            "[",
-            *pt, mib(*pt, p.size));
-        bool first = true;
-        for (auto& run : p.perftest) {
-          if (!run.ok) continue;
-          out << (first ? "" : ", ") << fmt::format("{:.1f}", run.msgs_per_s);
-          first = false;
-        }
-        out << "]}";
-        out << fmt::format(
-            ", \"ratios\": {{\"raw\": {:.4f}, \"manual\": {:.4f}, \"auto\": {:.4f}}}",
-            p.rate(0) / *pt, p.rate(1) / *pt, p.rate(2) / *pt);
-        out << ", \"meets_target\": " << (p.rate(2) / *pt >= opt.target ? "true" : "false");
-      } else {
-        out << ", \"perftest\": null, \"ratios\": null, \"meets_target\": null";
-      }
-      out << "}" << (k + 1 < points.size() ? "," : "") << "\n";
-    }
-    out << "  ]\n}\n";
+    report_json json_points = report_json::array();
+    for (const point& p : points) json_points.push_back(point_json(p, opt.target));
+    write_report(
+        opt.json,
+        {{"benchmark", "transfer_rate"},
+         {"figure", "paper Fig. 2"},
+         {"transport", opt.transport},
+         {"date", date},
+         {"machine",
+          {{"hostname", host}, {"cpu_model", cpu_model}, {"nproc", nproc}, {"kernel", kernel}}},
+         {"load_average", {{"start", load_before}, {"end", load_average()}}},
+         {"ucx_version", ucx_version},
+         {"ucx_tls", our_tls},
+         {"perftest_tls", perftest_tls},
+         {"perftest_note", perftest_note},
+         {"lanes", lanes},
+         {"same_machine", same_machine},
+         {"binding", {{"rank0_cpus", join_cpus(cpus0)},
+                      {"rank1_cpus", join_cpus(cpus1)},
+                      {"perftest_pinned_like_ranks", pinned}}},
+         {"parameters", {{"reps", opt.reps},
+                         {"seconds_per_point", opt.seconds},
+                         {"completion_interval", opt.interval},
+                         {"inflight_bytes", opt.inflight_bytes},
+                         {"inflight_puts_max", opt.inflight_puts},
+                         {"window_bytes", window},
+                         {"touch", opt.touch},
+                         {"target", opt.target}}},
+         {"units", {{"rate", "messages/s"}, {"bandwidth", "MiB/s (2^20 B/s, as ucx_perftest)"}}},
+         {"points", json_points}});
     fmt::print("# wrote {}\n", opt.json);
   }
   rt.local_arena().release_block(source_block);
