@@ -1,4 +1,4 @@
-// Wire format between seriema-run and the ranks it starts (tools/seriema_run.cpp and
+// Wire format between seriema-run and the ranks it starts (tools/seriema_run/ and
 // bootstrap_launcher.cpp), and the one rule that assigns ranks to emulated machines.
 #pragma once
 
