@@ -14,6 +14,7 @@
 #include <mutex>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/mcts/detail/tree.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
 #include <seriema/mcts/tree_memory.hpp>
@@ -26,119 +27,49 @@
 
 namespace seriema::mcts {
 
-// Which thread owns a new node: uniformly random (the paper), or the thread the position's
-// hash names (needs G::hash; Zobrist partitioning).
+/// Which thread owns a new node: uniformly random (the paper), or the thread the position's
+/// hash names (needs G::hash; Zobrist partitioning).
 enum class node_placement : std::uint8_t { random, hashed };
 
+/// How a distributed search spreads and moves its tree.
 struct distributed_options {
-  // Every step of a rollout (select, create, locate, backpropagate) is a remote call to the
-  // owner of the node it touches, even inside a process and even to the calling thread itself.
-  // Otherwise a step to a node of this process is taken directly in shared memory.
+  /// Every step of a rollout (select, create, locate, backpropagate) is a remote call to the
+  /// owner of the node it touches, even inside a process and even to the calling thread itself.
+  /// Otherwise a step to a node of this process is taken directly in shared memory.
   bool remote_only = false;
-  // How the framework's calls travel (channel::trad batches them and is published at the end
-  // of each scheduling round of the sending thread).
+  /// How the framework's calls travel (channel::trad batches them and is published at the end
+  /// of each scheduling round of the sending thread).
   invoke::channel channel = invoke::channel::trad;
-  // At most this many rollouts started and not yet backpropagated to the root; 0: 16 per
-  // thread of the job. More keeps every thread busy; fewer keeps virtual losses small.
+  /// At most this many rollouts started and not yet backpropagated to the root; 0: 16 per
+  /// thread of the job. More keeps every thread busy; fewer keeps virtual losses small.
   std::uint32_t rollouts_in_flight = 0;
-  node_placement placement = node_placement::random;
+  node_placement placement = node_placement::random;  ///< which thread owns a new node
 };
 
-// What the last search did, summed over every process.
+/// What the last search did, summed over every process.
 struct distributed_counters {
-  std::uint64_t nodes_created = 0;        // root included
-  std::uint64_t remote_calls = 0;         // calls the framework sent between threads
-  std::uint64_t deferred_selections = 0;  // selections that waited for a child's location
-  std::uint64_t playouts = 0;
-  std::uint64_t tree_bytes_allocated = 0;
-  std::uint64_t tree_bytes_live = 0;      // after the search: 0 once the tree was freed
+  std::uint64_t nodes_created = 0;        ///< root included
+  std::uint64_t remote_calls = 0;         ///< calls the framework sent between threads
+  std::uint64_t deferred_selections = 0;  ///< selections that waited for a child's location
+  std::uint64_t playouts = 0;             ///< random games played
+  std::uint64_t tree_bytes_allocated = 0; ///< node memory taken during the search
+  std::uint64_t tree_bytes_live = 0;      ///< after the search: 0 once the tree was freed
 };
 
-namespace detail {
-
-template <class G>
-struct tree_node;
-
-// Where one move out of a node leads. `child` is the only word written concurrently:
-//   0                  not expanded;
-//   odd                being created: (child >> 1) selections are deferred on it (a
-//                      selection CASes +2 onto it);
-//   even, non-zero     the child's address in the process of thread `owner`.
-// The creating thread CASes 0 -> 1; the child's location notice exchanges the odd word for the
-// address (release) after writing `owner`, and resumes the deferred selections it took out.
-template <class G>
-struct tree_link {
-  std::atomic<std::uint64_t> child{0};
-  fabric::thread_id owner = 0;
-  typename G::move move{};
-};
-
-// The statistics of one move, apart from the links so that a selection's UCB1 scan touches 16
-// bytes per move (the lines other threads update). visits grow by K on the way down (the
-// virtual loss); points on the way up, in half wins of the player choosing the move (a won
-// playout is 2, a drawn one 1). Relaxed: they are statistics. 64-bit: no wrap in any search.
-struct edge_statistics {
-  std::atomic<std::uint64_t> visits{0};
-  std::atomic<std::uint64_t> points{0};
-};
-
-template <class G>
-struct edge_table {
-  std::uint32_t count = 0;
-  edge_statistics* statistics = nullptr;  // [count]
-  tree_link<G>* links = nullptr;                      // [count]
-};
-
-// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
-// Everything but `visits` and `edges` is written once, before the node's address is published
-// (by a call, or the release exchange of the parent's edge).
-template <class G>
-struct tree_node {
-  typename G::state state{};
-  std::uint64_t parent = 0;  // the parent's address in parent_owner's process; 0 at the root
-  fabric::thread_id parent_owner = 0;
-  fabric::thread_id owner = 0;
-  std::uint32_t index_in_parent = 0;
-  player winner = nobody;  // the game is over here
-  std::atomic<std::uint64_t> visits{0};  // playouts through this node, virtual ones included
-  std::atomic<edge_table<G>*> edges{nullptr};  // created by the first selection through here
-};
-
-// What rank 0 tells the other ranks (a search to run, or that the service is closing).
-template <class G>
-struct search_command {
-  std::uint32_t kind = 0;  // 1: search, 2: close
-  std::uint32_t playouts_per_leaf = 16;
-  std::uint64_t rollouts = 0;
-  double seconds = 0;
-  double exploration = 1;
-  std::uint64_t seed = 1;
-  typename G::state root{};
-};
-
-// A trivially copyable game (its configuration, e.g. a board size) travels with each command,
-// so rank 0 may change it between searches (GTP's boardsize).
-template <class G, bool = std::is_trivially_copyable_v<G>>
-struct command_with_game {
-  search_command<G> command;
-  G game;
-};
-template <class G>
-struct command_with_game<G, false> {
-  search_command<G> command;
-};
-
-}  // namespace detail
-
-// Thread-safety: search(), serve() and close() from the main thread, collectively (see each).
-// One distributed_search per game type searches at a time in a process.
+/// One search tree over every thread of the job (paper §5.3): nodes are owned by threads of
+/// every process, and each step of a rollout (select, create, locate, backpropagate) is a call
+/// to the owner of the node it touches. Every rank calls search() together, or rank 0 calls
+/// search() and close() while the others serve(). Errors: seriema::error when a process fails
+/// or a deadline passes.
+/// Thread-safety: search(), serve() and close() from the main thread, collectively (see each).
+/// One distributed_search per game type searches at a time in a process.
 template <game G>
 class distributed_search {
  public:
-  using state = typename G::state;
-  using move = typename G::move;
+  using state = typename G::state;  ///< the game's position type
+  using move = typename G::move;    ///< the game's move type
 
-  // Every process passes the same game (configuration identical everywhere).
+  /// Every process passes the same game (configuration identical everywhere).
   distributed_search(fabric::runtime& rt, const G& game, distributed_options options = {})
       : rt_(rt), game_(game), options_(options) {
     if (options_.placement == node_placement::hashed && !hashed_game<G>) {
@@ -151,10 +82,10 @@ class distributed_search {
   distributed_search& operator=(const distributed_search&) = delete;
   ~distributed_search() = default;
 
-  // Collective: every rank calls it; rank 0's `root` and `options` are the search, the other
-  // ranks' arguments are ignored. Returns the search's result on rank 0; on the other ranks
-  // only `best`, `rollouts` and the job-wide counts are filled. Throws std::invalid_argument
-  // (on rank 0, before anything is sent) for a finished root or a missing budget.
+  /// Collective: every rank calls it; rank 0's `root` and `options` are the search, the other
+  /// ranks' arguments are ignored. Returns the search's result on rank 0; on the other ranks
+  /// only `best`, `rollouts` and the job-wide counts are filled. Throws std::invalid_argument
+  /// (on rank 0, before anything is sent) for a finished root or a missing budget.
   search_result<move> search(const state& root, const search_options& options) {
     detail::search_command<G> command;
     if (rt_.rank() == 0) {
@@ -166,7 +97,7 @@ class distributed_search {
     return run_search(command, rt_.rank() == 0 ? &options : nullptr);
   }
 
-  // Ranks other than 0: run every search rank 0 starts, until rank 0 calls close().
+  /// Ranks other than 0: run every search rank 0 starts, until rank 0 calls close().
   void serve() {
     for (;;) {
       const auto command = exchange(detail::search_command<G>{});
@@ -174,25 +105,27 @@ class distributed_search {
       (void)run_search(command, nullptr);
     }
   }
-  // Rank 0: ends the other ranks' serve().
+  /// Rank 0: ends the other ranks' serve().
   void close() {
     detail::search_command<G> command;
     command.kind = 2;
     (void)exchange(command);
   }
 
-  // Rank 0, between searches: the game the next searches play (it reaches the other ranks
-  // with the next command). Only for trivially copyable games.
+  /// Rank 0, between searches: the game the next searches play (it reaches the other ranks
+  /// with the next command). Only for trivially copyable games.
   void set_game(const G& game)
     requires std::is_trivially_copyable_v<G>
   {
     game_ = game;
   }
-  [[nodiscard]] const G& game() const noexcept { return game_; }
+  [[nodiscard]] const G& game() const noexcept { return game_; }  ///< the game searched
 
+  /// What the last search did (every process's counts; rank 0's copy is the job's).
   [[nodiscard]] const distributed_counters& last_counters() const noexcept { return counters_; }
-  // This process's tree memory, for checking that a search left nothing behind.
+  /// This process's tree memory, for checking that a search left nothing behind.
   [[nodiscard]] const tree_memory_counters& memory() const noexcept { return memory_; }
+  /// The options the search runs with.
   [[nodiscard]] const distributed_options& options() const noexcept { return options_; }
 
  private:
@@ -202,34 +135,34 @@ class distributed_search {
   using call_status = fabric::call_status;
   static constexpr std::uint64_t stop_bit = std::uint64_t{1} << 63;
 
-  // Per worker thread of this process; touched only by that thread during a search, except
-  // `simulations` (any thread of the process enqueues), `finished` (set by the finishing
-  // thread, or by a call) and `completed_here` (read by the thread that ends the search).
+  /// Per worker thread of this process; touched only by that thread during a search, except
+  /// `simulations` (any thread of the process enqueues), `finished` (set by the finishing
+  /// thread, or by a call) and `completed_here` (read by the thread that ends the search).
   struct alignas(64) worker {
     explicit worker(tree_memory_counters& counters) : pool(counters) {}
     tree_pool pool;
     moodycamel::ConcurrentQueue<node*> simulations;
     random rng;
     std::atomic<bool> finished{false};
-    std::vector<move> moves;  // legal-move scratch
+    std::vector<move> moves;  ///< legal-move scratch
     std::uint64_t remote_calls = 0;
     std::uint64_t nodes_created = 0;
     std::uint64_t deferred_selections = 0;
     std::uint64_t playouts = 0;
-    // Root process: the in-flight window, per thread so that starting and completing a rollout
-    // touch no line another thread writes. started_here counts the rollouts this thread began,
-    // completed_here those that came back to the root on this thread (any thread's). This
-    // thread starts only while started_here - completed_here < window_share, so the rollouts in
-    // flight, the sum of these differences, never exceed the window. Written only by this
-    // thread; completed_here is sequentially consistent for the end of the search (stop()).
+    /// Root process: the in-flight window, per thread so that starting and completing a rollout
+    /// touch no line another thread writes. started_here counts the rollouts this thread began,
+    /// completed_here those that came back to the root on this thread (any thread's). This
+    /// thread starts only while started_here - completed_here < window_share, so the rollouts in
+    /// flight, the sum of these differences, never exceed the window. Written only by this
+    /// thread; completed_here is sequentially consistent for the end of the search (stop()).
     std::uint64_t started_here = 0;
     std::int64_t window_share = 0;
     std::int64_t start_batch = 1;
     alignas(64) std::atomic<std::uint64_t> completed_here{0};
   };
 
-  // The search running in this process, for the calls (they carry no pointer to it: addresses
-  // differ between processes).
+  /// The search running in this process, for the calls (they carry no pointer to it: addresses
+  /// differ between processes).
   static inline distributed_search* active_ = nullptr;
 
   void validate(const state& root, const search_options& options) const {
@@ -256,7 +189,7 @@ class distributed_search {
     c.root = root;
     return c;
   }
-  // Rank 0's command reaches every rank (control path: a progressing barrier, then allgather).
+  /// Rank 0's command reaches every rank (control path: a progressing barrier, then allgather).
   detail::search_command<G> exchange(const detail::search_command<G>& mine) {
     if (rt_.size() == 1) return mine;
     auto message = [&] {
@@ -277,10 +210,10 @@ class distributed_search {
     return message.command;
   }
 
-  // One search on this rank: set the search's state, start the workers, wait for the end, and
-  // collect the root's statistics. Over 80 lines: every step reads or writes the search state
-  // the workers share, in an order that matters (all set before the first worker starts, read
-  // after the last stopped); issue 23's rework of the distributed search splits it.
+  /// One search on this rank: set the search's state, start the workers, wait for the end, and
+  /// collect the root's statistics. Over 80 lines: every step reads or writes the search state
+  /// the workers share, in an order that matters (all set before the first worker starts, read
+  /// after the last stopped); issue 23's rework of the distributed search splits it.
   search_result<move> run_search(const detail::search_command<G>& command,
                                  const search_options* rank0_options) {
     if (active_ != nullptr) throw std::logic_error("distributed_search: a search is running");
@@ -448,8 +381,8 @@ class distributed_search {
     }
   }
 
-  // Starts a batch of rollouts while the budget and this thread's share of the in-flight
-  // window allow. Root process only.
+  /// Starts a batch of rollouts while the budget and this thread's share of the in-flight
+  /// window allow. Root process only.
   std::size_t start_rollouts(fabric::thread_context& me, worker& w) {
     const std::int64_t in_flight_here = static_cast<std::int64_t>(w.started_here) -
         static_cast<std::int64_t>(w.completed_here.load(std::memory_order_relaxed));
@@ -487,17 +420,17 @@ class distributed_search {
     return static_cast<std::size_t>(batch);
   }
 
-  // Rollouts back at the root so far (root process).
+  /// Rollouts back at the root so far (root process).
   [[nodiscard]] std::uint64_t completed_rollouts() const noexcept {
     std::uint64_t sum = 0;
     for (const auto& w : workers_) sum += w->completed_here.load();
     return sum;
   }
-  // No rollout starts after this. The last one to complete (or this, if none is in flight)
-  // ends the search. started_ and the completed_here words are sequentially consistent: in
-  // their single total order, either stop()'s fetch_or precedes the last completion's
-  // increment, and that completion's loads see the stop bit and every completion, or it
-  // follows it, and stop()'s sum sees every completion. finish() runs once either way.
+  /// No rollout starts after this. The last one to complete (or this, if none is in flight)
+  /// ends the search. started_ and the completed_here words are sequentially consistent: in
+  /// their single total order, either stop()'s fetch_or precedes the last completion's
+  /// increment, and that completion's loads see the stop bit and every completion, or it
+  /// follows it, and stop()'s sum sees every completion. finish() runs once either way.
   void stop(fabric::thread_context& me) {
     const std::uint64_t s = started_.fetch_or(stop_bit) & ~stop_bit;
     if (completed_rollouts() == s) finish(me);
@@ -507,7 +440,7 @@ class distributed_search {
     const std::uint64_t s = started_.load();
     if ((s & stop_bit) != 0 && completed_rollouts() == (s & ~stop_bit)) finish(me);
   }
-  // Every rollout has come back to the root: every thread of the job leaves its loop.
+  /// Every rollout has come back to the root: every thread of the job leaves its loop.
   void finish(fabric::thread_context& me) {
     if (finish_sent_.exchange(true)) return;
     worker& self = worker_of(me);
@@ -523,10 +456,10 @@ class distributed_search {
     }
   }
 
-  // Runs a step; an exception (a call that could not be sent, memory exhausted, a throwing game
-  // or progress callback) aborts the search instead of leaving the thread: a lost rollout
-  // would never complete, and the job would wait for it forever. Steps arriving after the
-  // abort are dropped, so the job quiets down and every rank reports the failure.
+  /// Runs a step; an exception (a call that could not be sent, memory exhausted, a throwing game
+  /// or progress callback) aborts the search instead of leaving the thread: a lost rollout
+  /// would never complete, and the job would wait for it forever. Steps arriving after the
+  /// abort are dropped, so the job quiets down and every rank reports the failure.
   template <class Step>
   void guarded(fabric::thread_context& me, Step&& step) noexcept {
     if (aborted_.load(std::memory_order_acquire)) return;
@@ -567,7 +500,7 @@ class distributed_search {
 
   // ---- the four steps of a rollout ----
 
-  // Selection from n downward, taken directly while the nodes are reachable from here.
+  /// Selection from n downward, taken directly while the nodes are reachable from here.
   void select(fabric::thread_context& me, worker& w, node* n) {
     for (;;) {
       table& t = edges_of(w, n);
@@ -608,7 +541,7 @@ class distributed_search {
     }
   }
 
-  // UCB1 over the edges, with the virtual losses of selections in flight counted as visits.
+  /// UCB1 over the edges, with the virtual losses of selections in flight counted as visits.
   std::uint32_t choose(const node* n, const table& t) const noexcept {
     const double log_parent = log_visits(n->visits.load(std::memory_order_relaxed));
     std::uint32_t best = 0;
@@ -648,7 +581,7 @@ class distributed_search {
     return *fresh;
   }
 
-  // Creates the child for edge `index` of n on a thread picked by the placement policy.
+  /// Creates the child for edge `index` of n on a thread picked by the placement policy.
   void expand(fabric::thread_context& me, worker& w, node* n, std::uint32_t index, move m) {
     state child = n->state;
     game_.apply(child, m);
@@ -678,8 +611,8 @@ class distributed_search {
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&child), sizeof child));
   }
 
-  // The new leaf: tells its parent where it is, then goes to a random local worker's
-  // simulation queue.
+  /// The new leaf: tells its parent where it is, then goes to a random local worker's
+  /// simulation queue.
   void create(fabric::thread_context& me, worker& w, fabric::thread_id owner, const state& s,
               fabric::thread_id parent_owner, std::uint64_t parent, std::uint32_t index) {
     node* leaf = w.pool.template create<node>();
@@ -706,8 +639,8 @@ class distributed_search {
     simulation_queue_for(w).enqueue(leaf);
   }
 
-  // The child of edge `index` of n is at (owner, address): publish it and resume the
-  // selections deferred on it.
+  /// The child of edge `index` of n is at (owner, address): publish it and resume the
+  /// selections deferred on it.
   void located(fabric::thread_context& me, worker& w, node* n, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
     link& e = n->edges.load(std::memory_order_acquire)->links[index];
@@ -722,7 +655,7 @@ class distributed_search {
     }
   }
 
-  // K random playouts from the leaf, then the result goes up.
+  /// K random playouts from the leaf, then the result goes up.
   void simulate(fabric::thread_context& me, worker& w, node* leaf) {
     std::uint32_t points1 = 0;
     std::uint32_t points2 = 0;
@@ -734,15 +667,15 @@ class distributed_search {
     }
     backpropagate(me, w, leaf, points1, points2);
   }
-  // `games` results won by `winner` (nobody: drawn) in half wins of each player.
+  /// `games` results won by `winner` (nobody: drawn) in half wins of each player.
   static void add_result(player winner, std::uint32_t games, std::uint32_t& points1,
                          std::uint32_t& points2) noexcept {
     points1 += winner == 1 ? 2 * games : winner == nobody ? games : 0;
     points2 += winner == 2 ? 2 * games : winner == nobody ? games : 0;
   }
 
-  // Adds the points to every edge from `child` up to the root: directly while the parent is
-  // reachable from here, by a call to its owner otherwise.
+  /// Adds the points to every edge from `child` up to the root: directly while the parent is
+  /// reachable from here, by a call to its owner otherwise.
   void backpropagate(fabric::thread_context& me, worker& w, const node* child,
                      std::uint32_t points1, std::uint32_t points2) {
     for (;;) {
@@ -769,7 +702,7 @@ class distributed_search {
       credit(const_cast<node*>(child), index, points1, points2);
     }
   }
-  // An edge's points count for the player who chose it: the player to move at its node.
+  /// An edge's points count for the player who chose it: the player to move at its node.
   void credit(node* n, std::uint32_t index, std::uint32_t points1, std::uint32_t points2) {
     const std::uint32_t points = game_.to_move(n->state) == 1 ? points1 : points2;
     n->edges.load(std::memory_order_acquire)
@@ -779,9 +712,9 @@ class distributed_search {
 
   // ---- placement and transport ----
 
-  // The queue of a random local worker: the shorter of two picked at random, so that a thread
-  // busier with selections than the others (the root's owner, in remote-only mode) gets fewer
-  // leaves instead of leaving the others idle. Each queue keeps its one consumer.
+  /// The queue of a random local worker: the shorter of two picked at random, so that a thread
+  /// busier with selections than the others (the root's owner, in remote-only mode) gets fewer
+  /// leaves instead of leaving the others idle. Each queue keeps its one consumer.
   moodycamel::ConcurrentQueue<node*>& simulation_queue_for(worker& w) {
     const auto count = static_cast<std::uint32_t>(workers_.size());
     auto& first = workers_[w.rng.below(count)]->simulations;
@@ -840,7 +773,7 @@ class distributed_search {
     }
     return call_status::error;
   }
-  // A rollout whose call could not be sent would never come back: the search cannot finish.
+  /// A rollout whose call could not be sent would never come back: the search cannot finish.
   static void check(fabric::thread_id dest, call_status status) {
     if (status != call_status::ok) {
       throw error(fmt::format(
@@ -867,10 +800,10 @@ class distributed_search {
   G game_;
   distributed_options options_;
   tree_memory_counters memory_;
-  std::vector<std::unique_ptr<worker>> workers_;  // by local thread index
+  std::vector<std::unique_ptr<worker>> workers_;  ///< by local thread index
   distributed_counters counters_;
 
-  // Per search, written by the main thread before run() (the threads start after).
+  /// Per search, written by the main thread before run() (the threads start after).
   std::uint32_t K_ = 16;
   double exploration_ = 1;
   fabric::thread_id thread_count_ = 1;
@@ -880,14 +813,14 @@ class distributed_search {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point deadline_;
   const std::function<void(std::uint64_t, double)>* progress_ = nullptr;
-  node* root_ = nullptr;  // rank 0 only
-  // Root process: rollouts started (with stop_bit once no more may start); taken once per
-  // batch (the completions are counted per thread). Its own cache line, apart from the words
-  // every loop iteration reads.
+  node* root_ = nullptr;  ///< rank 0 only
+  /// Root process: rollouts started (with stop_bit once no more may start); taken once per
+  /// batch (the completions are counted per thread). Its own cache line, apart from the words
+  /// every loop iteration reads.
   alignas(64) std::atomic<std::uint64_t> started_{0};
   alignas(64) std::atomic<bool> finish_sent_{false};
-  // Set by the first failure in this process (or a peer's abort call); failure_ says why.
-  // Read by every loop iteration and step, written once: a line of its own.
+  /// Set by the first failure in this process (or a peer's abort call); failure_ says why.
+  /// Read by every loop iteration and step, written once: a line of its own.
   alignas(64) std::atomic<bool> aborted_{false};
   std::mutex failure_mutex_;
   std::string failure_;

@@ -1,0 +1,90 @@
+// The distributed search's tree: nodes owned by threads, links that name a child's owner and
+// address, per-edge statistics, and the search command rank 0 sends every rank.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <seriema/fabric/placement.hpp>
+#include <seriema/mcts/game.hpp>
+#include <seriema/mcts/search.hpp>
+#include <type_traits>
+
+namespace seriema::mcts {
+
+namespace detail {
+
+template <class G>
+struct tree_node;
+
+/// Where one move out of a node leads. `child` is the only word written concurrently:
+///   0                  not expanded;
+///   odd                being created: (child >> 1) selections are deferred on it (a
+///                      selection CASes +2 onto it);
+///   even, non-zero     the child's address in the process of thread `owner`.
+/// The creating thread CASes 0 -> 1; the child's location notice exchanges the odd word for the
+/// address (release) after writing `owner`, and resumes the deferred selections it took out.
+template <class G>
+struct tree_link {
+  std::atomic<std::uint64_t> child{0};
+  fabric::thread_id owner = 0;
+  typename G::move move{};
+};
+
+/// The statistics of one move, apart from the links so that a selection's UCB1 scan touches 16
+/// bytes per move (the lines other threads update). visits grow by K on the way down (the
+/// virtual loss); points on the way up, in half wins of the player choosing the move (a won
+/// playout is 2, a drawn one 1). Relaxed: they are statistics. 64-bit: no wrap in any search.
+struct edge_statistics {
+  std::atomic<std::uint64_t> visits{0};
+  std::atomic<std::uint64_t> points{0};
+};
+
+template <class G>
+struct edge_table {
+  std::uint32_t count = 0;
+  edge_statistics* statistics = nullptr;  ///< [count]
+  tree_link<G>* links = nullptr;                      ///< [count]
+};
+
+/// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
+/// Everything but `visits` and `edges` is written once, before the node's address is published
+/// (by a call, or the release exchange of the parent's edge).
+template <class G>
+struct tree_node {
+  typename G::state state{};
+  std::uint64_t parent = 0;  ///< the parent's address in parent_owner's process; 0 at the root
+  fabric::thread_id parent_owner = 0;
+  fabric::thread_id owner = 0;
+  std::uint32_t index_in_parent = 0;
+  player winner = nobody;  ///< the game is over here
+  std::atomic<std::uint64_t> visits{0};  ///< playouts through this node, virtual ones included
+  std::atomic<edge_table<G>*> edges{nullptr};  ///< created by the first selection through here
+};
+
+/// What rank 0 tells the other ranks (a search to run, or that the service is closing).
+template <class G>
+struct search_command {
+  std::uint32_t kind = 0;  ///< 1: search, 2: close
+  std::uint32_t playouts_per_leaf = 16;
+  std::uint64_t rollouts = 0;
+  double seconds = 0;
+  double exploration = 1;
+  std::uint64_t seed = 1;
+  typename G::state root{};
+};
+
+/// A trivially copyable game (its configuration, e.g. a board size) travels with each command,
+/// so rank 0 may change it between searches (GTP's boardsize).
+template <class G, bool = std::is_trivially_copyable_v<G>>
+struct command_with_game {
+  search_command<G> command;
+  G game;
+};
+template <class G>
+struct command_with_game<G, false> {
+  search_command<G> command;
+};
+
+}  // namespace detail
+
+}  // namespace seriema::mcts
