@@ -6,6 +6,7 @@ packages=(cmake ninja-build g++ pkg-config git
           libgtest-dev libfmt-dev libcli11-dev libcereal-dev libconcurrentqueue-dev nlohmann-json3-dev
           slurmd slurmctld slurm-client munge  # tests/slurm: a one-node Slurm for srun --mpi=pmix
           python3 python3-matplotlib
+          doxygen  # the API reference (cmake --build build --target docs)
           gdb)  # stacks of a hung multi-process test (tests/support/mp_main.hpp)
 missing=()
 for p in "${packages[@]}"; do

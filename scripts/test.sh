@@ -25,6 +25,9 @@ echo "== tests"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs" --timeout 600)
 echo "== installed library (cmake --install, find_package, pkg-config, add_subdirectory, .deb)"
 "$root/scripts/check-install.sh" "$root/build"
+echo "== API reference (Doxygen over the public headers; any warning fails)"
+cmake -S "$root" -B "$root/build" -DSERIEMA_DOCS_WERROR=ON >/dev/null
+cmake --build "$root/build" --target docs
 
 if [ $quick -eq 0 ]; then
   echo "== build (ASan+UBSan)"

@@ -15,57 +15,62 @@
 
 namespace seriema::fabric {
 
+/// How a process found the job: PMIx (mpirun, srun), the seriema-run launcher, or alone.
 enum class bootstrap_mode { pmix, launcher, single };
-const char* to_string(bootstrap_mode mode) noexcept;
+const char* to_string(bootstrap_mode mode) noexcept;  ///< "pmix", "launcher" or "single"
 
-// Thrown when a bootstrap collective cannot complete: a peer died (the message names its rank),
-// the timeout passed (the message names the ranks that never arrived), or the launcher vanished.
-// Also thrown when the bootstrap cannot start (launcher socket unreachable, PMIx_Init failed,
-// inconsistent SERIEMA_RUN_* variables). Messages start with "seriema: bootstrap failed: ".
+/// Thrown when a bootstrap collective cannot complete: a peer died (the message names its rank),
+/// the timeout passed (the message names the ranks that never arrived), or the launcher vanished.
+/// Also thrown when the bootstrap cannot start (launcher socket unreachable, PMIx_Init failed,
+/// inconsistent SERIEMA_RUN_* variables). Messages start with "seriema: bootstrap failed: ".
 class bootstrap_error : public seriema::error {
  public:
   using error::error;
 };
 
+/// How the bootstrap's collectives are bounded.
 struct bootstrap_options {
-  // How long one collective may wait for the slowest peer. Default: SERIEMA_BOOTSTRAP_TIMEOUT
-  // (30 s when unset).
-  std::chrono::milliseconds timeout{0};  // 0 = take from the environment
+  /// How long one collective may wait for the slowest peer. Default: SERIEMA_BOOTSTRAP_TIMEOUT
+  /// (30 s when unset).
+  std::chrono::milliseconds timeout{0};  ///< 0 = take from the environment
 };
 
-// Thread-safety: one thread at a time (the collectives are called from the process's main thread
-// during startup and shutdown).
-//
-// Collectives are matched by call order: the k-th collective (allgather or barrier) of one rank
-// meets the k-th collective of every other rank. Several bootstrap objects may be created one
-// after another in a process; every rank must then create and use them in the same order.
+/// How the processes of a job find each other before UCX is up: rank, size, machines, and
+/// allgather/barrier over PMIx, the seriema-run launcher, or nothing (a single process).
+///
+/// Thread-safety: one thread at a time (the collectives are called from the process's main thread
+/// during startup and shutdown).
+///
+/// Collectives are matched by call order: the k-th collective (allgather or barrier) of one rank
+/// meets the k-th collective of every other rank. Several bootstrap objects may be created one
+/// after another in a process; every rank must then create and use them in the same order.
 class bootstrap {
  public:
   virtual ~bootstrap() = default;
 
-  // Detects the mode from the environment: PMIx variables (PMIX_RANK / PMIX_NAMESPACE) → pmix;
-  // SERIEMA_RUN_SOCKET → launcher; otherwise single. Throws seriema::error on failure.
+  /// Detects the mode from the environment: PMIx variables (PMIX_RANK / PMIX_NAMESPACE) → pmix;
+  /// SERIEMA_RUN_SOCKET → launcher; otherwise single. Throws seriema::error on failure.
   static std::unique_ptr<bootstrap> create(const bootstrap_options& options = {});
 
-  // The mode create() would choose in this environment (for seriema-info and messages).
+  /// The mode create() would choose in this environment (for seriema-info and messages).
   [[nodiscard]] static bootstrap_mode detect_mode() noexcept;
 
-  [[nodiscard]] virtual bootstrap_mode mode() const noexcept = 0;
-  [[nodiscard]] virtual int rank() const noexcept = 0;
-  [[nodiscard]] virtual int size() const noexcept = 0;
-  // Machines are numbered 0..machine_count()-1, in order of their lowest rank.
+  [[nodiscard]] virtual bootstrap_mode mode() const noexcept = 0;  ///< pmix, launcher or single
+  [[nodiscard]] virtual int rank() const noexcept = 0;  ///< this process's rank, 0..size() - 1
+  [[nodiscard]] virtual int size() const noexcept = 0;  ///< processes in the job
+  /// Machines are numbered 0..machine_count()-1, in order of their lowest rank.
   [[nodiscard]] virtual int machine() const noexcept = 0;
-  [[nodiscard]] virtual int machine_count() const noexcept = 0;
-  // machine_of(r) for every rank r (known after construction; O(1)).
+  [[nodiscard]] virtual int machine_count() const noexcept = 0;  ///< machines in the job
+  /// machine_of(r) for every rank r (known after construction; O(1)).
   [[nodiscard]] virtual int machine_of(int rank) const noexcept = 0;
 
-  // Collective: every rank contributes `mine`; returns all contributions indexed by rank.
-  // Throws bootstrap_error when a peer died, the timeout passed or the launcher went away.
+  /// Collective: every rank contributes `mine`; returns all contributions indexed by rank.
+  /// Throws bootstrap_error when a peer died, the timeout passed or the launcher went away.
   virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
-  // Collective: returns when every rank has entered it. Throws like allgather.
+  /// Collective: returns when every rank has entered it. Throws like allgather.
   virtual void barrier() = 0;
-  // Tells the launcher (or PMIx) that this rank is failing and why, so that the others stop
-  // promptly; best effort, never throws. The caller still exits (non-zero) by itself.
+  /// Tells the launcher (or PMIx) that this rank is failing and why, so that the others stop
+  /// promptly; best effort, never throws. The caller still exits (non-zero) by itself.
   virtual void abort(const std::string& why) noexcept = 0;
 };
 

@@ -19,80 +19,82 @@
 namespace seriema::fabric {
 
 class thread_context;
+/// Job-wide id of a remotely callable function (the same in every process of one binary).
 using function_id = std::uint32_t;
-// Ids with this bit set are chosen by the application (register_function); the others are
-// derived from type names.
+/// Ids with this bit set are chosen by the application (register_function); the others are
+/// derived from type names.
 inline constexpr function_id user_function_bit = 0x8000'0000u;
 
-// What a function receives when it runs on its destination thread.
+/// What a function receives when it runs on its destination thread.
 struct invocation {
-  thread_context* self = nullptr;       // the executing thread (null only in unit tests)
-  std::uint32_t source = 0;             // global id of the calling thread
-  std::span<std::byte> buffer;          // call_buffer: the buffer that came with the call
-  std::span<std::byte> result;          // call_return: storage for the return value
+  thread_context* self = nullptr;       ///< the executing thread (null only in unit tests)
+  std::uint32_t source = 0;             ///< global id of the calling thread
+  std::span<std::byte> buffer;          ///< call_buffer: the buffer that came with the call
+  std::span<std::byte> result;          ///< call_return: storage for the return value
 };
 
-// Runs the function whose closure bytes start at `closure` (closure_size bytes, as registered).
+/// Runs the function whose closure bytes start at `closure` (closure_size bytes, as registered).
 using invoker_fn = void (*)(const std::byte* closure, invocation& call);
-// Runs closures `next` .. `count` - 1 of a run of `count` closures of one function laid back to
-// back, closure_stride(closure_size) bytes apart (a one-sided record that repeats its function),
-// each with a copy of `call`. `next` is advanced before each closure starts, so when a function
-// throws it names the first closure that has not started: running the rest later resumes there.
+/// Runs closures `next` .. `count` - 1 of a run of `count` closures of one function laid back to
+/// back, closure_stride(closure_size) bytes apart (a one-sided record that repeats its function),
+/// each with a copy of `call`. `next` is advanced before each closure starts, so when a function
+/// throws it names the first closure that has not started: running the rest later resumes there.
 using repeated_invoker_fn = void (*)(const std::byte* closures, std::uint32_t count,
                                      const invocation& call, std::uint32_t& next);
 
-// Distance between the starts of consecutive closures of one function in a run: the closure's
-// size rounded up to 8 bytes (so that every closure starts as aligned as a record).
+/// Distance between the starts of consecutive closures of one function in a run: the closure's
+/// size rounded up to 8 bytes (so that every closure starts as aligned as a record).
 constexpr std::uint64_t closure_stride(std::uint64_t closure_size) noexcept {
   return (closure_size + 7) & ~std::uint64_t{7};
 }
 
+/// One registered function: what the receive path needs to check and run a call naming it.
 struct function_entry {
-  function_id id = 0;
-  std::string name;            // mangled type name or the application's name
-  invoker_fn invoke = nullptr;
-  repeated_invoker_fn invoke_repeated = nullptr;
-  std::uint32_t closure_size = 0;
-  std::uint32_t result_size = 0;  // call_return: bytes of the return value; 0 otherwise
+  function_id id = 0;          ///< job-wide id (type-derived, or user_function_bit | chosen id)
+  std::string name;            ///< mangled type name or the application's name
+  invoker_fn invoke = nullptr;  ///< runs one call
+  repeated_invoker_fn invoke_repeated = nullptr;  ///< runs a run of calls (repeated records)
+  std::uint32_t closure_size = 0;  ///< bytes of the closure a call carries
+  std::uint32_t result_size = 0;  ///< call_return: bytes of the return value; 0 otherwise
 };
 
-// The process-wide registry. Registration happens before main (static initialization) or
-// before the runtime starts; the runtime then freezes it, and lookups are lock-free reads of
-// an immutable table. Thread-safety: add() before freeze() from one thread at a time (static
-// init); find() after freeze() from any thread.
+/// The process-wide registry. Registration happens before main (static initialization) or
+/// before the runtime starts; the runtime then freezes it, and lookups are lock-free reads of
+/// an immutable table. Thread-safety: add() before freeze() from one thread at a time (static
+/// init); find() after freeze() from any thread.
 class function_registry {
  public:
-  static function_registry& instance();
+  static function_registry& instance();  ///< The process's registry.
 
-  // Registers a type-derived function; returns its id. Aborts the process with a message when
-  // two different names hash to one id or when called after freeze() (programming errors that
-  // would otherwise mis-dispatch calls).
+  /// Registers a type-derived function; returns its id. Aborts the process with a message when
+  /// two different names hash to one id or when called after freeze() (programming errors that
+  /// would otherwise mis-dispatch calls).
   function_id add(std::string_view name, invoker_fn invoke, repeated_invoker_fn invoke_repeated,
                   std::uint32_t closure_size, std::uint32_t result_size);
-  // Registers an application-chosen id (user_function_bit is set on it). Throws seriema::error
-  // when the id is taken by another name or the registry is frozen.
+  /// Registers an application-chosen id (user_function_bit is set on it). Throws seriema::error
+  /// when the id is taken by another name or the registry is frozen.
   function_id add_user(function_id id, std::string_view name, invoker_fn invoke,
                        repeated_invoker_fn invoke_repeated, std::uint32_t closure_size,
                        std::uint32_t result_size);
 
-  // Builds the lookup table; later registrations are refused. Idempotent.
+  /// Builds the lookup table; later registrations are refused. Idempotent.
   void freeze();
-  [[nodiscard]] bool frozen() const noexcept { return frozen_; }
+  [[nodiscard]] bool frozen() const noexcept { return frozen_; }  ///< freeze() was called
 
-  // The entry for `id`, or nullptr (unknown id: a peer sent something we never registered).
+  /// The entry for `id`, or nullptr (unknown id: a peer sent something we never registered).
   [[nodiscard]] const function_entry* find(function_id id) const noexcept;
-  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
-  // Order-independent digest of every (id, name): equal in processes running the same binary.
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }  ///< entries
+  /// Order-independent digest of every (id, name): equal in processes running the same binary.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept;
 
  private:
   function_registry() = default;
   std::vector<function_entry> entries_;
-  std::vector<std::uint32_t> table_;  // open addressing: index+1 into entries_, 0 = empty
+  std::vector<std::uint32_t> table_;  ///< open addressing: index+1 into entries_, 0 = empty
   bool frozen_ = false;
 };
 
-// 32-bit id from a name (FNV-1a folded), with user_function_bit cleared.
+/// 32-bit id from a name (FNV-1a folded), with user_function_bit cleared.
 function_id function_id_of_name(std::string_view name) noexcept;
 
 namespace detail {
@@ -107,7 +109,7 @@ F closure_from_bytes(const std::byte* bytes) noexcept {
 template <class F>
 constexpr bool takes_context_v = std::is_invocable_v<F&, thread_context&>;
 
-// What f() or f(ctx) returns (the shapes call_return accepts).
+/// What f() or f(ctx) returns (the shapes call_return accepts).
 template <class F>
 using return_type_t = typename std::conditional_t<takes_context_v<F>,
                                                   std::invoke_result<F&, thread_context&>,
@@ -115,7 +117,7 @@ using return_type_t = typename std::conditional_t<takes_context_v<F>,
 
 }  // namespace detail
 
-// The rule for anything that travels as a closure.
+/// The rule for anything that travels as a closure.
 template <class F>
 constexpr void check_remote_closure() {
   static_assert(std::is_trivially_copyable_v<F> && std::is_trivially_destructible_v<F>,
@@ -124,20 +126,22 @@ constexpr void check_remote_closure() {
                 "reference-owning object; pass such data as a buffer or a serialized argument");
 }
 
-// Shapes of remote functions (they differ in how the invoker calls the closure).
+/// Shapes of remote functions (they differ in how the invoker calls the closure).
 struct plain_shape {};   // f() or f(thread_context&)
 struct buffer_shape {};  // f(std::span<std::byte>) or f(thread_context&, std::span<std::byte>)
 struct return_shape {};  // r = f() or f(thread_context&); r written into invocation::result
-// f(invocation&): the closure reads the buffer and writes the result itself (layers above wrap
-// user functions this way, e.g. to deserialize arguments); F::result_bytes says how many bytes
-// of result it writes (0: not a call_return).
+/// f(invocation&): the closure reads the buffer and writes the result itself (layers above wrap
+/// user functions this way, e.g. to deserialize arguments); F::result_bytes says how many bytes
+/// of result it writes (0: not a call_return).
 struct invocation_shape {};
 
-// One instantiation per (closure type, shape) used remotely; its `id` is registered before main.
+/// One instantiation per (closure type, shape) used remotely; its `id` is registered before main.
 template <class F, class Shape>
 struct function_wrapper {
+  /// The invoker_fn registered for F: runs one call.
   static void invoke(const std::byte* closure, invocation& call) { run(closure, call); }
 
+  /// The repeated_invoker_fn registered for F: runs closures next..count - 1.
   static void invoke_repeated(const std::byte* closures, std::uint32_t count,
                               const invocation& call, std::uint32_t& next) {
     constexpr std::uint64_t stride = closure_stride(sizeof(F));
@@ -149,6 +153,7 @@ struct function_wrapper {
     }
   }
 
+  /// Copies the closure out of the (possibly unaligned) bytes and calls it in Shape's way.
   [[gnu::always_inline]] static void run(const std::byte* closure, invocation& call) {
     F f = detail::closure_from_bytes<F>(closure);
     if constexpr (std::is_same_v<Shape, plain_shape>) {
@@ -179,6 +184,7 @@ struct function_wrapper {
     }
   }
 
+  /// Bytes of the value a call_return of F writes (0 unless Shape returns one).
   static constexpr std::uint32_t result_size() {
     if constexpr (std::is_same_v<Shape, return_shape>) {
       return sizeof(detail::return_type_t<F>);
@@ -189,13 +195,14 @@ struct function_wrapper {
     }
   }
 
+  /// F's id, registered before main.
   static inline const function_id id = function_registry::instance().add(
       typeid(function_wrapper).name(), &function_wrapper::invoke,
       &function_wrapper::invoke_repeated, static_cast<std::uint32_t>(sizeof(F)), result_size());
 };
 
-// Registers `F` (a trivially copyable callable type) under an application-chosen id, e.g. so
-// that separately built programs can call each other. Returns the id with user_function_bit.
+/// Registers `F` (a trivially copyable callable type) under an application-chosen id, e.g. so
+/// that separately built programs can call each other. Returns the id with user_function_bit.
 template <class F, class Shape = plain_shape>
 function_id register_function(function_id id, std::string_view name) {
   check_remote_closure<F>();

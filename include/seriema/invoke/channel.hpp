@@ -18,64 +18,65 @@ using fabric::call_status;
 using fabric::thread_context;
 using fabric::thread_id;
 
-// How a call travels. send: UCX active message (fabric, no setup); write: the one-sided
-// Messenger, published at once; trad: batched, published every flush_size bytes (or on flush);
-// ovfl: published at once while the messenger has room, queued locally (in order) only while
-// it has none.
+/// How a call travels. send: UCX active message (fabric, no setup); write: the one-sided
+/// Messenger, published at once; trad: batched, published every flush_size bytes (or on flush);
+/// ovfl: published at once while the messenger has room, queued locally (in order) only while
+/// it has none.
 enum class channel : std::uint8_t { send, write, trad, ovfl };
-const char* to_string(channel c) noexcept;
-// The channel named as to_string names it ("send", "write", "trad", "ovfl"), or nullopt.
+const char* to_string(channel c) noexcept;  ///< "send", "write", "trad" or "ovfl"
+/// The channel named as to_string names it ("send", "write", "trad", "ovfl"), or nullopt.
 std::optional<channel> channel_from_string(std::string_view name) noexcept;
 
-// What a call does when the destination's ring is full and cannot grow.
+/// What a call does when the destination's ring is full and cannot grow.
 namespace policy {
 struct fail {};         // return call_status::full; nothing was sent
 struct retry {};        // block until there is room, running incoming calls meanwhile
 struct retry_async {};  // queue the call locally (in order) and return; the thread's polls send it
 }  // namespace policy
 
-// How a messenger publishes records staged for another machine: put of the batch, fence, put
-// of the published word (what RDMA networks do natively); or one write message that the
-// receiver's process worker applies in that order (cheaper where UCX emulates puts with
-// messages anyway, i.e. tcp: one send instead of two). automatic: message unless the UCX
-// context has an RDMA network transport.
+/// How a messenger publishes records staged for another machine: put of the batch, fence, put
+/// of the published word (what RDMA networks do natively); or one write message that the
+/// receiver's process worker applies in that order (cheaper where UCX emulates puts with
+/// messages anyway, i.e. tcp: one send instead of two). automatic: message unless the UCX
+/// context has an RDMA network transport.
 enum class remote_publish : std::uint8_t { automatic, put, message };
 
+/// The one-sided messengers' sizes and limits (SERIEMA_* settings; docs/messenger.md).
 struct messenger_options {
-  std::size_t chunk_size = std::size_t{2} << 20;  // SERIEMA_CHUNK_SIZE, header included
-  std::uint32_t chunks_per_allocation = 2;        // SERIEMA_CHUNKS_PER_ALLOCATION, 1..8
-  std::uint32_t max_chunks = 8;                   // SERIEMA_MAX_CHUNKS, >= chunks_per_allocation
-  std::size_t flush_size = 4096;                  // SERIEMA_FLUSH_SIZE (trad)
-  std::size_t exceeding_limit = std::size_t{64} << 20;  // SERIEMA_EXCEEDING_LIMIT
-  std::size_t staging_size = std::size_t{256} << 10;    // SERIEMA_STAGING_SIZE
-  remote_publish publish_remote = remote_publish::automatic;  // SERIEMA_REMOTE_PUBLISH
-  static constexpr std::uint32_t max_chunks_per_allocation = 8;
+  std::size_t chunk_size = std::size_t{2} << 20;  ///< SERIEMA_CHUNK_SIZE, header included
+  std::uint32_t chunks_per_allocation = 2;        ///< SERIEMA_CHUNKS_PER_ALLOCATION, 1..8
+  std::uint32_t max_chunks = 8;                   ///< SERIEMA_MAX_CHUNKS, >= chunks_per_allocation
+  std::size_t flush_size = 4096;                  ///< SERIEMA_FLUSH_SIZE (trad)
+  std::size_t exceeding_limit = std::size_t{64} << 20;  ///< SERIEMA_EXCEEDING_LIMIT
+  std::size_t staging_size = std::size_t{256} << 10;    ///< SERIEMA_STAGING_SIZE
+  remote_publish publish_remote = remote_publish::automatic;  ///< SERIEMA_REMOTE_PUBLISH
+  static constexpr std::uint32_t max_chunks_per_allocation = 8;  ///< bound of chunks_per_allocation
 
-  // Throws config_error naming the setting.
+  /// Throws config_error naming the setting.
   static messenger_options from_environment();
-  void validate() const;
-  // Largest record (header + closure + buffer) one call may have.
+  void validate() const;  ///< Throws config_error naming the setting whose value cannot work.
+  /// Largest record (header + closure + buffer) one call may have.
   [[nodiscard]] std::size_t max_record() const noexcept {
     // It must fit a chunk's data area and a staging unit (with the published word's slot).
     return std::min(chunk_size - wire::chunk_header_size, staging_size - 64);
   }
 };
 
-// Counters of one messenger (sender side) or one thread's receiving side.
+/// Counters of one messenger (sender side) or one thread's receiving side.
 struct messenger_counters {
-  std::uint64_t calls = 0;      // calls written or queued by the sender
-  std::uint64_t repeated = 0;   // of those, calls appended to the open record (trad)
-  std::uint64_t bytes = 0;      // record bytes
-  std::uint64_t publishes = 0;  // published-word writes
-  std::uint64_t chunks_grown = 0;
-  std::uint64_t full = 0;       // calls that found the ring full (any policy)
-  std::uint64_t exceeding = 0;  // records that went through the local queue
-  std::uint64_t exceeding_peak_bytes = 0;
+  std::uint64_t calls = 0;      ///< calls written or queued by the sender
+  std::uint64_t repeated = 0;   ///< of those, calls appended to the open record (trad)
+  std::uint64_t bytes = 0;      ///< record bytes
+  std::uint64_t publishes = 0;  ///< published-word writes
+  std::uint64_t chunks_grown = 0;  ///< chunks added to the ring
+  std::uint64_t full = 0;       ///< calls that found the ring full (any policy)
+  std::uint64_t exceeding = 0;  ///< records that went through the local queue
+  std::uint64_t exceeding_peak_bytes = 0;  ///< largest size the local queue reached
 
-  // {"calls":…,"bytes":…,…}: one JSON object, for benchmark reports and monitoring.
+  /// {"calls":…,"bytes":…,…}: one JSON object, for benchmark reports and monitoring.
   [[nodiscard]] std::string to_json() const;
-  // What happened since `earlier`, a reading of the same messenger: each count's difference;
-  // exceeding_peak_bytes (a peak, not a count) is this reading's.
+  /// What happened since `earlier`, a reading of the same messenger: each count's difference;
+  /// exceeding_peak_bytes (a peak, not a count) is this reading's.
   [[nodiscard]] messenger_counters since(const messenger_counters& earlier) const noexcept {
     messenger_counters d = *this;
     d.calls -= earlier.calls;
@@ -89,19 +90,19 @@ struct messenger_counters {
   }
 };
 
-// Counters of one thread's receiving side (wire safety: rejected input is counted, never run).
+/// Counters of one thread's receiving side (wire safety: rejected input is counted, never run).
 struct receive_counters {
-  std::uint64_t calls = 0;
-  std::uint64_t rejected_malformed = 0;  // bad framing or a published word no sender writes
-  std::uint64_t rejected_record = 0;     // well framed, but inconsistent with its function
-  std::uint64_t rejected_unknown_function = 0;
-  std::uint64_t chunks_released = 0;
-  std::uint64_t failed_reads = 0;  // call_buffer_get reads that failed (origin's process died)
-  // Chunks of senders whose process died, freed when the death was noticed (with what they
-  // held unpublished: never run).
+  std::uint64_t calls = 0;  ///< calls run
+  std::uint64_t rejected_malformed = 0;  ///< bad framing or a published word no sender writes
+  std::uint64_t rejected_record = 0;     ///< well framed, but inconsistent with its function
+  std::uint64_t rejected_unknown_function = 0;  ///< records naming an unregistered function
+  std::uint64_t chunks_released = 0;  ///< chunks given back to the allocation service
+  std::uint64_t failed_reads = 0;  ///< call_buffer_get reads that failed (origin's process died)
+  /// Chunks of senders whose process died, freed when the death was noticed (with what they
+  /// held unpublished: never run).
   std::uint64_t chunks_reclaimed = 0;
 
-  [[nodiscard]] std::string to_json() const;
+  [[nodiscard]] std::string to_json() const;  ///< one JSON object of the counts
 };
 
 }  // namespace seriema::invoke

@@ -17,31 +17,33 @@ namespace seriema::invoke {
 using fabric::return_slot;
 
 
-// `dest` runs f() (or f(ctx)).
+/// `dest` runs f() (or f(ctx)).
 template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call(thread_context& self, thread_id dest, const F& f) {
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, nullptr,
                                                       notify_on::transmit);
 }
+/// call() that decrements `sync` when the call was transmitted or consumed (`When`).
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
 call_status call(thread_context& self, thread_id dest, const F& f, synchronizer& sync) {
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, &sync, When);
 }
 
-// `dest` runs f(buf) (or f(ctx, buf)) with a copy of `buffer` that travelled with the call.
+/// `dest` runs f(buf) (or f(ctx, buf)) with a copy of `buffer` that travelled with the call.
 template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call_buffer(thread_context& self, thread_id dest, const F& f,
                         std::span<const std::byte> buffer) {
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, nullptr,
                                                        notify_on::transmit);
 }
+/// call_buffer() that decrements `sync` when the call was transmitted or consumed (`When`).
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
 call_status call_buffer(thread_context& self, thread_id dest, const F& f,
                         std::span<const std::byte> buffer, synchronizer& sync) {
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, &sync, When);
 }
 
-// `dest` runs f() (or f(ctx)); the value is written back into `slot` (self.wait_for(slot)).
+/// `dest` runs f() (or f(ctx)); the value is written back into `slot` (self.wait_for(slot)).
 template <channel C = channel::write, class Policy = policy::fail, class F, class R>
 call_status call_return(thread_context& self, thread_id dest, const F& f,
                         return_slot<R>& slot) {
@@ -50,11 +52,11 @@ call_status call_return(thread_context& self, thread_id dest, const F& f,
   return detail::returning<C, Policy, fabric::return_shape>(self, dest, f, {}, slot);
 }
 
-// `dest` runs f(args...) (or f(ctx, args...)). The arguments may be of any type cereal
-// serializes (std::string, std::vector, std::map, user types with a serialize() member...):
-// they are serialized into the call's buffer here and deserialized on the destination, which
-// passes them as lvalues. Bytes that do not deserialize are rejected and counted
-// (runtime counters: rejected_arguments); f does not run then.
+/// `dest` runs f(args...) (or f(ctx, args...)). The arguments may be of any type cereal
+/// serializes (std::string, std::vector, std::map, user types with a serialize() member...):
+/// they are serialized into the call's buffer here and deserialized on the destination, which
+/// passes them as lvalues. Bytes that do not deserialize are rejected and counted
+/// (runtime counters: rejected_arguments); f does not run then.
 template <channel C = channel::write, class Policy = policy::fail, class F, class... Args>
   requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_v<Args> || ...))
 call_status call(thread_context& self, thread_id dest, F f, const Args&... args) {
@@ -65,7 +67,7 @@ call_status call(thread_context& self, thread_id dest, F f, const Args&... args)
                                                            scratch.bytes(), nullptr,
                                                            notify_on::transmit);
 }
-// The same, with a synchronizer.
+/// The same, with a synchronizer.
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F,
           class... Args>
   requires(sizeof...(Args) > 0)
@@ -78,9 +80,9 @@ call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync,
                                                            scratch.bytes(), &sync, When);
 }
 
-// `dest` runs f(args...) (or f(ctx, args...)) with serialized arguments (as call above); the
-// value is written back into `slot`. Arguments that do not deserialize give a value-initialized
-// result (and a rejection counted at the destination).
+/// `dest` runs f(args...) (or f(ctx, args...)) with serialized arguments (as call above); the
+/// value is written back into `slot`. Arguments that do not deserialize give a value-initialized
+/// result (and a rejection counted at the destination).
 template <channel C = channel::write, class Policy = policy::fail, class F, class R,
           class... Args>
   requires(sizeof...(Args) > 0)
@@ -96,9 +98,9 @@ call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R
 }
 
 
-// call_buffer, put variant (paper): `origin` is put into `target` (registered memory of the
-// destination's process, e.g. from allocate_remote), and once it is there `dest` runs
-// f(target's bytes). Waits for the put's completion before sending the call.
+/// call_buffer, put variant (paper): `origin` is put into `target` (registered memory of the
+/// destination's process, e.g. from allocate_remote), and once it is there `dest` runs
+/// f(target's bytes). Waits for the put's completion before sending the call.
 template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call_buffer(thread_context& self, thread_id dest, F f,
                         std::span<const std::byte> origin,
@@ -115,18 +117,18 @@ call_status call_buffer(thread_context& self, thread_id dest, F f,
                                  detail::call_on_put_buffer<F>{f, target.address, origin.size()});
 }
 
-// call_buffer, get variant (paper): `dest` reads `origin` (registered memory anywhere, e.g. the
-// caller's, which must stay unchanged until the call ran) by a remote read, then runs
-// f(bytes read). The read is synchronous on the destination thread (it serves calls while it
-// waits).
+/// call_buffer, get variant (paper): `dest` reads `origin` (registered memory anywhere, e.g. the
+/// caller's, which must stay unchanged until the call ran) by a remote read, then runs
+/// f(bytes read). The read is synchronous on the destination thread (it serves calls while it
+/// waits).
 template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call_buffer_get(thread_context& self, thread_id dest, F f,
                             const transfer::remote_memory_locator& origin) {
   fabric::check_remote_closure<F>();
   return invoke::call<C, Policy>(self, dest, detail::call_after_get<F>{f, origin});
 }
-// The same, decrementing `sync` when the call was transmitted or (notify_on::consume) once f ran
-// at the destination: from then on `origin` may change.
+/// The same, decrementing `sync` when the call was transmitted or (notify_on::consume) once f ran
+/// at the destination: from then on `origin` may change.
 template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
 call_status call_buffer_get(thread_context& self, thread_id dest, F f,
                             const transfer::remote_memory_locator& origin, synchronizer& sync) {
@@ -134,11 +136,11 @@ call_status call_buffer_get(thread_context& self, thread_id dest, F f,
   return invoke::call<C, Policy, When>(self, dest, detail::call_after_get<F>{f, origin}, sync);
 }
 
-// call_buffer_get, async variant (paper): `dest` starts reading `origin` and keeps serving calls
-// meanwhile; f(bytes read) runs on one of its later polls, so calls sent after this one may run
-// before f. With a synchronizer, it is decremented once f ran (origin may change from then on).
-// A read that fails (origin's process died) is counted at the destination (failed_reads) and
-// f does not run; the synchronizer is still decremented.
+/// call_buffer_get, async variant (paper): `dest` starts reading `origin` and keeps serving calls
+/// meanwhile; f(bytes read) runs on one of its later polls, so calls sent after this one may run
+/// before f. With a synchronizer, it is decremented once f ran (origin may change from then on).
+/// A read that fails (origin's process died) is counted at the destination (failed_reads) and
+/// f does not run; the synchronizer is still decremented.
 template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
                                   const transfer::remote_memory_locator& origin) {
@@ -147,6 +149,8 @@ call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
       self, C, dest, detail::call_after_get_async<F>{f, origin, 0}, {}, nullptr,
       notify_on::transmit);
 }
+/// call_buffer_get_async() that decrements `sync` once f ran, or its read failed: `origin` may
+/// change from then on.
 template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
                                   const transfer::remote_memory_locator& origin,
@@ -157,15 +161,15 @@ call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
       notify_on::transmit);
 }
 
-// broadcast: f() (or f(ctx)) runs once on every thread of the job, this one included, through
-// a binary tree rooted here; each hop travels on channel C.
+/// broadcast: f() (or f(ctx)) runs once on every thread of the job, this one included, through
+/// a binary tree rooted here; each hop travels on channel C.
 template <channel C = channel::write, class F>
 void broadcast(thread_context& self, F f) {
   fabric::check_remote_closure<F>();
   detail::broadcast_hop<C, F, fabric::plain_shape>{f, self.id()}.hop(self, {});
 }
 
-// broadcast_buffer: f(buf) runs once on every thread with a copy of `buffer`, through the tree.
+/// broadcast_buffer: f(buf) runs once on every thread with a copy of `buffer`, through the tree.
 template <channel C = channel::write, class F>
 void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buffer) {
   fabric::check_remote_closure<F>();
@@ -176,35 +180,39 @@ void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buff
 template <channel Mode>
 class aggregator_to;
 
-// Aggregator (paper §4.4.2): calls of this thread through one one-sided mode, traditional
-// (batched, published every flush_size bytes or on flush()) or overflow (published at once,
-// queued locally only while a messenger has no room). Cheap to construct; the messengers belong
-// to the thread (channels), so aggregators of one thread share them and keep FIFO per
-// destination.
+/// Aggregator (paper §4.4.2): calls of this thread through one one-sided mode, traditional
+/// (batched, published every flush_size bytes or on flush()) or overflow (published at once,
+/// queued locally only while a messenger has no room). Cheap to construct; the messengers belong
+/// to the thread (channels), so aggregators of one thread share them and keep FIFO per
+/// destination.
 template <channel Mode>
 class aggregator {
   static_assert(Mode == channel::trad || Mode == channel::ovfl,
                 "an aggregator is traditional (trad) or overflow (ovfl)");
 
  public:
+  /// An aggregator of `self`'s calls (the owner thread's).
   explicit aggregator(thread_context& self) : self_(self) {}
 
+  /// invoke::call through this aggregator's mode.
   template <class Policy = policy::fail, class F>
   call_status call(thread_id dest, const F& f) {
     return invoke::call<Mode, Policy>(self_, dest, f);
   }
+  /// invoke::call_buffer through this aggregator's mode.
   template <class Policy = policy::fail, class F>
   call_status call_buffer(thread_id dest, const F& f, std::span<const std::byte> buffer) {
     return invoke::call_buffer<Mode, Policy>(self_, dest, f, buffer);
   }
+  /// invoke::call_return through this aggregator's mode.
   template <class Policy = policy::fail, class F, class R>
   call_status call_return(thread_id dest, const F& f, return_slot<R>& slot) {
     return invoke::call_return<Mode, Policy>(self_, dest, f, slot);
   }
-  // Publishes every batched call of this thread (all destinations).
+  /// Publishes every batched call of this thread (all destinations).
   void flush() { channels_of(self_).flush(self_); }
 
-  // This aggregator's calls to `dest` alone, without a lookup per call (see aggregator_to).
+  /// This aggregator's calls to `dest` alone, without a lookup per call (see aggregator_to).
   [[nodiscard]] aggregator_to<Mode> to(thread_id dest) const {
     return aggregator_to<Mode>(self_, dest);
   }
@@ -213,30 +221,32 @@ class aggregator {
   thread_context& self_;
 };
 
-// An aggregator's calls to one destination (paper §4.4: an RDMAAggregator is made on the
-// sending thread for one destination thread): the calls of aggregator<Mode> with `dest`, through
-// the same messenger (so FIFO with every other call of this thread to `dest`), without looking
-// the messenger up on each call. In trad mode it also keeps a copy of the messenger's join
-// window (messenger::join_view): a run of plain calls of one function then costs two stores
-// (the closure and the messenger's write offset) and checks whose loads no store waits for.
-// Made and used by one thread; valid while the thread's channels live (its run). Keep it a
-// local of the function that calls through it: the copy then stays in registers; as a member of
-// an object in memory it is loaded on every call, like the messenger's own words (a run of
-// calls through invoke::call<channel::trad> waits on the store-to-load forwarding of the write
-// offset from one call to the next, about 6 cycles). Throws seriema::error for a `dest` that is
-// not a thread of the job, and on a thread without channels (a service thread).
+/// An aggregator's calls to one destination (paper §4.4: an RDMAAggregator is made on the
+/// sending thread for one destination thread): the calls of aggregator<Mode> with `dest`, through
+/// the same messenger (so FIFO with every other call of this thread to `dest`), without looking
+/// the messenger up on each call. In trad mode it also keeps a copy of the messenger's join
+/// window (messenger::join_view): a run of plain calls of one function then costs two stores
+/// (the closure and the messenger's write offset) and checks whose loads no store waits for.
+/// Made and used by one thread; valid while the thread's channels live (its run). Keep it a
+/// local of the function that calls through it: the copy then stays in registers; as a member of
+/// an object in memory it is loaded on every call, like the messenger's own words (a run of
+/// calls through invoke::call<channel::trad> waits on the store-to-load forwarding of the write
+/// offset from one call to the next, about 6 cycles). Throws seriema::error for a `dest` that is
+/// not a thread of the job, and on a thread without channels (a service thread).
 template <channel Mode>
 class aggregator_to {
   static_assert(Mode == channel::trad || Mode == channel::ovfl,
                 "an aggregator is traditional (trad) or overflow (ovfl)");
 
  public:
+  /// `self`'s calls to `dest` (throws seriema::error, see the class).
   aggregator_to(thread_context& self, thread_id dest)
       : self_(self), dest_(dest), messenger_(&channels_of(self).to(dest)),
         view_(messenger_->view_join_window()) {}
 
-  [[nodiscard]] thread_id destination() const noexcept { return dest_; }
+  [[nodiscard]] thread_id destination() const noexcept { return dest_; }  ///< the destination
 
+  /// invoke::call to the destination (a join of the open record when it can).
   template <class Policy = policy::fail, class F>
   [[gnu::always_inline]] call_status call(const F& f) {
     fabric::check_remote_closure<F>();
@@ -258,15 +268,17 @@ class aggregator_to {
       return write_or_send<Policy>(*messenger_, id, detail::bytes_of(f));
     }
   }
+  /// invoke::call_buffer to the destination.
   template <class Policy = policy::fail, class F>
   call_status call_buffer(const F& f, std::span<const std::byte> buffer) {
     return renew(invoke::call_buffer<Mode, Policy>(self_, dest_, f, buffer));
   }
+  /// invoke::call_return to the destination.
   template <class Policy = policy::fail, class F, class R>
   call_status call_return(const F& f, return_slot<R>& slot) {
     return renew(invoke::call_return<Mode, Policy>(self_, dest_, f, slot));
   }
-  // Publishes the calls batched for this destination (and moves its queued ones on).
+  /// Publishes the calls batched for this destination (and moves its queued ones on).
   void flush() {
     messenger_->drain();
     messenger_->publish();
@@ -276,25 +288,25 @@ class aggregator_to {
  private:
   struct general_result {
     call_status status;
-    messenger::join_view view;  // the window the call left
+    messenger::join_view view;  ///< the window the call left
   };
-  // A trad call that does not join through the view: out of line, so that the join stays a
-  // straight run of instructions in the caller's loop; static, so that this object's address
-  // does not escape (its copy of the window then stays in registers).
+  /// A trad call that does not join through the view: out of line, so that the join stays a
+  /// straight run of instructions in the caller's loop; static, so that this object's address
+  /// does not escape (its copy of the window then stays in registers).
   template <class Policy>
   [[gnu::noinline]] static general_result send_general(messenger& m, fabric::function_id id,
                                                        std::span<const std::byte> closure) {
     const call_status status = write_or_send<Policy>(m, id, closure);
     return {status, m.view_join_window()};
   }
-  // A plain call through the messenger: its inline direct write, else its general path.
+  /// A plain call through the messenger: its inline direct write, else its general path.
   template <class Policy>
   [[gnu::always_inline]] static call_status write_or_send(messenger& m, fabric::function_id id,
                                                           std::span<const std::byte> closure) {
     if (m.try_write_direct(Mode, id, closure, 0, {}, {})) return call_status::ok;
     return m.template send<Policy>(Mode, id, closure, 0, {}, {});
   }
-  // After a call through the free functions: the window they left.
+  /// After a call through the free functions: the window they left.
   call_status renew(call_status status) noexcept {
     view_ = messenger_->view_join_window();
     return status;

@@ -14,18 +14,21 @@
 
 namespace seriema::mcts {
 
-// Player numbers: 1 moves first, 2 second; 0 means "nobody" (no winner yet).
+/// Player numbers: 1 moves first, 2 second; 0 means "nobody" (no winner yet).
 using player = std::uint8_t;
-inline constexpr player nobody = 0;
+inline constexpr player nobody = 0;  ///< no player: no winner yet
+/// The other player.
 [[nodiscard]] constexpr player opponent(player p) noexcept { return static_cast<player>(3 - p); }
 
-// xoshiro256** (Blackman & Vigna): fast, 2^256 - 1 period, seeded through splitmix64.
-// A UniformRandomBitGenerator, plus below(n) for bounded draws without division.
-// Thread-safety: none (one per thread).
+/// xoshiro256** (Blackman & Vigna): fast, 2^256 - 1 period, seeded through splitmix64.
+/// A UniformRandomBitGenerator, plus below(n) for bounded draws without division.
+/// Thread-safety: none (one per thread).
 class random {
  public:
-  using result_type = std::uint64_t;
+  using result_type = std::uint64_t;  ///< 64 random bits per draw
+  /// A generator seeded with `seed` (equal seeds give equal sequences).
   explicit random(std::uint64_t seed = 0x5e21e3a) noexcept { reseed(seed); }
+  /// Restarts the sequence from `seed`.
   void reseed(std::uint64_t seed) noexcept {
     for (auto& word : s_) {
       seed += 0x9e3779b97f4a7c15ULL;
@@ -35,8 +38,10 @@ class random {
       word = z ^ (z >> 31);
     }
   }
-  static constexpr result_type min() noexcept { return 0; }
+  static constexpr result_type min() noexcept { return 0; }  ///< smallest draw
+  /// Largest draw.
   static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
+  /// The next 64 random bits.
   result_type operator()() noexcept {
     const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
     const std::uint64_t t = s_[1] << 17;
@@ -48,8 +53,8 @@ class random {
     s_[3] = rotl(s_[3], 45);
     return result;
   }
-  // Uniform in [0, n) for n >= 1 (Lemire's multiply-shift; the bias is below 2^-32 for the
-  // n this is used with: move counts).
+  /// Uniform in [0, n) for n >= 1 (Lemire's multiply-shift; the bias is below 2^-32 for the
+  /// n this is used with: move counts).
   std::uint32_t below(std::uint32_t n) noexcept {
     return static_cast<std::uint32_t>(((*this)() >> 32) * n >> 32);
   }
@@ -61,24 +66,24 @@ class random {
   std::uint64_t s_[4];
 };
 
-// A sequential game specification. The framework copies states between threads, processes and
-// machines as bytes (call_buffer), hence trivially copyable states and moves. All member
-// functions are const and must be safe to call from many threads at once on one game object
-// (the object holds configuration, e.g. the board size, identical in every process).
-//
-//   G::state                  a position, including whose turn it is
-//   G::move                   a move (small, trivially copyable, equality-comparable)
-//   g.initial_state()         the empty position
-//   g.to_move(s)              the player to move in s (1 or 2)
-//   g.max_moves()             an upper bound on legal_moves() of any state
-//   g.legal_moves(s, out)     writes the legal moves of s into out (out.size() >= max_moves()),
-//                             returns how many; 0 exactly when the game is over
-//   g.apply(s, m)             plays legal move m in s (s then has the other player to move)
-//   g.winner(s)               the winner once the game is over, nobody before
-//   g.playout(s, rng)         plays uniformly random moves from s to the end; returns the winner
-//   g.move_name(m)            text of a move ("c4"); g.parse_move(s, text): the legal move of s
-//                             that text names, or nullopt
-//   g.render(s)               the position as text for people
+/// A sequential game specification. The framework copies states between threads, processes and
+/// machines as bytes (call_buffer), hence trivially copyable states and moves. All member
+/// functions are const and must be safe to call from many threads at once on one game object
+/// (the object holds configuration, e.g. the board size, identical in every process).
+///
+///   G::state                  a position, including whose turn it is
+///   G::move                   a move (small, trivially copyable, equality-comparable)
+///   g.initial_state()         the empty position
+///   g.to_move(s)              the player to move in s (1 or 2)
+///   g.max_moves()             an upper bound on legal_moves() of any state
+///   g.legal_moves(s, out)     writes the legal moves of s into out (out.size() >= max_moves()),
+///                             returns how many; 0 exactly when the game is over
+///   g.apply(s, m)             plays legal move m in s (s then has the other player to move)
+///   g.winner(s)               the winner once the game is over, nobody before
+///   g.playout(s, rng)         plays uniformly random moves from s to the end; returns the winner
+///   g.move_name(m)            text of a move ("c4"); g.parse_move(s, text): the legal move of s
+///                             that text names, or nullopt
+///   g.render(s)               the position as text for people
 template <class G>
 concept game = requires(const G& g, const typename G::state& s, typename G::state& mutable_state,
                         const typename G::move& m, std::span<typename G::move> out, random& rng,
@@ -100,9 +105,9 @@ concept game = requires(const G& g, const typename G::state& s, typename G::stat
   { g.render(s) } -> std::convertible_to<std::string>;
 };
 
-// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
-// distributed search can place a new node on the thread its hash names (node_placement::hashed,
-// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.
+/// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
+/// distributed search can place a new node on the thread its hash names (node_placement::hashed,
+/// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.
 template <class G>
 concept hashed_game = game<G> && requires(const G& g, const typename G::state& s) {
   { g.hash(s) } -> std::convertible_to<std::uint64_t>;

@@ -9,55 +9,57 @@
 
 namespace seriema::mcts {
 
-// One search. A rollout is one selection from the root, one expansion, `playouts_per_leaf`
-// random playouts from the new leaf and one backpropagation. The search stops at the first
-// budget reached (rollouts, or seconds when > 0); at least one must be set.
+/// One search. A rollout is one selection from the root, one expansion, `playouts_per_leaf`
+/// random playouts from the new leaf and one backpropagation. The search stops at the first
+/// budget reached (rollouts, or seconds when > 0); at least one must be set.
 struct search_options {
-  std::uint64_t rollouts = 10'000;  // 0: no rollout bound (seconds must be > 0)
-  double seconds = 0;               // 0: no time bound
-  unsigned playouts_per_leaf = 16;  // K
-  double exploration = 1.0;         // c in  w/n + c * sqrt(ln N / n)
-  std::uint64_t seed = 1;           // the search is reproducible per seed (sequential engine)
-  // Called now and then from the searching thread (never concurrently) with the rollouts done
-  // so far; a progress bar hangs here. May be empty.
+  std::uint64_t rollouts = 10'000;  ///< 0: no rollout bound (seconds must be > 0)
+  double seconds = 0;               ///< 0: no time bound
+  unsigned playouts_per_leaf = 16;  ///< K
+  double exploration = 1.0;         ///< c in  w/n + c * sqrt(ln N / n)
+  std::uint64_t seed = 1;           ///< the search is reproducible per seed (sequential engine)
+  /// Called now and then from the searching thread (never concurrently) with the rollouts done
+  /// so far; a progress bar hangs here. May be empty.
   std::function<void(std::uint64_t rollouts_done, double seconds)> progress;
 };
 
-// Visits and wins of one move at the root, from the point of view of the player to move there.
+/// Visits and wins of one move at the root, from the point of view of the player to move there.
 template <class Move>
 struct move_statistics {
-  Move move{};
-  std::uint64_t visits = 0;  // playouts through this move
-  double wins = 0;           // of them, won by the player to move at the root
-  [[nodiscard]] double win_rate() const noexcept {
+  Move move{};               ///< the move
+  std::uint64_t visits = 0;  ///< playouts through this move
+  double wins = 0;           ///< of them, won by the player to move at the root
+  [[nodiscard]] double win_rate() const noexcept {  ///< wins / visits (0 without visits)
     return visits == 0 ? 0.0 : wins / static_cast<double>(visits);
   }
 };
 
+/// What a search found: the move to play, the root's statistics and what it cost.
 template <class Move>
 struct search_result {
-  Move best{};                                 // the most visited move at the root
-  double win_rate = 0;                         // of `best`, for the player to move
-  std::vector<move_statistics<Move>> moves;    // every root move tried, most visited first
-  std::uint64_t rollouts = 0;                  // rollouts completed
-  std::uint64_t playouts = 0;                  // random games played
-  std::uint64_t tree_nodes = 0;                // nodes created (root included)
-  std::uint64_t remote_calls = 0;              // calls between threads (distributed engine)
-  double seconds = 0;                          // wall time of the search
-  [[nodiscard]] double rollouts_per_second() const noexcept {
+  Move best{};                                 ///< the most visited move at the root
+  double win_rate = 0;                         ///< of `best`, for the player to move
+  std::vector<move_statistics<Move>> moves;    ///< every root move tried, most visited first
+  std::uint64_t rollouts = 0;                  ///< rollouts completed
+  std::uint64_t playouts = 0;                  ///< random games played
+  std::uint64_t tree_nodes = 0;                ///< nodes created (root included)
+  std::uint64_t remote_calls = 0;              ///< calls between threads (distributed engine)
+  double seconds = 0;                          ///< wall time of the search
+  [[nodiscard]] double rollouts_per_second() const noexcept {  ///< rollouts / seconds
     return seconds > 0 ? static_cast<double>(rollouts) / seconds : 0.0;
   }
 };
 
-// UCB1 of a move with `visits` playouts of which `wins` won for the player choosing, under a
-// parent whose visit count has natural logarithm `log_parent_visits` (computed once per
-// selection, not once per move). Unvisited moves come first (infinite score).
+/// UCB1 of a move with `visits` playouts of which `wins` won for the player choosing, under a
+/// parent whose visit count has natural logarithm `log_parent_visits` (computed once per
+/// selection, not once per move). Unvisited moves come first (infinite score).
 [[nodiscard]] inline double ucb1(double wins, std::uint64_t visits, double log_parent_visits,
                                  double exploration) noexcept {
   if (visits == 0) return INFINITY;
   const double n = static_cast<double>(visits);
   return wins / n + exploration * std::sqrt(log_parent_visits / n);
 }
+/// ln(parent_visits), the term ucb1 takes (computed once per selection).
 [[nodiscard]] inline double log_visits(std::uint64_t parent_visits) noexcept {
   return std::log(static_cast<double>(parent_visits));
 }

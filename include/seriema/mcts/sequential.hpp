@@ -14,14 +14,14 @@
 
 namespace seriema::mcts {
 
-// Searches from `root` within the budget of `options` and returns the root statistics.
-// Reproducible: equal arguments give equal results, except where options.seconds ends it.
-// The clock is read every 64 rollouts, so a time budget ends a search after a multiple of 64
-// rollouts (at least 64). Throws std::invalid_argument without a budget, with
-// playouts_per_leaf == 0, or when the game is over in `root`.
-// One function on purpose (about 150 lines): it is the baseline every MCTS benchmark divides by
-// (bench/run-mcts.sh), so its loop stays the code that was measured, and its selection,
-// simulation and backpropagation read top to bottom as the distributed search mirrors them.
+/// Searches from `root` within the budget of `options` and returns the root statistics.
+/// Reproducible: equal arguments give equal results, except where options.seconds ends it.
+/// The clock is read every 64 rollouts, so a time budget ends a search after a multiple of 64
+/// rollouts (at least 64). Throws std::invalid_argument without a budget, with
+/// playouts_per_leaf == 0, or when the game is over in `root`.
+/// One function on purpose (about 150 lines): it is the baseline every MCTS benchmark divides by
+/// (bench/run-mcts.sh), so its loop stays the code that was measured, and its selection,
+/// simulation and backpropagation read top to bottom as the distributed search mirrors them.
 template <game G>
 search_result<typename G::move> sequential_search(const G& g, const typename G::state& root,
                                                   const search_options& options) {
@@ -29,7 +29,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   using state = typename G::state;
   using clock = std::chrono::steady_clock;
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  constexpr std::uint64_t clock_period = 64;  // rollouts between readings of the clock
+  constexpr std::uint64_t clock_period = 64;  ///< rollouts between readings of the clock
 
   if (options.rollouts == 0 && !(options.seconds > 0)) {
     throw std::invalid_argument("sequential_search: set a budget (rollouts > 0 or seconds > 0)");
@@ -38,23 +38,23 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     throw std::invalid_argument("sequential_search: playouts_per_leaf must be at least 1");
   }
 
-  // A move out of a node. visits == 0 exactly while child == none: a rollout that takes an
-  // edge creates its child and adds K visits. wins count for the player choosing the edge.
+  /// A move out of a node. visits == 0 exactly while child == none: a rollout that takes an
+  /// edge creates its child and adds K visits. wins count for the player choosing the edge.
   struct edge {
     move m;
     std::uint32_t child;
     std::uint64_t visits;
     double wins;
   };
-  // A node's edges are edges[first_edge, first_edge + edge_count), made when a rollout first
-  // passes through it (first_edge == none before): most nodes stay leaves, and a node's edges
-  // outweigh its position many times over. edge_count == 0 means the game is over there, with
-  // `winner` its result. visits is the sum of its edges' visits plus the playouts made at it
-  // (K when it was created, K per rollout ending at it when the game is over there).
+  /// A node's edges are edges[first_edge, first_edge + edge_count), made when a rollout first
+  /// passes through it (first_edge == none before): most nodes stay leaves, and a node's edges
+  /// outweigh its position many times over. edge_count == 0 means the game is over there, with
+  /// `winner` its result. visits is the sum of its edges' visits plus the playouts made at it
+  /// (K when it was created, K per rollout ending at it when the game is over there).
   struct node {
     state position;
     std::uint32_t parent;
-    std::uint32_t in_edge;  // the parent's edge leading here
+    std::uint32_t in_edge;  ///< the parent's edge leading here
     std::uint32_t first_edge;
     std::uint32_t edge_count;
     std::uint64_t visits;

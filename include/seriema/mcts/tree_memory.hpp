@@ -11,32 +11,35 @@
 
 namespace seriema::mcts {
 
-// Bytes and blocks handed out and given back, per process (all pools of the process add here).
+/// Bytes and blocks handed out and given back, per process (all pools of the process add here).
 struct tree_memory_counters {
-  std::atomic<std::uint64_t> blocks_allocated{0};
-  std::atomic<std::uint64_t> blocks_released{0};
-  std::atomic<std::uint64_t> bytes_allocated{0};  // of blocks
-  std::atomic<std::uint64_t> bytes_released{0};
+  std::atomic<std::uint64_t> blocks_allocated{0};  ///< blocks taken from the heap
+  std::atomic<std::uint64_t> blocks_released{0};   ///< blocks given back
+  std::atomic<std::uint64_t> bytes_allocated{0};  ///< of blocks
+  std::atomic<std::uint64_t> bytes_released{0};   ///< of blocks given back
+  /// Bytes held now.
   [[nodiscard]] std::uint64_t bytes_live() const noexcept {
     return bytes_allocated.load(std::memory_order_relaxed) -
            bytes_released.load(std::memory_order_relaxed);
   }
 };
 
-// Thread-safety: one thread allocates at a time (the pool's owner during a search; the main
-// thread between searches). Memory is never freed piecewise: release() gives every block back,
-// so objects placed here must be trivially destructible or destroyed by their user first.
+/// A bump allocator for search-tree nodes, in 256 KiB blocks, released all at once.
+/// Thread-safety: one thread allocates at a time (the pool's owner during a search; the main
+/// thread between searches). Memory is never freed piecewise: release() gives every block back,
+/// so objects placed here must be trivially destructible or destroyed by their user first.
 class tree_pool {
  public:
-  static constexpr std::size_t block_bytes = std::size_t{256} << 10;
+  static constexpr std::size_t block_bytes = std::size_t{256} << 10;  ///< usual block size
 
+  /// An empty pool counting into `counters` (which must outlive it).
   explicit tree_pool(tree_memory_counters& counters) noexcept : counters_(&counters) {}
   tree_pool(const tree_pool&) = delete;
   tree_pool& operator=(const tree_pool&) = delete;
-  tree_pool(tree_pool&&) noexcept = default;
+  tree_pool(tree_pool&&) noexcept = default;  ///< takes the other pool's blocks
   ~tree_pool() { release(); }
 
-  // `bytes` aligned to `alignment` (a power of two up to 64). Throws std::bad_alloc.
+  /// `bytes` aligned to `alignment` (a power of two up to 64). Throws std::bad_alloc.
   void* allocate(std::size_t bytes, std::size_t alignment) {
     std::size_t offset = (used_ + alignment - 1) & ~(alignment - 1);
     if (blocks_.empty() || offset + bytes > capacity_) {
@@ -52,12 +55,13 @@ class tree_pool {
     used_ = offset + bytes;
     return blocks_.back().data.get() + offset;
   }
+  /// A T constructed from `args` in the pool (never destroyed by the pool).
   template <class T, class... Args>
   T* create(Args&&... args) {
     return new (allocate(sizeof(T), alignof(T))) T(static_cast<Args&&>(args)...);
   }
 
-  // Gives every block back (the tree of the last search is gone).
+  /// Gives every block back (the tree of the last search is gone).
   void release() noexcept {
     for (auto& b : blocks_) {
       counters_->blocks_released.fetch_add(1, std::memory_order_relaxed);

@@ -7,32 +7,45 @@
 
 namespace seriema::transfer {
 
+/// How the UCX context is set up (see ucx_context).
 struct context_options {
-  // Endpoints report a dead peer as an error (UCP_ERR_HANDLING_MODE_PEER). Needs shm error
-  // handling, which the context turns on (POSIX_ERROR_HANDLING / SYSV_ERROR_HANDLING) unless the
-  // user set those UCX variables. Default: SERIEMA_PEER_ERRORS.
+  /// Endpoints report a dead peer as an error (UCP_ERR_HANDLING_MODE_PEER). Needs shm error
+  /// handling, which the context turns on (POSIX_ERROR_HANDLING / SYSV_ERROR_HANDLING) unless the
+  /// user set those UCX variables. Default: SERIEMA_PEER_ERRORS.
   bool peer_errors = true;
-  // UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
+  /// UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
   long keepalive_ms = 1000;
+  /// From SERIEMA_PEER_ERRORS and SERIEMA_KEEPALIVE. Throws config_error naming the setting.
   static context_options from_environment();
 };
 
+/// Where an arena's segments come from.
 enum class memory_source {
-  ucx,   // ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
-  self,  // our own mmap with the page cascade, then registered: put/get/atomics only
+  ucx,   ///< ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
+  self,  ///< our own mmap with the page cascade, then registered: put/get/atomics only
 };
 
-enum class page_preference { automatic, gigantic_1g, hugetlb_2m, transparent_huge, normal };
+/// Which pages an arena asks for (SERIEMA_PAGES). Explicit hugetlb pages need memory_source::self.
+enum class page_preference {
+  /// The cascade: 1 GiB pages (when segment_size is a multiple of 1 GiB), else 2 MiB hugetlb,
+  /// else transparent huge pages, else normal pages.
+  automatic,
+  gigantic_1g,       ///< 1 GiB hugetlb pages only (segment_size a multiple of 1 GiB)
+  hugetlb_2m,        ///< 2 MiB hugetlb pages only
+  transparent_huge,  ///< normal mapping with transparent huge pages; fails when THP is disabled
+  normal             ///< base pages only
+};
 
+/// How an arena obtains its segments.
 struct arena_options {
-  memory_source source = memory_source::ucx;
-  page_preference pages = page_preference::automatic;
-  std::size_t segment_size = std::size_t{64} << 20;  // multiple of block_size
-  std::size_t limit = 0;                             // max bytes obtained; 0 = no cap
-  // From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
-  // Throws config_error naming the setting.
+  memory_source source = memory_source::ucx;           ///< who allocates the memory
+  page_preference pages = page_preference::automatic;  ///< which pages to ask for
+  std::size_t segment_size = std::size_t{64} << 20;  ///< multiple of block_size
+  std::size_t limit = 0;                             ///< max bytes obtained; 0 = no cap
+  /// From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
+  /// Throws config_error naming the setting.
   static arena_options from_environment();
-  void validate() const;  // throws config_error
+  void validate() const;  ///< throws config_error
 };
 
 }  // namespace seriema::transfer
