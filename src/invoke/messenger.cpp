@@ -14,74 +14,15 @@
 #include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
 
+#include "chunk_service.hpp"
+
 namespace seriema::invoke {
-
-namespace detail {
-
-// What the allocation service returns: up to max_chunks_per_allocation chunk locators.
-struct chunk_grant {
-  std::uint32_t count = 0;
-  std::uint32_t reserved = 0;
-  transfer::remote_memory_locator chunks[messenger_options::max_chunks_per_allocation];
-};
-
-}  // namespace detail
 
 namespace {
 
 using detail::chunk_grant;
-
-// What a sender asks the destination's process for: `count` chunks of `chunk_size` bytes in
-// `receiver`'s zone, with their setup header filled in. Trivially copyable: it travels as the
-// capture of the service call.
-struct chunk_request {
-  std::uint32_t sender;
-  std::uint32_t receiver;
-  std::uint32_t batch;
-  std::uint32_t count;
-  std::uint64_t run;
-  std::uint64_t chunk_size;
-  transfer::remote_memory_locator feedback;
-};
-
-// The receiver's side of messenger::grow, run by the destination process's service (the
-// receiving thread is not involved): allocates the chunks in the receiver's zone, all or none,
-// writes each one's setup header before anyone can know the chunk (its locator is not out yet),
-// and enters them into the receiver's incoming memory map, in order, before the reply leaves.
-chunk_grant grant_chunks(thread_context& server, const chunk_request& request) {
-  chunk_grant out{};
-  fabric::runtime& host = server.rt();
-  if (!host.is_local(request.receiver) ||
-      request.count > messenger_options::max_chunks_per_allocation) {
-    return out;
-  }
-  const int zone = host.placement().locate(request.receiver).zone;
-  transfer::registered_buffer got[messenger_options::max_chunks_per_allocation];
-  for (std::uint32_t i = 0; i < request.count; ++i) {
-    got[i] = host.service_allocate(zone, static_cast<std::size_t>(request.chunk_size));
-    if (!got[i]) {
-      for (std::uint32_t j = 0; j < i; ++j) {
-        (void)host.service_free(reinterpret_cast<std::uint64_t>(got[j].data), got[j].size);
-      }
-      return out;
-    }
-    std::memset(got[i].data, 0, wire::chunk_header_size);
-    auto* header = reinterpret_cast<wire::chunk_header*>(got[i].data);
-    header->setup.magic = wire::chunk_magic;
-    header->setup.sender = request.sender;
-    header->setup.receiver = request.receiver;
-    header->setup.batch = request.batch;
-    header->setup.run = request.run;
-    header->setup.capacity = request.chunk_size - wire::chunk_header_size;
-    header->setup.feedback = request.feedback;
-    out.chunks[i] = transfer::remote_memory_locator::make(host.rank(), got[i]);
-  }
-  for (std::uint32_t i = 0; i < request.count; ++i) {
-    host.local_state(request.receiver).grant({request.sender, request.run, request.batch, got[i]});
-  }
-  out.count = request.count;
-  return out;
-}
+using detail::chunk_request;
+using detail::grant_chunks;
 
 std::uint64_t load_acquire(const std::uint64_t* word) noexcept {
   return std::atomic_ref<const std::uint64_t>(*word).load(std::memory_order_acquire);
