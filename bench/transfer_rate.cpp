@@ -175,7 +175,8 @@ double run_manual(transfer::transmitter& tx, std::byte* source, std::size_t size
     touch(source, size, i, w);
     if (tx.put(std::span<const std::byte>(source, size), *w.remote, (i * size) & w.mask) !=
         transfer::op_status::ok) {
-      die(fmt::format("manual: put failed: {}", ucs_status_string(static_cast<ucs_status_t>(tx.last_error()))));
+      die(fmt::format("manual: put failed: {}",
+                      ucs_status_string(static_cast<ucs_status_t>(tx.last_error()))));
     }
     if (++since_request == interval) {
       since_request = 0;
@@ -214,7 +215,8 @@ double run_auto(transfer::transmitter& tx, transfer::circular_allocator& units, 
     }
     touch(unit.data, size, i, w);
     if (tx.put(unit, size, *w.remote, (i * size) & w.mask) != transfer::op_status::ok) {
-      die(fmt::format("auto: put failed: {}", ucs_status_string(static_cast<ucs_status_t>(tx.last_error()))));
+      die(fmt::format("auto: put failed: {}",
+                      ucs_status_string(static_cast<ucs_status_t>(tx.last_error()))));
     }
   }
   if (tx.flush() != transfer::op_status::ok) die("auto: flush failed");

@@ -99,12 +99,13 @@ void runtime::register_handlers() {
     ucp_am_recv_callback_t callback;
     const char* what;
   };
-  for (const handler_entry& h : {handler_entry{am_id_runtime_barrier, &am_handlers::on_barrier_message, "barrier"},
-                                 handler_entry{am_id_call, &am_handlers::on_call_message, "calls"},
-                                 handler_entry{am_id_reply, &am_handlers::on_reply_message, "replies"},
-                                 handler_entry{am_id_write, &am_handlers::on_write_message, "writes"},
-                                 handler_entry{am_id_feedback, &am_handlers::on_feedback_message,
-                                               "feedback"}}) {
+  const handler_entry handlers[] = {
+      {am_id_runtime_barrier, &am_handlers::on_barrier_message, "barrier"},
+      {am_id_call, &am_handlers::on_call_message, "calls"},
+      {am_id_reply, &am_handlers::on_reply_message, "replies"},
+      {am_id_write, &am_handlers::on_write_message, "writes"},
+      {am_id_feedback, &am_handlers::on_feedback_message, "feedback"}};
+  for (const handler_entry& h : handlers) {
     ucp_am_handler_param_t handler{};
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                          UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;

@@ -45,8 +45,9 @@ progress_end progress_until(transfer::ucx_worker& worker, Done done, Stop stop,
 
 }  // namespace
 
-ucs_status_t runtime::am_handlers::on_barrier_message(void* arg, const void* header, std::size_t header_length,
-                                         void*, std::size_t, const ucp_am_recv_param_t*) {
+ucs_status_t runtime::am_handlers::on_barrier_message(
+    void* arg, const void* header, std::size_t header_length, void*, std::size_t,
+    const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);
   if (header_length != sizeof(barrier_message)) return UCS_OK;  // malformed: ignore
   barrier_message message;

@@ -53,9 +53,9 @@ bool well_formed(const call_header& h, std::size_t length, const function_entry*
 
 }  // namespace
 
-ucs_status_t runtime::am_handlers::on_call_message(void* arg, const void* header, std::size_t header_length,
-                                      void* data, std::size_t length,
-                                      const ucp_am_recv_param_t* param) {
+ucs_status_t runtime::am_handlers::on_call_message(
+    void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+    const ucp_am_recv_param_t* param) {
   auto* self = static_cast<runtime*>(arg);
   if (header_length != sizeof(call_header)) {
     self->counters_.rejected_malformed.fetch_add(1, std::memory_order_relaxed);
@@ -111,9 +111,9 @@ ucs_status_t runtime::am_handlers::on_call_message(void* arg, const void* header
   return keep;
 }
 
-ucs_status_t runtime::am_handlers::on_feedback_message(void* arg, const void* header,
-                                          std::size_t header_length, void*, std::size_t length,
-                                          const ucp_am_recv_param_t*) {
+ucs_status_t runtime::am_handlers::on_feedback_message(
+    void* arg, const void* header, std::size_t header_length, void*, std::size_t length,
+    const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);
   feedback_message m;
   if (header_length != sizeof m || length != 0) {
@@ -127,9 +127,9 @@ ucs_status_t runtime::am_handlers::on_feedback_message(void* arg, const void* he
   return UCS_OK;
 }
 
-ucs_status_t runtime::am_handlers::on_write_message(void* arg, const void* header, std::size_t header_length,
-                                       void* data, std::size_t length,
-                                       const ucp_am_recv_param_t* param) {
+ucs_status_t runtime::am_handlers::on_write_message(
+    void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+    const ucp_am_recv_param_t* param) {
   auto* self = static_cast<runtime*>(arg);
   write_message m;
   const bool applied = header_length == sizeof m &&
@@ -140,9 +140,9 @@ ucs_status_t runtime::am_handlers::on_write_message(void* arg, const void* heade
   return UCS_OK;
 }
 
-ucs_status_t runtime::am_handlers::on_reply_message(void* arg, const void* header, std::size_t header_length,
-                                       void* data, std::size_t length,
-                                       const ucp_am_recv_param_t*) {
+ucs_status_t runtime::am_handlers::on_reply_message(
+    void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+    const ucp_am_recv_param_t*) {
   auto* self = static_cast<runtime*>(arg);
   call_header h;
   if (header_length != sizeof h) {

@@ -21,7 +21,8 @@ struct machine_topology {
   struct zone {
     int os_index = 0;  ///< NUMA node number as the OS names it
     std::uint64_t memory_bytes = 0;  ///< memory attached to the zone
-    std::vector<std::vector<int>> cores;  ///< per physical core: OS indexes of its PUs (hyperthreads)
+    /// Per physical core: the OS indexes of its PUs (hyperthreads).
+    std::vector<std::vector<int>> cores;
   };
   std::vector<zone> zones;  ///< at least one (a machine without NUMA = one zone)
   std::string description;  ///< e.g. "1 zone, 2 cores, 2 PUs"
@@ -35,7 +36,7 @@ struct machine_topology {
   static machine_topology uniform(int zone_count, int cores_per_zone, int pus_per_core);
 
   [[nodiscard]] int core_count() const noexcept;  ///< physical cores over all zones
-  [[nodiscard]] int pu_count() const noexcept;    ///< processing units (hyperthreads) over all zones
+  [[nodiscard]] int pu_count() const noexcept;    ///< PUs (hyperthreads) over all zones
 };
 
 /// "T", "PxT" or "MxPxT" (paper notation; omitted prefixes are 1). Throws config_error.
