@@ -192,9 +192,7 @@ void abandon_reply(local_thread_state& owner, std::uint32_t index,
 }
 
 void local_thread_state::grant(const granted_memory& entry) {
-  std::lock_guard lock(granted_mutex);
-  granted.push_back(entry);
-  granted_count.store(granted.size(), std::memory_order_release);
+  granted.grant(entry);
   if (entry.batch == 0) first_grants.fetch_add(1, std::memory_order_release);
 }
 

@@ -511,10 +511,11 @@ std::size_t channels::poll(thread_context& self) {
   if (grants != new_channels_seen_) {
     // New senders: their first batch of chunks is in our incoming memory map. (Entries of a
     // later run, granted by a process that is already there, stay for that run's channels.)
-    new_channels_seen_ = grants;
     const std::uint64_t run = self.run_epoch();
     std::vector<fabric::granted_memory> firsts = state.take_granted(
         [&](const fabric::granted_memory& g) { return g.batch == 0 && g.run == run; });
+    // A grant still being linked may hide one counted in `grants`: then look again next poll.
+    if (!state.grant_in_flight()) new_channels_seen_ = grants;
     std::size_t i = 0;
     while (i < firsts.size()) {
       const std::uint32_t sender = firsts[i].sender;
@@ -615,7 +616,8 @@ void channels::reclaim_dead_senders(thread_context& self) {
     (void)rt.service_free(reinterpret_cast<std::uint64_t>(grant.memory.data), grant.memory.size);
     ++received_.chunks_reclaimed;
   }
-  reclaim_pending_ = deferred;
+  // A grant still being linked may be a dead sender's too: look again at the next poll.
+  reclaim_pending_ = deferred || self.state().grant_in_flight();
 }
 
 bool channels::any_failed() {

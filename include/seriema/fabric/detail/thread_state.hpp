@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <seriema/fabric/detail/call_queue.hpp>
+#include <seriema/fabric/detail/incoming_memory_map.hpp>
 #include <seriema/fabric/detail/reply_cells.hpp>
 #include <seriema/fabric/detail/staged_sends.hpp>
 #include <seriema/fabric/outcome.hpp>
@@ -95,27 +96,19 @@ struct local_thread_state {
   // it ends with `why`. Any thread of this process. Returns how many.
   std::size_t fail_pending_to(int process, outcome why) noexcept;
 
-  // Incoming memory map. Writers: the allocation service (any thread serving calls); reader:
-  // the owner thread, which takes entries out. `granted_count` lets the owner skip the mutex.
-  std::mutex granted_mutex;
-  std::vector<granted_memory> granted;
-  std::atomic<std::size_t> granted_count{0};
+  // Incoming memory map (wait-free grants; see incoming_memory_map.hpp). Writers: the
+  // allocation service (any thread serving calls); reader: the owner thread, which takes
+  // entries out.
+  detail::incoming_memory_map<granted_memory> granted;
   std::atomic<std::size_t> first_grants{0};  // entries of batch 0 ever granted (new channels)
   void grant(const granted_memory& entry);
-  // Moves out every entry `which` selects, in grant order.
+  // Owner: moves out every entry `which` selects, in grant order.
   template <class Which>
   std::vector<granted_memory> take_granted(Which which) {
-    std::vector<granted_memory> out;
-    if (granted_count.load(std::memory_order_acquire) == 0) return out;
-    std::lock_guard lock(granted_mutex);
-    std::erase_if(granted, [&](const granted_memory& g) {
-      if (!which(g)) return false;
-      out.push_back(g);
-      return true;
-    });
-    granted_count.store(granted.size(), std::memory_order_release);
-    return out;
+    return granted.take(which);
   }
+  // Owner, right after take_granted: a grant was still being linked (look again later).
+  [[nodiscard]] bool grant_in_flight() const noexcept { return granted.in_flight(); }
 
   // The layer above's feedback words (registered memory peers write into: the invoke layer's
   // released counts and synchronizers), published so that a notification arriving as an active
