@@ -382,6 +382,7 @@ json counters_object(const receive_counters& c) {
               {"rejected_unknown_function", c.rejected_unknown_function},
               {"chunks_released", c.chunks_released},
               {"failed_reads", c.failed_reads},
+              {"failed_puts", c.failed_puts},
               {"chunks_reclaimed", c.chunks_reclaimed}};
 }
 
@@ -450,6 +451,49 @@ void channels::read_async(const transfer::remote_memory_locator& origin, read_do
   reads_.push_back(std::move(read));
 }
 
+void channels::put_async(std::span<const std::byte> source,
+                         const transfer::remote_memory_locator& target, read_done done) {
+  fabric::runtime& rt = self_.rt();
+  auto put = std::make_unique<pending_read>();
+  put->done = std::move(done);
+  put->is_put = true;
+  const int process = target.process;
+  bool failed = process < 0 || process >= rt.size() || self_.endpoint_to(process).failed();
+  if (!failed) {
+    transfer::ucx_endpoint& endpoint = self_.endpoint_to(process);
+    transfer::remote_memory remote(endpoint, target, rt.same_machine(process));
+    if (!remote.contains(0, source.size())) {
+      failed = true;
+    } else if (remote.direct() != nullptr) {
+      std::memcpy(remote.direct(), source.data(), source.size());
+      std::atomic_thread_fence(std::memory_order_release);  // before the call that names it
+    } else {
+      ucp_request_param_t param{};
+      void* request = ucp_put_nbx(endpoint.handle(), source.data(), source.size(),
+                                  remote.address(), remote.rkey(), &param);
+      if (UCS_PTR_IS_ERR(request)) {
+        failed = true;
+      } else {
+        if (request != nullptr) ucp_request_free(request);
+        // Remote completion: the flush completes once the bytes are in the target's memory.
+        void* flush = ucp_ep_flush_nbx(endpoint.handle(), &param);
+        failed = UCS_PTR_IS_ERR(flush);
+        if (!failed) put->request = flush;  // null: complete at once
+      }
+    }
+  }
+  if (failed) {
+    ++received_.failed_puts;
+    put->failed = true;
+  }
+  count_sent(1);  // finished on a later poll, as reads are
+  reads_.push_back(std::move(put));
+}
+
+void channels::count_failed(const pending_read& read) noexcept {
+  ++(read.is_put ? received_.failed_puts : received_.failed_reads);
+}
+
 std::size_t channels::finish_reads() {
   std::size_t ran = 0;
   // By index, and each entry taken out before its continuation runs: a continuation may start
@@ -467,7 +511,7 @@ std::size_t channels::finish_reads() {
       read.request = nullptr;
       if (status != UCS_OK) {
         ok = false;
-        ++received_.failed_reads;
+        count_failed(read);
       }
     }
     std::unique_ptr<pending_read> taken = std::move(reads_[i]);

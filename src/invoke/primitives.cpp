@@ -128,6 +128,27 @@ void reject_arguments(thread_context& self, std::uint32_t source, const char* wh
   }
 }
 
+std::uint32_t open_broadcast_notices(thread_context& self, synchronizer& sync, notify_on when) {
+  if (when == notify_on::transmit) return 0;
+  fabric::runtime& rt = self.rt();
+  sync.add(self.thread_count() - 1);
+  for (int process = 0; process < rt.size(); ++process) {
+    sync.note_target(rt.placement().global_id(process, 0));
+  }
+  return sync.word();
+}
+
+call_status check_broadcast_targets(thread_context& self, std::uint64_t size,
+                                    std::span<const transfer::remote_memory_locator> targets) {
+  if (targets.size() != self.thread_count()) return call_status::bad_destination;
+  const fabric::placement& where = self.rt().placement();
+  for (thread_id t = 0; t < targets.size(); ++t) {
+    if (targets[t].process != where.locate(t).process) return call_status::bad_destination;
+    if (targets[t].size < size) return call_status::too_large;
+  }
+  return call_status::ok;
+}
+
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value) {
   reply_delivery delivery{slot, generation};

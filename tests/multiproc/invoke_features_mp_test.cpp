@@ -1,6 +1,7 @@
 // Invoke-layer features beyond plain calls, in every channel, between threads of one or several
 // processes: arguments serialized with cereal (and corrupt argument bytes rejected), synchronizer
-// notices on transmit and on consumption, and call_buffer_get's sync and async variants.
+// notices on transmit and on consumption on every primitive (broadcasts included), the put and
+// get variants of call_buffer and broadcast_buffer, and the asynchronous put-then-call.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -273,6 +274,171 @@ TEST(InvokeFeatures, SynchronizerNoticesSend) { synchronizer_notices<channel::se
 TEST(InvokeFeatures, SynchronizerNoticesWrite) { synchronizer_notices<channel::write>(); }
 TEST(InvokeFeatures, SynchronizerNoticesTrad) { synchronizer_notices<channel::trad>(); }
 TEST(InvokeFeatures, SynchronizerNoticesOvfl) { synchronizer_notices<channel::ovfl>(); }
+
+namespace {
+
+// The primitives that took no synchronizer before (call_return, call_buffer's put variant and
+// its asynchronous form): on transmit all are counted down at once; on consume none is while the
+// destination is gated, and all are once it opens. Values and bytes arrive intact.
+template <channel C>
+void synchronizers_on_every_primitive() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  if (rt.options().threads_per_process < 2) GTEST_SKIP() << "needs 2 threads per process";
+  gate_open = false;
+  gate_entered = false;
+  const fabric::thread_id caller = 0;
+  const fabric::thread_id gated = threads() - 1;
+  const fabric::thread_id opener = gated - 1;
+  static constexpr std::size_t size = 3000;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != caller) return;
+    close_gate<C>(ctx, gated);
+    std::vector<std::byte> origin(size);
+    fill_pattern(origin, 77);
+    const std::uint64_t sum = checksum(origin);
+    auto check = [sum](thread_context& self, std::span<std::byte> got) {
+      if (got.size() != size || checksum(got) != sum) ++inbox_of(self).wrong;
+      inbox_of(self).bytes += got.size();
+      ++inbox_of(self).calls;
+    };
+    std::array<transfer::remote_memory_locator, 4> targets;
+    for (auto& t : targets) t = ctx.allocate_remote(gated, size);
+    invoke::synchronizer on_transmit(ctx, 2);
+    invoke::synchronizer on_consume(ctx, 3);
+    fabric::return_slot<std::uint64_t> sent_slot, consumed_slot;
+    auto answer = [](thread_context& self) -> std::uint64_t { return self.id() * 10 + 1; };
+    using retry = invoke::policy::retry;
+    ASSERT_EQ((invoke::call_return<C, retry, notify_on::transmit>(ctx, gated, answer, sent_slot,
+                                                                 on_transmit)),
+              call_status::ok);
+    ASSERT_EQ((invoke::call_return<C, retry, notify_on::consume>(ctx, gated, answer,
+                                                                consumed_slot, on_consume)),
+              call_status::ok);
+    ASSERT_EQ((invoke::call_buffer<C, retry, notify_on::transmit>(ctx, gated, check, origin,
+                                                                 targets[0], on_transmit)),
+              call_status::ok);
+    ASSERT_EQ((invoke::call_buffer<C, retry, notify_on::consume>(ctx, gated, check, origin,
+                                                                targets[1], on_consume)),
+              call_status::ok);
+    // The asynchronous put-then-call: its call goes out from a later poll of this thread.
+    invoke::synchronizer async_sent(ctx, 1);
+    ASSERT_EQ((invoke::call_buffer_put_async<C, notify_on::transmit>(ctx, gated, check, origin,
+                                                                    targets[2], async_sent)),
+              call_status::ok);
+    ASSERT_EQ((invoke::call_buffer_put_async<C, notify_on::consume>(ctx, gated, check, origin,
+                                                                   targets[3], on_consume)),
+              call_status::ok);
+    EXPECT_EQ(async_sent.wait_for(std::chrono::seconds(60)), fabric::outcome::done);
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    EXPECT_EQ(on_transmit.remaining(), 0u);
+    // Give a wrongly early notice time to arrive.
+    ctx.wait_until([] { return false; },
+                   fabric::deadline_clock::now() + std::chrono::milliseconds(50));
+    EXPECT_EQ(on_consume.remaining(), 3u) << "a consumption was reported behind a closed gate";
+    EXPECT_FALSE(consumed_slot.done());
+    ASSERT_EQ(ctx.call(opener, [] { gate_open.store(true, std::memory_order_release); }),
+              call_status::ok);
+    EXPECT_EQ(on_consume.wait_for(std::chrono::seconds(60)), fabric::outcome::done)
+        << on_consume.remaining() << " consumptions not reported";
+    EXPECT_EQ(ctx.wait_for(sent_slot, std::chrono::seconds(60)), fabric::outcome::done);
+    EXPECT_EQ(ctx.wait_for(consumed_slot, std::chrono::seconds(60)), fabric::outcome::done);
+    EXPECT_EQ(sent_slot.value(), gated * 10 + 1);
+    EXPECT_EQ(consumed_slot.value(), gated * 10 + 1);
+    EXPECT_EQ(invoke::channels_of(ctx).received().failed_puts, 0u);
+    for (auto& t : targets) ctx.free_remote(t);
+  });
+  if (const test::inbox* got = test::inbox_here(gated)) {
+    EXPECT_EQ(got->calls, 4u);
+    EXPECT_EQ(got->bytes, 4 * size);
+    EXPECT_EQ(got->wrong, 0u);
+  }
+}
+
+// Every broadcast form with a synchronizer counted down on consumption, from thread 0: once it
+// is done, every thread of the job has run each broadcast's function (asked afterwards).
+template <channel C>
+void broadcasts_with_synchronizers() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  static constexpr std::size_t size = 2500;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    const fabric::thread_id n = ctx.thread_count();
+    std::vector<std::byte> bytes(size);
+    fill_pattern(bytes, 5);
+    const std::uint64_t sum = checksum(bytes);
+    auto check = [sum](thread_context& self, std::span<std::byte> got) {
+      if (got.size() != size || checksum(got) != sum) ++inbox_of(self).wrong;
+      inbox_of(self).bytes += got.size();
+      ++inbox_of(self).calls;
+    };
+    std::vector<transfer::remote_memory_locator> targets(n);
+    for (fabric::thread_id t = 0; t < n; ++t) targets[t] = ctx.allocate_remote(t, size);
+    transfer::remote_memory_locator origin = ctx.allocate_remote(0, size);
+    std::memcpy(reinterpret_cast<void*>(origin.address), bytes.data(), size);
+
+    invoke::synchronizer all_ran(ctx, 4);
+    invoke::synchronizer sent(ctx, 1);
+    invoke::broadcast<C, notify_on::consume>(
+        ctx, [](thread_context& self) { ++inbox_of(self).calls; }, all_ran);
+    invoke::broadcast_buffer<C, notify_on::consume>(ctx, check, bytes, all_ran);
+    EXPECT_EQ((invoke::broadcast_buffer<C, notify_on::consume>(ctx, check, bytes, targets,
+                                                              all_ran)),
+              call_status::ok);
+    invoke::broadcast_buffer_get<C, notify_on::consume>(ctx, check, origin, all_ran);
+    invoke::broadcast<C, notify_on::transmit>(ctx, [] {}, sent);
+    EXPECT_EQ(sent.remaining(), 0u);
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    ASSERT_EQ(all_ran.wait_for(std::chrono::seconds(60)), fabric::outcome::done);
+    // Done means every thread ran all four: ask each one what it saw.
+    for (fabric::thread_id t = 0; t < n; ++t) {
+      fabric::return_slot<std::uint64_t> calls, wrong;
+      ASSERT_EQ(ctx.call_return(t, [](thread_context& self) { return inbox_of(self).calls; }, calls),
+                call_status::ok);
+      ASSERT_EQ(ctx.call_return(t, [](thread_context& self) { return inbox_of(self).wrong; }, wrong),
+                call_status::ok);
+      ASSERT_EQ(ctx.wait_for(calls, std::chrono::seconds(60)), fabric::outcome::done);
+      ASSERT_EQ(ctx.wait_for(wrong, std::chrono::seconds(60)), fabric::outcome::done);
+      EXPECT_EQ(calls.value(), 4u) << "thread " << t;
+      EXPECT_EQ(wrong.value(), 0u) << "thread " << t;
+    }
+    // Refused before anything is sent: a table without a target per thread, a small target.
+    EXPECT_EQ((invoke::broadcast_buffer<C>(ctx, check, bytes, std::span(targets).first(n - 1))),
+              call_status::bad_destination);
+    std::vector<std::byte> larger(size + 1);
+    EXPECT_EQ((invoke::broadcast_buffer<C>(ctx, check, larger, targets)), call_status::too_large);
+    for (auto& t : targets) ctx.free_remote(t);
+    ctx.free_remote(origin);
+  });
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, SynchronizersOnEveryPrimitiveSend) {
+  synchronizers_on_every_primitive<channel::send>();
+}
+TEST(InvokeFeatures, SynchronizersOnEveryPrimitiveWrite) {
+  synchronizers_on_every_primitive<channel::write>();
+}
+TEST(InvokeFeatures, SynchronizersOnEveryPrimitiveTrad) {
+  synchronizers_on_every_primitive<channel::trad>();
+}
+TEST(InvokeFeatures, SynchronizersOnEveryPrimitiveOvfl) {
+  synchronizers_on_every_primitive<channel::ovfl>();
+}
+TEST(InvokeFeatures, BroadcastsWithSynchronizersSend) {
+  broadcasts_with_synchronizers<channel::send>();
+}
+TEST(InvokeFeatures, BroadcastsWithSynchronizersWrite) {
+  broadcasts_with_synchronizers<channel::write>();
+}
+TEST(InvokeFeatures, BroadcastsWithSynchronizersTrad) {
+  broadcasts_with_synchronizers<channel::trad>();
+}
+TEST(InvokeFeatures, BroadcastsWithSynchronizersOvfl) {
+  broadcasts_with_synchronizers<channel::ovfl>();
+}
 
 namespace {
 

@@ -98,6 +98,8 @@ struct receive_counters {
   std::uint64_t rejected_unknown_function = 0;  ///< records naming an unregistered function
   std::uint64_t chunks_released = 0;  ///< chunks given back to the allocation service
   std::uint64_t failed_reads = 0;  ///< call_buffer_get reads that failed (origin's process died)
+  /// put-then-call puts that failed (target's process died), or whose call could not be sent
+  std::uint64_t failed_puts = 0;
   /// Chunks of senders whose process died, freed when the death was noticed (with what they
   /// held unpublished: never run).
   std::uint64_t chunks_reclaimed = 0;

@@ -1,5 +1,6 @@
 // The remote invocation primitives (paper Table 1), send-based and one-sided alike:
-//   call, call_buffer (inline buffer), call_return,
+//   call, call_buffer (inline, put, put-async, get, get-async), call_return, broadcast,
+//   broadcast_buffer (inline, put, get),
 // chosen per call by template parameters: the channel (send / write / trad / ovfl), the
 // full-buffer policy (fail / retry / retry_async) and, optionally, a synchronizer notified when
 // the call was transmitted or consumed. Aggregator wraps a channel choice for repeated calls.
@@ -51,6 +52,16 @@ call_status call_return(thread_context& self, thread_id dest, const F& f,
                 "call_return: the slot's type must be the function's return type");
   return detail::returning<C, Policy, fabric::return_shape>(self, dest, f, {}, slot);
 }
+/// call_return() that also decrements `sync` when the call was transmitted or when `dest` ran
+/// it (`When`; the value may arrive in `slot` after the notice, or before).
+template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F,
+          class R>
+call_status call_return(thread_context& self, thread_id dest, const F& f, return_slot<R>& slot,
+                        synchronizer& sync) {
+  static_assert(std::is_same_v<R, fabric::detail::return_type_t<F>>,
+                "call_return: the slot's type must be the function's return type");
+  return detail::returning<C, Policy, fabric::return_shape>(self, dest, f, {}, slot, &sync, When);
+}
 
 /// `dest` runs f(args...) (or f(ctx, args...)). The arguments may be of any type cereal
 /// serializes (std::string, std::vector, std::map, user types with a serialize() member...):
@@ -85,7 +96,7 @@ call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync,
 /// result (and a rejection counted at the destination).
 template <channel C = channel::write, class Policy = policy::fail, class F, class R,
           class... Args>
-  requires(sizeof...(Args) > 0)
+  requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_v<Args> || ...))
 call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R>& slot,
                         const Args&... args) {
   using wrapper = detail::returning_with_arguments<F, std::remove_cvref_t<Args>...>;
@@ -105,16 +116,33 @@ template <channel C = channel::write, class Policy = policy::fail, class F>
 call_status call_buffer(thread_context& self, thread_id dest, F f,
                         std::span<const std::byte> origin,
                         const transfer::remote_memory_locator& target) {
-  fabric::check_remote_closure<F>();
-  if (dest >= self.thread_count()) return call_status::bad_destination;
-  if (target.process != self.rt().placement().locate(dest).process ||
-      origin.size() > target.size) {
-    return call_status::bad_destination;
-  }
-  call_status status = detail::put_and_wait(self, origin, target);
-  if (status != call_status::ok) return status;
-  return invoke::call<C, Policy>(self, dest,
-                                 detail::call_on_put_buffer<F>{f, target.address, origin.size()});
+  return detail::put_then_call<C, Policy>(self, dest, f, origin, target, nullptr,
+                                          notify_on::transmit);
+}
+/// call_buffer, put variant, decrementing `sync` once the put completed and the call was
+/// transmitted (`origin` may change from then on; it may already when this returns), or
+/// (notify_on::consume) once f ran at `dest`.
+template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
+call_status call_buffer(thread_context& self, thread_id dest, F f,
+                        std::span<const std::byte> origin,
+                        const transfer::remote_memory_locator& target, synchronizer& sync) {
+  return detail::put_then_call<C, Policy>(self, dest, f, origin, target, &sync, When);
+}
+
+/// call_buffer, put variant, asynchronous (paper's Async): the put of `origin` into `target`
+/// starts now and the call returns at once; the call carrying f goes out on a later poll of
+/// this thread, once the bytes are in the target's memory (through the retry_async policy, so
+/// it never fails for a full ring). `origin` must stay unchanged until `sync` counts the call
+/// down: when the call was transmitted, or (notify_on::consume) once f ran at `dest`. A put that
+/// fails (target's process died), or a call that cannot be sent, still counts `sync` down and is
+/// counted in this thread's failed_puts. Returns bad_destination / too_large at once when
+/// `target` is not in `dest`'s process or smaller than `origin`.
+template <channel C = channel::write, notify_on When, class F>
+call_status call_buffer_put_async(thread_context& self, thread_id dest, F f,
+                                  std::span<const std::byte> origin,
+                                  const transfer::remote_memory_locator& target,
+                                  synchronizer& sync) {
+  return detail::start_put_then_call<C>(self, dest, f, origin, target, sync, When);
 }
 
 /// call_buffer, get variant (paper): `dest` reads `origin` (registered memory anywhere, e.g. the
@@ -165,16 +193,68 @@ call_status call_buffer_get_async(thread_context& self, thread_id dest, F f,
 /// a binary tree rooted here; each hop travels on channel C.
 template <channel C = channel::write, class F>
 void broadcast(thread_context& self, F f) {
-  fabric::check_remote_closure<F>();
-  detail::broadcast_hop<C, F, fabric::plain_shape>{f, self.id()}.hop(self, {});
+  detail::start_broadcast<C, fabric::plain_shape>(self, f, {}, nullptr, notify_on::transmit);
+}
+/// broadcast() naming `sync`, where one broadcast counts as one call: decremented once this
+/// thread sent the broadcast on (transmit), or once every thread of the job ran f (consume;
+/// each thread reports to this one, and a process that dies first ends the wait with
+/// may_have_executed).
+template <channel C = channel::write, notify_on When, class F>
+void broadcast(thread_context& self, F f, synchronizer& sync) {
+  detail::start_broadcast<C, fabric::plain_shape>(self, f, {}, &sync, When);
 }
 
 /// broadcast_buffer: f(buf) runs once on every thread with a copy of `buffer`, through the tree.
 template <channel C = channel::write, class F>
 void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buffer) {
-  fabric::check_remote_closure<F>();
   std::vector<std::byte> mine(buffer.begin(), buffer.end());
-  detail::broadcast_hop<C, F, fabric::buffer_shape>{f, self.id()}.hop(self, mine);
+  detail::start_broadcast<C, fabric::buffer_shape>(self, f, mine, nullptr, notify_on::transmit);
+}
+/// broadcast_buffer() naming `sync` (counted as broadcast() counts it).
+template <channel C = channel::write, notify_on When, class F>
+void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buffer,
+                      synchronizer& sync) {
+  std::vector<std::byte> mine(buffer.begin(), buffer.end());
+  detail::start_broadcast<C, fabric::buffer_shape>(self, f, mine, &sync, When);
+}
+
+/// broadcast_buffer, put variant (paper): `targets[t]` is registered memory of thread t's
+/// process (one per thread of the job, by thread id, e.g. from allocate_remote). `origin` is
+/// copied into this thread's target, and down the tree each thread puts its target's bytes
+/// into its children's targets (waiting for each put, serving calls) before calling them; every
+/// thread then runs f(its target's first origin.size() bytes). Returns bad_destination (a
+/// target per thread is missing, or lies in another process) or too_large (a target smaller
+/// than origin) without sending anything. The targets table travels with every hop
+/// (208 bytes per thread).
+template <channel C = channel::write, class F>
+call_status broadcast_buffer(thread_context& self, F f, std::span<const std::byte> origin,
+                             std::span<const transfer::remote_memory_locator> targets) {
+  return detail::start_broadcast_put<C>(self, f, origin, targets, nullptr, notify_on::transmit);
+}
+/// broadcast_buffer put variant naming `sync` (counted as broadcast() counts it).
+template <channel C = channel::write, notify_on When, class F>
+call_status broadcast_buffer(thread_context& self, F f, std::span<const std::byte> origin,
+                             std::span<const transfer::remote_memory_locator> targets,
+                             synchronizer& sync) {
+  return detail::start_broadcast_put<C>(self, f, origin, targets, &sync, When);
+}
+
+/// broadcast_buffer, get variant (paper): every thread reads `origin` (registered memory
+/// anywhere, e.g. this thread's; it must stay unchanged until every thread read it) by a remote
+/// read, then runs f(bytes read). The reads are synchronous on each thread, as call_buffer_get's.
+template <channel C = channel::write, class F>
+void broadcast_buffer_get(thread_context& self, F f,
+                          const transfer::remote_memory_locator& origin) {
+  detail::start_broadcast<C, fabric::plain_shape>(self, detail::call_after_get<F>{f, origin}, {},
+                                                  nullptr, notify_on::transmit);
+}
+/// broadcast_buffer_get naming `sync`: with notify_on::consume it is counted down once every
+/// thread read `origin` and ran f, and `origin` may change from then on.
+template <channel C = channel::write, notify_on When, class F>
+void broadcast_buffer_get(thread_context& self, F f, const transfer::remote_memory_locator& origin,
+                          synchronizer& sync) {
+  detail::start_broadcast<C, fabric::plain_shape>(self, detail::call_after_get<F>{f, origin}, {},
+                                                  &sync, When);
 }
 
 template <channel Mode>

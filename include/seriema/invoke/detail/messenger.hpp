@@ -442,6 +442,8 @@ class channels final : public fabric::thread_extension {
   void peers_failed(thread_context& self) override;
 
   [[nodiscard]] const receive_counters& received() const noexcept { return received_; }
+  // A put-then-call whose put completed but whose call could not be sent.
+  void note_failed_put() noexcept { ++received_.failed_puts; }
   // The feedback area (released words, synchronizer counters): registered, in this thread's
   // zone; word i is at feedback_words()[i].
   [[nodiscard]] std::uint64_t* feedback_words() const noexcept {
@@ -494,6 +496,13 @@ class channels final : public fabric::thread_extension {
   // does not end before it.
   using read_done = std::function<void(thread_context&, std::span<std::byte>, bool)>;
   void read_async(const transfer::remote_memory_locator& origin, read_done done);
+  // Asynchronous remote write (the put-then-call primitives): puts `source` into `target` (a
+  // direct copy when it is mapped here), then, on a later poll of this thread once the bytes
+  // are in the target's memory, calls done(self, {}, true), or done(self, {}, false) when the
+  // put failed (target's process died; counted: failed_puts). UCX reads `source` until then:
+  // the caller keeps it unchanged. Counts as a message in flight until done ran.
+  void put_async(std::span<const std::byte> source, const transfer::remote_memory_locator& target,
+                 read_done done);
   [[nodiscard]] std::size_t reads_in_flight() const noexcept { return reads_.size(); }
 
  private:
@@ -525,13 +534,17 @@ class channels final : public fabric::thread_extension {
   };
   std::deque<feedback_slot> feedback_slots_ = std::deque<feedback_slot>(256);
   std::size_t next_feedback_slot_ = 0;
+  // A read_async or put_async in flight (a put's request is its endpoint flush).
   struct pending_read {
     void* request = nullptr;
     bool failed = false;
-    std::vector<std::byte> bytes;
+    bool is_put = false;
+    std::vector<std::byte> bytes;  // what a read got; empty for a put
     read_done done;
   };
   std::vector<std::unique_ptr<pending_read>> reads_;  // in start order
+  // Counts a failed transfer of `read` (failed_reads or failed_puts).
+  void count_failed(const pending_read& read) noexcept;
   std::size_t finish_reads();
   messenger& create(thread_id dest);
 };

@@ -12,6 +12,7 @@
 #include <cereal/types/unordered_map.hpp>
 #include <cereal/types/utility.hpp>
 #include <cereal/types/vector.hpp>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -107,25 +108,50 @@ template <class Policy, class Shape, class F>
   return status;
 }
 
+// The extras of a one-sided call_return that also asks for a consumption notice, in the order
+// the receiver parses them (wire::parse_record).
+struct reply_notify_extras {
+  wire::reply_extra reply;
+  wire::notify_extra notify;
+};
+
 // call_return on any channel, for a closure of shape Shape (return, or invocation for wrappers
-// that write the result themselves).
+// that write the result themselves); `sync` (optional) is decremented as dispatch does.
 template <channel C, class Policy, class Shape, class F, class R>
 call_status returning(thread_context& self, thread_id dest, const F& f,
-                      std::span<const std::byte> buffer, return_slot<R>& slot) {
+                      std::span<const std::byte> buffer, return_slot<R>& slot,
+                      synchronizer* sync = nullptr, notify_on when = notify_on::transmit) {
   fabric::check_remote_closure<F>();
   static_assert(fabric::function_wrapper<F, Shape>::result_size() == sizeof(R),
                 "call_return: the slot's type must be the function's return type");
+  const bool on_consume = sync != nullptr && when == notify_on::consume;
+  if (on_consume) sync->note_target(dest);
+  call_status status;
   if constexpr (C == channel::send) {
-    return self.call_return_as<Shape>(dest, f, buffer, slot);
+    if (on_consume) {
+      status = self.call_return_as<fabric::invocation_shape>(
+          dest, notify_after<F, Shape>{f, sync->word()}, buffer, slot);
+    } else {
+      status = self.call_return_as<Shape>(dest, f, buffer, slot);
+    }
   } else {
     auto [index, generation] = self.open_reply_for(slot, dest);
-    wire::reply_extra extra{index, generation};
-    call_status status =
-        one_sided<Policy>(self, dest, C, fabric::function_wrapper<F, Shape>::id, bytes_of(f),
-                          wire::flag_reply, bytes_of(extra), buffer);
+    const fabric::function_id id = fabric::function_wrapper<F, Shape>::id;
+    if (on_consume) {
+      reply_notify_extras extras{{index, generation}, {sync->word(), 0}};
+      status = one_sided<Policy>(self, dest, C, id, bytes_of(f),
+                                 wire::flag_reply | wire::flag_notify, bytes_of(extras), buffer);
+    } else {
+      wire::reply_extra extra{index, generation};
+      status = one_sided<Policy>(self, dest, C, id, bytes_of(f), wire::flag_reply,
+                                 bytes_of(extra), buffer);
+    }
     if (status != call_status::ok) self.fail_unsent_reply(index);
-    return status;
   }
+  if (fabric::reached_transport(status) && sync != nullptr && when == notify_on::transmit) {
+    sync->decrement();
+  }
+  return status;
 }
 
 // ---- Serialized arguments (cereal): non-trivially-copyable values travel as the call's buffer.
@@ -327,34 +353,194 @@ struct call_after_get_async {
   }
 };
 
-// A hop of a broadcast: forward to this thread's children in the binary tree rooted at `root`
-// (thread ids relative to it), then run f here. Forwarding queues when a ring is full
-// (retry_async): a handler never blocks.
+// Runs a broadcast's function here, in its shape.
+template <class Shape, class F>
+void run_broadcast_function(const F& f, thread_context& self, std::span<std::byte> buffer) {
+  F copy = f;
+  if constexpr (std::is_same_v<Shape, fabric::buffer_shape>) {
+    run_on_buffer(copy, self, buffer);
+  } else if constexpr (fabric::detail::takes_context_v<F>) {
+    copy(self);
+  } else {
+    copy();
+  }
+}
+
+// The children of this thread in the binary tree over n threads rooted at `root` (ids relative
+// to it): up to two thread ids, `count` of them.
+struct tree_children {
+  std::array<thread_id, 2> ids{};
+  std::uint32_t count = 0;
+};
+inline tree_children children_in_tree(thread_id self, std::uint32_t root, std::uint32_t n) {
+  tree_children out;
+  const std::uint32_t relative = (self + n - root) % n;
+  for (std::uint32_t child = 2 * relative + 1; child <= 2 * relative + 2 && child < n; ++child) {
+    out.ids[out.count++] = (child + root) % n;
+  }
+  return out;
+}
+
+// After a broadcast's function ran here: counts the root's synchronizer word down (0: none).
+inline void report_broadcast_ran(thread_context& self, std::uint32_t root, std::uint32_t word) {
+  if (word != 0) channels_of(self).notify_thread(root, word, wire::count_down_one);
+}
+
+// A broadcast names `sync` (notified `when`): one broadcast counts as one call. On consumption
+// every thread reports once it ran the function, so the count grows by threads - 1 and every
+// process becomes a target (its death ends the wait). Returns the word the hops report to (0:
+// none, transmit).
+std::uint32_t open_broadcast_notices(thread_context& self, synchronizer& sync, notify_on when);
+
+// A hop of a broadcast: forward to this thread's children in the binary tree rooted at `root`,
+// then run f here, then report to the root's synchronizer word (0: none). Forwarding queues when
+// a ring is full (retry_async): a handler never blocks.
 template <channel C, class F, class Shape>
 struct broadcast_hop {
   F f;
   std::uint32_t root;
+  std::uint32_t word;
   void operator()(thread_context& self, std::span<std::byte> buffer) const { hop(self, buffer); }
   void operator()(thread_context& self) const { hop(self, {}); }
 
   void hop(thread_context& self, std::span<std::byte> buffer) const {
-    const std::uint32_t n = self.thread_count();
-    const std::uint32_t relative = (self.id() + n - root) % n;
-    for (std::uint32_t child = 2 * relative + 1; child <= 2 * relative + 2 && child < n; ++child) {
-      const thread_id dest = (child + root) % n;
-      (void)dispatch<policy::retry_async, Shape>(self, C, dest, *this, buffer, nullptr,
+    const tree_children children = children_in_tree(self.id(), root, self.thread_count());
+    for (std::uint32_t i = 0; i < children.count; ++i) {
+      (void)dispatch<policy::retry_async, Shape>(self, C, children.ids[i], *this, buffer, nullptr,
                                                  notify_on::transmit);
     }
-    F copy = f;
-    if constexpr (std::is_same_v<Shape, fabric::buffer_shape>) {
-      run_on_buffer(copy, self, buffer);
-    } else if constexpr (fabric::detail::takes_context_v<F>) {
-      copy(self);
-    } else {
-      copy();
-    }
+    run_broadcast_function<Shape>(f, self, buffer);
+    report_broadcast_ran(self, root, word);
   }
 };
+
+// Checks a broadcast_buffer put variant's targets: one per thread, each in its thread's process
+// and at least `size` bytes. ok, bad_destination or too_large.
+call_status check_broadcast_targets(thread_context& self, std::uint64_t size,
+                                    std::span<const transfer::remote_memory_locator> targets);
+
+// A hop of broadcast_buffer's put variant. Its buffer is the table of every thread's target
+// (remote_memory_locator, by thread id); this thread's bytes are already in its own target.
+// It puts them into each child's target (waiting, serving calls), then calls the child, then
+// runs f on its target, then reports to the root. The table is peer-written: a table of the
+// wrong size is refused (counted as rejected arguments), a target outside this thread's process
+// or smaller than `size` too.
+template <channel C, class F>
+struct broadcast_put_hop {
+  F f;
+  std::uint32_t root;
+  std::uint32_t word;
+  std::uint64_t size;
+  void operator()(thread_context& self, std::span<std::byte> table) const {
+    const std::uint32_t n = self.thread_count();
+    if (table.size() != std::size_t{n} * sizeof(transfer::remote_memory_locator)) {
+      return reject_arguments(self, root, "broadcast_buffer: the target table has a wrong size");
+    }
+    const auto target = [&](thread_id t) {
+      transfer::remote_memory_locator l;
+      std::memcpy(&l, table.data() + std::size_t{t} * sizeof l, sizeof l);
+      return l;
+    };
+    const transfer::remote_memory_locator mine = target(self.id());
+    if (mine.process != self.process() || mine.size < size) {
+      return reject_arguments(self, root, "broadcast_buffer: this thread's target is not here");
+    }
+    const std::span<std::byte> bytes(reinterpret_cast<std::byte*>(mine.address),
+                                     static_cast<std::size_t>(size));
+    const tree_children children = children_in_tree(self.id(), root, n);
+    for (std::uint32_t i = 0; i < children.count; ++i) {
+      if (put_and_wait(self, bytes, target(children.ids[i])) != call_status::ok) continue;
+      (void)dispatch<policy::retry_async, fabric::buffer_shape>(self, C, children.ids[i], *this,
+                                                               table, nullptr,
+                                                               notify_on::transmit);
+    }
+    run_on_buffer(f, self, bytes);
+    report_broadcast_ran(self, root, word);
+  }
+};
+
+// Sends a broadcast of `f` (plain or buffer shape) from this thread, the root, naming `sync`
+// when not null.
+template <channel C, class Shape, class F>
+void start_broadcast(thread_context& self, const F& f, std::span<std::byte> buffer,
+                     synchronizer* sync, notify_on when) {
+  fabric::check_remote_closure<F>();
+  const std::uint32_t word = sync != nullptr ? open_broadcast_notices(self, *sync, when) : 0;
+  broadcast_hop<C, F, Shape>{f, self.id(), word}.hop(self, buffer);
+  if (sync != nullptr && when == notify_on::transmit) sync->decrement();
+}
+
+// broadcast_buffer, put variant, from the root.
+template <channel C, class F>
+call_status start_broadcast_put(thread_context& self, const F& f,
+                                std::span<const std::byte> origin,
+                                std::span<const transfer::remote_memory_locator> targets,
+                                synchronizer* sync, notify_on when) {
+  fabric::check_remote_closure<F>();
+  const call_status checked = check_broadcast_targets(self, origin.size(), targets);
+  if (checked != call_status::ok) return checked;
+  // The root's own target is in its process: a plain copy.
+  std::memcpy(reinterpret_cast<void*>(targets[self.id()].address), origin.data(), origin.size());
+  const std::uint32_t word = sync != nullptr ? open_broadcast_notices(self, *sync, when) : 0;
+  const auto table = std::as_writable_bytes(std::span(
+      const_cast<transfer::remote_memory_locator*>(targets.data()), targets.size()));
+  broadcast_put_hop<C, F>{f, self.id(), word, origin.size()}(self, table);
+  if (sync != nullptr && when == notify_on::transmit) sync->decrement();
+  return call_status::ok;
+}
+
+// Whether `target` can take `size` bytes for a call to `dest`: ok, bad_destination (no such
+// thread, or the target is in another process) or too_large.
+inline call_status check_put_target(thread_context& self, thread_id dest, std::size_t size,
+                                    const transfer::remote_memory_locator& target) {
+  if (dest >= self.thread_count()) return call_status::bad_destination;
+  if (target.process != self.rt().placement().locate(dest).process) {
+    return call_status::bad_destination;
+  }
+  return size > target.size ? call_status::too_large : call_status::ok;
+}
+
+// call_buffer, put variant: puts `origin` into `target` (waiting), then sends the call.
+template <channel C, class Policy, class F>
+call_status put_then_call(thread_context& self, thread_id dest, const F& f,
+                          std::span<const std::byte> origin,
+                          const transfer::remote_memory_locator& target, synchronizer* sync,
+                          notify_on when) {
+  fabric::check_remote_closure<F>();
+  call_status status = check_put_target(self, dest, origin.size(), target);
+  if (status == call_status::ok) status = put_and_wait(self, origin, target);
+  if (status != call_status::ok) return status;
+  return dispatch<Policy, fabric::plain_shape>(
+      self, C, dest, call_on_put_buffer<F>{f, target.address, origin.size()}, {}, sync, when);
+}
+
+// call_buffer, put variant, asynchronous: the call carrying `f` goes out on a later poll, once
+// the put completed (channels::put_async). The continuation runs on the caller's thread.
+template <channel C, class F>
+call_status start_put_then_call(thread_context& self, thread_id dest, const F& f,
+                                std::span<const std::byte> origin,
+                                const transfer::remote_memory_locator& target, synchronizer& sync,
+                                notify_on when) {
+  fabric::check_remote_closure<F>();
+  const call_status checked = check_put_target(self, dest, origin.size(), target);
+  if (checked != call_status::ok) return checked;
+  channels_of(self).put_async(
+      origin, target,
+      [f, dest, address = target.address, size = origin.size(), sync = &sync, when](
+          thread_context& me, std::span<std::byte>, bool put) {
+        call_status sent = call_status::peer_failed;
+        if (put) {
+          sent = dispatch<policy::retry_async, fabric::plain_shape>(
+              me, C, dest, call_on_put_buffer<F>{f, address, size}, {}, sync, when);
+        }
+        if (fabric::reached_transport(sent)) return;
+        if (put) channels_of(me).note_failed_put();
+        // Neither the put nor the call got through: the synchronizer still counts it down
+        // (as call_buffer_get_async does for a failed read); failed_puts says so.
+        sync->decrement();
+      });
+  return call_status::ok;
+}
 
 }  // namespace detail
 
