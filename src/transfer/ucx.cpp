@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
 #include <seriema/base/settings.hpp>
 #include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/ucx.hpp>
@@ -40,6 +41,12 @@ void modify_unless_user_set(ucp_config_t* config, const char* name, const std::s
   if (std::getenv(env_name.c_str()) != nullptr) return;
   check_ucx(ucp_config_modify(config, name, value.c_str()),
             fmt::format("ucp_config_modify({}={})", name, value).c_str());
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ",") + name;
+  return out;
 }
 
 }  // namespace
@@ -109,6 +116,43 @@ ucx_context::ucx_context(const context_options& options) : options_(options) {
     setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
     setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
   }
+  if (std::getenv("UCX_NET_DEVICES") == nullptr) applied_net_devices_ = options_.net_devices;
+  ucs_status_t status = initialize(applied_net_devices_);
+  if (status != UCS_OK && !applied_net_devices_.empty()) {
+    // With a positive UCX_TLS, devices no enabled transport runs on can leave UCX nothing at all.
+    log::warning("ucp_init with network devices {} (SERIEMA_NET_DEVICES) failed ({}); UCX "
+                 "chooses the devices itself",
+                 join_names(applied_net_devices_), ucs_status_string(status));
+    applied_net_devices_.clear();
+    status = initialize(applied_net_devices_);
+  }
+  if (status != UCS_OK) {
+    const char* tls = std::getenv("UCX_TLS");
+    throw ucx_error(fmt::format("ucp_init failed: {}{}", ucs_status_string(status),
+                                tls ? fmt::format(" (UCX_TLS={}: is every transport named there "
+                                                  "known? ucx_info -d lists them)",
+                                                  tls)
+                                    : std::string()));
+  }
+  try {
+    std::vector<std::string> available = ucx_available_transports(*this);
+    if (!restriction_was_usable(available)) available = ucx_available_transports(*this);
+    validate_tls_setting(available);
+    for (const auto& resource : available) {
+      const std::string name = resource.substr(0, resource.find('/'));
+      network_rdma_ = network_rdma_ || name.starts_with("rc") || name.starts_with("dc") ||
+                      name == "ugni_rdma";
+    }
+  } catch (...) {
+    ucp_cleanup(context_);
+    context_ = nullptr;
+    throw;
+  }
+}
+
+// ucp_init with seriema's settings and, unless `net_devices` is empty, UCX_NET_DEVICES restricted
+// to them (which limits network devices only: shared memory and self are never affected).
+ucs_status_t ucx_context::initialize(const std::vector<std::string>& net_devices) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
@@ -120,6 +164,9 @@ ucx_context::ucx_context(const context_options& options) : options_(options) {
   try {
     if (options_.peer_errors) {
       modify_unless_user_set(config, "KEEPALIVE_INTERVAL", fmt::format("{}ms", options_.keepalive_ms));
+    }
+    if (!net_devices.empty()) {
+      modify_unless_user_set(config, "NET_DEVICES", join_names(net_devices));
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
@@ -135,27 +182,35 @@ ucx_context::ucx_context(const context_options& options) : options_(options) {
     throw;
   }
   ucp_config_release(config);
-  if (status != UCS_OK) {
-    const char* tls = std::getenv("UCX_TLS");
-    throw ucx_error(fmt::format("ucp_init failed: {}{}", ucs_status_string(status),
-                                tls ? fmt::format(" (UCX_TLS={}: is every transport named there "
-                                                  "known? ucx_info -d lists them)",
-                                                  tls)
-                                    : std::string()));
-  }
-  try {
-    const std::vector<std::string> available = ucx_available_transports(*this);
-    validate_tls_setting(available);
-    for (const auto& resource : available) {
-      const std::string name = resource.substr(0, resource.find('/'));
-      network_rdma_ = network_rdma_ || name.starts_with("rc") || name.starts_with("dc") ||
-                      name == "ugni_rdma";
+  return status;
+}
+
+// After a restricted ucp_init: true when the restriction stands (no restriction, or UCX offers a
+// transport on one of the devices). Otherwise none of the devices was usable by UCX: when an
+// unrestricted context offers more (network) resources, UCX is initialized again without the
+// restriction and a warning says so; when it offers the same, no network transport is enabled
+// (UCX_TLS) and the restriction changed nothing. Either way the unrestricted context is kept and
+// net_devices() is empty.
+bool ucx_context::restriction_was_usable(const std::vector<std::string>& available) {
+  if (applied_net_devices_.empty()) return true;
+  for (const auto& resource : available) {
+    const std::string device = resource.substr(resource.find('/') + 1);
+    for (const auto& name : applied_net_devices_) {
+      if (device == name) return true;
     }
-  } catch (...) {
-    ucp_cleanup(context_);
-    context_ = nullptr;
-    throw;
   }
+  const std::string asked = join_names(applied_net_devices_);
+  ucp_cleanup(context_);
+  context_ = nullptr;
+  applied_net_devices_.clear();
+  check_ucx(initialize({}), "ucp_init (without a network device restriction)");
+  if (ucx_available_transports(*this).size() > available.size()) {
+    log::warning("network devices {} (SERIEMA_NET_DEVICES) are not usable by UCX here; UCX "
+                 "chooses the devices itself (set SERIEMA_NET_DEVICES=none, or name usable ones: "
+                 "ucx_info -d lists them)",
+                 asked);
+  }
+  return false;
 }
 
 ucx_context::~ucx_context() {

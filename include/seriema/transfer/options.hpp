@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <seriema/transfer/detail/settings.hpp>
+#include <string>
+#include <vector>
 
 namespace seriema::transfer {
 
@@ -15,6 +17,10 @@ struct context_options {
   bool peer_errors = true;
   /// UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
   long keepalive_ms = 1000;
+  /// Network devices (UCX_NET_DEVICES names) to restrict UCX to; empty: UCX chooses. Ignored
+  /// when the user set UCX_NET_DEVICES. The runtime fills it from its placement
+  /// (SERIEMA_NET_DEVICES); from_environment() leaves it empty.
+  std::vector<std::string> net_devices;
   /// From SERIEMA_PEER_ERRORS and SERIEMA_KEEPALIVE. Throws config_error naming the setting.
   static context_options from_environment();
 };

@@ -41,11 +41,22 @@ class ucx_context {
   /// ugni_rdma): puts to other machines are then native; otherwise (tcp) UCX emulates them with
   /// messages the target's progress applies.
   [[nodiscard]] bool network_rdma() const noexcept { return network_rdma_; }
+  /// The network devices UCX was restricted to (options().net_devices as applied); empty when
+  /// UCX chose: none asked, UCX_NET_DEVICES set by the user, or none of those asked was usable
+  /// by UCX (then a warning was logged and UCX was initialized again without restriction).
+  [[nodiscard]] const std::vector<std::string>& net_devices() const noexcept {
+    return applied_net_devices_;
+  }
 
  private:
+  // ucp_init with seriema's settings, restricted to `net_devices` unless empty.
+  ucs_status_t initialize(const std::vector<std::string>& net_devices);
+  // False (and UCX initialized again unrestricted) when UCX offers none of the devices applied.
+  bool restriction_was_usable(const std::vector<std::string>& available);
   ucp_context_h context_ = nullptr;
   context_options options_;
   bool network_rdma_ = false;
+  std::vector<std::string> applied_net_devices_;
 };
 
 /// Whether a worker is used by one thread or shared (UCS_THREAD_MODE_SINGLE / _MULTI).
