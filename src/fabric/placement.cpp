@@ -12,6 +12,7 @@
 #include <seriema/fabric/placement.hpp>
 #include <utility>
 
+#include "placement_net_devices.hpp"
 #include "placement_planner.hpp"
 #include "placement_text.hpp"
 #include "topology_hwloc.hpp"
@@ -59,6 +60,18 @@ machine_topology machine_topology::uniform(int zone_count, int cores_per_zone, i
   return out;
 }
 
+void machine_topology::add_net_device(std::string name, net_device_kind kind,
+                                      int zone_os_index) {
+  net_devices.push_back({std::move(name), kind, zone_os_index});
+  try {
+    detail::check_net_devices(*this);
+  } catch (...) {
+    net_devices.pop_back();
+    throw;
+  }
+  description = detail::topology_counts(*this);
+}
+
 
 // -----------------------------------------------------------------------------------------------
 // placement
@@ -76,6 +89,8 @@ struct placement_state {
   std::vector<int> machine_of_process;        // by global rank
   std::vector<int> zone_of_process;           // by global rank: zone OS index
   std::vector<std::vector<int>> process_pus;  // by global rank: ascending PU OS indexes
+  std::vector<std::vector<std::string>> net_devices;  // by global rank: UCX device names
+  std::string net_device_rule;
   bool oversubscribed = false;
   std::vector<std::string> warnings;
 };
@@ -178,13 +193,16 @@ std::vector<int> zones_of_local_processes(int local, const std::vector<int>& req
 // One plan per machine shape (process count): machines with the same count get the same one.
 struct job_plans {
   std::map<int, detail::machine_plan> by_count;
+  std::map<int, std::vector<std::vector<std::string>>> net_devices;  // per local process
   std::map<int, std::vector<int>> machines_with;  // process count -> machines, for the notes
   std::vector<int> count_order;                   // process counts in order of first use
 };
 
 // Records where process `rank`, the `local`-th of machine `machine`, and its threads run.
 void place_process(detail::placement_state& state, const machine_topology& topology,
-                   const detail::machine_plan& plan, int machine, int local, int rank) {
+                   const detail::machine_plan& plan,
+                   const std::vector<std::vector<std::string>>& net_devices, int machine,
+                   int local, int rank) {
   const auto r = static_cast<std::size_t>(rank);
   const auto l = static_cast<std::size_t>(local);
   const int threads = state.threads_per_process;
@@ -200,6 +218,7 @@ void place_process(detail::placement_state& state, const machine_topology& topol
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   state.process_pus[r] = std::move(sorted);
+  state.net_devices[r] = net_devices[l];
 }
 
 // The warnings of every machine shape's plan, labelled with its machines, and the header line.
@@ -234,6 +253,17 @@ void describe_job(detail::placement_state& state, const machine_topology& topolo
       counted(static_cast<long long>(state.locations.size()), "thread", "threads"), zones_text);
 }
 
+// The network devices of a machine's processes, from the zones its plan gave them.
+std::vector<std::vector<std::string>> local_net_devices(const machine_topology& topology,
+                                                        const detail::machine_plan& plan,
+                                                        const placement_options& options) {
+  std::vector<int> zones;
+  for (int z : plan.zone_index) {
+    zones.push_back(topology.zones[static_cast<std::size_t>(z)].os_index);
+  }
+  return detail::choose_net_devices(topology, zones, options);
+}
+
 }  // namespace
 
 placement::placement(const machine_topology& topology, const job_shape& shape,
@@ -247,7 +277,9 @@ placement::placement(const machine_topology& topology, std::vector<int> processe
                      int threads_per_process, const placement_options& options) {
   const long long total_processes = check_job(topology, processes_on_machine, threads_per_process);
   const std::vector<int> requested = requested_zones(topology, options, processes_on_machine);
+  detail::check_net_devices(topology);
   auto state = std::make_shared<impl>();
+  state->net_device_rule = detail::net_device_rule(topology, options);
   state->machines = static_cast<int>(processes_on_machine.size());
   state->processes = static_cast<int>(total_processes);
   state->threads_per_process = threads_per_process;
@@ -257,6 +289,7 @@ placement::placement(const machine_topology& topology, std::vector<int> processe
   state->machine_of_process.resize(static_cast<std::size_t>(total_processes));
   state->zone_of_process.resize(static_cast<std::size_t>(total_processes));
   state->process_pus.resize(static_cast<std::size_t>(total_processes));
+  state->net_devices.resize(static_cast<std::size_t>(total_processes));
 
   const detail::planner plan_maker(topology, options.hyperthreads);
   job_plans plans;
@@ -268,10 +301,13 @@ placement::placement(const machine_topology& topology, std::vector<int> processe
       const int zone_count = static_cast<int>(topology.zones.size());
       it->second = plan_maker.plan(zones_of_local_processes(local, requested, zone_count),
                                    threads_per_process);
+      plans.net_devices[local] = local_net_devices(topology, it->second, options);
       plans.count_order.push_back(local);
     }
     plans.machines_with[local].push_back(m);
-    for (int i = 0; i < local; ++i, ++rank) place_process(*state, topology, it->second, m, i, rank);
+    for (int i = 0; i < local; ++i, ++rank) {
+      place_process(*state, topology, it->second, plans.net_devices[local], m, i, rank);
+    }
   }
   describe_job(*state, topology, plans, processes_on_machine);
   impl_ = std::move(state);
@@ -317,6 +353,15 @@ const std::vector<int>& placement::process_pus(int process) const noexcept {
   return impl_->process_pus[static_cast<std::size_t>(process)];
 }
 
+const std::vector<std::string>& placement::net_devices(int process) const noexcept {
+  assert(process >= 0 && process < impl_->processes);
+  return impl_->net_devices[static_cast<std::size_t>(process)];
+}
+
+const std::string& placement::net_device_rule() const noexcept {
+  return impl_->net_device_rule;
+}
+
 bool placement::oversubscribed() const noexcept {
   return impl_->oversubscribed;
 }
@@ -332,6 +377,14 @@ std::string placement::describe() const {
     const thread_location& at = impl_->locations[id];
     out += fmt::format("thread {}: machine {}, process {}, zone {}, pu {}\n", id, at.machine,
                        at.process, at.zone, at.pu);
+  }
+  out += fmt::format("net devices: {}\n", impl_->net_device_rule);
+  for (std::size_t p = 0; p < impl_->net_devices.size(); ++p) {
+    const auto& names = impl_->net_devices[p];
+    if (names.empty()) continue;
+    std::string list;
+    for (const auto& name : names) list += (list.empty() ? "" : ",") + name;
+    out += fmt::format("process {}: net devices {}\n", p, list);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <seriema/base/error.hpp>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/detail/settings.hpp>
@@ -47,9 +48,17 @@ std::optional<int> parse_positive(std::string_view text) {
 }
 
 std::string topology_counts(const machine_topology& topology) {
-  return fmt::format(
+  std::string out = fmt::format(
       "{}, {}, {}", counted(static_cast<long long>(topology.zones.size()), "zone", "zones"),
       counted(topology.core_count(), "core", "cores"), counted(topology.pu_count(), "PU", "PUs"));
+  if (topology.net_devices.empty()) return out + ", no network device known";
+  out += fmt::format(", {}:", counted(static_cast<long long>(topology.net_devices.size()),
+                                      "network device", "network devices"));
+  for (const auto& device : topology.net_devices) {
+    out += device.zone < 0 ? fmt::format(" {} (zone unknown)", device.name)
+                           : fmt::format(" {} (zone {})", device.name, device.zone);
+  }
+  return out;
 }
 
 std::string machines_label(const std::vector<int>& machines) {
@@ -138,6 +147,35 @@ std::vector<int> placement_options::parse_process_zones(std::string_view text) {
   return zones;
 }
 
+// -----------------------------------------------------------------------------------------------
+// net_device_selection
+
+net_device_selection net_device_selection::parse(std::string_view text) {
+  const std::string_view list = trim(text);
+  if (list.empty() || list == "auto") return {};
+  if (list == "none") return {policy::none, {}};
+  net_device_selection out{policy::list, {}};
+  std::string_view rest = list;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    // UCX device names are interface names or "device:port": letters, digits, '_', '-', '.', ':'.
+    const bool plain = std::all_of(item.begin(), item.end(), [](unsigned char c) {
+      return std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':';
+    });
+    if (item.empty() || !plain || item == "auto" || item == "none") {
+      throw config_error(fmt::format(
+          "SERIEMA_NET_DEVICES={}: expected auto, none, or a comma list of UCX device names such "
+          "as mlx5_0:1,eth0 (ucx_info -d lists them); '{}' is not one",
+          list, item));
+    }
+    out.names.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 placement_options placement_options::from_environment() {
   static constexpr std::string_view hyperthread_choices[] = {"avoid", "use"};
   static constexpr std::string_view bind_choices[] = {"yes", "none"};
@@ -148,6 +186,13 @@ placement_options placement_options::from_environment() {
   options.bind = config::get_choice("SERIEMA_BIND", bind_choices) == 0;
   if (auto zones = config::raw("SERIEMA_PROCESS_ZONES")) {
     options.process_zones = parse_process_zones(*zones);
+  }
+  if (auto devices = config::raw("SERIEMA_NET_DEVICES")) {
+    options.net_devices = net_device_selection::parse(*devices);
+  }
+  // UCX's own variable: when the user set it, seriema leaves UCX's device choice alone.
+  if (const char* ucx_devices = std::getenv("UCX_NET_DEVICES"); ucx_devices != nullptr) {
+    options.user_ucx_net_devices = ucx_devices;
   }
   return options;
 }

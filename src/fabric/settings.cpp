@@ -13,6 +13,9 @@ constexpr config::setting table[] = {
      "avoid: put threads on hyperthread siblings only after every core has one; use: fill PUs"},
     {"SERIEMA_PROCESS_ZONES", "auto",
      "NUMA zone of each process on a machine: auto (spread evenly) or a comma list, e.g. 0,1"},
+    {"SERIEMA_NET_DEVICES", "auto",
+     "network devices each process restricts UCX to: auto (those nearest its NUMA zone, unless "
+     "UCX_NET_DEVICES is set), none (UCX chooses), or a comma list of UCX names, e.g. mlx5_0:1"},
     {"SERIEMA_SERVICE_THREADS", "0",
      "service threads per process: 0 (worker threads take the service role) or 1"},
     {"SERIEMA_HELPER_THREADS", "1",

@@ -1,14 +1,19 @@
-// This machine through one process-wide hwloc topology: detecting zones, cores and PUs, and
-// binding processes and threads.
+// This machine through one process-wide hwloc topology: detecting zones, cores, PUs and network
+// devices, and binding processes and threads.
 #include "topology_hwloc.hpp"
 
 #include <fmt/format.h>
 #include <hwloc.h>
+#include <ifaddrs.h>
+#include <sys/socket.h>
+#include <net/if.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <new>
 #include <seriema/base/error.hpp>
+#include <string_view>
 #include <system_error>
 
 #include "placement_text.hpp"
@@ -35,6 +40,9 @@ class hwloc_session {
       throw error(fmt::format("hwloc_topology_init failed: {}; check that hwloc can run here",
                               errno_text(errno)));
     }
+    // I/O objects too, for the network devices (PCI devices and their OS devices only; bridges
+    // are kept where they carry locality). Without this hwloc reports no device at all.
+    hwloc_topology_set_io_types_filter(topology_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (hwloc_topology_load(topology_) != 0) {
       int err = errno;
       hwloc_topology_destroy(topology_);
@@ -74,6 +82,73 @@ bitmap_ptr make_cpuset(const std::vector<int>& pus) {
   bitmap_ptr set = make_bitmap();
   for (int pu : pus) hwloc_bitmap_set(set.get(), static_cast<unsigned>(pu));
   return set;
+}
+
+// Interface names that are up, running, not loopback and have an IP address: what UCX's tcp
+// transport can use (a bond's slaves, for instance, have no address and are left out).
+std::vector<std::string> usable_interfaces() {
+  std::vector<std::string> names;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return names;  // then no interface is offered: UCX chooses
+  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr) continue;
+    const int family = entry->ifa_addr->sa_family;
+    const unsigned flags = entry->ifa_flags;
+    if ((family != AF_INET && family != AF_INET6) || (flags & IFF_UP) == 0 ||
+        (flags & IFF_RUNNING) == 0 || (flags & IFF_LOOPBACK) != 0) {
+      continue;
+    }
+    if (std::find(names.begin(), names.end(), entry->ifa_name) == names.end()) {
+      names.emplace_back(entry->ifa_name);
+    }
+  }
+  ::freeifaddrs(list);
+  return names;
+}
+
+// The zone (OS index among `zones`) an I/O object is attached to: the only zone in the nodeset of
+// its nearest non-I/O ancestor; -1 when that covers several zones or none.
+int zone_of_io_object(hwloc_topology_t topology, hwloc_obj_t object,
+                      const std::vector<machine_topology::zone>& zones) {
+  hwloc_obj_t ancestor = hwloc_get_non_io_ancestor_obj(topology, object);
+  if (ancestor == nullptr || ancestor->nodeset == nullptr) return -1;
+  int found = -1;
+  for (const auto& zone : zones) {
+    if (!hwloc_bitmap_isset(ancestor->nodeset, static_cast<unsigned>(zone.os_index))) continue;
+    if (found >= 0) return -1;
+    found = zone.os_index;
+  }
+  return found;
+}
+
+// The active ports of an RDMA device, from hwloc's "Port<N>State" infos (4 = ACTIVE), named as
+// UCX names them ("mlx5_0:1").
+std::vector<std::string> active_ports(hwloc_obj_t device) {
+  std::vector<std::string> ports;
+  for (unsigned port = 1;; ++port) {
+    const char* state =
+        hwloc_obj_get_info_by_name(device, fmt::format("Port{}State", port).c_str());
+    if (state == nullptr) break;
+    if (std::string_view(state) == "4") ports.push_back(fmt::format("{}:{}", device->name, port));
+  }
+  return ports;
+}
+
+// The usable network devices hwloc reports: interfaces UCX's tcp can use, active RDMA ports.
+void add_net_devices(hwloc_topology_t topology, machine_topology& out) {
+  const std::vector<std::string> interfaces = usable_interfaces();
+  for (hwloc_obj_t os = nullptr; (os = hwloc_get_next_osdev(topology, os)) != nullptr;) {
+    if (os->name == nullptr) continue;
+    const int zone = zone_of_io_object(topology, os, out.zones);
+    if (os->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
+      if (std::find(interfaces.begin(), interfaces.end(), os->name) == interfaces.end()) continue;
+      out.net_devices.push_back({os->name, net_device_kind::network, zone});
+    } else if (os->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+      for (auto& port : active_ports(os)) {
+        out.net_devices.push_back({std::move(port), net_device_kind::openfabrics, zone});
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -118,6 +193,7 @@ machine_topology machine_topology::detect() {
   if (out.zones.empty()) {
     throw error("hwloc found no usable PU on this machine; check the process's cgroup cpuset");
   }
+  add_net_devices(topology, out);
   out.description = topology_counts(out);
   return out;
 }
