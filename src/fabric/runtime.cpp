@@ -57,6 +57,7 @@ runtime::runtime(const runtime_options& options)
   }
   try {
     place_and_bind();
+    options_.ucx.net_devices = placement_->net_devices(boot_->rank());
     context_ = std::make_unique<transfer::ucx_context>(options_.ucx);
     worker_ = std::make_unique<transfer::ucx_worker>(*context_, transfer::worker_sharing::multi_thread);
     for (int t = 0; t < options_.threads_per_process; ++t) {
@@ -91,6 +92,10 @@ void runtime::place_and_bind() {
                                                    options_.threads_per_process,
                                                    options_.placement);
   placement_->bind_process(boot_->rank());
+}
+
+const std::vector<std::string>& runtime::net_devices() const noexcept {
+  return context_->net_devices();
 }
 
 void runtime::register_handlers() {

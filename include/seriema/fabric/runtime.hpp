@@ -86,6 +86,10 @@ class runtime {
   /// one host, it describes that host shared by all ranks; which (emulated) machine a rank
   /// belongs to is machine_of(), never the placement's machine field.
   [[nodiscard]] const fabric::placement& placement() const noexcept { return *placement_; }
+  /// The network devices this process restricted UCX to (UCX_NET_DEVICES names; empty: UCX
+  /// chose). Normally placement().net_devices(rank()); empty when the user set UCX_NET_DEVICES
+  /// or UCX could use none of them (logged). See SERIEMA_NET_DEVICES.
+  [[nodiscard]] const std::vector<std::string>& net_devices() const noexcept;
   /// The process's UCX context (include <seriema/transfer/ucx.hpp> to use it).
   [[nodiscard]] transfer::ucx_context& context() noexcept { return *context_; }
   /// The process-wide worker (shared by threads). Endpoints below belong to it.
