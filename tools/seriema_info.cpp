@@ -1,5 +1,6 @@
-// seriema-info: what this machine looks like to seriema (zones, cores), where a given MxPxT
-// would place threads, the UCX version and transports, the pages arena segments obtain, and the
+// seriema-info: what this machine looks like to seriema (zones, cores, network devices), where a
+// given MxPxT would place threads and which network devices each process would use, the UCX
+// version and transports, the pages arena segments obtain, and the
 // effective configuration, as text or (--json) as one JSON document. Exits non-zero with one
 // line naming the setting on bad configuration.
 #include <fmt/format.h>
@@ -62,7 +63,25 @@ json machine_json(const fabric::machine_topology& topology) {
                      {"memory_mib", zone.memory_bytes >> 20},
                      {"pus_per_core", zone.cores}});
   }
-  return {{"description", topology.description}, {"zones", std::move(zones)}};
+  json devices = json::array();
+  for (const auto& device : topology.net_devices) {
+    devices.push_back(
+        {{"name", device.name},
+         {"kind", device.kind == fabric::net_device_kind::openfabrics ? "openfabrics" : "network"},
+         {"zone", device.zone < 0 ? json(nullptr) : json(device.zone)}});
+  }
+  return {{"description", topology.description},
+          {"zones", std::move(zones)},
+          {"net_devices", std::move(devices)}};
+}
+
+// Each process's network devices (UCX names) and the rule that chose them.
+json net_devices_json(const fabric::placement& placement) {
+  json per_process = json::array();
+  for (int p = 0; p < placement.process_count(); ++p) {
+    per_process.push_back(placement.net_devices(p));
+  }
+  return {{"rule", placement.net_device_rule()}, {"per_process", std::move(per_process)}};
 }
 
 json ucx_json(transfer::ucx_context& context, const transfer::context_options& options) {
@@ -76,6 +95,7 @@ json ucx_json(transfer::ucx_context& context, const transfer::context_options& o
   }
   return {{"version", transfer::ucx_version()},
           {"transports", transfer::ucx_available_transports(context)},
+          {"net_devices_applied", context.net_devices()},
           {"peer_errors", options.peer_errors},
           {"keepalive_ms", options.keepalive_ms},
           {"environment", std::move(environment)}};
@@ -140,11 +160,23 @@ void print_machine(const json& machine) {
     fmt::print("  zone {}: {} MiB, {} cores (PUs per core:{})\n", zone["os_index"].get<int>(),
                zone["memory_mib"].get<std::uint64_t>(), zone["pus_per_core"].size(), cores);
   }
+  if (machine["net_devices"].empty()) fmt::print("  network devices: none known to hwloc\n");
+  for (const auto& device : machine["net_devices"]) {
+    fmt::print("  network device {} ({}): zone {}\n", device["name"].get<std::string>(),
+               device["kind"].get<std::string>(),
+               device["zone"].is_null() ? "unknown" : std::to_string(device["zone"].get<int>()));
+  }
 }
 
 void print_ucx(const json& ucx) {
   fmt::print("\nUCX {}\n  transports/devices available:", ucx["version"].get<std::string>());
   for (const auto& t : ucx["transports"]) fmt::print(" {}", t.get<std::string>());
+  std::string applied;
+  for (const auto& name : ucx["net_devices_applied"]) {
+    applied += (applied.empty() ? "" : ",") + name.get<std::string>();
+  }
+  fmt::print("\n  network devices of process 0: {}",
+             applied.empty() ? "chosen by UCX" : applied + " (UCX_NET_DEVICES as applied)");
   fmt::print("\n  peer error handling: {}, keepalive {} ms\n",
              ucx["peer_errors"].get<bool>() ? "on" : "off", ucx["keepalive_ms"].get<long>());
   fmt::print("UCX variables that matter (unset = UCX default):\n");
@@ -223,6 +255,7 @@ int run(int argc, char** argv) {
   auto topology = fabric::machine_topology::detect();
   std::vector<int> processes(static_cast<std::size_t>(shape.machines), shape.processes_per_machine);
   fabric::placement placement(topology, processes, shape.threads_per_process, placement_options);
+  context_options.net_devices = placement.net_devices(0);  // as process 0 of the job would
   transfer::ucx_context context(context_options);
 
   json info;
@@ -230,7 +263,8 @@ int run(int argc, char** argv) {
   info["machine"] = machine_json(topology);
   info["placement"] = {{"shape", shape.to_string()},
                        {"description", lines_of(placement.describe())},
-                       {"warnings", placement.warnings()}};
+                       {"warnings", placement.warnings()},
+                       {"net_devices", net_devices_json(placement)}};
   info["ucx"] = ucx_json(context, context_options);
   info["huge_pages"] = huge_pages_json();
   info["arena"] = skip_memory ? json(nullptr)

@@ -45,6 +45,9 @@ expect_single_line SERIEMA_TREADS env SERIEMA_TREADS=2 "$info" --no-memory
 expect_error SERIEMA_PROCESS_ZONES env SERIEMA_PROCESS_ZONES=64 "$info" --no-memory
 expect_single_line SERIEMA_PROCESS_ZONES env SERIEMA_PROCESS_ZONES=64 "$info" --no-memory
 expect_error UCX_TLS env UCX_TLS=tcp,foo "$info" --no-memory
+expect_error SERIEMA_NET_DEVICES env SERIEMA_NET_DEVICES=eth0,,lo "$info" --no-memory
+expect_single_line SERIEMA_NET_DEVICES env SERIEMA_NET_DEVICES=eth0,,lo "$info" --no-memory
+expect_error SERIEMA_NET_DEVICES env SERIEMA_NET_DEVICES=lo UCX_NET_DEVICES=eth0 "$info" --no-memory
 expect_error "placement '2xx3'" "$info" --no-memory --shape 2xx3
 
 # The same through a real 2-process job: every rank refuses, the launcher exits non-zero.

@@ -14,6 +14,12 @@ assert d["placement"]["shape"] == "1x2x3", d["placement"]
 assert sum(1 for line in d["placement"]["description"] if line.startswith("thread ")) == 6, d["placement"]
 assert d["machine"]["zones"] and all(z["pus_per_core"] for z in d["machine"]["zones"])
 assert any(t.startswith("self/") for t in d["ucx"]["transports"]), d["ucx"]["transports"]
+devices = d["machine"]["net_devices"]
+assert all(x["name"] and x["kind"] in ("network", "openfabrics") for x in devices), devices
+nets = d["placement"]["net_devices"]
+assert len(nets["per_process"]) == 2 and nets["rule"], nets
+assert all(bool(p) == bool(devices) for p in nets["per_process"]), (nets, devices)
+assert d["ucx"]["net_devices_applied"] == nets["per_process"][0], (d["ucx"], nets)
 assert any("segments" in s for s in d["arena"]["sources"]), d["arena"]
 print("seriema-info --json:", len(settings), "settings,", len(d["ucx"]["transports"]), "transports")
 '
