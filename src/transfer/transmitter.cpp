@@ -278,6 +278,19 @@ op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offs
                      tags);
 }
 
+op_status transmitter::swap(const remote_memory& dst, std::uint64_t offset, std::uint64_t value,
+                            std::uint64_t* result, unit_tags* tags) noexcept {
+  if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
+  if (!tags_accept(tags)) return op_status::tags_full;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  param.reply_buffer = result;
+  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_SWAP, &value, 1,
+                                       dst.address() + offset, dst.rkey(), &param),
+                     tags);
+}
+
 op_status transmitter::send(unsigned am_id, std::span<const std::byte> header,
                             std::span<const std::byte> payload, unit_tags* tags) noexcept {
   if (endpoint_.failed()) return op_status::peer_failed;

@@ -108,6 +108,10 @@ class transmitter {
   [[nodiscard]] op_status compare_swap(const remote_memory& dst, std::uint64_t offset,
                                        std::uint64_t expected, std::uint64_t desired,
                                        std::uint64_t* result, unit_tags* tags = nullptr) noexcept;
+  /// Writes `value` into the remote word; *result receives the old value once the tag is
+  /// complete (an atomic store that other initiators' atomics on the word never tear).
+  [[nodiscard]] op_status swap(const remote_memory& dst, std::uint64_t offset, std::uint64_t value,
+                               std::uint64_t* result, unit_tags* tags = nullptr) noexcept;
   /// Active-message send (header + payload) to handler `am_id` on the peer worker, always eager
   /// (a rendezvous send would still be reading `payload` after the flush that completes its
   /// tag). `header` and `payload` must stay untouched until the tag is complete.
