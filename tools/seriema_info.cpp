@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <seriema/base/critical_section.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/bootstrap.hpp>
@@ -70,9 +71,13 @@ json machine_json(const fabric::machine_topology& topology) {
          {"kind", device.kind == fabric::net_device_kind::openfabrics ? "openfabrics" : "network"},
          {"zone", device.zone < 0 ? json(nullptr) : json(device.zone)}});
   }
+  // critical_section's path on this CPU (docs/locks.md).
+  const seriema::critical_section section;
   return {{"description", topology.description},
           {"zones", std::move(zones)},
-          {"net_devices", std::move(devices)}};
+          {"net_devices", std::move(devices)},
+          {"rtm", seriema::cpu_has_rtm()},
+          {"critical_sections", seriema::to_string(section.path())}};
 }
 
 // Each process's network devices (UCX names) and the rule that chose them.
@@ -166,6 +171,9 @@ void print_machine(const json& machine) {
                device["kind"].get<std::string>(),
                device["zone"].is_null() ? "unknown" : std::to_string(device["zone"].get<int>()));
   }
+  fmt::print("  hardware transactions (RTM): {}; critical sections use: {}\n",
+             machine["rtm"].get<bool>() ? "yes" : "no",
+             machine["critical_sections"].get<std::string>());
 }
 
 void print_ucx(const json& ucx) {
