@@ -257,6 +257,7 @@ helped_section::~helped_section() {
 }
 
 void local_thread_state::release_transport() noexcept {
+  remote_ops.transmitters.clear();  // they post on the endpoints
   endpoints.clear();  // before the worker they belong to
   staged.release_requests();  // their memory stays until this state goes, after the worker
   worker.reset();

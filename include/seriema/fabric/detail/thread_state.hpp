@@ -10,6 +10,7 @@
 #include <mutex>
 #include <seriema/fabric/detail/call_queue.hpp>
 #include <seriema/fabric/detail/incoming_memory_map.hpp>
+#include <seriema/fabric/detail/remote_op_state.hpp>
 #include <seriema/fabric/detail/reply_cells.hpp>
 #include <seriema/fabric/detail/staged_sends.hpp>
 #include <seriema/fabric/outcome.hpp>
@@ -130,6 +131,9 @@ struct local_thread_state {
   detail::staged_sends staged;
   std::unique_ptr<transfer::ucx_worker> worker;
   std::vector<std::unique_ptr<transfer::ucx_endpoint>> endpoints;
+  // Transmitters and reply words of the thread's blocking remote atomics (remote_atomic.hpp);
+  // their transmitters post on `endpoints`, so release_transport drops them first.
+  detail::remote_op_state remote_ops;
   void release_transport() noexcept;
 
   // Who polls this thread's context: its owner (owner_polls), or, while the owner is inside a
