@@ -1,0 +1,10 @@
+# Remote atomics and the distributed lock under contention: 2 processes x 3 threads over shm and
+# tcp, and across 2 emulated machines (tcp between them).
+seriema_mp_executable(locks_mp_test locks_mp_test.cpp seriema::fabric)
+seriema_mp_run(mp.locks.np2.shm EXE locks_mp_test NP 2 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.locks.np2.tcp EXE locks_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.locks.np2.machines2.tcp EXE locks_mp_test NP 2 MACHINES 2 TLS tcp
+               ENV SERIEMA_THREADS=3)
+# 4 processes on 2 emulated machines with the default transports: the same words are reached
+# over shm by the processes of their machine and over tcp by the others at once.
+seriema_mp_run(mp.locks.np4.machines2 EXE locks_mp_test NP 4 MACHINES 2 ENV SERIEMA_THREADS=2)
