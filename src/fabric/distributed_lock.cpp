@@ -230,8 +230,10 @@ outcome distributed_lock::release() {
   thread_context::deferring_scope keep_exceptions(words_.context());
   std::uint32_t finishing = ticket_;
   std::uint64_t state = slot_granted;
-  // At most `slots` tickets are unfinished, so at most that many are skipped.
-  for (std::uint32_t skips = 0; skips <= descriptor_.slots; ++skips) {
+  // Not bounded by `slots`: each skip finishes a ticket, which lets a new one be issued, and
+  // that one may be abandoned too. Each turn finishes a ticket, though, and a ticket not issued
+  // yet is always waiting, so the loop ends once acquirers stop leaving faster than it skips.
+  for (;;) {
     if (outcome how = finish_ticket(finishing, state); how != outcome::done) return how;
     const std::uint32_t next = finishing + 1;
     const atomic_result handed =
@@ -242,13 +244,15 @@ outcome distributed_lock::release() {
       return handed.how;
     }
     if (handed.value == slot_word(next, slot_waiting)) return outcome::done;
-    if (handed.value != slot_word(next, slot_abandoned)) break;
+    if (handed.value != slot_word(next, slot_abandoned)) {
+      report_broken("granting the next ticket (the slot names another ticket)",
+                    outcome::not_executed);
+      return outcome::not_executed;
+    }
     ++skipped_;  // that waiter left at its deadline: finish its ticket too
     finishing = next;
     state = slot_abandoned;
   }
-  report_broken("granting the next ticket (the slot names another ticket)", outcome::not_executed);
-  return outcome::not_executed;
 }
 
 outcome distributed_lock::finish_ticket(std::uint32_t ticket, std::uint64_t state) {

@@ -24,8 +24,11 @@
 //    use it next; (2) add 1 to served (so ticket h + slots may now be issued: its slot is
 //    ready); (3) CAS slot h + 1 (h + 1, waiting) -> (h + 1, granted). If step 3 finds
 //    (h + 1, abandoned), that waiter left: the releaser finishes ticket h + 1 itself (steps 1-3
-//    with h + 1), and so on; at most `slots` tickets are skipped. Step 3 may grant a ticket not
-//    issued yet: whoever takes it next finds its slot granted.
+//    with h + 1), and so on. Step 3 may grant a ticket not issued yet: whoever takes it next
+//    finds its slot granted. The skipping is not bounded by `slots` (each finished ticket lets a
+//    new one be issued, which may be abandoned too), but every turn finishes a ticket and a
+//    ticket not issued yet is always waiting, so it ends once acquirers stop leaving faster than
+//    the releaser skips them.
 //  * Only two parties ever write a slot while it belongs to ticket t: the waiter t (waiting ->
 //    abandoned) and the holder of t - 1 (waiting -> granted); both CAS from waiting, so exactly
 //    one wins. Only the holder writes Q's served half; enqueuers change Q's next half by CAS.
