@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <seriema/fabric/distributed_lock.hpp>
 #include <seriema/fabric/remote_atomic.hpp>
 #include <seriema/fabric/thread_context.hpp>
@@ -142,6 +143,7 @@ TEST(RemoteAtomic, ConcurrentFetchAddFromEveryThreadSumsExactly) {
     fabric::remote_atomic sum(ctx, setup.words, sum_word * 8);
     fabric::remote_atomic fetched_sum(ctx, setup.words, fetched_sum_word * 8);
     std::uint64_t previous = 0, mine = 0;
+    const auto started = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < adds; ++i) {
       const fabric::atomic_result got = sum.fetch_add(1);
       ASSERT_TRUE(got.ok()) << fabric::to_string(got.how);
@@ -151,9 +153,13 @@ TEST(RemoteAtomic, ConcurrentFetchAddFromEveryThreadSumsExactly) {
       previous = got.value;
       mine += got.value;
     }
+    const auto spent = std::chrono::steady_clock::now() - started;
     ASSERT_EQ(fetched_sum.add(mine), outcome::done);
     all_done(ctx, setup.words, done_word);
     if (ctx.id() != 0) return;
+    std::printf("fetch_add under contention: %.1f us per operation on thread 0 (%u threads)\n",
+                std::chrono::duration<double, std::micro>(spent).count() / adds,
+                ctx.thread_count());
     const std::uint64_t total = adds * ctx.thread_count();
     EXPECT_EQ(sum.load().value, total);
     // Every value 0..total-1 was fetched exactly once iff the fetched values sum to this.
@@ -204,6 +210,7 @@ void count_under_lock(std::uint32_t slots, std::uint64_t rounds) {
     fabric::distributed_lock lock(ctx, setup.lock);
     plain_word counter(ctx, setup.words, counter_word);
     plain_word last_ticket(ctx, setup.words, last_ticket_word);
+    const auto started = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < rounds; ++i) {
       fabric::distributed_lock::guard held(lock, fabric::deadline_clock::now() + generous);
       ASSERT_TRUE(held.owns_lock()) << fabric::to_string(held.result());
@@ -212,9 +219,14 @@ void count_under_lock(std::uint32_t slots, std::uint64_t rounds) {
       last_ticket.put(std::uint64_t{lock.ticket()} + 1);
       counter.put(counter.get() + 1);
     }
+    const auto spent = std::chrono::steady_clock::now() - started;
     all_done(ctx, setup.words, done_word);
     if (ctx.id() != 0) return;
     EXPECT_EQ(counter.get(), rounds * ctx.thread_count());
+    std::printf("lock (%u slots): %.1f us per critical section, job-wide (%u threads)\n", slots,
+                std::chrono::duration<double, std::micro>(spent).count() /
+                    static_cast<double>(rounds * ctx.thread_count()),
+                ctx.thread_count());
     fabric::distributed_lock::destroy(ctx, setup.lock);
   });
   EXPECT_EQ(order_errors.load(), 0) << "a ticket was granted out of order";
