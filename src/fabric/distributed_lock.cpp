@@ -209,8 +209,9 @@ outcome distributed_lock::wait_for_grant(deadline_clock::time_point deadline) {
 
 outcome distributed_lock::abandon() {
   const std::uint64_t offset = slot_offset_of(ticket_, descriptor_.slots);
-  const atomic_result left = step(detail::atomic_op::compare_swap, offset,
-                                  slot_word(ticket_, slot_abandoned), slot_word(ticket_, slot_waiting));
+  const atomic_result left =
+      step(detail::atomic_op::compare_swap, offset, slot_word(ticket_, slot_abandoned),
+           slot_word(ticket_, slot_waiting));
   if (!left.ok()) {
     report_broken("abandoning a ticket at the deadline", left.how);
     return left.how;

@@ -41,7 +41,8 @@ transfer::remote_memory resolve(thread_context& ctx,
                             memory.process, ctx.rt().size()));
   }
   if (ctx.rt().peer_failed(memory.process)) {
-    throw error(fmt::format("remote atomic: rank {}, which owns the word, is dead", memory.process));
+    throw error(
+        fmt::format("remote atomic: rank {}, which owns the word, is dead", memory.process));
   }
   // No direct pointer: every access is a UCX atomic (see the header).
   return transfer::remote_memory(ctx.endpoint_to(memory.process), memory, /*allow_direct=*/false);

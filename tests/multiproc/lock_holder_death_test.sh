@@ -14,7 +14,8 @@ fail() { echo "lock_holder_death_test: $1"; printf '%s\n' "$out" | sed 's/^/    
 printf '%s\n' "$out" | grep -q "FAILED" && fail "a rank reported a failure"
 printf '%s\n' "$out" | grep -q "rank 2: acquire while the holder is dead ended deadline exceeded" ||
   fail "the waiter's acquire did not end at its deadline"
-printf '%s\n' "$out" | grep -Eq "rank 2: atomic on the dead rank ended .*(not executed|may have executed)" ||
+dead_line="rank 2: atomic on the dead rank ended .*(not executed|may have executed)"
+printf '%s\n' "$out" | grep -Eq "$dead_line" ||
   fail "the atomic on the dead rank did not fail"
 for rank in 0 2; do
   printf '%s\n' "$out" | grep -q "rank $rank: exiting with status 0" ||
