@@ -14,6 +14,7 @@
 #include <seriema/base/settings.hpp>
 #include <seriema/transfer/arena.hpp>
 #include <seriema/transfer/detail/settings.hpp>
+#include "pages.hpp"
 #include <sstream>
 
 #ifndef MAP_HUGE_SHIFT
@@ -43,17 +44,9 @@ arena_options arena_options::from_environment() {
   static constexpr std::string_view sources[] = {"ucx", "self"};
   options.source = config::get_choice("SERIEMA_MEMORY_SOURCE", sources) == 0 ? memory_source::ucx
                                                                                : memory_source::self;
-  static constexpr std::string_view pages[] = {"auto", "1g", "2m", "thp", "normal"};
-  options.pages = static_cast<page_preference>(config::get_choice("SERIEMA_PAGES", pages));
+  options.pages = detail::pages_from_environment();
   options.segment_size = config::get_bytes("SERIEMA_SEGMENT_SIZE");
   options.limit = config::get_bytes("SERIEMA_ARENA_LIMIT");
-  if (options.source == memory_source::ucx &&
-      (options.pages == page_preference::gigantic_1g || options.pages == page_preference::hugetlb_2m)) {
-    throw config_error(fmt::format(
-        "SERIEMA_PAGES={}: explicit hugetlb pages need SERIEMA_MEMORY_SOURCE=self; UCX-allocated "
-        "segments use huge pages when they are reserved (UCX_POSIX_HUGETLB_MODE)",
-        options.pages == page_preference::gigantic_1g ? "1g" : "2m"));
-  }
   options.validate();
   return options;
 }
@@ -67,30 +60,14 @@ void arena_options::validate() const {
     throw config_error(fmt::format("SERIEMA_ARENA_LIMIT={}: smaller than one segment ({} bytes)",
                                    limit, segment_size));
   }
-  if (pages == page_preference::gigantic_1g && segment_size % (std::size_t{1} << 30) != 0) {
+  if (pages == page_preference::gigantic_1g && segment_size % detail::one_gib != 0) {
     throw config_error("SERIEMA_PAGES=1g: SERIEMA_SEGMENT_SIZE must be a multiple of 1G");
   }
+  if (source == memory_source::ucx) detail::check_ucx_can_provide(pages);
 }
 
 std::size_t kernel_page_size_of(const void* address) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  auto target = reinterpret_cast<std::uintptr_t>(address);
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    std::uintptr_t lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 17) {
-      inside = target >= lo && target < hi;
-      continue;
-    }
-    if (inside && line.rfind("KernelPageSize:", 0) == 0) {
-      std::istringstream fields(line.substr(15));
-      std::size_t kib = 0;
-      fields >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
+  return detail::probe_mapping(address).kernel_page_size;
 }
 
 namespace {
@@ -157,14 +134,6 @@ class scoped_thread_membind {
   bool active_ = false;
 };
 
-bool transparent_huge_pages_possible(const char* sysfs_file) {
-  std::ifstream f(sysfs_file);
-  std::string text;
-  std::getline(f, text);
-  return text.find("[never]") == std::string::npos && text.find("[deny]") == std::string::npos &&
-         !text.empty();
-}
-
 page_kind kind_from_page_size(std::size_t page_size, bool thp_advised) {
   if (page_size >= (std::size_t{1} << 30)) return page_kind::gigantic_1g;
   if (page_size >= (std::size_t{2} << 20)) return page_kind::hugetlb_2m;
@@ -200,20 +169,53 @@ void arena::map_ucx_allocated(registered_segment& segment) {
   }
   segment.memh = memh;
   segment.ucx_allocated = true;
-  // Also bind the area itself (pages not touched yet follow it).
-  if (!bind_to_zone(segment.base, segment.size, zone_)) {
-    int err = errno;
+  try {
+    // Also bind the area itself (pages not touched yet follow it).
+    if (!bind_to_zone(segment.base, segment.size, zone_)) {
+      throw error(fmt::format("arena: cannot bind a UCX segment to NUMA zone {} (hwloc: {})",
+                              zone_, std::strerror(errno)));
+    }
+    record_ucx_pages(segment);
+  } catch (...) {
     ucp_mem_unmap(context_.handle(), memh);
     segment.memh = nullptr;
-    throw error(fmt::format("arena: cannot bind a UCX segment to NUMA zone {} (hwloc: {})", zone_,
-                            std::strerror(err)));
+    throw;
   }
-  bool thp = options_.pages != page_preference::normal &&
-             transparent_huge_pages_possible("/sys/kernel/mm/transparent_hugepage/shmem_enabled") &&
-             madvise(segment.base, segment.size, MADV_HUGEPAGE) == 0;
-  segment.page_size = kernel_page_size_of(segment.base);
-  if (segment.page_size == 0) segment.page_size = 4096;
-  segment.pages = kind_from_page_size(segment.page_size, thp);
+}
+
+// What the kernel gave UCX's allocation, recorded as it is: the page size from smaps, THP only
+// where madvise applies to such memory here, and whether it is a shared segment of UCX's shm
+// domains at all (UCX falls back to private memory when they fail: no direct access then).
+void arena::record_ucx_pages(registered_segment& segment) {
+  const detail::mapping_facts facts = detail::probe_mapping(segment.base);
+  // Without UCX's shm domains (UCX_TLS without sm) ALLOC_PRIO's later methods give private
+  // memory (also a private SysV hugetlb segment: "huge"): no peer can map it, as expected.
+  segment.ucx_allocated = facts.shared_memory && context_.shared_memory_domains();
+  if (!segment.ucx_allocated && context_.shared_memory_domains()) {
+    log::warning("arena (zone {}): UCX allocated the segment as private memory ({}); peers on "
+                 "this machine reach it by put/get only, not directly (check UCX_ALLOC_PRIO)",
+                 zone_, facts.backing.empty() ? "anonymous" : facts.backing);
+  }
+  segment.page_size = facts.kernel_page_size != 0 ? facts.kernel_page_size : 4096;
+  segment.pages = kind_from_page_size(segment.page_size, false);
+  const auto want = options_.pages;
+  if (segment.pages == page_kind::normal &&
+      (want == page_preference::automatic || want == page_preference::transparent_huge) &&
+      detail::transparent_huge_pages_possible(facts.shared_memory) &&
+      madvise(segment.base, segment.size, MADV_HUGEPAGE) == 0) {
+    segment.pages = page_kind::transparent_huge;
+  }
+  segment.page_note =
+      detail::why_not_larger_pages(segment.pages, want, segment.size, context_.hugetlb());
+  const bool explicit_missed =
+      (want == page_preference::gigantic_1g && segment.pages != page_kind::gigantic_1g) ||
+      (want == page_preference::hugetlb_2m && segment.pages != page_kind::hugetlb_2m) ||
+      (want == page_preference::transparent_huge && segment.pages != page_kind::transparent_huge);
+  if (explicit_missed) {
+    throw error(fmt::format("arena (zone {}): SERIEMA_PAGES asks for pages UCX did not obtain "
+                            "(got {}): {}",
+                            zone_, to_string(segment.pages), segment.page_note));
+  }
 }
 
 void arena::map_self_allocated(registered_segment& segment) {
@@ -230,12 +232,12 @@ void arena::map_self_allocated(registered_segment& segment) {
   if ((automatic && size % (std::size_t{1} << 30) == 0) || want == page_preference::gigantic_1g) {
     base = try_map(MAP_HUGETLB | MAP_HUGE_1GB);
     if (base != MAP_FAILED) kind = page_kind::gigantic_1g;
-    else refused += fmt::format("1 GiB pages: {}; ", std::strerror(errno));
+    else refused += fmt::format("1 GiB: {}", std::strerror(errno));
   }
   if (base == MAP_FAILED && (automatic || want == page_preference::hugetlb_2m)) {
     base = try_map(MAP_HUGETLB | MAP_HUGE_2MB);
     if (base != MAP_FAILED) kind = page_kind::hugetlb_2m;
-    else refused += fmt::format("2 MiB pages: {}; ", std::strerror(errno));
+    else refused += fmt::format("{}2 MiB: {}", refused.empty() ? "" : "; ", std::strerror(errno));
   }
   if (base == MAP_FAILED && !automatic && want != page_preference::transparent_huge &&
       want != page_preference::normal) {
@@ -251,7 +253,7 @@ void arena::map_self_allocated(registered_segment& segment) {
     }
     kind = page_kind::normal;
     if ((automatic || want == page_preference::transparent_huge) &&
-        transparent_huge_pages_possible("/sys/kernel/mm/transparent_hugepage/enabled") &&
+        detail::transparent_huge_pages_possible(false) &&
         madvise(base, size, MADV_HUGEPAGE) == 0) {
       kind = page_kind::transparent_huge;
     } else if (want == page_preference::transparent_huge) {
@@ -262,6 +264,7 @@ void arena::map_self_allocated(registered_segment& segment) {
   }
   segment.base = static_cast<std::byte*>(base);
   segment.pages = kind;
+  segment.page_note = refused;
   // The kernel page size of a mapping; transparent huge pages are 4 KiB pages the kernel may
   // back with 2 MiB ones (reported as their own kind).
   segment.page_size = kind == page_kind::gigantic_1g  ? (std::size_t{1} << 30)
@@ -368,11 +371,12 @@ std::vector<std::string> arena::describe_segments() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> out;
   for (const auto& s : segments_) {
-    out.push_back(fmt::format("{} MiB at {}, {} (kernel page {} KiB), zone {}, {}", s.size >> 20,
-                              static_cast<const void*>(s.base), to_string(s.pages),
-                              s.page_size >> 10, s.numa_zone,
-                              s.ucx_allocated ? "UCX-allocated (shm-mappable)"
-                                              : "self-allocated, registered"));
+    out.push_back(fmt::format(
+        "{} MiB at {}, {} (kernel page {} KiB), zone {}, {}{}{}", s.size >> 20,
+        static_cast<const void*>(s.base), to_string(s.pages), s.page_size >> 10, s.numa_zone,
+        s.ucx_allocated ? "UCX-allocated shared memory (shm-mappable)"
+                        : "private memory, registered (put/get only)",
+        s.page_note.empty() ? "" : "; larger pages not obtained: ", s.page_note));
   }
   return out;
 }

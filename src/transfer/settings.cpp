@@ -7,10 +7,11 @@ namespace {
 constexpr config::setting table[] = {
     // transfer: registered memory
     {"SERIEMA_PAGES", "auto",
-     "page kind for arena segments: auto (1g, else 2m, else thp, else normal), 1g, 2m, thp, normal"},
+     "page kind for arena segments: auto (1g, else 2m, else thp, else normal), 1g, 2m, thp, "
+     "normal; with SERIEMA_MEMORY_SOURCE=ucx hugetlb pages are the default huge page size only"},
     {"SERIEMA_MEMORY_SOURCE", "ucx",
-     "who allocates arena segments: ucx (shm-mappable, same-machine peers get direct pointers) or "
-     "self (mmap with SERIEMA_PAGES, registered with UCX; put/get only)"},
+     "who allocates arena segments: ucx (shm-mappable, same-machine peers get direct pointers; "
+     "huge pages per SERIEMA_PAGES) or self (mmap with SERIEMA_PAGES, registered; put/get only)"},
     {"SERIEMA_SEGMENT_SIZE", "64M", "bytes per arena segment (multiple of 2M), registered once"},
     {"SERIEMA_ARENA_LIMIT", "0", "cap on bytes one zone's arena may obtain (0 = no cap)"},
     {"SERIEMA_COMPLETION_INTERVAL", "64",

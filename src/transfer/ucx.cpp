@@ -15,6 +15,7 @@
 #include <seriema/base/settings.hpp>
 #include <seriema/transfer/detail/settings.hpp>
 #include <seriema/transfer/ucx.hpp>
+#include "pages.hpp"
 #include <sstream>
 #include <thread>
 
@@ -30,6 +31,7 @@ context_options context_options::from_environment() {
   context_options options;
   options.peer_errors = config::get_bool("SERIEMA_PEER_ERRORS");
   options.keepalive_ms = static_cast<long>(config::get_duration("SERIEMA_KEEPALIVE").count());
+  options.pages = detail::pages_from_environment();
   return options;
 }
 
@@ -47,6 +49,38 @@ std::string join_names(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& name : names) out += (out.empty() ? "" : ",") + name;
   return out;
+}
+
+constexpr const char* hugetlb_mode_variables[] = {"UCX_SYSV_HUGETLB_MODE", "UCX_POSIX_HUGETLB_MODE",
+                                                  "UCX_MM_HUGETLB_MODE"};
+
+bool ucx_ternary_is_off(std::string_view value) {
+  for (std::string_view off : {"n", "no", "off", "0", "false"}) {
+    if (value == off) return true;
+  }
+  return false;
+}
+
+// Lets UCX's SysV and POSIX allocators (ucp_mem_map ALLOCATE) try hugetlb pages, or forbids
+// them, per SERIEMA_PAGES. MM_HUGETLB_MODE reaches both memory domains' configuration (UCX
+// applies unknown context keys to every MD config that has them). A UCX_*_HUGETLB_MODE the user
+// set is kept as a whole: modifying the shared key would override it.
+ucx_hugetlb apply_hugetlb_mode(ucp_config_t* config, page_preference pages) {
+  for (const char* name : hugetlb_mode_variables) {
+    if (const char* value = std::getenv(name)) {
+      // SysV allocates first (UCX_ALLOC_PRIO); its mode is what decides.
+      const char* sysv = std::getenv("UCX_SYSV_HUGETLB_MODE");
+      return {sysv == nullptr || !ucx_ternary_is_off(sysv),
+              fmt::format("{}={} (set by the user; SERIEMA_PAGES does not override it)", name,
+                          value)};
+    }
+  }
+  const bool allowed = pages != page_preference::transparent_huge && pages != page_preference::normal;
+  constexpr const char* page_names[] = {"auto", "1g", "2m", "thp", "normal"};
+  check_ucx(ucp_config_modify(config, "MM_HUGETLB_MODE", allowed ? "try" : "n"),
+            "ucp_config_modify(MM_HUGETLB_MODE)");
+  return {allowed, fmt::format("{} (set by seriema for SERIEMA_PAGES={})", allowed ? "try" : "n",
+                               page_names[static_cast<int>(pages)])};
 }
 
 }  // namespace
@@ -142,6 +176,7 @@ ucx_context::ucx_context(const context_options& options) : options_(options) {
       const std::string name = resource.substr(0, resource.find('/'));
       network_rdma_ = network_rdma_ || name.starts_with("rc") || name.starts_with("dc") ||
                       name == "ugni_rdma";
+      shared_memory_domains_ = shared_memory_domains_ || name == "sysv" || name == "posix";
     }
   } catch (...) {
     ucp_cleanup(context_);
@@ -162,6 +197,7 @@ ucs_status_t ucx_context::initialize(const std::vector<std::string>& net_devices
         ucs_status_string(status)));
   }
   try {
+    hugetlb_ = apply_hugetlb_mode(config, options_.pages);
     if (options_.peer_errors) {
       modify_unless_user_set(config, "KEEPALIVE_INTERVAL", fmt::format("{}ms", options_.keepalive_ms));
     }

@@ -41,7 +41,8 @@ class arena final : public block_source {
   [[nodiscard]] int zone() const noexcept { return zone_; }
   /// Bytes of all segments obtained so far.
   [[nodiscard]] std::size_t bytes_obtained() const;
-  /// One line per segment: size, page kind and size, zone, source.
+  /// One line per segment: size, page kind and size, zone, source, and why larger pages were not
+  /// obtained (registered_segment::page_note).
   [[nodiscard]] std::vector<std::string> describe_segments() const;
 
   /// Allocates one segment now (e.g. so seriema-info can report the pages obtained). Throws
@@ -51,6 +52,7 @@ class arena final : public block_source {
  private:
   const registered_segment& grow_locked();
   void map_ucx_allocated(registered_segment& segment);
+  void record_ucx_pages(registered_segment& segment);
   void map_self_allocated(registered_segment& segment);
 
   ucx_context& context_;

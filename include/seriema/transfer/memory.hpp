@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <seriema/transfer/completion.hpp>
 #include <span>
+#include <string>
 #include <vector>
 
 struct ucp_mem;  // ucp_mem_h without pulling <ucp/api/ucp.h> into every header
@@ -19,7 +20,8 @@ inline constexpr std::size_t block_size = std::size_t{2} << 20;
 enum class page_kind : std::uint8_t {
   gigantic_1g,       ///< 1 GiB hugetlb pages
   hugetlb_2m,        ///< 2 MiB hugetlb pages
-  transparent_huge,  ///< normal mapping with transparent huge pages requested (madvise)
+  transparent_huge,  ///< base pages with transparent huge pages advised (madvise) where the kernel
+                     ///< allows it: 2 MiB pages as they are touched, when the kernel has them
   normal             ///< base pages (usually 4 KiB)
 };
 /// A readable name ("2 MiB hugetlb"), or "unknown".
@@ -38,6 +40,9 @@ struct registered_segment {
   std::size_t page_size = 4096;  ///< bytes per page as reported by the kernel for this range
   int numa_zone = -1;            ///< zone the memory is bound to; -1 when unbound
   bool ucx_allocated = false;    ///< true: peers on this machine can map it (ucp_rkey_ptr)
+  /// Why the larger pages the preference allows were not obtained, e.g. "2 MiB: 0 free, the
+  /// segment needs 32 (...)"; empty when the first choice was obtained.
+  std::string page_note;
 
   /// True when [p, p+n) lies inside the segment (overflow-safe).
   [[nodiscard]] bool contains(const void* p, std::size_t n) const noexcept {

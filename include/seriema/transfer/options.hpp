@@ -3,11 +3,29 @@
 #pragma once
 
 #include <cstddef>
-#include <seriema/transfer/detail/settings.hpp>
 #include <string>
 #include <vector>
+#include <seriema/transfer/detail/settings.hpp>
 
 namespace seriema::transfer {
+
+/// Which pages an arena asks for (SERIEMA_PAGES). With memory_source::ucx, hugetlb pages come
+/// from UCX's SysV segments, which use the kernel's default huge page size only (docs/running.md).
+enum class page_preference {
+  /// The cascade: 1 GiB pages (when segment_size is a multiple of 1 GiB), else 2 MiB hugetlb,
+  /// else transparent huge pages, else normal pages.
+  automatic,
+  gigantic_1g,       ///< 1 GiB hugetlb pages only (segment_size a multiple of 1 GiB)
+  hugetlb_2m,        ///< 2 MiB hugetlb pages only
+  transparent_huge,  ///< normal mapping with transparent huge pages; fails when THP is disabled
+  normal             ///< base pages only
+};
+
+/// Where an arena's segments come from.
+enum class memory_source {
+  ucx,   ///< ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
+  self,  ///< our own mmap with the page cascade, then registered: put/get/atomics only
+};
 
 /// How the UCX context is set up (see ucx_context).
 struct context_options {
@@ -17,29 +35,17 @@ struct context_options {
   bool peer_errors = true;
   /// UCX keepalive interval in ms (how fast a dead peer is detected). Default: SERIEMA_KEEPALIVE.
   long keepalive_ms = 1000;
+  /// The pages UCX-allocated memory may use: automatic, 1g and 2m let UCX try hugetlb shared
+  /// memory (its MM_HUGETLB_MODE=try); thp and normal turn it off (=n). A UCX_*_HUGETLB_MODE the
+  /// user set wins (reported by ucx_context::hugetlb()). Default: SERIEMA_PAGES.
+  page_preference pages = page_preference::automatic;
   /// Network devices (UCX_NET_DEVICES names) to restrict UCX to; empty: UCX chooses. Ignored
   /// when the user set UCX_NET_DEVICES. The runtime fills it from its placement
   /// (SERIEMA_NET_DEVICES); from_environment() leaves it empty.
   std::vector<std::string> net_devices;
-  /// From SERIEMA_PEER_ERRORS and SERIEMA_KEEPALIVE. Throws config_error naming the setting.
+  /// From SERIEMA_PEER_ERRORS, SERIEMA_KEEPALIVE and SERIEMA_PAGES. Throws config_error naming
+  /// the setting.
   static context_options from_environment();
-};
-
-/// Where an arena's segments come from.
-enum class memory_source {
-  ucx,   ///< ucp_mem_map(ALLOCATE): a shm segment same-machine peers can map (ucp_rkey_ptr)
-  self,  ///< our own mmap with the page cascade, then registered: put/get/atomics only
-};
-
-/// Which pages an arena asks for (SERIEMA_PAGES). Explicit hugetlb pages need memory_source::self.
-enum class page_preference {
-  /// The cascade: 1 GiB pages (when segment_size is a multiple of 1 GiB), else 2 MiB hugetlb,
-  /// else transparent huge pages, else normal pages.
-  automatic,
-  gigantic_1g,       ///< 1 GiB hugetlb pages only (segment_size a multiple of 1 GiB)
-  hugetlb_2m,        ///< 2 MiB hugetlb pages only
-  transparent_huge,  ///< normal mapping with transparent huge pages; fails when THP is disabled
-  normal             ///< base pages only
 };
 
 /// How an arena obtains its segments.
@@ -51,7 +57,10 @@ struct arena_options {
   /// From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
   /// Throws config_error naming the setting.
   static arena_options from_environment();
-  void validate() const;  ///< throws config_error
+  /// Throws config_error for a bad size or limit, and, for memory_source::ucx, for pages UCX
+  /// cannot provide on this machine (hugetlb of another size than the default, thp without
+  /// shared-memory THP).
+  void validate() const;
 };
 
 }  // namespace seriema::transfer

@@ -20,6 +20,13 @@ namespace seriema::transfer {
 /// Throws ucx_error("<what>: <UCX status text>") when status is not UCS_OK.
 void check_ucx(ucs_status_t status, const char* what);
 
+/// Whether UCX may put the memory it allocates (ucp_mem_map ALLOCATE) on hugetlb pages, and who
+/// decided: seriema from SERIEMA_PAGES, or the user through a UCX_*_HUGETLB_MODE variable.
+struct ucx_hugetlb {
+  bool allowed = true;    ///< false: UCX's shared-memory allocators use normal pages only
+  std::string described;  ///< e.g. "try (seriema, SERIEMA_PAGES=auto)", "UCX_SYSV_HUGETLB_MODE=n (user)"
+};
+
 /// The process's UCX context (features: RMA, 64/32-bit atomics, active messages; workers may be
 /// shared between threads). Thread-safety: immutable after construction; safe to share.
 class ucx_context {
@@ -47,6 +54,12 @@ class ucx_context {
   [[nodiscard]] const std::vector<std::string>& net_devices() const noexcept {
     return applied_net_devices_;
   }
+  /// True when UCX's shared-memory domains (sysv, posix) are in use, so that memory UCX
+  /// allocates is a segment same-machine peers can map (false with e.g. UCX_TLS=tcp,self: UCX
+  /// then allocates private memory).
+  [[nodiscard]] bool shared_memory_domains() const noexcept { return shared_memory_domains_; }
+  /// The hugetlb mode UCX's shared-memory allocators use in this context (see ucx_hugetlb).
+  [[nodiscard]] const ucx_hugetlb& hugetlb() const noexcept { return hugetlb_; }
 
  private:
   // ucp_init with seriema's settings, restricted to `net_devices` unless empty.
@@ -57,6 +70,8 @@ class ucx_context {
   context_options options_;
   bool network_rdma_ = false;
   std::vector<std::string> applied_net_devices_;
+  bool shared_memory_domains_ = false;
+  ucx_hugetlb hugetlb_;
 };
 
 /// Whether a worker is used by one thread or shared (UCS_THREAD_MODE_SINGLE / _MULTI).
