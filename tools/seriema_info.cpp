@@ -91,7 +91,8 @@ json net_devices_json(const fabric::placement& placement) {
 
 json ucx_json(transfer::ucx_context& context, const transfer::context_options& options) {
   json environment = json::object();
-  for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES", "UCX_POSIX_HUGETLB_MODE",
+  for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES", "UCX_ALLOC_PRIO", "UCX_SYSV_HUGETLB_MODE",
+                           "UCX_POSIX_HUGETLB_MODE", "UCX_MM_HUGETLB_MODE",
                            "UCX_KEEPALIVE_INTERVAL", "UCX_POSIX_ERROR_HANDLING",
                            "UCX_SYSV_ERROR_HANDLING", "UCX_MEM_EVENTS", "UCX_LOG_LEVEL",
                            "UCX_RNDV_THRESH", "UCX_MAX_EAGER_LANES"}) {
@@ -103,11 +104,24 @@ json ucx_json(transfer::ucx_context& context, const transfer::context_options& o
           {"net_devices_applied", context.net_devices()},
           {"peer_errors", options.peer_errors},
           {"keepalive_ms", options.keepalive_ms},
+          {"hugetlb_mode", context.hugetlb().described},
           {"environment", std::move(environment)}};
+}
+
+// The value of one /proc/meminfo line ("2048 kB"), or "(unavailable)".
+std::string meminfo_value(const std::string& key) {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (!line.starts_with(key)) continue;
+    auto value = line.find_first_not_of(' ', key.size());
+    return value == std::string::npos ? "" : line.substr(value);
+  }
+  return "(unavailable)";
 }
 
 json huge_pages_json() {
   json pages = json::object();
+  pages["default_size"] = meminfo_value("Hugepagesize:");
   for (const char* size : {"hugepages-2048kB", "hugepages-1048576kB"}) {
     std::string base = std::string("/sys/kernel/mm/hugepages/") + size;
     pages[size] = {{"reserved", read_first_line(base + "/nr_hugepages")},
@@ -118,30 +132,53 @@ json huge_pages_json() {
   return pages;
 }
 
+json segment_json(const transfer::registered_segment& segment, std::string description) {
+  return {{"pages", transfer::to_string(segment.pages)},
+          {"page_kib", segment.page_size >> 10},
+          {"shm_mappable", segment.ucx_allocated},
+          {"not_larger_because", segment.page_note},
+          {"description", std::move(description)}};
+}
+
+// One test segment from `source` in `zone`: the pages it obtains, or why it cannot.
+json probe_source(transfer::ucx_context& context, int zone, transfer::arena_options options,
+                  transfer::memory_source source) {
+  options.source = source;
+  json entry{{"source", source == transfer::memory_source::ucx ? "ucx" : "self"}};
+  try {
+    transfer::arena probe(context, zone, options);
+    const auto& segment = probe.grow();
+    auto lines = probe.describe_segments();
+    entry["segment"] = segment_json(segment, lines.front());
+    entry["segments"] = std::move(lines);
+  } catch (const seriema::error& e) {
+    entry["error"] = e.what();
+  }
+  return entry;
+}
+
 // One test segment per memory source in `zone`: what pages each obtains, or why it cannot.
 json arena_segments_json(transfer::ucx_context& context, int zone,
                          const transfer::arena_options& in_effect) {
   json sources = json::array();
   for (auto source : {transfer::memory_source::ucx, transfer::memory_source::self}) {
-    auto options = in_effect;
-    options.source = source;
-    if (source == transfer::memory_source::ucx &&
-        (options.pages == transfer::page_preference::gigantic_1g ||
-         options.pages == transfer::page_preference::hugetlb_2m)) {
-      options.pages = transfer::page_preference::automatic;
-    }
-    json entry{{"source", source == transfer::memory_source::ucx ? "ucx" : "self"},
-               {"in_effect", source == in_effect.source}};
-    try {
-      transfer::arena probe(context, zone, options);
-      probe.grow();
-      entry["segments"] = probe.describe_segments();
-    } catch (const seriema::error& e) {
-      entry["error"] = e.what();
-    }
+    json entry = probe_source(context, zone, in_effect, source);
+    entry["in_effect"] = source == in_effect.source;
     sources.push_back(std::move(entry));
   }
   return {{"zone", zone}, {"segment_mib", in_effect.segment_size >> 20}, {"sources", sources}};
+}
+
+// The pages each zone's arena obtains with the source in effect (one test segment per zone).
+json arena_per_zone_json(transfer::ucx_context& context, const fabric::machine_topology& topology,
+                         const transfer::arena_options& in_effect) {
+  json zones = json::array();
+  for (const auto& zone : topology.zones) {
+    json entry = probe_source(context, zone.os_index, in_effect, in_effect.source);
+    entry["zone"] = zone.os_index;
+    zones.push_back(std::move(entry));
+  }
+  return zones;
 }
 
 void print_settings(const json& settings, bool with_help) {
@@ -187,14 +224,17 @@ void print_ucx(const json& ucx) {
              applied.empty() ? "chosen by UCX" : applied + " (UCX_NET_DEVICES as applied)");
   fmt::print("\n  peer error handling: {}, keepalive {} ms\n",
              ucx["peer_errors"].get<bool>() ? "on" : "off", ucx["keepalive_ms"].get<long>());
+  fmt::print("  hugetlb pages for UCX-allocated memory: {}\n",
+             ucx["hugetlb_mode"].get<std::string>());
   fmt::print("UCX variables that matter (unset = UCX default):\n");
   for (const auto& [name, value] : ucx["environment"].items()) {
     fmt::print("  {:<26} = {}\n", name, value.is_null() ? "(unset)" : value.get<std::string>());
   }
 }
 
-void print_memory(const json& pages, const json& arena) {
-  fmt::print("\nHuge pages on this machine:\n");
+void print_memory(const json& pages, const json& arena, const json& per_zone) {
+  fmt::print("\nHuge pages on this machine (default size {}):\n",
+             pages["default_size"].get<std::string>());
   for (const char* size : {"hugepages-2048kB", "hugepages-1048576kB"}) {
     fmt::print("  {:<22} reserved {}, free {}\n", size,
                pages[size]["reserved"].get<std::string>(), pages[size]["free"].get<std::string>());
@@ -214,6 +254,12 @@ void print_memory(const json& pages, const json& arena) {
     for (const auto& line : source["segments"]) fmt::print("  {} {}\n", mark, line.get<std::string>());
   }
   fmt::print("  (* = SERIEMA_MEMORY_SOURCE in effect)\n");
+  fmt::print("Pages in effect per zone's arena:\n");
+  for (const auto& zone : per_zone) {
+    fmt::print("  zone {}: {}\n", zone["zone"].get<int>(),
+               zone.contains("error") ? zone["error"].get<std::string>()
+                                      : zone["segment"]["pages"].get<std::string>());
+  }
 }
 
 void print_text(const json& info) {
@@ -227,7 +273,7 @@ void print_text(const json& info) {
     fmt::print("  note: {}\n", warning.get<std::string>());
   }
   print_ucx(info["ucx"]);
-  print_memory(info["huge_pages"], info["arena"]);
+  print_memory(info["huge_pages"], info["arena"], info["arena_per_zone"]);
   fmt::print("\n");
   print_settings(info["settings"], false);
 }
@@ -278,6 +324,8 @@ int run(int argc, char** argv) {
   info["arena"] = skip_memory ? json(nullptr)
                               : arena_segments_json(context, placement.zone_of_process(0),
                                                     arena_options);
+  info["arena_per_zone"] =
+      skip_memory ? json(nullptr) : arena_per_zone_json(context, topology, arena_options);
   info["settings"] = settings_json();
   if (as_json) fmt::print("{}\n", info.dump(2));
   else print_text(info);
