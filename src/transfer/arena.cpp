@@ -212,9 +212,10 @@ void arena::record_ucx_pages(registered_segment& segment) {
       (want == page_preference::hugetlb_2m && segment.pages != page_kind::hugetlb_2m) ||
       (want == page_preference::transparent_huge && segment.pages != page_kind::transparent_huge);
   if (explicit_missed) {
-    throw error(fmt::format("arena (zone {}): SERIEMA_PAGES asks for pages UCX did not obtain "
-                            "(got {}): {}",
-                            zone_, to_string(segment.pages), segment.page_note));
+    constexpr const char* asked[] = {"auto", "1g", "2m", "thp", "normal"};
+    throw error(fmt::format("arena (zone {}): SERIEMA_PAGES={}, but UCX's segment got {}: {}",
+                            zone_, asked[static_cast<int>(want)], to_string(segment.pages),
+                            segment.page_note));
   }
 }
 
