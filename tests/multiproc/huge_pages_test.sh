@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Huge pages by default: reserves 2 MiB pages (as root), then checks that seriema-info and a
 # 2-process job (huge_pages_mp_test) see the default UCX-allocated arena segments on 2 MiB pages
-# with same-machine direct access, puts, gets and calls working; then, with no pages reserved,
-# that the fallback is reported with its reason (and, where shmem THP can be switched to advise,
-# that seriema-info reports transparent huge pages). Every sysfs value it changes is restored on
+# with same-machine direct access, puts, gets and calls working (also with SERIEMA_PAGES=2m);
+# then, with no pages reserved, that the fallback is reported with its reason (and, where shmem
+# THP can be switched to advise, that seriema-info reports transparent huge pages). Every sysfs value it changes is restored on
 # exit, failure included. Exits 77 (skipped) only when the kernel refuses the reservation.
 # Usage: huge_pages_test.sh <seriema-run> <huge_pages_mp_test> <seriema-info> shm|tcp|machines2
 set -u
@@ -58,6 +58,8 @@ launch 2m || fail "the job failed with 2 MiB pages reserved ($variant)" "$out"
 grep -q 'arena segment: 2 MiB hugetlb (kernel page 2048 KiB)' "$out" ||
   fail "no rank reported 2 MiB pages" "$out"
 grep 'arena segment' "$out" | sed 's/^/huge_pages_test: /'
+# The explicit choice works with the default source too.
+SERIEMA_PAGES=2m launch 2m || fail "the job failed with SERIEMA_PAGES=2m ($variant)" "$out"
 
 # No reservation: the fallback, and why.
 echo 0 > "$nr" || fail "cannot release the reservation"
