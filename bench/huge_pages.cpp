@@ -112,7 +112,7 @@ std::pair<medians, medians> measure(fabric::runtime& rt, const options& opt,
                                     const published_segments& segments, report_json& samples) {
   transfer::remote_memory huge = rt.resolve(segments.huge), small = rt.resolve(segments.small);
   if (huge.direct() == nullptr || small.direct() == nullptr) {
-    throw error("huge_pages: rank 1's segments are not directly mapped (run over shm, one machine)");
+    throw error("huge_pages: rank 1's segments are not directly mapped (use shm, one machine)");
   }
   const std::size_t bytes = opt.arena_mib << 20;
   std::vector<double> puts[2], stores[2];
@@ -153,7 +153,8 @@ void report(const options& opt, const published_segments& segments, const median
                           {"puts", opt.puts},
                           {"repetitions", opt.reps},
                           {"page_size", {segments.huge_page_size, segments.small_page_size}},
-                          {"median_puts_per_s", {rounded(huge.put_rate, 0), rounded(small.put_rate, 0)}},
+                          {"median_puts_per_s",
+                           {rounded(huge.put_rate, 0), rounded(small.put_rate, 0)}},
                           {"median_stores_per_s",
                            {rounded(huge.store_rate, 0), rounded(small.store_rate, 0)}},
                           {"ratio_puts", rounded(huge.put_rate / small.put_rate, 3)},
@@ -192,7 +193,8 @@ int main(int argc, char** argv) {
   app.add_option("--arena-mib", opt.arena_mib, "MiB of each remote segment (1024)")
       ->check(CLI::Range(std::size_t{2}, std::size_t{16384}));
   app.add_option("--puts", opt.puts, "puts per repetition (direct stores: 10x)");
-  app.add_option("--reps", opt.reps, "timed repetitions (median reported)")->check(CLI::Range(1, 100));
+  app.add_option("--reps", opt.reps, "timed repetitions (median reported)")
+      ->check(CLI::Range(1, 100));
   app.add_option("--json", opt.json, "write results here");
   CLI11_PARSE(app, argc, argv);
   try {

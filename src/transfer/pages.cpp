@@ -84,8 +84,9 @@ std::size_t free_huge_pages(std::size_t page_size) {
 }
 
 bool transparent_huge_pages_possible(bool shared) {
-  const std::string mode = first_line_of(shared ? "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
-                                                : "/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string mode =
+      first_line_of(shared ? "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+                           : "/sys/kernel/mm/transparent_hugepage/enabled");
   for (const char* yes : {"[always]", "[madvise]", "[advise]", "[within_size]", "[force]"}) {
     if (mode.find(yes) != std::string::npos) return true;
   }

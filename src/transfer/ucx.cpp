@@ -75,7 +75,8 @@ ucx_hugetlb apply_hugetlb_mode(ucp_config_t* config, page_preference pages) {
                           value)};
     }
   }
-  const bool allowed = pages != page_preference::transparent_huge && pages != page_preference::normal;
+  const bool allowed =
+      pages != page_preference::transparent_huge && pages != page_preference::normal;
   constexpr const char* page_names[] = {"auto", "1g", "2m", "thp", "normal"};
   check_ucx(ucp_config_modify(config, "MM_HUGETLB_MODE", allowed ? "try" : "n"),
             "ucp_config_modify(MM_HUGETLB_MODE)");

@@ -117,7 +117,9 @@ TEST(HugePagesMp, PutThenGetRoundTripsThroughThePeersSegment) {
     ASSERT_EQ(tx.get(back, remote, piece * 32768, &tags), op_status::ok);
     tx.request_completion();
     while (!tags.all_complete()) tx.progress();
-    for (std::size_t i = 0; i < back.size(); ++i) bad += back[i] != pattern(rt.rank() + 100, i + piece);
+    for (std::size_t i = 0; i < back.size(); ++i) {
+      bad += back[i] != pattern(rt.rank() + 100, i + piece);
+    }
   }
   EXPECT_EQ(bad, 0u);
   rt.barrier();

@@ -24,7 +24,9 @@ void check_ucx(ucs_status_t status, const char* what);
 /// decided: seriema from SERIEMA_PAGES, or the user through a UCX_*_HUGETLB_MODE variable.
 struct ucx_hugetlb {
   bool allowed = true;    ///< false: UCX's shared-memory allocators use normal pages only
-  std::string described;  ///< e.g. "try (seriema, SERIEMA_PAGES=auto)", "UCX_SYSV_HUGETLB_MODE=n (user)"
+  /// e.g. "try (set by seriema for SERIEMA_PAGES=auto)", "UCX_SYSV_HUGETLB_MODE=n (set by the
+  /// user; ...)"
+  std::string described;
 };
 
 /// The process's UCX context (features: RMA, 64/32-bit atomics, active messages; workers may be
