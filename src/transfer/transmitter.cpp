@@ -247,48 +247,38 @@ op_status transmitter::atomic_add(const remote_memory& dst, std::uint64_t offset
                      nullptr);
 }
 
-op_status transmitter::fetch_add(const remote_memory& dst, std::uint64_t offset,
-                                 std::uint64_t value, std::uint64_t* result,
-                                 unit_tags* tags) noexcept {
+op_status transmitter::fetching_atomic(unsigned op, const remote_memory& dst,
+                                       std::uint64_t offset, const std::uint64_t& operand,
+                                       std::uint64_t* result, unit_tags* tags) noexcept {
   if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
   if (!tags_accept(tags)) return op_status::tags_full;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
   param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
   param.reply_buffer = result;
-  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_ADD, &value, 1,
-                                       dst.address() + offset, dst.rkey(), &param),
+  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), static_cast<ucp_atomic_op_t>(op),
+                                       &operand, 1, dst.address() + offset, dst.rkey(), &param),
                      tags);
+}
+
+op_status transmitter::fetch_add(const remote_memory& dst, std::uint64_t offset,
+                                 std::uint64_t value, std::uint64_t* result,
+                                 unit_tags* tags) noexcept {
+  return fetching_atomic(UCP_ATOMIC_OP_ADD, dst, offset, value, result, tags);
 }
 
 op_status transmitter::compare_swap(const remote_memory& dst, std::uint64_t offset,
                                     std::uint64_t expected, std::uint64_t desired,
                                     std::uint64_t* result, unit_tags* tags) noexcept {
-  if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
-  if (!tags_accept(tags)) return op_status::tags_full;
   // UCX CSWAP (ucp.h atomic table): `buffer` holds the value to compare with; the reply buffer
   // holds the value to store on entry and receives the old remote value.
   *result = desired;
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
-  param.reply_buffer = result;
-  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_CSWAP, &expected, 1,
-                                       dst.address() + offset, dst.rkey(), &param),
-                     tags);
+  return fetching_atomic(UCP_ATOMIC_OP_CSWAP, dst, offset, expected, result, tags);
 }
 
 op_status transmitter::swap(const remote_memory& dst, std::uint64_t offset, std::uint64_t value,
                             std::uint64_t* result, unit_tags* tags) noexcept {
-  if (op_status status = check_atomic_target(dst, offset); status != op_status::ok) return status;
-  if (!tags_accept(tags)) return op_status::tags_full;
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
-  param.reply_buffer = result;
-  return finish_post(ucp_atomic_op_nbx(endpoint_.handle(), UCP_ATOMIC_OP_SWAP, &value, 1,
-                                       dst.address() + offset, dst.rkey(), &param),
-                     tags);
+  return fetching_atomic(UCP_ATOMIC_OP_SWAP, dst, offset, value, result, tags);
 }
 
 op_status transmitter::send(unsigned am_id, std::span<const std::byte> header,

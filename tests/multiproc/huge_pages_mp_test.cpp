@@ -15,9 +15,11 @@
 
 #include "support/invoke_checks.hpp"
 #include "support/mp_main.hpp"
+#include "support/published_block.hpp"
 
 using namespace seriema;
 using transfer::op_status;
+using test::publish_block;
 
 namespace {
 
@@ -27,21 +29,6 @@ std::byte pattern(int writer, std::size_t i) {
   return static_cast<std::byte>((writer * 37 + static_cast<int>(i) * 11 + 3) & 0xff);
 }
 
-struct published_block {
-  transfer::memory_block block;
-  std::vector<transfer::remote_memory_locator> all;  // indexed by rank
-};
-
-published_block publish_block() {
-  published_block out;
-  out.block = test::rt().local_arena().allocate_block();
-  if (out.block.data == nullptr) throw std::runtime_error("arena exhausted");
-  std::memset(out.block.data, 0, out.block.size);
-  auto mine = transfer::remote_memory_locator::make(test::rt().rank(), *out.block.segment,
-                                                    out.block.data, out.block.size);
-  out.all = test::allgather_value(mine);
-  return out;
-}
 
 }  // namespace
 

@@ -169,6 +169,11 @@ class transmitter {
   }
   op_status finish_post(void* request, unit_tags* tags) noexcept;
   op_status check_atomic_target(const remote_memory& dst, std::uint64_t offset) const noexcept;
+  // A fetching atomic (`op`: a ucp_atomic_op_t) whose old value lands in *result. UCX reads
+  // `operand` before returning (the reply buffer, *result, is written at completion).
+  op_status fetching_atomic(unsigned op, const remote_memory& dst, std::uint64_t offset,
+                            const std::uint64_t& operand, std::uint64_t* result,
+                            unit_tags* tags) noexcept;
   /// UCX's completion callback of a flush and what it shares with the poster (transmitter.cpp).
   struct flush_completion;
   friend struct flush_completion;
