@@ -86,6 +86,9 @@ void inbound_channel::notify(thread_context& self, std::uint32_t word, std::uint
     if (process < 0 || process >= self.rt().size()) return;
     feedback_ = std::make_unique<transfer::remote_memory>(
         self.endpoint_to(process), feedback_locator_, self.rt().same_machine(process));
+    const remote_notice choice = owner_.options().notices_remote;
+    notices_by_atomic_ = choice == remote_notice::atomic ||
+                         (choice == remote_notice::automatic && self.rt().context().network_rdma());
   }
   const std::uint64_t offset = std::uint64_t{word} * 8;
   if (!feedback_->contains(offset, 8)) {
@@ -97,10 +100,25 @@ void inbound_channel::notify(thread_context& self, std::uint32_t word, std::uint
         .fetch_add(value, std::memory_order_acq_rel);
     return;
   }
-  // Not mappable (another machine): an active message the sender's process applies. Not a remote
-  // atomic: UCX 1.13 emulates those over tcp with a reply, and a reply to a process that died
-  // meanwhile aborts the replying process.
+  // Not mappable (another machine): a one-sided atomic add into the sender's word, or an active
+  // message the sender's process applies (remote_notice says why not always the atomic).
+  if (notices_by_atomic_ && post_atomic_notice(offset, value)) return;
+  ++owner_.receive_counts().notices_by_message;
   owner_.send_feedback(feedback_->endpoint(), sender_, word, value);
+}
+
+bool inbound_channel::post_atomic_notice(std::uint64_t offset, std::uint64_t value) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  // A non-fetching atomic: UCX copies the operand before returning; the request (if any) is
+  // released now and completes on its own.
+  void* request = ucp_atomic_op_nbx(feedback_->endpoint().handle(), UCP_ATOMIC_OP_ADD, &value, 1,
+                                    feedback_->address() + offset, feedback_->rkey(), &param);
+  if (UCS_PTR_IS_ERR(request)) return false;  // the endpoint failed: the message path says so
+  if (request != nullptr) ucp_request_free(request);
+  ++owner_.receive_counts().notices_by_atomic;
+  return true;
 }
 
 void inbound_channel::release_chunk(thread_context& self) {
@@ -383,7 +401,9 @@ json counters_object(const receive_counters& c) {
               {"chunks_released", c.chunks_released},
               {"failed_reads", c.failed_reads},
               {"failed_puts", c.failed_puts},
-              {"chunks_reclaimed", c.chunks_reclaimed}};
+              {"chunks_reclaimed", c.chunks_reclaimed},
+              {"notices_by_atomic", c.notices_by_atomic},
+              {"notices_by_message", c.notices_by_message}};
 }
 
 }  // namespace
@@ -413,8 +433,15 @@ void channels::notify_thread(thread_id thread, std::uint32_t word, std::uint64_t
     }
     return;
   }
+  if (thread < in_.size() && in_[thread]) {
+    // A channel from that thread knows its feedback area: the notice takes the channel's path
+    // (a one-sided atomic where SERIEMA_REMOTE_NOTICES chooses it).
+    in_[thread]->notify(self_, word, value);
+    return;
+  }
   transfer::ucx_endpoint& endpoint = self_.endpoint_to(rt.placement().locate(thread).process);
   if (endpoint.failed()) return;  // nobody waits on a dead process's words
+  ++received_.notices_by_message;
   send_feedback(endpoint, thread, word, value);
 }
 

@@ -59,6 +59,9 @@ messenger_options messenger_options::from_environment() {
   static constexpr std::string_view publish_choices[] = {"auto", "put", "message"};
   options.publish_remote =
       static_cast<remote_publish>(config::get_choice("SERIEMA_REMOTE_PUBLISH", publish_choices));
+  static constexpr std::string_view notice_choices[] = {"auto", "atomic", "message"};
+  options.notices_remote =
+      static_cast<remote_notice>(config::get_choice("SERIEMA_REMOTE_NOTICES", notice_choices));
   options.validate();
   return options;
 }

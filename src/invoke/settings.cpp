@@ -19,6 +19,10 @@ constexpr config::setting table[] = {
     {"SERIEMA_REMOTE_PUBLISH", "auto",
      "how calls staged for another machine are published: put (batch, fence, word), message "
      "(one write message the receiver applies; tcp), auto (message unless an RDMA transport)"},
+    {"SERIEMA_REMOTE_NOTICES", "auto",
+     "how a receiver on another machine reports consumption (released chunks, synchronizers): "
+     "atomic (one-sided add), message (active message), auto (atomic only with an RDMA "
+     "transport; UCX emulates atomics over tcp)"},
 };
 
 }  // namespace

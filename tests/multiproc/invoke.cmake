@@ -53,6 +53,12 @@ seriema_mp_run(mp.invoke_features.np2.tcp EXE invoke_features_mp_test NP 2 TLS t
                ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.invoke_features.np2.machines2.tcp EXE invoke_features_mp_test NP 2 MACHINES 2
                TLS tcp ENV SERIEMA_THREADS=3)
+# Consumption notices across machines by one-sided atomic add (what auto chooses on RDMA
+# networks; UCX emulates the atomics over tcp): synchronizers, broadcasts, the notices test.
+seriema_mp_run(mp.invoke_features.np2.machines2.atomic_notices.tcp EXE invoke_features_mp_test
+               NP 2 MACHINES 2 TLS tcp
+               ARGS --gtest_filter=*Synchroniz*:*Broadcast*:*Notices*:*GetVariants*
+               ENV SERIEMA_THREADS=3 SERIEMA_REMOTE_NOTICES=atomic)
 
 # Failure semantics: a callee killed with 10 000 call_returns in flight (send and one-sided);
 # every slot ends with its outcome, a third rank keeps working, run() names the dead rank.

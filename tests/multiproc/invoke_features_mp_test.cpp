@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/transfer/ucx.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -414,6 +416,58 @@ void broadcasts_with_synchronizers() {
 }
 
 }  // namespace
+
+namespace {
+
+// Consumption notices to a sender on another machine take the path SERIEMA_REMOTE_NOTICES
+// chooses (auto: atomic only with an RDMA transport), counted by the notifying receiver; where
+// the sender's memory is mapped (same machine, shm) they are plain atomics (neither counter).
+template <channel C>
+void notices_take_the_configured_path() {
+  auto& rt = test::rt();
+  const char* setting = std::getenv("SERIEMA_REMOTE_NOTICES");
+  const std::string mode = setting != nullptr ? setting : "auto";
+  const bool atomic = mode == "atomic" || (mode == "auto" && rt.context().network_rdma());
+  constexpr std::uint64_t k = 64;
+  rt.run([&](thread_context& ctx) {
+    const fabric::thread_id n = ctx.thread_count();
+    const auto step = static_cast<fabric::thread_id>(rt.options().threads_per_process);
+    const fabric::thread_id dest = (ctx.id() + step) % n;
+    const fabric::thread_id source = (ctx.id() + n - step % n) % n;
+    invoke::synchronizer consumed(ctx, k);
+    for (std::uint64_t i = 0; i < k; ++i) {
+      ASSERT_EQ((invoke::call<C, invoke::policy::retry, notify_on::consume>(ctx, dest, [] {},
+                                                                           consumed)),
+                call_status::ok);
+    }
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    ASSERT_EQ(consumed.wait_for(std::chrono::seconds(60)), fabric::outcome::done);
+    // Our own k receptions from `source` (each notice is counted when its call ran).
+    const invoke::receive_counters& got = invoke::channels_of(ctx).received();
+    ASSERT_TRUE(ctx.wait_until([&] { return got.calls >= k; },
+                               fabric::deadline_clock::now() + std::chrono::seconds(60)));
+    const int source_process = rt.placement().locate(source).process;
+    if (rt.same_machine(source_process) && rt.context().shared_memory_domains()) {
+      // The sender's feedback words are mapped here: a plain atomic, neither counter.
+      EXPECT_EQ(got.notices_by_atomic + got.notices_by_message, 0u) << "same machine";
+    } else if (atomic) {
+      EXPECT_GE(got.notices_by_atomic, k);
+      EXPECT_EQ(got.notices_by_message, 0u);
+    } else {
+      EXPECT_GE(got.notices_by_message, k);
+      EXPECT_EQ(got.notices_by_atomic, 0u);
+    }
+  });
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, NoticesTakeTheConfiguredPathWrite) {
+  notices_take_the_configured_path<channel::write>();
+}
+TEST(InvokeFeatures, NoticesTakeTheConfiguredPathTrad) {
+  notices_take_the_configured_path<channel::trad>();
+}
 
 TEST(InvokeFeatures, SynchronizersOnEveryPrimitiveSend) {
   synchronizers_on_every_primitive<channel::send>();

@@ -41,6 +41,15 @@ struct retry_async {};  // queue the call locally (in order) and return; the thr
 /// context has an RDMA network transport.
 enum class remote_publish : std::uint8_t { automatic, put, message };
 
+/// How a receiver on another machine reports consumption to a sender (released chunks, and
+/// synchronizers counted down on consumption): a one-sided atomic add into the sender's feedback
+/// word (the paper's RDMA write of the notice), or an active message the sender's process
+/// applies. automatic: atomic where the UCX context has an RDMA network transport (rc, dc,
+/// ugni_rdma); message elsewhere (UCX 1.13 emulates atomics over tcp with a reply message, and a
+/// reply to a process that died meanwhile aborts the replying process: force `atomic` over tcp
+/// only where no process may die).
+enum class remote_notice : std::uint8_t { automatic, atomic, message };
+
 /// The one-sided messengers' sizes and limits (SERIEMA_* settings; docs/messenger.md).
 struct messenger_options {
   std::size_t chunk_size = std::size_t{2} << 20;  ///< SERIEMA_CHUNK_SIZE, header included
@@ -50,6 +59,7 @@ struct messenger_options {
   std::size_t exceeding_limit = std::size_t{64} << 20;  ///< SERIEMA_EXCEEDING_LIMIT
   std::size_t staging_size = std::size_t{256} << 10;    ///< SERIEMA_STAGING_SIZE
   remote_publish publish_remote = remote_publish::automatic;  ///< SERIEMA_REMOTE_PUBLISH
+  remote_notice notices_remote = remote_notice::automatic;    ///< SERIEMA_REMOTE_NOTICES
   static constexpr std::uint32_t max_chunks_per_allocation = 8;  ///< bound of chunks_per_allocation
 
   /// Throws config_error naming the setting.
@@ -103,6 +113,10 @@ struct receive_counters {
   /// Chunks of senders whose process died, freed when the death was noticed (with what they
   /// held unpublished: never run).
   std::uint64_t chunks_reclaimed = 0;
+  /// Consumption notices to senders on other machines written by one-sided atomic add
+  /// (SERIEMA_REMOTE_NOTICES), and sent as active messages.
+  std::uint64_t notices_by_atomic = 0;
+  std::uint64_t notices_by_message = 0;  ///< (see notices_by_atomic)
 
   [[nodiscard]] std::string to_json() const;  ///< one JSON object of the counts
 };

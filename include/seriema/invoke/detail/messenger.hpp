@@ -379,6 +379,9 @@ class inbound_channel {
   [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
   // A call of this channel is running (on this thread's stack): it must not be destroyed.
   [[nodiscard]] bool running() const noexcept { return running_; }
+  // Adds `value` to word `word` of the sender's feedback area: directly when it is mapped here,
+  // else by a one-sided atomic or an active message (SERIEMA_REMOTE_NOTICES).
+  void notify(thread_context& self, std::uint32_t word, std::uint64_t value);
 
  private:
   struct chunk {
@@ -390,7 +393,6 @@ class inbound_channel {
   };
   void adopt(std::vector<fabric::granted_memory>& batch, std::size_t position);
   void release_chunk(thread_context& self);
-  void notify(thread_context& self, std::uint32_t word, std::uint64_t value);
   std::size_t run_range(thread_context& self, chunk& c, std::uint64_t end);
   // Runs the closures of the repeated record at read_offset_ not run yet; returns calls run.
   std::size_t run_repeated(thread_context& self, const wire::parsed_record& rec);
@@ -406,6 +408,10 @@ class inbound_channel {
   bool running_ = false;  // a call of this channel is running: nested polls skip the channel
   transfer::remote_memory_locator feedback_locator_{};
   std::unique_ptr<transfer::remote_memory> feedback_;
+  bool notices_by_atomic_ = false;  // chosen with feedback_ (SERIEMA_REMOTE_NOTICES)
+  // Posts the atomic add of `value` at `offset` of the sender's feedback area; false when UCX
+  // refused it (the endpoint failed).
+  bool post_atomic_notice(std::uint64_t offset, std::uint64_t value);
 };
 
 
