@@ -128,6 +128,33 @@ void reject_arguments(thread_context& self, std::uint32_t source, const char* wh
   }
 }
 
+void check_registered_call(fabric::function_id id, std::size_t closure_size, bool returns) {
+  const fabric::function_registry& registry = fabric::function_registry::instance();
+  const fabric::function_entry* entry = registry.find(id);
+  if (entry == nullptr) {
+    throw error(fmt::format("call of function id {:#x}: no function is registered under it "
+                            "(fabric::register_function, before the runtime starts)",
+                            id & ~fabric::user_function_bit));
+  }
+  if (entry->closure_size != closure_size) {
+    throw error(fmt::format("call of '{}' (id {:#x}): its closure has {} bytes, the call passes {}",
+                            entry->name, id & ~fabric::user_function_bit, entry->closure_size,
+                            closure_size));
+  }
+  if ((entry->result_size > 0) != returns) {
+    throw error(fmt::format("call of '{}' (id {:#x}): it was registered {}, the call {}",
+                            entry->name, id & ~fabric::user_function_bit,
+                            entry->result_size > 0 ? "returning a value" : "without a value",
+                            returns ? "waits for one (call_return_registered)"
+                                    : "expects none (call_registered)"));
+  }
+}
+
+void throw_result_size_mismatch(fabric::function_id id, std::size_t registered, std::size_t slot) {
+  throw error(fmt::format("call_return of function id {:#x}: it returns {} bytes, the slot holds {}",
+                          id & ~fabric::user_function_bit, registered, slot));
+}
+
 std::uint32_t open_broadcast_notices(thread_context& self, synchronizer& sync, notify_on when) {
   if (when == notify_on::transmit) return 0;
   fabric::runtime& rt = self.rt();

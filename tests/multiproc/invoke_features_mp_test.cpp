@@ -469,6 +469,81 @@ TEST(InvokeFeatures, NoticesTakeTheConfiguredPathTrad) {
   notices_take_the_configured_path<channel::trad>();
 }
 
+namespace {
+
+// Functions registered under ids of the application's choosing (before main, in every process):
+// callers name them by id and pass closures of the same layout, without the types.
+struct add_to_inbox {
+  std::uint64_t amount;
+  void operator()(thread_context& self) const {
+    inbox_of(self).bytes += amount;
+    ++inbox_of(self).calls;
+  }
+};
+struct count_buffer {
+  std::uint64_t expected;
+  void operator()(thread_context& self, std::span<std::byte> buffer) const {
+    if (buffer.size() != expected) ++inbox_of(self).wrong;
+    inbox_of(self).bytes += buffer.size();
+    ++inbox_of(self).calls;
+  }
+};
+struct square {
+  std::uint64_t x;
+  std::uint64_t operator()() const { return x * x; }
+};
+const fabric::function_id add_id = fabric::register_function<add_to_inbox>(501, "tests.add");
+const fabric::function_id buffer_id =
+    fabric::register_function<count_buffer, fabric::buffer_shape>(502, "tests.count_buffer");
+const fabric::function_id square_id =
+    fabric::register_function<square, fabric::return_shape>(503, "tests.square");
+
+struct one_word {  // the callers' view of the closures above: one 8-byte capture
+  std::uint64_t value;
+};
+
+template <channel C>
+void calls_by_registered_id() {
+  reset_inboxes();
+  auto& rt = test::rt();
+  rt.run([](thread_context& ctx) {
+    const fabric::thread_id dest = (ctx.id() + 1) % ctx.thread_count();
+    using retry = invoke::policy::retry;
+    const std::vector<std::byte> bytes(300, std::byte{9});
+    EXPECT_EQ((invoke::call_registered<C, retry>(ctx, dest, 501, one_word{7})), call_status::ok);
+    EXPECT_EQ((invoke::call_registered<C, retry>(ctx, dest, buffer_id, one_word{300}, bytes)),
+              call_status::ok);
+    fabric::return_slot<std::uint64_t> squared;
+    EXPECT_EQ((invoke::call_return_registered<C, retry>(ctx, dest, 503, one_word{ctx.id() + 3},
+                                                       squared)),
+              call_status::ok);
+    if constexpr (C == channel::trad) invoke::channels_of(ctx).flush(ctx);
+    ASSERT_EQ(ctx.wait_for(squared, std::chrono::seconds(60)), fabric::outcome::done);
+    EXPECT_EQ(squared.value(), std::uint64_t{ctx.id() + 3} * (ctx.id() + 3));
+    // Refused at the call site: an id nobody registered, a closure of another size, a
+    // value-returning function called without a slot, a slot of another size.
+    EXPECT_THROW((invoke::call_registered<C>(ctx, dest, 599, one_word{1})), seriema::error);
+    EXPECT_THROW((invoke::call_registered<C>(ctx, dest, add_id, std::uint32_t{1})),
+                 seriema::error);
+    EXPECT_THROW((invoke::call_registered<C>(ctx, dest, square_id, one_word{1})), seriema::error);
+    fabric::return_slot<std::uint32_t> narrow;
+    EXPECT_THROW((invoke::call_return_registered<C>(ctx, dest, square_id, one_word{1}, narrow)),
+                 seriema::error);
+  });
+  for (int t = 0; t < rt.options().threads_per_process; ++t) {
+    EXPECT_EQ(inboxes[t].calls, 2u) << "local thread " << t;
+    EXPECT_EQ(inboxes[t].bytes, 307u);
+    EXPECT_EQ(inboxes[t].wrong, 0u);
+  }
+}
+
+}  // namespace
+
+TEST(InvokeFeatures, CallsByRegisteredIdSend) { calls_by_registered_id<channel::send>(); }
+TEST(InvokeFeatures, CallsByRegisteredIdWrite) { calls_by_registered_id<channel::write>(); }
+TEST(InvokeFeatures, CallsByRegisteredIdTrad) { calls_by_registered_id<channel::trad>(); }
+TEST(InvokeFeatures, CallsByRegisteredIdOvfl) { calls_by_registered_id<channel::ovfl>(); }
+
 TEST(InvokeFeatures, SynchronizersOnEveryPrimitiveSend) {
   synchronizers_on_every_primitive<channel::send>();
 }

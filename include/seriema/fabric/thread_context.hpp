@@ -228,16 +228,31 @@ class thread_context {
     return status;
   }
 
+  /// Send-based calls naming `function` by id with `closure` as its bytes (the invoke layer's
+  /// calls of registered ids; checked there). The receiver refuses a closure of another size.
+  [[nodiscard]] call_status call_by_id(thread_id dest, function_id function,
+                                       std::span<const std::byte> closure,
+                                       std::span<const std::byte> buffer) {
+    return send_call(dest, function, closure, buffer, 0, 0);
+  }
+  template <class R>
+  [[nodiscard]] call_status call_return_by_id(thread_id dest, function_id function,
+                                              std::span<const std::byte> closure,
+                                              std::span<const std::byte> buffer,
+                                              return_slot<R>& slot) {
+    auto [index, generation] = open_slot(slot, dest);
+    call_status status = send_call(dest, function, closure, buffer, index, generation);
+    if (!reached_transport(status)) fail_unsent_reply(index);
+    return status;
+  }
+
   /// Test hook (tests/multiproc/failure_handling_mp_test.cpp): a call_return naming `function`
   /// whatever it is, with `closure` as its bytes; an unregistered id tests the receiver's refusal.
   template <class R>
   [[nodiscard]] call_status call_return_raw_for_testing(thread_id dest, function_id function,
                                                         std::span<const std::byte> closure,
                                                         return_slot<R>& slot) {
-    auto [index, generation] = open_slot(slot, dest);
-    call_status status = send_call(dest, function, closure, {}, index, generation);
-    if (!reached_transport(status)) fail_unsent_reply(index);
-    return status;
+    return call_return_by_id(dest, function, closure, {}, slot);
   }
 
   /// Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply

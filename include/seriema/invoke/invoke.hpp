@@ -109,6 +109,28 @@ call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R
 }
 
 
+/// `dest` runs the function registered under `id` (fabric::register_function<F, Shape>(id,
+/// name), in every process before the runtime starts) on `closure`'s bytes, which must have the
+/// registered closure's size (a struct laid out like the registered F's captures). With a
+/// `buffer`, the function must have been registered with buffer_shape. The call site needs no
+/// F: it names the function by id. Throws seriema::error when `id` is not registered, or
+/// registered for another closure size or returning a value (checked against this process's
+/// registry, which the runtime made sure equals every other's).
+template <channel C = channel::write, class Policy = policy::fail, class Closure>
+call_status call_registered(thread_context& self, thread_id dest, fabric::function_id id,
+                            const Closure& closure, std::span<const std::byte> buffer = {}) {
+  return detail::call_registered_id<C, Policy>(self, dest, id | fabric::user_function_bit,
+                                               closure, buffer);
+}
+/// call_registered for a function registered with return_shape: the value is written back into
+/// `slot`, whose type must have the registered result's size.
+template <channel C = channel::write, class Policy = policy::fail, class Closure, class R>
+call_status call_return_registered(thread_context& self, thread_id dest, fabric::function_id id,
+                                   const Closure& closure, return_slot<R>& slot) {
+  return detail::call_return_registered_id<C, Policy>(self, dest, id | fabric::user_function_bit,
+                                                      closure, slot);
+}
+
 /// call_buffer, put variant (paper): `origin` is put into `target` (registered memory of the
 /// destination's process, e.g. from allocate_remote), and once it is there `dest` runs
 /// f(target's bytes). Waits for the put's completion before sending the call.

@@ -154,6 +154,49 @@ call_status returning(thread_context& self, thread_id dest, const F& f,
   return status;
 }
 
+// Checks a call by registered id against this process's registry (every process of the job has
+// the same one: the runtime refuses skew): the id is registered, its closure has `closure_size`
+// bytes, and it returns a value exactly when `returns`. Throws seriema::error naming the
+// mismatch (a programming error, like a closure that is not trivially copyable).
+void check_registered_call(fabric::function_id id, std::size_t closure_size, bool returns);
+[[noreturn]] void throw_result_size_mismatch(fabric::function_id id, std::size_t registered,
+                                             std::size_t slot);
+
+// A call of a registered id on channel C (the closure's bytes as they are).
+template <channel C, class Policy, class Closure>
+call_status call_registered_id(thread_context& self, thread_id dest, fabric::function_id id,
+                               const Closure& closure, std::span<const std::byte> buffer) {
+  fabric::check_remote_closure<Closure>();
+  check_registered_call(id, sizeof(Closure), false);
+  if constexpr (C == channel::send) {
+    return self.call_by_id(dest, id, bytes_of(closure), buffer);
+  } else {
+    return one_sided<Policy>(self, dest, C, id, bytes_of(closure), 0, {}, buffer);
+  }
+}
+
+// A call_return of a registered id on channel C.
+template <channel C, class Policy, class Closure, class R>
+call_status call_return_registered_id(thread_context& self, thread_id dest, fabric::function_id id,
+                                      const Closure& closure, return_slot<R>& slot) {
+  fabric::check_remote_closure<Closure>();
+  check_registered_call(id, sizeof(Closure), true);
+  if (const fabric::function_entry* entry = fabric::function_registry::instance().find(id);
+      entry->result_size != sizeof(R)) {
+    throw_result_size_mismatch(id, entry->result_size, sizeof(R));
+  }
+  if constexpr (C == channel::send) {
+    return self.call_return_by_id(dest, id, bytes_of(closure), {}, slot);
+  } else {
+    auto [index, generation] = self.open_reply_for(slot, dest);
+    wire::reply_extra extra{index, generation};
+    const call_status status = one_sided<Policy>(self, dest, C, id, bytes_of(closure),
+                                                 wire::flag_reply, bytes_of(extra), {});
+    if (status != call_status::ok) self.fail_unsent_reply(index);
+    return status;
+  }
+}
+
 // ---- Serialized arguments (cereal): non-trivially-copyable values travel as the call's buffer.
 
 // Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the
