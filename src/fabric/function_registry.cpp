@@ -1,10 +1,16 @@
 // The function registry: registration, the frozen open-addressing lookup table, fingerprint.
 #include <fmt/format.h>
 
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/function_registry.hpp>
@@ -34,6 +40,76 @@ function_id function_id_of_name(std::string_view name) noexcept {
   return folded & ~user_function_bit;
 }
 
+function_id function_id_of_address(invoker_fn invoke) noexcept {
+  Dl_info info{};
+  const auto address = reinterpret_cast<std::uintptr_t>(invoke);
+  if (dladdr(reinterpret_cast<void*>(invoke), &info) == 0 || info.dli_fbase == nullptr) {
+    die(fmt::format("SERIEMA_FUNCTION_IDS=address: the function at {:#x} is in no loaded binary",
+                    address));
+  }
+  const std::uintptr_t offset = address - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  if (offset >= user_function_bit) {
+    die(fmt::format("SERIEMA_FUNCTION_IDS=address: a function lies {:#x} bytes into {}, beyond "
+                    "what an id holds; use SERIEMA_FUNCTION_IDS=hash",
+                    offset, info.dli_fname != nullptr ? info.dli_fname : "its binary"));
+  }
+  return static_cast<function_id>(offset);
+}
+
+namespace {
+
+// The GNU build id note of the main program, if it has one (dl_iterate_phdr visits it first).
+std::string build_id_of_executable() {
+  std::string id;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) -> int {
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+          const unsigned char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const unsigned char* name = p + sizeof(ElfW(Nhdr));
+            const unsigned char* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+                std::memcmp(name, "GNU", 4) == 0 && desc + note->n_descsz <= end) {
+              static_cast<std::string*>(out)->assign(reinterpret_cast<const char*>(desc),
+                                                     note->n_descsz);
+              return 1;
+            }
+            p = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;  // only the main program
+      },
+      &id);
+  return id;
+}
+
+}  // namespace
+
+std::uint64_t executable_identity() {
+  const std::string build_id = build_id_of_executable();
+  if (!build_id.empty()) return fnv1a(build_id);
+  std::FILE* file = std::fopen("/proc/self/exe", "rb");
+  if (file == nullptr) throw error("cannot read /proc/self/exe to identify the binary");
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  char chunk[1 << 16];
+  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;) {
+    hash = fnv1a(std::string_view(chunk, n), hash);
+  }
+  std::fclose(file);
+  return hash;
+}
+
+function_registry::function_registry() {
+  // Read once, before main (the first registration): ids cannot change afterwards. A value other
+  // than these two is refused when the runtime starts (the settings registry names it).
+  const char* mode = std::getenv("SERIEMA_FUNCTION_IDS");
+  if (mode != nullptr && std::string_view(mode) == "address") mode_ = function_id_mode::address;
+}
+
 function_registry& function_registry::instance() {
   static function_registry registry;
   return registry;
@@ -42,13 +118,17 @@ function_registry& function_registry::instance() {
 function_id function_registry::add(std::string_view name, invoker_fn invoke,
                                    repeated_invoker_fn invoke_repeated, std::uint32_t closure_size,
                                    std::uint32_t result_size) {
-  function_id id = function_id_of_name(name);
+  const function_id id = mode_ == function_id_mode::address ? function_id_of_address(invoke)
+                                                             : function_id_of_name(name);
   for (const auto& entry : entries_) {
     if (entry.id != id) continue;
     if (entry.name == name) return id;  // the same wrapper seen from another translation unit
-    die(fmt::format("function ids collide: '{}' and '{}' both hash to {:#x}; rename one "
+    die(fmt::format("function ids collide: '{}' and '{}' both have id {:#x} ({}); rename one "
                     "function or register it with an explicit id",
-                    entry.name, name, id));
+                    entry.name, name, id,
+                    mode_ == function_id_mode::address
+                        ? "the same code offset: two binaries, or identical code folded into one"
+                        : "their names hash alike"));
   }
   if (frozen_) {
     die(fmt::format("function '{}' registered after the runtime started (a library loaded "

@@ -309,35 +309,63 @@ void runtime::finalize(deadline_clock::time_point deadline) {
 
 namespace seriema::fabric {
 
+namespace {
+
+// What every rank must agree on before calls flow: the registry, and how its ids were made
+// (with address-based ids, the binary itself).
+struct registry_digest {
+  std::uint64_t fingerprint = 0;
+  std::uint64_t functions = 0;
+  std::uint64_t mode = 0;        // function_id_mode
+  std::uint64_t executable = 0;  // executable_identity() with address-based ids; else 0
+};
+
+function_id_mode id_mode_setting() {
+  static constexpr std::string_view modes[] = {"hash", "address"};
+  return static_cast<function_id_mode>(config::get_choice("SERIEMA_FUNCTION_IDS", modes));
+}
+
+}  // namespace
+
 void runtime::check_registries() {
   auto& registry = function_registry::instance();
   registry.freeze();
-  struct digest {
-    std::uint64_t fingerprint;
-    std::uint64_t functions;
-  };
-  digest mine{registry.fingerprint(), registry.size()};
+  if (id_mode_setting() != registry.id_mode()) {
+    throw config_error("SERIEMA_FUNCTION_IDS changed after the program started: it is read "
+                       "before main, from the environment the process was started with");
+  }
+  const bool by_address = registry.id_mode() == function_id_mode::address;
+  registry_digest mine{registry.fingerprint(), registry.size(),
+                       static_cast<std::uint64_t>(registry.id_mode()),
+                       by_address ? executable_identity() : 0};
   auto all = boot_->allgather(std::as_bytes(std::span(&mine, 1)));
   std::string differing;
-  digest first{};
+  registry_digest first{};
   for (std::size_t r = 0; r < all.size(); ++r) {
-    digest d{};
+    registry_digest d{};
     if (all[r].size() != sizeof d) {
       throw error(fmt::format("startup: rank {} sent a malformed function-registry digest", r));
     }
     std::memcpy(&d, all[r].data(), sizeof d);
     if (r == 0) first = d;
-    if (d.fingerprint != first.fingerprint || d.functions != first.functions) {
-      differing += fmt::format("{}rank {} ({} functions, {:#x})", differing.empty() ? "" : ", ", r,
-                               d.functions, d.fingerprint);
+    if (d.fingerprint != first.fingerprint || d.functions != first.functions ||
+        d.mode != first.mode || d.executable != first.executable) {
+      differing += fmt::format("{}rank {} ({} functions, {:#x}{})", differing.empty() ? "" : ", ",
+                               r, d.functions, d.fingerprint,
+                               d.mode != first.mode           ? ", other SERIEMA_FUNCTION_IDS"
+                               : d.executable != first.executable ? ", another binary"
+                                                                  : "");
     }
   }
   if (!differing.empty()) {
     throw error(fmt::format(
         "refusing to start: the processes' remote-function registries differ (rank 0 has {} "
         "functions, {:#x}; different: {}); every process must run the same build of the "
-        "program and register the same functions",
-        first.functions, first.fingerprint, differing));
+        "program and register the same functions{}",
+        first.functions, first.fingerprint, differing,
+        by_address ? " (SERIEMA_FUNCTION_IDS=address: ids are code offsets, so the binaries "
+                     "must be identical)"
+                   : ""));
   }
 }
 

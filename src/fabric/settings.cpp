@@ -22,6 +22,10 @@ constexpr config::setting table[] = {
      "helper threads per process: they serve the calls of threads inside a helped_section and "
      "finish their queued (retry_async) calls, 0..64"},
     {"SERIEMA_SEND_LIMIT", "1M", "largest closure + buffer of one send-based call"},
+    {"SERIEMA_FUNCTION_IDS", "hash",
+     "how remote functions are named on the wire: hash (of the type's name) or address (the "
+     "code's offset in its binary, as the paper does; every process must run the same binary, "
+     "checked at start)"},
     {"SERIEMA_REPLY_CELLS", "256",
      "reply cells per thread, 0..65536: call_returns of up to 56-byte values a thread may have "
      "outstanding whose callee on the same machine writes the value straight into the caller's "

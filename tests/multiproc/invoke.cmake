@@ -14,6 +14,21 @@ seriema_mp_run(mp.invoke_send.np2.service_thread.shm EXE invoke_send_mp_test NP 
 # Version skew: different registries are refused at start, over shm and tcp.
 seriema_mp_executable(registry_skew_mp_test registry_skew_mp_test.cpp seriema::fabric)
 seriema_mp_script_test(mp.registry_skew.np2 SCRIPT registry_skew_test.sh EXE registry_skew_mp_test)
+# Address-based function ids: one binary starts, another build of it is refused (two programs
+# in one job need mpirun's MPMD launch), over shm and tcp.
+find_program(SERIEMA_MPIRUN mpirun)
+find_program(SERIEMA_OBJCOPY objcopy)
+if(SERIEMA_MPIRUN AND SERIEMA_OBJCOPY)
+  foreach(tls default tcp)
+    add_test(NAME mp.function_ids.np2.${tls}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/function_ids_test.sh ${SERIEMA_MPIRUN}
+                     $<TARGET_FILE:registry_skew_mp_test>)
+    set_tests_properties(mp.function_ids.np2.${tls} PROPERTIES LABELS multiproc TIMEOUT 300)
+  endforeach()
+  set_tests_properties(mp.function_ids.np2.tcp PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
+else()
+  message(STATUS "mpirun or objcopy not found: mp.function_ids (address ids) is not registered")
+endif()
 
 # One-sided invocation (Messenger, aggregators): every primitive, FIFO over 1 M calls per mode,
 # backpressure, corrupt records and forged write messages; 1 process x 3 threads (intra-process), 2 processes x 3 threads
@@ -55,6 +70,11 @@ seriema_mp_run(mp.invoke_features.np2.machines2.tcp EXE invoke_features_mp_test 
                TLS tcp ENV SERIEMA_THREADS=3)
 # Consumption notices across machines by one-sided atomic add (what auto chooses on RDMA
 # networks; UCX emulates the atomics over tcp): synchronizers, broadcasts, the notices test.
+# Every feature with address-based function ids (SERIEMA_FUNCTION_IDS=address).
+seriema_mp_run(mp.invoke_features.np2.address_ids.shm EXE invoke_features_mp_test NP 2
+               ENV SERIEMA_THREADS=3 SERIEMA_FUNCTION_IDS=address)
+seriema_mp_run(mp.invoke_features.np2.machines2.address_ids.tcp EXE invoke_features_mp_test NP 2
+               MACHINES 2 TLS tcp ENV SERIEMA_THREADS=3 SERIEMA_FUNCTION_IDS=address)
 seriema_mp_run(mp.invoke_features.np2.machines2.atomic_notices.tcp EXE invoke_features_mp_test
                NP 2 MACHINES 2 TLS tcp
                ARGS --gtest_filter=*Synchroniz*:*Broadcast*:*Notices*:*GetVariants*

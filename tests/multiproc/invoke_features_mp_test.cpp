@@ -14,6 +14,7 @@
 #include <seriema/transfer/ucx.hpp>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include "support/invoke_checks.hpp"
@@ -539,6 +540,20 @@ void calls_by_registered_id() {
 
 }  // namespace
 
+// Type-derived ids are made as SERIEMA_FUNCTION_IDS says: the type name's hash, or the code
+// offset of the function's invoker in this binary.
+TEST(InvokeFeatures, FunctionIdsFollowTheSetting) {
+  using wrapper = fabric::function_wrapper<add_to_inbox, fabric::plain_shape>;
+  const char* setting = std::getenv("SERIEMA_FUNCTION_IDS");
+  const bool by_address = setting != nullptr && std::string(setting) == "address";
+  const auto& registry = fabric::function_registry::instance();
+  EXPECT_EQ(registry.id_mode(),
+            by_address ? fabric::function_id_mode::address : fabric::function_id_mode::hash);
+  EXPECT_EQ(wrapper::id, by_address ? fabric::function_id_of_address(&wrapper::invoke)
+                                    : fabric::function_id_of_name(typeid(wrapper).name()));
+  ASSERT_NE(registry.find(wrapper::id), nullptr);
+  EXPECT_EQ(registry.find(wrapper::id)->invoke, &wrapper::invoke);
+}
 TEST(InvokeFeatures, CallsByRegisteredIdSend) { calls_by_registered_id<channel::send>(); }
 TEST(InvokeFeatures, CallsByRegisteredIdWrite) { calls_by_registered_id<channel::write>(); }
 TEST(InvokeFeatures, CallsByRegisteredIdTrad) { calls_by_registered_id<channel::trad>(); }

@@ -58,6 +58,12 @@ struct function_entry {
   std::uint32_t result_size = 0;  ///< call_return: bytes of the return value; 0 otherwise
 };
 
+/// How type-derived ids are made (SERIEMA_FUNCTION_IDS, read once before main): a fold of the
+/// type name's hash, or the offset of the function's invoker in the binary that holds it (the
+/// paper's address-based ids: unique by construction, meaningful only between processes that
+/// run the same binary, which the runtime checks at start).
+enum class function_id_mode : std::uint8_t { hash, address };
+
 /// The process-wide registry. Registration happens before main (static initialization) or
 /// before the runtime starts; the runtime then freezes it, and lookups are lock-free reads of
 /// an immutable table. Thread-safety: add() before freeze() from one thread at a time (static
@@ -86,9 +92,12 @@ class function_registry {
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }  ///< entries
   /// Order-independent digest of every (id, name): equal in processes running the same binary.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept;
+  /// How this process's type-derived ids were made.
+  [[nodiscard]] function_id_mode id_mode() const noexcept { return mode_; }
 
  private:
-  function_registry() = default;
+  function_registry();
+  function_id_mode mode_ = function_id_mode::hash;
   std::vector<function_entry> entries_;
   std::vector<std::uint32_t> table_;  ///< open addressing: index+1 into entries_, 0 = empty
   bool frozen_ = false;
@@ -96,6 +105,13 @@ class function_registry {
 
 /// 32-bit id from a name (FNV-1a folded), with user_function_bit cleared.
 function_id function_id_of_name(std::string_view name) noexcept;
+/// The address-based id of `invoke`: its offset in the binary (executable or library) that holds
+/// it. Aborts with a message when the offset does not fit 31 bits or the address is in no
+/// loaded binary.
+function_id function_id_of_address(invoker_fn invoke) noexcept;
+/// A digest of the running executable: its GNU build id when it has one, else a hash of the file.
+/// Equal in processes that run the same binary.
+std::uint64_t executable_identity();
 
 namespace detail {
 
