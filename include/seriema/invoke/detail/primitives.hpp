@@ -525,9 +525,10 @@ call_status start_broadcast_put(thread_context& self, const F& f,
   // The root's own target is in its process: a plain copy.
   std::memcpy(reinterpret_cast<void*>(targets[self.id()].address), origin.data(), origin.size());
   const std::uint32_t word = sync != nullptr ? open_broadcast_notices(self, *sync, when) : 0;
-  const auto table = std::as_writable_bytes(std::span(
-      const_cast<transfer::remote_memory_locator*>(targets.data()), targets.size()));
-  broadcast_put_hop<C, F>{f, self.id(), word, origin.size()}(self, table);
+  // The hop takes the table as a call's (mutable) buffer: the root hands it a copy of its own.
+  std::vector<transfer::remote_memory_locator> table(targets.begin(), targets.end());
+  const broadcast_put_hop<C, F> first_hop{f, self.id(), word, origin.size()};
+  first_hop(self, std::as_writable_bytes(std::span(table)));
   if (sync != nullptr && when == notify_on::transmit) sync->decrement();
   return call_status::ok;
 }
