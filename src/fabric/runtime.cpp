@@ -26,6 +26,8 @@ runtime_options runtime_options::from_environment() {
       static_cast<int>(config::get_unsigned("SERIEMA_SERVICE_THREADS", 0, 1));
   options.helper_threads =
       static_cast<int>(config::get_unsigned("SERIEMA_HELPER_THREADS", 0, 64));
+  options.attach_slots =
+      static_cast<int>(config::get_unsigned("SERIEMA_ATTACH_SLOTS", 0, 1024));
   options.reply_cells =
       static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_REPLY_CELLS", 0, 65536));
   options.send_limit = config::get_bytes("SERIEMA_SEND_LIMIT");
@@ -60,9 +62,11 @@ runtime::runtime(const runtime_options& options)
     options_.ucx.net_devices = placement_->net_devices(boot_->rank());
     context_ = std::make_unique<transfer::ucx_context>(options_.ucx);
     worker_ = std::make_unique<transfer::ucx_worker>(*context_, transfer::worker_sharing::multi_thread);
-    for (int t = 0; t < options_.threads_per_process; ++t) {
+    // Workers first, then the attach slots (local index threads + slot).
+    for (int t = 0; t < options_.threads_per_process + options_.attach_slots; ++t) {
       local_states_.push_back(std::make_unique<local_thread_state>());
     }
+    attach_slots_ = std::make_unique<attach_slot[]>(static_cast<std::size_t>(options_.attach_slots));
     register_handlers();
     attach_reply_cells();
     exchange_addresses();
@@ -155,6 +159,8 @@ runtime::~runtime() {
   } catch (const std::exception& e) {
     log::error("shutdown: {}", e.what());
   }
+  // Attach slots' contexts first: what they received and did not run goes back to their queues.
+  release_attach_slots();
   // Calls still queued hold UCX data of the process worker: release them first.
   std::vector<call_queue::item> leftover;
   auto release_all = [&](call_queue& queue) {
@@ -286,6 +292,12 @@ void runtime::finalize(deadline_clock::time_point deadline) {
         "runtime ends after run() returned, on the thread that called it",
         rank()));
   }
+  if (const int attached = attached_threads(); attached > 0) {
+    throw error(fmt::format(
+        "rank {}: finalize() while {} thread(s) hold attach slots; their attached_thread "
+        "handles must end first (they use the runtime)",
+        rank(), attached));
+  }
   if (finalized_) return;
   finalized_ = true;
   if (!collectives_broken_.empty()) {
@@ -302,6 +314,7 @@ void runtime::finalize(deadline_clock::time_point deadline) {
   for (std::size_t r = 0; r < endpoints_.size(); ++r) {
     if (endpoints_[r] && !peer_failed(static_cast<int>(r))) (void)endpoints_[r]->flush_blocking(deadline);
   }
+  flush_attach_slots(deadline);
   barrier(deadline);
 }
 
@@ -318,6 +331,8 @@ struct registry_digest {
   std::uint64_t functions = 0;
   std::uint64_t mode = 0;        // function_id_mode
   std::uint64_t executable = 0;  // executable_identity() with address-based ids; else 0
+  std::uint64_t threads = 0;       // SERIEMA_THREADS and SERIEMA_ATTACH_SLOTS: thread ids are
+  std::uint64_t attach_slots = 0;  // computed from them, so every rank needs the same
 };
 
 function_id_mode id_mode_setting() {
@@ -337,9 +352,12 @@ void runtime::check_registries() {
   const bool by_address = registry.id_mode() == function_id_mode::address;
   registry_digest mine{registry.fingerprint(), registry.size(),
                        static_cast<std::uint64_t>(registry.id_mode()),
-                       by_address ? executable_identity() : 0};
+                       by_address ? executable_identity() : 0,
+                       static_cast<std::uint64_t>(options_.threads_per_process),
+                       static_cast<std::uint64_t>(options_.attach_slots)};
   auto all = boot_->allgather(std::as_bytes(std::span(&mine, 1)));
   std::string differing;
+  std::string other_shape;
   registry_digest first{};
   for (std::size_t r = 0; r < all.size(); ++r) {
     registry_digest d{};
@@ -348,6 +366,9 @@ void runtime::check_registries() {
     }
     std::memcpy(&d, all[r].data(), sizeof d);
     if (r == 0) first = d;
+    if (d.threads != first.threads || d.attach_slots != first.attach_slots) {
+      other_shape += fmt::format(", rank {} has {} and {}", r, d.threads, d.attach_slots);
+    }
     if (d.fingerprint != first.fingerprint || d.functions != first.functions ||
         d.mode != first.mode || d.executable != first.executable) {
       differing += fmt::format("{}rank {} ({} functions, {:#x}{})", differing.empty() ? "" : ", ",
@@ -356,6 +377,12 @@ void runtime::check_registries() {
                                : d.executable != first.executable ? ", another binary"
                                                                   : "");
     }
+  }
+  if (!other_shape.empty()) {
+    throw config_error(fmt::format(
+        "refusing to start: SERIEMA_THREADS and SERIEMA_ATTACH_SLOTS must be the same on every "
+        "rank (thread ids are computed from them): rank 0 has {} and {}{}",
+        first.threads, first.attach_slots, other_shape));
   }
   if (!differing.empty()) {
     throw error(fmt::format(
@@ -370,12 +397,28 @@ void runtime::check_registries() {
 }
 
 local_thread_state& runtime::local_state(thread_id id) {
+  const thread_id workers = placement_->thread_count();
+  if (id >= workers) {  // an attach slot of this process
+    const auto slot = (id - workers) % static_cast<thread_id>(options_.attach_slots);
+    return *local_states_[static_cast<std::size_t>(options_.threads_per_process) + slot];
+  }
   const auto& where = placement_->locate(id);
   return *local_states_[static_cast<std::size_t>(where.local_thread)];
 }
 
 bool runtime::is_local(thread_id id) const noexcept {
-  return id < placement_->thread_count() && placement_->locate(id).process == rank();
+  return (id & service_bit) == 0 && process_of_thread(id) == rank();
+}
+
+int runtime::process_of_thread(std::uint32_t id) const noexcept {
+  if ((id & service_bit) != 0) {
+    const std::uint32_t process = id & ~service_bit;
+    return process < static_cast<std::uint32_t>(size()) ? static_cast<int>(process) : -1;
+  }
+  const thread_id workers = placement_->thread_count();
+  if (id < workers) return placement_->locate(id).process;
+  if (!is_attached_id(id)) return -1;
+  return static_cast<int>((id - workers) / static_cast<thread_id>(options_.attach_slots));
 }
 
 call_queue* runtime::queue_of(std::uint32_t destination) noexcept {
@@ -383,12 +426,14 @@ call_queue* runtime::queue_of(std::uint32_t destination) noexcept {
     return (destination & ~service_bit) == static_cast<std::uint32_t>(rank()) ? &service_queue_
                                                                               : nullptr;
   }
-  return is_local(destination) ? &local_state(destination).incoming : nullptr;
+  if (!is_local(destination)) return nullptr;
+  // An attach slot has a context to run calls on once a thread attached it.
+  if (is_attached_id(destination) && !attach_slot_opened(destination)) return nullptr;
+  return &local_state(destination).incoming;
 }
 
 bool runtime::source_exists(std::uint32_t source) const noexcept {
-  return (source & service_bit) != 0 ? (source & ~service_bit) < static_cast<std::uint32_t>(size())
-                                     : source < placement().thread_count();
+  return process_of_thread(source) >= 0;
 }
 
 local_thread_state* runtime::reply_owner(thread_id caller) noexcept {

@@ -86,6 +86,14 @@ ucs_status_t runtime::am_handlers::on_call_message(
   }
   call_queue* queue = self->queue_of(h.destination);
   if (queue == nullptr) {
+    if (h.reply_slot != 0 && self->is_local(h.destination)) {
+      // An attach slot nobody attached yet: the service role tells the caller (run_calls).
+      call_queue::item refused;
+      refused.header = h;
+      refused.refused = true;
+      self->service_queue_.push(refused);
+      return UCS_OK;
+    }
     self->counters_.rejected_bad_destination.fetch_add(1, std::memory_order_relaxed);
     return UCS_OK;
   }

@@ -21,6 +21,9 @@ constexpr config::setting table[] = {
     {"SERIEMA_HELPER_THREADS", "1",
      "helper threads per process: they serve the calls of threads inside a helped_section and "
      "finish their queued (retry_async) calls, 0..64"},
+    {"SERIEMA_ATTACH_SLOTS", "4",
+     "contexts per process that threads outside runtime::run (a pool, main, short-lived "
+     "threads) can attach to with runtime::attach(), 0..1024; the same on every rank"},
     {"SERIEMA_SEND_LIMIT", "1M", "largest closure + buffer of one send-based call"},
     {"SERIEMA_FUNCTION_IDS", "hash",
      "how remote functions are named on the wire: hash (of the type's name) or address (the "

@@ -220,7 +220,19 @@ thread_context::thread_context(runtime& rt, thread_id id)
   worker_ = state_.worker.get();
   run_epoch_ = rt.run_epoch();
   thread_extension_factory factory = installed_extension.load(std::memory_order_acquire);
-  if (factory != nullptr && (id & service_bit) == 0) extension_ = factory(*this);
+  // The layer above's state is for workers: service roles and attached threads send-based only.
+  if (factory != nullptr && (id & service_bit) == 0 && !rt.is_attached_id(id)) {
+    extension_ = factory(*this);
+  }
+}
+
+void thread_context::adopt_owner_thread() noexcept { log::set_thread(static_cast<std::int64_t>(id_)); }
+
+std::size_t thread_context::release_owner_thread() noexcept {
+  const std::size_t dropped = deferred_.size();
+  deferred_.clear();
+  log::set_thread(-1);
+  return dropped;
 }
 
 thread_context::~thread_context() {
@@ -240,20 +252,25 @@ helped_section::helped_section(thread_context& self) : state_(self.state()) {
   if (state_.poller.load(std::memory_order_relaxed) != local_thread_state::owner_polls) {
     throw error(fmt::format("thread {}: helped_section inside a helped_section", self.id()));
   }
-  state_.offered = &self;
-  state_.poller.store(local_thread_state::offered_to_helpers, std::memory_order_release);
-  self.rt().wake_helpers();
+  state_.offer_to_helpers(self);
 }
 
-helped_section::~helped_section() {
-  // A helper may be inside a poll of our context: wait until it has put it back.
-  int expected = local_thread_state::offered_to_helpers;
-  while (!state_.poller.compare_exchange_weak(expected, local_thread_state::owner_polls,
-                                              std::memory_order_acq_rel)) {
-    expected = local_thread_state::offered_to_helpers;
+helped_section::~helped_section() { state_.take_back_from_helpers(); }
+
+void local_thread_state::offer_to_helpers(thread_context& context) noexcept {
+  offered = &context;
+  poller.store(offered_to_helpers, std::memory_order_release);
+  context.rt().wake_helpers();
+}
+
+void local_thread_state::take_back_from_helpers() noexcept {
+  // A helper may be inside a poll of the context: wait until it has put it back.
+  int expected = offered_to_helpers;
+  while (!poller.compare_exchange_weak(expected, owner_polls, std::memory_order_acq_rel)) {
+    expected = offered_to_helpers;
     std::this_thread::yield();
   }
-  state_.offered = nullptr;
+  offered = nullptr;
 }
 
 void local_thread_state::release_transport() noexcept {
@@ -263,10 +280,7 @@ void local_thread_state::release_transport() noexcept {
   worker.reset();
 }
 
-int thread_context::process() const noexcept {
-  if ((id_ & service_bit) != 0) return static_cast<int>(id_ & ~service_bit);
-  return rt_.placement().locate(id_).process;
-}
+int thread_context::process() const noexcept { return rt_.process_of_thread(id_); }
 
 thread_id thread_context::thread_count() const noexcept { return rt_.placement().thread_count(); }
 
@@ -299,9 +313,7 @@ void thread_context::back_off(unsigned& idle) noexcept {
 }
 
 int thread_context::process_of(std::uint32_t dest) const noexcept {
-  if ((dest & service_bit) != 0) return static_cast<int>(dest & ~service_bit);
-  if (dest >= thread_count()) return -1;
-  return rt_.placement().locate(dest).process;
+  return rt_.process_of_thread(dest);
 }
 
 deadline_clock::time_point thread_context::deadline_in_force(
@@ -355,14 +367,8 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
                                       std::span<const std::byte> closure,
                                       std::span<const std::byte> buffer, std::uint32_t reply_slot,
                                       std::uint32_t reply_generation) {
-  int process;
-  if ((dest & service_bit) != 0) {
-    process = static_cast<int>(dest & ~service_bit);
-    if (process >= rt_.size()) return call_status::bad_destination;
-  } else {
-    if (dest >= thread_count()) return call_status::bad_destination;
-    process = rt_.placement().locate(dest).process;
-  }
+  const int process = rt_.process_of_thread(dest);
+  if (process < 0) return call_status::bad_destination;
   // Overflow-safe: a buffer size near SIZE_MAX must not wrap the sum below the limit.
   const std::size_t limit = rt_.options().send_limit;
   if (buffer.size() > limit || closure.size() > limit - buffer.size()) {
@@ -381,10 +387,15 @@ call_status thread_context::send_call(std::uint32_t dest, function_id function,
   rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
   if (process == rt_.rank()) {
     // Same process: straight into the destination's queue, no UCX involved.
+    call_queue* queue = rt_.queue_of(dest);
+    if (queue == nullptr) {  // an attach slot of this process nobody attached yet
+      rt_.counters().sent.fetch_sub(1, std::memory_order_relaxed);
+      return call_status::bad_destination;
+    }
     call_queue::item item;
     item.header = header;
     item.store({closure, buffer});
-    ((dest & service_bit) != 0 ? rt_.service_queue() : rt_.local_state(dest).incoming).push(item);
+    queue->push(item);
     return call_status::ok;
   }
 
@@ -425,8 +436,8 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
   reply.reply_slot = slot;
   reply.reply_generation = generation;
   if (!ok) value = {};
-  const int caller_process = (caller & service_bit) != 0 ? static_cast<int>(caller & ~service_bit)
-                                                         : rt_.placement().locate(caller).process;
+  const int caller_process = rt_.process_of_thread(caller);
+  if (caller_process < 0) return;  // the receive path checked the source: never here
   rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
   if (caller_process == rt_.rank()) {
     local_thread_state* owner = rt_.reply_owner(caller);
@@ -477,6 +488,11 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
     pending.pop_front();
     const call_header& h = item.header;
     std::byte* payload = item.payload();
+    if (item.refused) {  // an attach slot nobody attached (see the receive path)
+      rt.counters().rejected_bad_destination.fetch_add(1, std::memory_order_relaxed);
+      self.send_failure(h.source, h.reply_slot, h.reply_generation, outcome::not_executed);
+      continue;
+    }
     const function_entry* entry =
         item.entry != nullptr ? item.entry : function_registry::instance().find(h.function);
     if (entry == nullptr) {
@@ -566,15 +582,17 @@ void thread_context::notice_peer_failures() {
 }
 
 transfer::remote_memory_locator thread_context::allocate_remote(thread_id owner, std::size_t bytes) {
-  if (owner >= thread_count()) {
+  const int owner_process = rt_.process_of_thread(owner);
+  if (owner_process < 0 || (owner & service_bit) != 0) {
     throw error(fmt::format("allocate_remote: thread {} does not exist", owner));
   }
-  const auto& where = rt_.placement().locate(owner);
-  int zone = where.zone;
+  // An attached thread runs anywhere in its process: its memory goes in the process's zone.
+  int zone = rt_.is_attached_id(owner) ? rt_.placement().zone_of_process(owner_process)
+                                       : rt_.placement().locate(owner).zone;
   std::uint64_t size = bytes;
   return_slot<transfer::remote_memory_locator> slot;
   call_status status = service_call_return(
-      where.process,
+      owner_process,
       [zone, size](thread_context& server) {
         transfer::remote_memory_locator out{};
         transfer::registered_buffer buffer =
@@ -598,7 +616,7 @@ transfer::remote_memory_locator thread_context::allocate_remote(thread_id owner,
   }
   if (!slot.value().valid()) {
     throw error(fmt::format("allocate_remote: process {} could not allocate {} bytes in zone {}",
-                            where.process, bytes, zone));
+                            owner_process, bytes, zone));
   }
   return slot.value();
 }

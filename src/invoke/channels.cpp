@@ -701,6 +701,13 @@ bool channels::any_failed() {
 
 namespace detail {
 void throw_no_channels(thread_context& self) {
+  if (self.rt().is_attached_id(self.id())) {
+    throw error(fmt::format(
+        "thread {} is an attached thread (runtime::attach): one-sided channels, synchronizers "
+        "and broadcasts need a worker thread of runtime::run; attached threads make send-based "
+        "calls (thread_context::call, call_buffer, call_return)",
+        self.id()));
+  }
   throw error(fmt::format("thread {} has no one-sided channels (service threads do not)",
                           self.id()));
 }

@@ -12,7 +12,8 @@ namespace seriema::invoke::detail {
 chunk_grant grant_chunks(fabric::thread_context& server, const chunk_request& request) {
   chunk_grant out{};
   fabric::runtime& host = server.rt();
-  if (!host.is_local(request.receiver) ||
+  // Channels exist between workers only (attached threads have none).
+  if (!host.is_local(request.receiver) || host.is_attached_id(request.receiver) ||
       request.count > messenger_options::max_chunks_per_allocation) {
     return out;
   }

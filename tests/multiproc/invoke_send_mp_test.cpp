@@ -257,7 +257,8 @@ TEST(InvokeSend, ServiceCallsRunOnTheTargetProcess) {
       ctx.wait_for(slot);
       if (!slot.ready() || slot.value() != p) errors += 1;
     }
-    EXPECT_EQ(ctx.call(ctx.thread_count() + 5, [] {}), call_status::bad_destination);
+    const fabric::thread_id past_every_slot = rt.attached_id(rt.size(), 0) + 5;
+    EXPECT_EQ(ctx.call(past_every_slot, [] {}), call_status::bad_destination);
   });
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(rt.counters().rejected(), 0u);
@@ -499,7 +500,7 @@ TEST(InvokeSend, ForgedCallsAndRepliesAreRejected) {
     call.reply_generation = 1;
     const std::array<std::byte, sizeof read_counts> closure{};
     fabric::call_header bad = call;
-    bad.source = ctx.thread_count() + 5;  // no such thread
+    bad.source = test::rt().attached_id(test::rt().size(), 0) + 5;  // past workers and slots
     send(fabric::am_id_call, bad, closure);
     bad.source = fabric::service_of(rt.size() + 3);  // no such process
     send(fabric::am_id_call, bad, closure);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <functional>
 #include <optional>
+#include <seriema/fabric/attached_thread.hpp>
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/detail/settings.hpp>
 #include <seriema/fabric/detail/staged_sends.hpp>
@@ -34,6 +35,9 @@ struct runtime_options {
   int threads_per_process = 1;  ///< SERIEMA_THREADS
   int service_threads = 0;      ///< SERIEMA_SERVICE_THREADS: 0 (workers take the role) or 1
   int helper_threads = 1;       ///< SERIEMA_HELPER_THREADS: serve threads in a helped_section
+  /// SERIEMA_ATTACH_SLOTS: contexts per process that other threads attach to (runtime::attach);
+  /// equal on every rank (checked at startup).
+  int attach_slots = 4;
   std::size_t send_limit = std::size_t{1} << 20;  ///< SERIEMA_SEND_LIMIT: max send-based payload
   /// SERIEMA_REPLY_CELLS: reply cells per thread (outstanding small call_returns whose value a
   /// same-machine callee writes directly; 0: every reply travels as a message).
@@ -158,10 +162,26 @@ class runtime {
   /// exception a body threw, after the others finished.
   void run(const std::function<void(thread_context&)>& body);
 
+  /// Gives the calling thread (not one of run()'s workers: a pool thread, main, a short-lived
+  /// std::thread) one of this process's SERIEMA_ATTACH_SLOTS contexts until the returned handle
+  /// is destroyed; inside or outside run(). See attached_thread for what it can do. Any thread.
+  /// Throws seriema::error when every slot is held (naming SERIEMA_ATTACH_SLOTS).
+  attached_thread attach();
+  /// attach(), waiting for a slot to be given back until `deadline`; throws deadline_error then.
+  attached_thread attach(deadline_clock::time_point deadline);
+  /// The job-wide id of attach slot `slot` of process `rank`: after every worker's,
+  /// placement().thread_count() + rank * SERIEMA_ATTACH_SLOTS + slot.
+  [[nodiscard]] thread_id attached_id(int rank, int slot) const noexcept;
+  /// Whether `id` names an attach slot (of any process).
+  [[nodiscard]] bool is_attached_id(thread_id id) const noexcept;
+  /// How many of this process's attach slots are held right now.
+  [[nodiscard]] int attached_threads() const noexcept;
+
   /// Final barrier (bounded by the deadline; default_deadline() when none is given) and
   /// teardown of endpoints. Idempotent: the first call does the work, whether its barrier
   /// succeeded or threw. Refused (seriema::error) from inside run() (a body or a call it runs):
-  /// the other threads still use the runtime. The destructor calls finalize() when nobody did.
+  /// the other threads still use the runtime; and while threads are attached (they end their
+  /// attached_thread first). The destructor calls finalize() when nobody did.
   void finalize() { finalize(default_deadline()); }
   /// finalize() whose barrier ends by `deadline`.
   void finalize(deadline_clock::time_point deadline);
@@ -198,6 +218,11 @@ class runtime {
   /// The service thread's state (persists across runs like the workers').
   [[nodiscard]] local_thread_state& service_state() noexcept { return *service_state_; }
   [[nodiscard]] bool is_local(thread_id id) const noexcept;
+  /// The process of a worker id, an attach slot's id or service_of(process); -1 for anything
+  /// else. O(1).
+  [[nodiscard]] int process_of_thread(std::uint32_t id) const noexcept;
+  /// ~attached_thread: hands slot `slot`, whose context is `context`, back to the process.
+  void detach(int slot, thread_context& context) noexcept;
   /// The state whose reply slots a reply to `caller` names: a local thread's, this process's
   /// service role's (a service call that made a call_return), or null.
   [[nodiscard]] local_thread_state* reply_owner(thread_id caller) noexcept;
@@ -312,7 +337,8 @@ class runtime {
   std::unique_ptr<reply_peer[]> reply_peers_;
   void attach_reply_cells();
 
-  std::vector<std::unique_ptr<local_thread_state>> local_states_;  ///< by local thread index
+  /// By local index: the workers' (0..threads - 1), then the attach slots' (threads + slot).
+  std::vector<std::unique_ptr<local_thread_state>> local_states_;
   std::unique_ptr<local_thread_state> service_state_;  ///< made by the constructor
   call_queue service_queue_;
   invocation_counters counters_;
@@ -333,6 +359,22 @@ class runtime {
   std::vector<bool> failures_announced_;  ///< the collective's thread: dead ranks announced
   std::atomic<std::uint64_t> failure_epoch_{0};
   std::atomic<int> running_runs_{0};  ///< inside run(): finalize is refused
+  /// Attach slots (src/fabric/attach.cpp): `held` is taken by CAS and given back (release) by
+  /// the holder; `context` is made by the slot's first holder and kept until teardown, so the
+  /// pairing state peers keep with the slot's id outlives each holder. While no thread holds
+  /// the slot its context is offered to the helper threads (the helped_section protocol on the
+  /// slot's poller word). attach_signal_ is bumped and notified whenever a slot is given back.
+  struct attach_slot;
+  std::unique_ptr<attach_slot[]> attach_slots_;
+  std::atomic<std::uint32_t> attach_signal_{0};
+  std::optional<attached_thread> try_attach();
+  /// Whether the attach slot `id` (of this process) ever had a holder (its context exists).
+  [[nodiscard]] bool attach_slot_opened(thread_id id) const noexcept;
+  /// finalize(): what the slots' contexts sent is delivered before the final barrier (no
+  /// thread holds a slot then, and no helper runs outside run()).
+  void flush_attach_slots(deadline_clock::time_point deadline);
+  /// Ends every slot's context (teardown, before the local states' transport goes).
+  void release_attach_slots() noexcept;
   /// Creates an endpoint to `rank` on `worker` that reports its failure to note_peer_failure.
   friend class thread_context;
   std::unique_ptr<transfer::ucx_endpoint> connect(transfer::ucx_worker& worker, int rank);

@@ -166,7 +166,8 @@ class thread_context {
   thread_context(const thread_context&) = delete;
   thread_context& operator=(const thread_context&) = delete;
 
-  /// This thread's job-wide id (0..thread_count() - 1).
+  /// This thread's job-wide id: 0..thread_count() - 1 for workers, runtime::attached_id() for
+  /// attached threads.
   [[nodiscard]] thread_id id() const noexcept { return id_; }
   [[nodiscard]] int process() const noexcept;  ///< This thread's process (rank).
   [[nodiscard]] runtime& rt() const noexcept { return rt_; }  ///< The runtime it belongs to.
@@ -392,6 +393,11 @@ class thread_context {
   /// that another thread's progress queued earlier still run first (handlers are serialized by
   /// the process worker's progress flag; the queue's only consumer is this thread).
   void accept_from_handler(const call_queue::item& call) { pending_.push_back(call); }
+  /// runtime::attach: the OS thread now owning this context names it in its log lines.
+  void adopt_owner_thread() noexcept;
+  /// runtime::detach: the OS thread lets go; the exceptions nested polls kept and nobody threw
+  /// are dropped (returned, for the log line) rather than thrown at the slot's next holder.
+  std::size_t release_owner_thread() noexcept;
   /// @endcond
 
  private:

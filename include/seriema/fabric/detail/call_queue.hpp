@@ -46,6 +46,9 @@ class call_queue {
   struct item {
     call_header header;
     const function_entry* entry = nullptr;  // found by the receive path (else looked up to run)
+    // A call_return to an attach slot nobody ever attached, queued on the service role only so
+    // that its caller's slot fails (not_executed) instead of waiting; never run.
+    bool refused = false;
     std::byte* heap = nullptr;  // owned payload when larger than inline_payload (new[])
     void* ucx_data = nullptr;   // UCX AM data to release after running (payload lives there)
     alignas(16) std::byte inline_bytes[inline_payload];

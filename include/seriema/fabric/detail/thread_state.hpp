@@ -146,6 +146,10 @@ struct local_thread_state {
   static constexpr int helper_polls = 2;
   std::atomic<int> poller{owner_polls};
   thread_context* offered = nullptr;
+  // The owner hands `context` (this state's) to the helper threads and wakes them.
+  void offer_to_helpers(thread_context& context) noexcept;
+  // The owner takes its context back, waiting for a helper's poll in progress to end.
+  void take_back_from_helpers() noexcept;
 
   // One-sided messages counted by the layer above (runtime::run's quiescence sums them with
   // the send-based counters). Single writer each: the owner thread (relaxed load + store).

@@ -87,6 +87,8 @@ template <class Policy, class Shape, class F>
   call_status status;
   if (c == channel::send) {
     if (sync != nullptr && when == notify_on::consume) {
+      // The notice needs the destination's channels, which attached threads do not have.
+      if (dest >= self.thread_count()) return call_status::bad_destination;
       sync->note_target(dest);
       status = self.call_as<fabric::invocation_shape>(dest, notify_after<F, Shape>{f, sync->word()},
                                                       buffer);
