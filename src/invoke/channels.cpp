@@ -390,7 +390,10 @@ json counters_object(const messenger_counters& c) {
   return json{{"calls", c.calls},         {"repeated", c.repeated},
               {"bytes", c.bytes},         {"publishes", c.publishes},
               {"chunks_grown", c.chunks_grown}, {"full", c.full},
-              {"exceeding", c.exceeding}, {"exceeding_peak_bytes", c.exceeding_peak_bytes}};
+              {"exceeding", c.exceeding}, {"exceeding_peak_bytes", c.exceeding_peak_bytes},
+              {"exceeding_uncopied", c.exceeding_uncopied},
+              {"exceeding_copied", c.exceeding_copied},
+              {"exceeding_direct", c.exceeding_direct}};
 }
 
 json counters_object(const receive_counters& c) {

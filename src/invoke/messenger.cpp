@@ -62,6 +62,9 @@ messenger_options messenger_options::from_environment() {
   static constexpr std::string_view notice_choices[] = {"auto", "atomic", "message"};
   options.notices_remote =
       static_cast<remote_notice>(config::get_choice("SERIEMA_REMOTE_NOTICES", notice_choices));
+  static constexpr std::string_view copy_choices[] = {"auto", "always"};
+  options.copy_exceeding =
+      static_cast<exceeding_copy>(config::get_choice("SERIEMA_EXCEEDING_COPY", copy_choices));
   options.validate();
   return options;
 }
@@ -97,14 +100,76 @@ void messenger_options::validate() const {
 
 // ---------------------------------------------------------------- exceeding_queue
 
+exceeding_queue::~exceeding_queue() {
+  // The owner (the messenger) destroyed its transmitter first, which waited for every transfer
+  // still reading a page; the blocks go back to the arena after that.
+  pages_.clear();
+  retired_.clear();
+  spare_.clear();
+  for (const transfer::memory_block& b : blocks_) source_->release_block(b);
+}
+
+void exceeding_queue::use_registered(transfer::block_source& source, std::size_t page_size,
+                                     std::size_t max_bytes) {
+  source_ = &source;
+  page_size_ = page_size;
+  max_blocks_ = std::max<std::size_t>(1, max_bytes / transfer::block_size);
+}
+
+bool exceeding_queue::carve_block() {
+  if (blocks_.size() >= max_blocks_) return false;
+  const transfer::memory_block block = source_->allocate_block();
+  if (block.data == nullptr) return false;  // the arena is at its limit
+  blocks_.push_back(block);
+  for (std::size_t at = 0; at + page_size_ <= block.size; at += page_size_) {
+    page p;
+    p.data = block.data + at;
+    p.capacity = page_size_;
+    p.tags = &tags_.emplace_back();
+    spare_.push_back(std::move(p));
+  }
+  return true;
+}
+
+bool exceeding_queue::take_registered_page(page& out) {
+  // Pages retire in FIFO order and tickets complete in order, so the oldest retired page is
+  // the first to become reusable.
+  if (!retired_.empty() && retired_.front().tags->all_complete()) {
+    out = std::move(retired_.front());
+    retired_.pop_front();
+    out.tags->clear();
+  } else if (!spare_.empty() || carve_block()) {
+    out = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    return false;
+  }
+  out.head = 0;
+  out.tail = 0;
+  return true;
+}
+
+exceeding_queue::page exceeding_queue::take_page(std::size_t size) {
+  page fresh;
+  if (source_ != nullptr && size <= page_size_ && take_registered_page(fresh)) return fresh;
+  // Heap: no registered source (same machine, or SERIEMA_EXCEEDING_COPY=always), a record
+  // larger than a page, or the registered cap reached. Its records are copied when sent, and
+  // counted so (messenger_counters::exceeding_copied).
+  fresh.capacity = std::max(heap_page_size, size);
+  fresh.heap = std::make_unique<std::byte[]>(fresh.capacity);
+  fresh.data = fresh.heap.get();
+  return fresh;
+}
+
+void exceeding_queue::retire(page&& p) noexcept {
+  if (p.tags != nullptr) retired_.push_back(std::move(p));
+}
+
 std::byte* exceeding_queue::reserve(std::size_t size) {
   if (pages_.empty() || pages_.back().capacity - pages_.back().tail < size) {
-    page fresh;
-    fresh.capacity = std::max(page_size, size);
-    fresh.data = std::make_unique<std::byte[]>(fresh.capacity);
-    pages_.push_back(std::move(fresh));
+    pages_.push_back(take_page(size));
   }
-  return pages_.back().data.get() + pages_.back().tail;
+  return pages_.back().data + pages_.back().tail;
 }
 
 void exceeding_queue::commit(std::size_t size) noexcept {
@@ -115,21 +180,54 @@ void exceeding_queue::commit(std::size_t size) noexcept {
 std::span<const std::byte> exceeding_queue::front() const noexcept {
   const page& p = pages_.front();
   wire::record_header h;
-  std::memcpy(&h, p.data.get() + p.head, sizeof h);
-  return {p.data.get() + p.head, h.size};
+  std::memcpy(&h, p.data + p.head, sizeof h);
+  return {p.data + p.head, h.size};
 }
 
 void exceeding_queue::pop() noexcept {
   page& p = pages_.front();
   wire::record_header h;
-  std::memcpy(&h, p.data.get() + p.head, sizeof h);
+  std::memcpy(&h, p.data + p.head, sizeof h);
   p.head += h.size;
   bytes_ -= h.size;
-  if (p.head == p.tail) pages_.pop_front();
+  if (p.head == p.tail) {
+    retire(std::move(p));
+    pages_.pop_front();
+  }
+}
+
+exceeding_queue::run exceeding_queue::front_run(std::size_t limit) const noexcept {
+  const page& p = pages_.front();
+  run r;
+  std::size_t end = p.head;
+  while (end < p.tail) {
+    wire::record_header h;
+    std::memcpy(&h, p.data + end, sizeof h);
+    if (end + h.size - p.head > limit) break;
+    end += h.size;
+    ++r.records;
+  }
+  r.bytes = {p.data + p.head, end - p.head};
+  r.tags = p.tags;
+  return r;
+}
+
+bool exceeding_queue::pop_run(const run& r) noexcept {
+  page& p = pages_.front();
+  p.head += r.bytes.size();
+  bytes_ -= r.bytes.size();
+  if (p.head != p.tail) return false;
+  retire(std::move(p));
+  pages_.pop_front();
+  return true;
 }
 
 void exceeding_queue::clear() noexcept {
-  pages_.clear();
+  // Registered pages may still be read by a transfer: retired, not reused before it finished.
+  while (!pages_.empty()) {
+    retire(std::move(pages_.front()));
+    pages_.pop_front();
+  }
   bytes_ = 0;
 }
 
@@ -345,6 +443,13 @@ void messenger::choose_publishing(bool direct, transfer::ucx_endpoint& endpoint)
   sconfig.initial_units = 2;
   sconfig.max_bytes = std::max<std::size_t>(16 * options.staging_size, std::size_t{8} << 20);
   staging_ = std::make_unique<transfer::circular_allocator>(rt.local_arena(), sconfig);
+  if (options.copy_exceeding == exceeding_copy::automatic) {
+    // Pages at least as large as any record (max_record < staging_size); registered memory
+    // held by the queue is bounded like the staging ring's.
+    queue_.use_registered(rt.local_arena(),
+                          std::max<std::size_t>(std::size_t{64} << 10, options.staging_size),
+                          sconfig.max_bytes);
+  }
 }
 
 bool messenger::slot_free(const slot& s) const noexcept {
@@ -509,11 +614,23 @@ void messenger::publish_staged(bool full, bool splice) {
 
 transfer::op_status messenger::send_staged(std::size_t pending, std::uint64_t remote_offset,
                                            std::uint64_t word) {
-  // A publish may have used the unit's last bytes; one with nothing pending (a close) then
-  // takes a fresh unit. With records pending there is room: each reserved publish_room.
+  return send_batch({staging_unit_.data + staged_batch_, pending}, staging_unit_.tags, true,
+                    remote_offset, word);
+}
+
+transfer::op_status messenger::send_batch(std::span<const std::byte> data,
+                                          transfer::unit_tags* data_tags, bool in_staging,
+                                          std::uint64_t remote_offset, std::uint64_t word) {
+  // A publish may have used the unit's last bytes; one with no staged bytes pending (a close,
+  // or a batch from the queue) then takes a fresh unit. With staged records pending there is
+  // room: each reserved publish_room.
   if (staged_ + publish_room > staging_unit_.size) {
-    if (pending > 0) return transfer::op_status::error;  // broken reservation (cannot happen)
+    if (in_staging && !data.empty()) return transfer::op_status::error;  // cannot happen
     if (!start_staging_unit(0)) return transfer::op_status::peer_failed;
+    if (in_staging) data_tags = staging_unit_.tags;  // (data is empty)
+  }
+  if (!in_staging && !data_tags->can_accept(&transmitter_->counter())) {
+    return transfer::op_status::tags_full;  // only this messenger's transmitter tags its queue
   }
   const slot& s = ring_[current_];
   std::byte* room = staging_unit_.data + staged_;
@@ -523,13 +640,15 @@ transfer::op_status messenger::send_staged(std::size_t pending, std::uint64_t re
     const fabric::write_message m{s.locator.address, s.locator.size, remote_offset,
                                   wire::published_word_offset, word};
     std::memcpy(room, &m, sizeof m);
-    st = transmitter_->send(fabric::am_id_write, {room, sizeof m},
-                            {staging_unit_.data + staged_batch_, pending}, staging_unit_.tags);
+    st = transmitter_->send(fabric::am_id_write, {room, sizeof m}, data, staging_unit_.tags);
     staged_ += sizeof m;
+    // A payload from the queue is read until the same completion: its page carries the tag.
+    if (st == transfer::op_status::ok && !in_staging) {
+      (void)data_tags->add(transmitter_->current_tag());  // accepted: checked above
+    }
   } else {
-    if (pending > 0) {
-      st = transmitter_->put({staging_unit_.data + staged_batch_, pending}, *s.remote,
-                             remote_offset, staging_unit_.tags);
+    if (!data.empty()) {
+      st = transmitter_->put(data, *s.remote, remote_offset, data_tags);
       if (st != transfer::op_status::ok) return st;
       // The data lands before the word that publishes it (UCX orders across the fence).
       ucp_worker_fence(owner_.self().worker().handle());
@@ -614,23 +733,75 @@ std::size_t messenger::drain() {
   std::size_t moved = 0;
   busy_ = true;
   while (!queue_.empty()) {
-    std::span<const std::byte> record = queue_.front();
-    space why;
-    // May grow: the allocation's wait nests a poll, which skips this messenger (busy_).
-    std::byte* p = reserve(record.size(), why, true);
-    if (p == nullptr) {
-      if (why == space::failed) fail_all();
-      break;
-    }
-    end_open_record();
-    std::memcpy(p, record.data(), record.size());
-    commit(record.size(), false);
-    queue_.pop();
-    ++moved;
+    // Registered pages exist only on the remote path (use_registered, from choose_publishing).
+    const std::size_t step = queue_.front_registered() ? send_queued_run() : copy_queued_record();
+    if (step == 0) break;
+    moved += step;
   }
   busy_ = false;
   if (moved > 0) publish();
   return moved;
+}
+
+std::size_t messenger::copy_queued_record() {
+  std::span<const std::byte> record = queue_.front();
+  space why;
+  // May grow: the allocation's wait nests a poll, which skips this messenger (busy_).
+  std::byte* p = reserve(record.size(), why, true);
+  if (p == nullptr) {
+    if (why == space::failed) fail_all();
+    return 0;
+  }
+  end_open_record();
+  std::memcpy(p, record.data(), record.size());
+  commit(record.size(), false);
+  queue_.pop();
+  ++(direct_ ? counters_.exceeding_direct : counters_.exceeding_copied);
+  return 1;
+}
+
+bool messenger::make_room_in_chunk(std::size_t size, space& why) {
+  if (!check_peer()) {
+    why = space::failed;
+    return false;
+  }
+  if (ring_.empty() || closed_ || write_offset_ + size > ring_[current_].capacity) {
+    return advance_chunk(true, why);
+  }
+  return true;
+}
+
+std::size_t messenger::send_queued_run() {
+  space why = space::ok;
+  if (!make_room_in_chunk(queue_.front().size(), why)) {
+    if (why == space::failed) fail_all();
+    return 0;
+  }
+  // A staged batch must end where the chunk's written bytes end (publish_staged): publish the
+  // records staged before the run first, so that the run follows them in the chunk.
+  if (staged_ > staged_batch_) publish_staged(false, false);
+  end_open_record();
+  if (failed_) return 0;
+  slot& s = ring_[current_];
+  const exceeding_queue::run run = queue_.front_run(s.capacity - write_offset_);
+  const std::uint64_t remote_offset = wire::chunk_header_size + write_offset_;
+  write_offset_ += run.bytes.size();
+  const transfer::op_status st =
+      send_batch(run.bytes, run.tags, false, remote_offset,
+                 wire::make_published(write_offset_, s.lap, false, false));
+  // Sent or not, the run leaves the queue: a failed send may have delivered it (as a failed
+  // staged batch may), so its calls are not provably unpublished.
+  const bool page_emptied = queue_.pop_run(run);
+  if (st != transfer::op_status::ok) {
+    fail_all();
+    return 0;
+  }
+  note_published();
+  counters_.exceeding_uncopied += run.records;
+  // The emptied page is reused once this send completed: ask for that completion now rather
+  // than at the transmitter's next periodic ticket.
+  if (page_emptied) transmitter_->request_completion();
+  return run.records;
 }
 
 template <class Policy>

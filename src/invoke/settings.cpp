@@ -13,6 +13,10 @@ constexpr config::setting table[] = {
     {"SERIEMA_FLUSH_SIZE", "4K", "traditional aggregation: bytes batched before a publish"},
     {"SERIEMA_EXCEEDING_LIMIT", "64M",
      "bytes of calls one messenger may queue locally (overflow aggregation, RetryAsync)"},
+    {"SERIEMA_EXCEEDING_COPY", "auto",
+     "how queued calls go to another machine: auto (the queue is registered memory and records "
+     "are put or sent from it, serialized once), always (heap queue, each record copied into a "
+     "staging unit first)"},
     {"SERIEMA_STAGING_SIZE", "256K",
      "bytes of one registered staging unit for calls to other machines; a one-sided record is "
      "at most this minus 64 bytes (4K..2M)"},

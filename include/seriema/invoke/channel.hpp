@@ -50,6 +50,14 @@ enum class remote_publish : std::uint8_t { automatic, put, message };
 /// only where no process may die).
 enum class remote_notice : std::uint8_t { automatic, atomic, message };
 
+/// How queued records (overflow, retry_async, replies that found no room) reach a receiver on
+/// another machine. automatic: the local queue is registered memory and each run of queued
+/// records is put (or sent as a write message) from the queue itself, serialized once. always:
+/// the queue is heap memory and each record is copied into a staging unit first (the second
+/// copy the paper avoids; kept to measure it). Same-machine (mapped) rings copy from the queue
+/// into the chunk either way: that copy is the transfer.
+enum class exceeding_copy : std::uint8_t { automatic, always };
+
 /// The one-sided messengers' sizes and limits (SERIEMA_* settings; docs/messenger.md).
 struct messenger_options {
   std::size_t chunk_size = std::size_t{2} << 20;  ///< SERIEMA_CHUNK_SIZE, header included
@@ -60,6 +68,7 @@ struct messenger_options {
   std::size_t staging_size = std::size_t{256} << 10;    ///< SERIEMA_STAGING_SIZE
   remote_publish publish_remote = remote_publish::automatic;  ///< SERIEMA_REMOTE_PUBLISH
   remote_notice notices_remote = remote_notice::automatic;    ///< SERIEMA_REMOTE_NOTICES
+  exceeding_copy copy_exceeding = exceeding_copy::automatic;  ///< SERIEMA_EXCEEDING_COPY
   static constexpr std::uint32_t max_chunks_per_allocation = 8;  ///< bound of chunks_per_allocation
 
   /// Throws config_error naming the setting.
@@ -82,6 +91,14 @@ struct messenger_counters {
   std::uint64_t full = 0;       ///< calls that found the ring full (any policy)
   std::uint64_t exceeding = 0;  ///< records that went through the local queue
   std::uint64_t exceeding_peak_bytes = 0;  ///< largest size the local queue reached
+  /// Queued records sent to another machine from the queue itself (registered), not copied.
+  std::uint64_t exceeding_uncopied = 0;
+  /// Queued records copied into a staging unit before they were sent (SERIEMA_EXCEEDING_COPY=
+  /// always, records queued before the ring existed, or the queue's registered memory was used up).
+  std::uint64_t exceeding_copied = 0;
+  /// Queued records copied into a mapped chunk of the receiver (same machine: the copy is the
+  /// transfer).
+  std::uint64_t exceeding_direct = 0;
 
   /// {"calls":…,"bytes":…,…}: one JSON object, for benchmark reports and monitoring.
   [[nodiscard]] std::string to_json() const;
@@ -96,6 +113,9 @@ struct messenger_counters {
     d.chunks_grown -= earlier.chunks_grown;
     d.full -= earlier.full;
     d.exceeding -= earlier.exceeding;
+    d.exceeding_uncopied -= earlier.exceeding_uncopied;
+    d.exceeding_copied -= earlier.exceeding_copied;
+    d.exceeding_direct -= earlier.exceeding_direct;
     return d;
   }
 };

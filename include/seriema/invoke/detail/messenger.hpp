@@ -43,9 +43,24 @@ struct chunk_grant;  // what the allocation service answers (src/invoke/messenge
 class channels;
 
 // Locally queued records (overflow aggregation, RetryAsync, replies that found no room), in
-// FIFO order, as complete wire records. Owner thread only.
+// FIFO order, as complete wire records laid end to end in pages. Pages are heap memory, or,
+// once use_registered() was called (a messenger to another machine), registered pages carved
+// from blocks of the thread's arena, so that a run of records goes out from the queue itself
+// (put or write message) with no second copy. A registered page that was read by a put or a
+// send carries the transmitter's completion tags: once popped it is reused only when they are
+// all complete (the transfer finished reading it). Owner thread only.
 class exceeding_queue {
  public:
+  exceeding_queue() = default;
+  ~exceeding_queue();
+  exceeding_queue(const exceeding_queue&) = delete;
+  exceeding_queue& operator=(const exceeding_queue&) = delete;
+
+  // From now on pages of `page_size` bytes come from `source` (at most `max_bytes` of it;
+  // records larger than a page, and pages past the cap or when the source is exhausted, go to
+  // heap pages). `source` must outlive the queue.
+  void use_registered(transfer::block_source& source, std::size_t page_size,
+                      std::size_t max_bytes);
   [[nodiscard]] bool empty() const noexcept { return pages_.empty(); }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
   // Space for a record of `size` bytes at the tail; commit() makes it part of the queue.
@@ -56,16 +71,46 @@ class exceeding_queue {
   void pop() noexcept;
   void clear() noexcept;
 
- private:
-  static constexpr std::size_t page_size = 64 * 1024;
-  struct page {
-    std::unique_ptr<std::byte[]> data;
-    std::size_t capacity = 0;
-    std::size_t head = 0;  // first unread byte
-    std::size_t tail = 0;  // end of committed records
+  // Whole records at the front of the queue, contiguous in one registered page.
+  struct run {
+    std::span<const std::byte> bytes;
+    std::size_t records = 0;
+    transfer::unit_tags* tags = nullptr;  // the page's: tag every transfer that reads `bytes`
   };
+  // Whether the oldest record lies in a registered page (else it must be copied to be sent).
+  [[nodiscard]] bool front_registered() const noexcept { return pages_.front().tags != nullptr; }
+  // The longest run of records at the front, in its page, of at most `limit` bytes (no records
+  // when the oldest is larger). Precondition: front_registered().
+  [[nodiscard]] run front_run(std::size_t limit) const noexcept;
+  // Removes the run's records; true when that emptied (and retired) their page.
+  bool pop_run(const run& r) noexcept;
+
+ private:
+  static constexpr std::size_t heap_page_size = 64 * 1024;
+  struct page {
+    std::byte* data = nullptr;
+    std::size_t capacity = 0;
+    std::size_t head = 0;                 // first unread byte
+    std::size_t tail = 0;                 // end of committed records
+    std::unique_ptr<std::byte[]> heap;    // a heap page owns its bytes
+    transfer::unit_tags* tags = nullptr;  // a registered page's completion tags (else null)
+  };
+  // A page for a record of `size` bytes: a registered one when possible, else a heap one.
+  page take_page(std::size_t size);
+  bool take_registered_page(page& out);
+  bool carve_block();
+  // Puts an emptied page aside: a registered one is reused once its tags are complete.
+  void retire(page&& p) noexcept;
+
   std::deque<page> pages_;
   std::size_t bytes_ = 0;
+  transfer::block_source* source_ = nullptr;  // null: heap pages only
+  std::size_t page_size_ = 0;                 // bytes of a registered page
+  std::size_t max_blocks_ = 0;                // blocks the queue may take from source_
+  std::vector<transfer::memory_block> blocks_;
+  std::deque<transfer::unit_tags> tags_;  // one per registered page; a deque keeps them in place
+  std::vector<page> spare_;               // registered pages never handed out yet
+  std::deque<page> retired_;              // emptied registered pages, in retirement order
 };
 
 // The sending side of one ordered pair (sender thread -> destination thread). Created by
@@ -291,6 +336,12 @@ class messenger {
   // message); consumes the word's room in the unit. Returns the transmitter's status.
   transfer::op_status send_staged(std::size_t pending, std::uint64_t remote_offset,
                                   std::uint64_t word);
+  // send_staged's transfer for any registered bytes: `data` (read until the tags in `data_tags`
+  // complete; staging_unit_'s own bytes when `in_staging`) to `remote_offset` of the current
+  // chunk, then `word` to its published word, ordered (fence, or one write message).
+  transfer::op_status send_batch(std::span<const std::byte> data, transfer::unit_tags* data_tags,
+                                 bool in_staging, std::uint64_t remote_offset,
+                                 std::uint64_t word);
   bool start_staging_unit(std::size_t size);
   // Marks the messenger failed (its destination died); settle_failure() ends its open record and
   // fails its queued records (call_returns: not executed), at once unless a wait of it is on
@@ -302,6 +353,14 @@ class messenger {
   call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
                            std::uint32_t flags, std::span<const std::byte> extras,
                            std::span<const std::byte> buffer, bool bounded);
+  // drain()'s steps; each returns the records it moved (0: no room, or the peer failed).
+  // The oldest queued record copied into the ring (mapped chunk or staging unit).
+  std::size_t copy_queued_record();
+  // The longest run of queued records in one registered page that fits the current chunk, sent
+  // from the queue itself and published (remote path, no copy).
+  std::size_t send_queued_run();
+  // Makes the current chunk one with `size` bytes free (moving on, or growing, when needed).
+  bool make_room_in_chunk(std::size_t size, space& why);
   call_status write_record(channel mode, fabric::function_id function,
                            std::span<const std::byte> closure, std::uint32_t flags,
                            std::span<const std::byte> extras, std::span<const std::byte> buffer,
