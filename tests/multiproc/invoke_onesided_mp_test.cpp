@@ -713,6 +713,104 @@ TEST(InvokeOneSided, BackpressurePoliciesAndSymmetricGrowth) {
 
 namespace {
 
+// What the sender saw of one messenger after its queue drained (gathered to every process).
+struct queue_paths {
+  std::uint64_t exceeding = 0;
+  std::uint64_t uncopied = 0;
+  std::uint64_t copied = 0;
+  std::uint64_t direct_copies = 0;
+  std::uint64_t left_queued = 0;
+  bool direct = false;
+  bool seen = false;
+};
+
+queue_paths paths_of(const invoke::messenger& m) {
+  const invoke::messenger_counters c = m.counters();
+  return {c.exceeding, c.exceeding_uncopied, c.exceeding_copied, c.exceeding_direct,
+          m.queued_bytes(), m.direct(), true};
+}
+
+}  // namespace
+
+// Queued records (ovfl calls and write calls with retry_async, while the receiver does not poll
+// and its small ring is full) run once, in order, with their buffers intact; and the counters
+// say how they left: from the registered queue itself with no copy on the remote path, copied
+// into staging under SERIEMA_EXCEEDING_COPY=always, copied into the mapped chunk on the same
+// machine (that copy is the transfer).
+TEST(InvokeOneSided, QueuedRecordsLeaveFromTheQueueUncopied) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  if (threads() < 3) GTEST_SKIP() << "needs 3 threads";
+  const fabric::thread_id sender = 0;
+  const std::array<fabric::thread_id, 2> receivers{threads() - 1, threads() - 2};
+  const std::array<invoke::exceeding_copy, 2> copies{invoke::exceeding_copy::automatic,
+                                                     invoke::exceeding_copy::always};
+  constexpr std::uint64_t calls = 3000;
+  std::array<queue_paths, 2> seen{};
+  rt.run([&](thread_context& ctx) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (ctx.id() != receivers[i]) continue;
+      // Not polling for a while: the ring (3 chunks of 8 KiB) fills and later calls queue.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      ctx.wait_until([&] { return inbox_of(ctx).calls >= calls; });
+    }
+    if (ctx.id() != sender) return;
+    std::vector<std::byte> payload(200);
+    for (std::size_t i = 0; i < 2; ++i) {
+      invoke::messenger_options o = tiny_ring();
+      o.copy_exceeding = copies[i];
+      invoke::channels_of(ctx).set_options(o);  // for the messenger created by the first call
+      for (std::uint64_t seq = 0; seq < calls; ++seq) {
+        fill_pattern(payload, seq);
+        auto f = [seq, sum = checksum(payload)](thread_context& self, std::span<std::byte> got) {
+          if (got.size() != 200 || checksum(got) != sum) ++inbox_of(self).wrong;
+          expect_next(self, seq);
+        };
+        const call_status st =
+            seq % 2 == 0
+                ? invoke::call_buffer<channel::ovfl, invoke::policy::fail>(ctx, receivers[i], f,
+                                                                          payload)
+                : invoke::call_buffer<channel::write, invoke::policy::retry_async>(
+                      ctx, receivers[i], f, payload);
+        ASSERT_EQ(st, call_status::ok) << "call " << seq;
+      }
+    }
+    invoke::channels& mine = invoke::channels_of(ctx);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    ctx.wait_until([&] {
+      return (mine.to(receivers[0]).queued_bytes() == 0 &&
+              mine.to(receivers[1]).queued_bytes() == 0) ||
+             std::chrono::steady_clock::now() > deadline;
+    });
+    for (std::size_t i = 0; i < 2; ++i) seen[i] = paths_of(mine.to(receivers[i]));
+  });
+  const auto gathered = test::allgather_value(seen);
+  const auto& s = gathered[static_cast<std::size_t>(rt.placement().locate(sender).process)];
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i == 0 ? "SERIEMA_EXCEEDING_COPY=auto" : "SERIEMA_EXCEEDING_COPY=always");
+    ASSERT_TRUE(s[i].seen);
+    EXPECT_EQ(s[i].left_queued, 0u);
+    EXPECT_GT(s[i].exceeding, 0u) << "the ring was full: calls went through the queue";
+    EXPECT_EQ(s[i].uncopied + s[i].copied + s[i].direct_copies, s[i].exceeding);
+    if (s[i].direct) {
+      EXPECT_EQ(s[i].direct_copies, s[i].exceeding);
+    } else if (copies[i] == invoke::exceeding_copy::automatic) {
+      EXPECT_EQ(s[i].uncopied, s[i].exceeding) << "sent from the queue without a copy";
+      EXPECT_EQ(s[i].copied, 0u);
+    } else {
+      EXPECT_EQ(s[i].copied, s[i].exceeding) << "copied into staging first";
+      EXPECT_EQ(s[i].uncopied, 0u);
+    }
+    if (const test::inbox* got = test::inbox_here(receivers[i])) {
+      EXPECT_EQ(got->calls, calls);
+      EXPECT_EQ(got->wrong, 0u);
+      EXPECT_EQ(got->next_seq[0], calls);
+    }
+  }
+}
+
+namespace {
+
 struct counted_function {
   std::uint64_t value;
   void operator()(thread_context& self) const {
