@@ -444,11 +444,12 @@ void messenger::choose_publishing(bool direct, transfer::ucx_endpoint& endpoint)
   sconfig.max_bytes = std::max<std::size_t>(16 * options.staging_size, std::size_t{8} << 20);
   staging_ = std::make_unique<transfer::circular_allocator>(rt.local_arena(), sconfig);
   if (options.copy_exceeding == exceeding_copy::automatic) {
-    // Pages at least as large as any record (max_record < staging_size); registered memory
-    // held by the queue is bounded like the staging ring's.
+    // Pages at least as large as any record (max_record < staging_size); the registered memory
+    // the queue may take is its limit (SERIEMA_EXCEEDING_LIMIT) plus one block for the records
+    // queued past it without a limit (replies, calls made inside a wait).
     queue_.use_registered(rt.local_arena(),
                           std::max<std::size_t>(std::size_t{64} << 10, options.staging_size),
-                          sconfig.max_bytes);
+                          options.exceeding_limit + transfer::block_size);
   }
 }
 
