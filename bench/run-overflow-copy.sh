@@ -10,9 +10,10 @@
 #
 #   bench/run-overflow-copy.sh [--quick] [--out DIR] [BUILD_DIR] [-- extra invoke_rate options]
 #
-# BUILD_DIR (default build/) must hold bench/invoke_rate and tools/seriema-run. Full run: 5 (LAUNCHES)
-# launches per setting (3 repetitions of ~0.25 s per size each), a few minutes on 2 cores;
-# --quick: 1 launch each, short. Results: bench/results/overflow_copy-{auto,always}-N.json.
+# BUILD_DIR (default build/) must hold bench/invoke_rate and tools/seriema-run. Full run: 5
+# launches per setting (LAUNCHES=N for more), each 3 repetitions of 200 000 calls per size,
+# under a minute on 2 cores; --quick: 1 launch each, 1 repetition of 20 000 calls.
+# Results: bench/results/overflow_copy-{auto,always}-N.json.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,7 +59,8 @@ for copy in ("auto", "always"):
                 r["cop"] += c["exceeding_copied"]
 print("ovfl over tcp (2 emulated machines), SERIEMA_CHUNK_SIZE=64K, SERIEMA_MAX_CHUNKS=2;")
 print(f"median of {launches} launches per setting, alternated\n")
-print("| closure | SERIEMA_EXCEEDING_COPY | calls/s (median) | runs | queued | sent uncopied | copied | auto/always |")
+print("| closure | SERIEMA_EXCEEDING_COPY | calls/s (median) | runs | queued | sent uncopied "
+      "| copied | auto/always |")
 print("|---|---|---|---|---|---|---|---|")
 for size in sorted({s for s, _ in rows}):
     med = {c: statistics.median(rows[(size, c)]["rates"]) for c in ("auto", "always")}
@@ -66,5 +68,6 @@ for size in sorted({s for s, _ in rows}):
         r = rows[(size, c)]
         runs = ", ".join(f"{x / 1e6:.2f}" for x in r["rates"])
         ratio = f"**{med['auto'] / med['always']:.2f}**" if c == "auto" else ""
-        print(f"| {size} B | {c} | {med[c] / 1e6:.2f} M | {runs} | {r['exc']} | {r['unc']} | {r['cop']} | {ratio} |")
+        print(f"| {size} B | {c} | {med[c] / 1e6:.2f} M | {runs} | {r['exc']} | {r['unc']} "
+              f"| {r['cop']} | {ratio} |")
 PY
