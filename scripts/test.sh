@@ -35,17 +35,23 @@ if [ $quick -eq 0 ]; then
   echo "== tests under ASan+UBSan"
   # UCX installs memory hooks ASan does not like; the system libraries' state kept until exit is
   # suppressed in tests/lsan.supp, so leak detection stays on for seriema's own code. The volume
-  # tests (1 M-call FIFO, 4 M-call stress) run at a tenth of their size here: the normal pass
-  # carries the volume, this one looks for memory errors on the same paths.
+  # tests (1 M-call FIFO, 4 M-call stress, 20 000 waited-for puts per thread in transfer_ops) run
+  # at a tenth of their size here: the normal pass carries the volume, this one looks for memory
+  # errors on the same paths.
   # Left out here, and only here: mp.transfer_ops.mpirun_np2.tcp. Its tests pass under ASan,
   # but at exit LeakSanitizer segfaults while symbolizing the (suppressed) libpmix leaks under
   # mpirun with UCX_TLS=tcp,self ("nested bug"; with symbolize=0 the run is clean). Seen since
   # the 2026-11-25 merges, not understood yet; the normal pass and mp.transfer_ops.np2.tcp
   # under ASan still cover the same code.
-  (cd "$root/build-asan" && UCX_MEM_EVENTS=n TEST_FIFO_CALLS=100000 TEST_STRESS_CALLS=400000 ASAN_OPTIONS=detect_leaks=1 \
+  # Also left out here: the layering probes (layering.*). Each compiles one source against a
+  # layer's include view and checks that it fails or passes; the probes do not get the sanitizer
+  # flags (seriema_build_flags is private to the layers), so they would repeat the normal pass's
+  # compiles exactly, each with ctest's RUN_SERIAL holding every other test back meanwhile.
+  (cd "$root/build-asan" && UCX_MEM_EVENTS=n TEST_FIFO_CALLS=100000 TEST_STRESS_CALLS=400000 \
+     TEST_TRANSFER_PUTS=2000 ASAN_OPTIONS=detect_leaks=1 \
      LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
      UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" --timeout 900 \
-       -E '^mp\.transfer_ops\.mpirun_np2\.tcp$')
+       -E '^(mp\.transfer_ops\.mpirun_np2\.tcp|layering\..*)$')
 fi
 # UCX's memory hooks crash TSan; only third-party libraries are suppressed (tests/tsan.supp).
 export_tsan_environment() {
