@@ -2,7 +2,8 @@
 # The whole test suite: install what is missing, build (normal and ASan+UBSan), run every test.
 #   scripts/test.sh            everything CI runs: normal, ASan+UBSan, ThreadSanitizer on a
 #                              stress subset (about 3 minutes on 2 cores), and the fuzz targets
-#                              for 30 s each (scripts/fuzz.sh, about 5 minutes)
+#                              for 30 s each, one per core at a time (scripts/fuzz.sh: its build,
+#                              then 90 s on 2 cores)
 #   scripts/test.sh --quick    normal build only, no sanitizer pass
 #   scripts/test.sh --tsan     instead of the subset, every shm test under ThreadSanitizer (about
 #                              15 minutes more on 2 cores)
