@@ -747,19 +747,39 @@ TEST(InvokeOneSided, QueuedRecordsLeaveFromTheQueueUncopied) {
                                                      invoke::exceeding_copy::always};
   constexpr std::uint64_t calls = 3000;
   std::array<queue_paths, 2> seen{};
+  // Set on receiver i's process once the sender's channel to it exists: the receiver stops
+  // polling only then (the channel's setup needs a thread of its process to serve it, and with
+  // 2 threads per process both may be receivers).
+  // The receiver answers (`sleeping`, on the sender's process) and stops polling; the sender
+  // sends only once both answered, so the calls find the receivers asleep.
+  static std::array<std::atomic<bool>, 2> may_sleep, sleeping;
+  for (std::size_t i = 0; i < 2; ++i) may_sleep[i] = sleeping[i] = false;
   rt.run([&](thread_context& ctx) {
     for (std::size_t i = 0; i < 2; ++i) {
       if (ctx.id() != receivers[i]) continue;
+      ctx.wait_until([&] { return may_sleep[i].load(); });
+      ASSERT_EQ(ctx.call(sender, [i](thread_context&) { sleeping[i] = true; }), call_status::ok);
       // Not polling for a while: the ring (3 chunks of 8 KiB) fills and later calls queue.
       std::this_thread::sleep_for(std::chrono::milliseconds(1000));
       ctx.wait_until([&] { return inbox_of(ctx).calls >= calls; });
     }
     if (ctx.id() != sender) return;
-    std::vector<std::byte> payload(200);
     for (std::size_t i = 0; i < 2; ++i) {
       invoke::messenger_options o = tiny_ring();
+      // The whole ring at setup: growing it later needs a thread of the receivers' process to
+      // serve the allocation, and with 2 threads per process both receivers may be asleep (the
+      // growth would wait for them and the ring never fill).
+      o.chunks_per_allocation = o.max_chunks;
       o.copy_exceeding = copies[i];
-      invoke::channels_of(ctx).set_options(o);  // for the messenger created by the first call
+      invoke::channels_of(ctx).set_options(o);  // for the messenger made next
+      invoke::channels_of(ctx).to(receivers[i]).setup();
+      ASSERT_EQ(ctx.call(receivers[i], [i](thread_context&) { may_sleep[i] = true; }),
+                call_status::ok);
+    }
+    ASSERT_TRUE(ctx.wait_until([&] { return sleeping[0].load() && sleeping[1].load(); },
+                               std::chrono::steady_clock::now() + std::chrono::seconds(60)));
+    std::vector<std::byte> payload(200);
+    for (std::size_t i = 0; i < 2; ++i) {
       for (std::uint64_t seq = 0; seq < calls; ++seq) {
         fill_pattern(payload, seq);
         auto f = [seq, sum = checksum(payload)](thread_context& self, std::span<std::byte> got) {
