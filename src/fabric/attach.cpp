@@ -39,9 +39,12 @@ int runtime::attached_threads() const noexcept {
   return held;
 }
 
+std::size_t runtime::attach_slot_of(thread_id id) const noexcept {
+  return (id - placement_->thread_count()) % static_cast<thread_id>(options_.attach_slots);
+}
+
 bool runtime::attach_slot_opened(thread_id id) const noexcept {
-  const auto slot = (id - placement_->thread_count()) % static_cast<thread_id>(options_.attach_slots);
-  return attach_slots_[slot].opened.load(std::memory_order_acquire);
+  return attach_slots_[attach_slot_of(id)].opened.load(std::memory_order_acquire);
 }
 
 std::optional<attached_thread> runtime::try_attach() {

@@ -397,10 +397,9 @@ void runtime::check_registries() {
 }
 
 local_thread_state& runtime::local_state(thread_id id) {
-  const thread_id workers = placement_->thread_count();
-  if (id >= workers) {  // an attach slot of this process
-    const auto slot = (id - workers) % static_cast<thread_id>(options_.attach_slots);
-    return *local_states_[static_cast<std::size_t>(options_.threads_per_process) + slot];
+  if (id >= placement_->thread_count()) {  // an attach slot of this process
+    return *local_states_[static_cast<std::size_t>(options_.threads_per_process) +
+                          attach_slot_of(id)];
   }
   const auto& where = placement_->locate(id);
   return *local_states_[static_cast<std::size_t>(where.local_thread)];

@@ -368,6 +368,8 @@ class runtime {
   std::unique_ptr<attach_slot[]> attach_slots_;
   std::atomic<std::uint32_t> attach_signal_{0};
   std::optional<attached_thread> try_attach();
+  /// The slot (0..SERIEMA_ATTACH_SLOTS - 1) an attached id names, whatever its process.
+  [[nodiscard]] std::size_t attach_slot_of(thread_id id) const noexcept;
   /// Whether the attach slot `id` (of this process) ever had a holder (its context exists).
   [[nodiscard]] bool attach_slot_opened(thread_id id) const noexcept;
   /// finalize(): what the slots' contexts sent is delivered before the final barrier (no
