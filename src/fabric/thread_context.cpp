@@ -3,6 +3,7 @@
 // remote allocation service.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -191,9 +192,11 @@ void abandon_reply(local_thread_state& owner, std::uint32_t index,
   owner.free_replies.push_back(index);
 }
 
-void local_thread_state::grant(const granted_memory& entry) {
-  granted.grant(entry);
-  if (entry.batch == 0) first_grants.fetch_add(1, std::memory_order_release);
+void local_thread_state::grant(std::span<const granted_memory> batch) {
+  granted.grant(batch);
+  const auto firsts = std::count_if(batch.begin(), batch.end(),
+                                    [](const granted_memory& g) { return g.batch == 0; });
+  if (firsts > 0) first_grants.fetch_add(static_cast<std::size_t>(firsts), std::memory_order_release);
 }
 
 bool local_thread_state::add_feedback(std::uint32_t word, std::uint64_t value) noexcept {

@@ -38,9 +38,13 @@ chunk_grant grant_chunks(fabric::thread_context& server, const chunk_request& re
     header->setup.feedback = request.feedback;
     out.chunks[i] = transfer::remote_memory_locator::make(host.rank(), got[i]);
   }
+  // The whole batch in one grant: the receiver adopts all of it or none at a poll, so its ring
+  // matches the sender's (which adds the chunks together).
+  fabric::granted_memory batch[messenger_options::max_chunks_per_allocation];
   for (std::uint32_t i = 0; i < request.count; ++i) {
-    host.local_state(request.receiver).grant({request.sender, request.run, request.batch, got[i]});
+    batch[i] = {request.sender, request.run, request.batch, got[i]};
   }
+  host.local_state(request.receiver).grant({batch, request.count});
   out.count = request.count;
   return out;
 }

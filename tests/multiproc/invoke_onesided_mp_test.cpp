@@ -761,7 +761,12 @@ TEST(InvokeOneSided, QueuedRecordsLeaveFromTheQueueUncopied) {
       ASSERT_EQ(ctx.call(sender, [i](thread_context&) { sleeping[i] = true; }), call_status::ok);
       // Not polling for a while: the ring (3 chunks of 8 KiB) fills and later calls queue.
       std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-      ctx.wait_until([&] { return inbox_of(ctx).calls >= calls; });
+      // Bounded: calls lost on the way (a ring the receiver adopted shorter than the sender's)
+      // fail the test here instead of hanging it.
+      EXPECT_TRUE(ctx.wait_until([&] { return inbox_of(ctx).calls >= calls; },
+                                 std::chrono::steady_clock::now() + std::chrono::seconds(60)))
+          << "receiver " << ctx.id() << " ran " << inbox_of(ctx).calls << " of " << calls
+          << " calls";
     }
     if (ctx.id() != sender) return;
     for (std::size_t i = 0; i < 2; ++i) {

@@ -1,10 +1,12 @@
-// Unit tests of the incoming-memory map: grant order, selective takes, and grants from many
-// threads while the owner takes (every entry seen once, in each producer's order).
+// Unit tests of the incoming-memory map: grant order, selective takes, grants from many threads
+// while the owner takes (every entry seen once, in each producer's order), and batches that
+// become visible whole.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <array>
 #include <seriema/fabric/detail/incoming_memory_map.hpp>
 #include <thread>
 #include <vector>
@@ -68,6 +70,59 @@ TEST(IncomingMemoryMap, ConcurrentGrantsAreEachTakenOnceInProducerOrder) {
   EXPECT_EQ(taken, producers * per_producer);
   EXPECT_FALSE(m.in_flight());
   EXPECT_TRUE(m.take([](const entry&) { return true; }).empty());
+}
+
+// Producers grant batches of 1 to 4 entries while the owner takes: every take holds whole
+// batches (a messenger's chunks granted together must be adopted together), in grant order.
+TEST(IncomingMemoryMap, BatchesBecomeVisibleWhole) {
+  constexpr int producers = 3;
+  constexpr int batches_per_producer = 20000;
+  // ends_batch[k]: a producer's entry k is the last of its batch (every producer grants batches
+  // of sizes 1, 2, 3, 4, 1, 2, ...).
+  std::vector<bool> ends_batch;
+  for (int b = 0; b < batches_per_producer; ++b) {
+    ends_batch.insert(ends_batch.end(), static_cast<std::size_t>(b % 4), false);
+    ends_batch.push_back(true);
+  }
+  const long total = static_cast<long>(ends_batch.size()) * producers;
+  map m;
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      int sequence = 0;
+      for (int b = 0; b < batches_per_producer; ++b) {
+        const std::size_t size = 1 + static_cast<std::size_t>(b % 4);
+        std::array<entry, 4> batch{};
+        for (std::size_t i = 0; i < size; ++i) batch[i] = {p, sequence++};
+        m.grant(std::span<const entry>(batch.data(), size));
+      }
+    });
+  }
+  std::vector<int> next(producers, 0);
+  bool whole = true, order_kept = true;
+  long taken = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (taken < total) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ADD_FAILURE() << "only " << taken << " of " << total << " entries became visible";
+      break;
+    }
+    std::vector<int> last(producers, -1);  // each producer's last entry in this take
+    for (const entry& e : m.take([](const entry&) { return true; })) {
+      const auto p = static_cast<std::size_t>(e.producer);
+      order_kept = order_kept && e.sequence == next[p];
+      next[p] = e.sequence + 1;
+      last[p] = e.sequence;
+      ++taken;
+    }
+    for (int l : last) {
+      if (l >= 0 && !ends_batch[static_cast<std::size_t>(l)]) whole = false;
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(whole) << "a take held part of a batch";
+  EXPECT_TRUE(order_kept) << "a producer's grants were taken out of order";
+  EXPECT_EQ(taken, total);
 }
 
 }  // namespace

@@ -15,10 +15,15 @@
 //  * Between a producer's exchange and its link, the nodes after it are not reachable yet: the
 //    consumer then stops early and in_flight() is true. Such an entry is seen at a later take;
 //    a caller that acts on "everything granted so far" checks in_flight() and looks again.
+//  * A batch (several entries granted in one call) becomes reachable whole: its nodes are
+//    chained privately first, and the one exchange-and-link publishes the chain. So a take sees
+//    all of a batch or none of it; a messenger's chunks granted together are adopted together
+//    (a receiver that took part of a batch would build a shorter ring than its sender's).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -34,13 +39,29 @@ class incoming_memory_map {
   incoming_memory_map(const incoming_memory_map&) = delete;
   incoming_memory_map& operator=(const incoming_memory_map&) = delete;
 
-  // Any thread: adds `entry` after every entry granted before it. Allocates the node first
-  // (outside the wait-free part); throws std::bad_alloc like any allocation.
-  void grant(const Entry& entry) {
-    node* fresh = new node{{nullptr}, entry};
-    node* prev = tail_.exchange(fresh, std::memory_order_acq_rel);
-    prev->next.store(fresh, std::memory_order_release);
+  // Any thread: adds `entries`, in order, after every entry granted before them; a take sees
+  // all of them or none. Allocates the nodes first (outside the wait-free part); throws
+  // std::bad_alloc like any allocation, with nothing granted.
+  void grant(std::span<const Entry> entries) {
+    if (entries.empty()) return;
+    node* first = nullptr;
+    node* last = nullptr;
+    try {
+      for (const Entry& e : entries) {
+        node* fresh = new node{{nullptr}, e};
+        // Relaxed: the chain is private until the release store below publishes it.
+        if (last != nullptr) last->next.store(fresh, std::memory_order_relaxed);
+        else first = fresh;
+        last = fresh;
+      }
+    } catch (...) {
+      for (node* n = first; n != nullptr;) delete std::exchange(n, n->next.load());
+      throw;
+    }
+    node* prev = tail_.exchange(last, std::memory_order_acq_rel);
+    prev->next.store(first, std::memory_order_release);
   }
+  void grant(const Entry& entry) { grant(std::span<const Entry>(&entry, 1)); }
 
   // Owner: moves out every entry `which` selects, in grant order; the others stay.
   template <class Which>

@@ -102,7 +102,8 @@ struct local_thread_state {
   // entries out.
   detail::incoming_memory_map<granted_memory> granted;
   std::atomic<std::size_t> first_grants{0};  // entries of batch 0 ever granted (new channels)
-  void grant(const granted_memory& entry);
+  // One sender's allocation batch, visible to the owner's takes all at once (see the map).
+  void grant(std::span<const granted_memory> batch);
   // Owner: moves out every entry `which` selects, in grant order.
   template <class Which>
   std::vector<granted_memory> take_granted(Which which) {
