@@ -6,9 +6,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/mcts/distributed.hpp>
 #include <seriema/mcts/sequential.hpp>
@@ -34,7 +36,7 @@ struct settings {
   std::uint64_t rollouts = 20'000;
   double seconds = 0;
   unsigned playouts = 16;
-  double exploration = 1.0;
+  double exploration = 0.7;  // search_options' default
   std::uint64_t seed = 1;
   bool remote_only = false;
   std::string channel = "trad";
@@ -79,6 +81,9 @@ class engine {
   mcts::search_result<hex::move> search(const hex& game, const hex::state& position,
                                         std::FILE* bar_file) {
     auto options = search_options_of(s_);
+    // Each search its own seed: a position searched again (another game, another genmove) need
+    // not get the same move. A session is reproducible with --seed.
+    options.seed = s_.seed + searches_++;
     std::optional<progress_bar> bar;
     if (bar_file != nullptr && !s_.quiet) {
       bar.emplace(options.rollouts, options.seconds, bar_file);
@@ -103,8 +108,15 @@ class engine {
 
  private:
   const settings& s_;
+  std::uint64_t searches_ = 0;
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
 };
+
+// Without --seed every run differs (a fixed seed makes a deterministic, exploitable player).
+std::uint64_t seed_from_clock() {
+  const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+  return static_cast<std::uint64_t>(ticks) ^ (std::uint64_t{std::random_device{}()} << 32);
+}
 
 hex::state position_of(const hex& game, const std::vector<std::string>& moves) {
   auto state = game.initial_state();
@@ -243,7 +255,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--exploration", s.exploration, "UCB1 exploration constant")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", s.seed, "random seed");
+  auto* seed_option = app.add_option("--seed", s.seed, "random seed (default: from the clock)");
   app.add_flag("--remote-only", s.remote_only,
                "every step between threads is a remote call, even inside a process");
   app.add_option("--channel", s.channel, "how the search's calls travel")
@@ -272,6 +284,7 @@ int main(int argc, char** argv) {
     if (s.rollouts == 0 && s.seconds <= 0) {
       throw CLI::ValidationError("--rollouts 0 needs a --seconds budget");
     }
+    if (seed_option->count() == 0) s.seed = seed_from_clock();
     seriema::fabric::runtime rt;
     const hex game(s.size, s.swap_rule);
     engine e(rt, game, s);

@@ -301,8 +301,7 @@ class distributed_search {
           result.moves.push_back({t->links[i].move, visits, static_cast<double>(points) / 2});
         }
       }
-      std::stable_sort(result.moves.begin(), result.moves.end(),
-                       [](const auto& a, const auto& b) { return a.visits > b.visits; });
+      std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
       if (!result.moves.empty()) {
         result.best = result.moves.front().move;
         result.win_rate = result.moves.front().win_rate();
@@ -562,6 +561,7 @@ class distributed_search {
   table& edges_of(worker& w, node* n) {
     if (table* t = n->edges.load(std::memory_order_acquire)) return *t;
     const std::size_t count = game_.legal_moves(n->state, std::span<move>(w.moves));
+    shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     auto* fresh = w.pool.template create<table>();
     fresh->count = static_cast<std::uint32_t>(count);
     fresh->statistics = static_cast<detail::edge_statistics*>(

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace seriema::mcts {
@@ -16,7 +18,9 @@ struct search_options {
   std::uint64_t rollouts = 10'000;  ///< 0: no rollout bound (seconds must be > 0)
   double seconds = 0;               ///< 0: no time bound
   unsigned playouts_per_leaf = 16;  ///< K
-  double exploration = 1.0;         ///< c in  w/n + c * sqrt(ln N / n)
+  /// c in  w/n + c * sqrt(ln N / n), w/n in [0, 1]. 0.7 is the textbook 1.4 on values in
+  /// [-1, 1]; 1.0 explored twice as much and lost to that baseline (docs/mcts.md).
+  double exploration = 0.7;
   std::uint64_t seed = 1;           ///< the search is reproducible per seed (sequential engine)
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
@@ -34,12 +38,22 @@ struct move_statistics {
   }
 };
 
+/// The order of the root's moves in a result, most convincing first: more visits, and among
+/// equal visits more wins (with fewer rollouts than moves many moves have one rollout each, and
+/// the first in board order would be played whatever its playouts said).
+template <class Move>
+[[nodiscard]] bool more_convincing(const move_statistics<Move>& a,
+                                   const move_statistics<Move>& b) noexcept {
+  if (a.visits != b.visits) return a.visits > b.visits;
+  return a.wins > b.wins;
+}
+
 /// What a search found: the move to play, the root's statistics and what it cost.
 template <class Move>
 struct search_result {
-  Move best{};                                 ///< the most visited move at the root
+  Move best{};                                 ///< the first of `moves`
   double win_rate = 0;                         ///< of `best`, for the player to move
-  std::vector<move_statistics<Move>> moves;    ///< every root move tried, most visited first
+  std::vector<move_statistics<Move>> moves;    ///< every root move tried, more_convincing first
   std::uint64_t rollouts = 0;                  ///< rollouts completed
   std::uint64_t playouts = 0;                  ///< random games played
   std::uint64_t tree_nodes = 0;                ///< nodes created (root included)
@@ -59,6 +73,17 @@ struct search_result {
   const double n = static_cast<double>(visits);
   return wins / n + exploration * std::sqrt(log_parent_visits / n);
 }
+/// Puts `moves` in a random order (Fisher-Yates). Edges are made in this order, and selection
+/// tries unvisited moves first in edge order: in board order every node's first replies would
+/// always be the same cells.
+template <class Move, class Random>
+void shuffle_moves(std::span<Move> moves, Random& rng) noexcept {
+  for (std::size_t i = moves.size(); i > 1; --i) {
+    const std::size_t j = rng.below(static_cast<std::uint32_t>(i));
+    std::swap(moves[i - 1], moves[j]);
+  }
+}
+
 /// ln(parent_visits), the term ucb1 takes (computed once per selection).
 [[nodiscard]] inline double log_visits(std::uint64_t parent_visits) noexcept {
   return std::log(static_cast<double>(parent_visits));

@@ -91,14 +91,15 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
 
   std::uint64_t rollouts = 0;
   while (options.rollouts == 0 || rollouts < options.rollouts) {
-    // Selection: the best edge by UCB1 (the first unvisited one if any; among equal scores the
-    // first), down to an edge without a child, which is expanded, or to a finished position.
+    // Selection: the best edge by UCB1 (the first unvisited one if any, edges being in random
+    // order; among equal scores the first), down to an edge without a child, which is expanded, or to a finished position.
     std::uint32_t leaf = 0;
     for (;;) {
       node& n = nodes[leaf];
       if (n.edge_count == 0) break;
       if (n.first_edge == none) {
         legal_moves(n.position);
+        shuffle_moves(std::span<move>(scratch.data(), n.edge_count), rng);
         n.first_edge = static_cast<std::uint32_t>(edges.size());
         for (std::uint32_t i = 0; i < n.edge_count; ++i) {
           edges.push_back(edge{scratch[i], none, 0, 0.0});
@@ -170,8 +171,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   for (std::uint32_t e = top.first_edge; e < top.first_edge + top.edge_count; ++e) {
     if (edges[e].visits != 0) result.moves.push_back({edges[e].m, edges[e].visits, edges[e].wins});
   }
-  std::stable_sort(result.moves.begin(), result.moves.end(),
-                   [](const auto& a, const auto& b) { return a.visits > b.visits; });
+  std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
   result.best = result.moves.front().move;
   result.win_rate = result.moves.front().win_rate();
   result.rollouts = rollouts;

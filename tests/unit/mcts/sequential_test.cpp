@@ -1,6 +1,7 @@
 // Tests of the sequential MCTS engine on Hex: it plays the only winning move and blocks the only
 // threat (positions checked by enumeration, for both players), keeps its budget and statistics
-// consistent, is reproducible per seed and rejects invalid searches.
+// consistent, is reproducible per seed, tries untried moves in random order and prefers won
+// moves among equally visited ones, and rejects invalid searches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -239,7 +240,8 @@ TEST(SequentialSearchTest, RolloutBudgetIsExactAndStatisticsAreConsistent) {
     expect_consistent(g, root, result, rollouts, 4);
     // No game ends within so few moves: every rollout creates one node.
     EXPECT_EQ(result.tree_nodes, rollouts + 1);
-    // Untried moves come first, so the first 121 rollouts try every root move once.
+    // Untried moves come first (in random order), so the first 121 rollouts try every root
+    // move once.
     EXPECT_EQ(result.moves.size(), std::min<std::uint64_t>(rollouts, 121));
   }
 }
@@ -276,6 +278,38 @@ TEST(SequentialSearchTest, SameSeedSameSearch) {
     differs = a.moves[i].move != c.moves[i].move || a.moves[i].wins != c.moves[i].wins;
   }
   EXPECT_TRUE(differs);
+}
+
+// With fewer rollouts than moves (issue 23): the moves tried are not the first cells in board
+// order, and among moves of equal visits the result puts those with more wins first, so the
+// move played is one whose playouts won, not the first cell tried.
+TEST(SequentialSearchTest, FewRolloutsTryRandomMovesAndPlayAWinner) {
+  const hex g(11);
+  const hex::state root = g.initial_state();
+  std::set<hex::move> first_tried;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const auto result = sequential_search(g, root, options_with(10, 1, seed));
+    expect_consistent(g, root, result, 10, 1);
+    ASSERT_EQ(result.moves.size(), 10u);  // each rollout tried another move once
+    for (std::size_t i = 1; i < result.moves.size(); ++i) {
+      const auto& before = result.moves[i - 1];
+      const auto& after = result.moves[i];
+      EXPECT_TRUE(before.visits > after.visits ||
+                  (before.visits == after.visits && before.wins >= after.wins))
+          << "moves out of order at " << i;
+    }
+    EXPECT_EQ(result.best, result.moves.front().move);
+    if (std::any_of(result.moves.begin(), result.moves.end(),
+                    [](const auto& m) { return m.wins > 0; })) {
+      EXPECT_GT(result.moves.front().wins, 0) << "played a move whose playout lost";
+    }
+    std::vector<hex::move> tried;
+    for (const auto& m : result.moves) tried.push_back(m.move);
+    std::sort(tried.begin(), tried.end());
+    first_tried.insert(tried.front());
+  }
+  // In board order every search would try a1..j1 (moves 0..9).
+  EXPECT_GT(first_tried.size(), 5u) << "the moves tried do not depend on the seed";
 }
 
 TEST(SequentialSearchTest, TimeBudgetStopsAtAClockReadingAndReportsProgress) {
