@@ -14,9 +14,15 @@
 namespace seriema::hex {
 namespace {
 
-constexpr std::array<std::string_view, 13> command_names{
+constexpr std::array<std::string_view, 14> command_names{
     "protocol_version", "name", "version", "known_command", "list_commands", "boardsize",
-    "clear_board", "play", "genmove", "showboard", "final_score", "undo", "quit"};
+    "clear_board", "play", "genmove", "showboard", "final_score", "undo", "quit",
+    "hexgui-analyze_commands"};
+
+// What HexGui offers in its analyze menu ("type/label/command" per line, as GoGui reads them).
+// HexGui asks for this list on every connect and shows an error when the command is unknown.
+constexpr std::string_view hexgui_analyze_commands =
+    "string/Show Board/showboard\nstring/Final Score/final_score";
 
 char lower(char c) noexcept {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
@@ -177,6 +183,10 @@ gtp_session::reply gtp_session::dispatch(std::string_view command,
       list += '\n';
     }
     return {true, list};
+  }
+  if (command == "hexgui-analyze_commands") {
+    if (!args.empty()) return usage("hexgui-analyze_commands");
+    return {true, std::string(hexgui_analyze_commands)};
   }
   if (command == "boardsize") return boardsize(args);
   if (command == "clear_board") {

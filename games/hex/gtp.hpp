@@ -14,7 +14,8 @@ namespace seriema::hex {
 
 // Answers GTP commands one line at a time. Responses are "=[id] text\n\n" on success and
 // "?[id] message\n\n" on failure. Commands: protocol_version, name, version, known_command,
-// list_commands, boardsize, clear_board, play, genmove, showboard, final_score, undo, quit.
+// list_commands, boardsize, clear_board, play, genmove, showboard, final_score, undo, quit,
+// hexgui-analyze_commands.
 // "play" and "genmove" take either colour regardless of whose turn it is (as GTP allows); the
 // move is then played by that colour and the opponent is to move.
 // Thread-safety: none (one session per connection).

@@ -88,10 +88,24 @@ TEST_F(gtp_test, answers_the_administrative_commands_with_and_without_ids) {
 TEST_F(gtp_test, lists_every_command_one_per_line_and_knows_each) {
   EXPECT_EQ(send("list_commands"),
             "= protocol_version\nname\nversion\nknown_command\nlist_commands\nboardsize\n"
-            "clear_board\nplay\ngenmove\nshowboard\nfinal_score\nundo\nquit\n\n");
+            "clear_board\nplay\ngenmove\nshowboard\nfinal_score\nundo\nquit\n"
+            "hexgui-analyze_commands\n\n");
   for (const char* command : {"protocol_version", "name", "version", "known_command",
                               "list_commands", "boardsize", "clear_board", "play", "genmove",
-                              "showboard", "final_score", "undo", "quit"}) {
+                              "showboard", "final_score", "undo", "quit",
+                              "hexgui-analyze_commands"}) {
+    EXPECT_EQ(send(std::string("known_command ") + command), "= true\n\n") << command;
+  }
+}
+
+// HexGui asks for its analyze menu on every connect: each line is type/label/command, and each
+// command named there is one the session knows.
+TEST_F(gtp_test, offers_hexgui_its_analyze_commands) {
+  const std::string answer = send("hexgui-analyze_commands");
+  EXPECT_EQ(answer, "= string/Show Board/showboard\nstring/Final Score/final_score\n\n");
+  EXPECT_EQ(send("hexgui-analyze_commands now"),
+            "? syntax error: expected hexgui-analyze_commands\n\n");
+  for (const char* command : {"showboard", "final_score"}) {
     EXPECT_EQ(send(std::string("known_command ") + command), "= true\n\n") << command;
   }
 }
