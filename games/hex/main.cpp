@@ -112,6 +112,21 @@ class engine {
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
 };
 
+// A subcommand's --help lists only its own options; the program-wide ones that matter to it
+// (given before or after the subcommand) are listed in its footer, with their defaults.
+std::string options_footer(const CLI::App& app, std::initializer_list<const char*> names) {
+  std::string out = "Search and board options (before or after the subcommand):\n";
+  for (const char* name : names) {
+    const CLI::Option* option = app.get_option(name);
+    std::string line = fmt::format("  {:<16}{}", name, option->get_description());
+    if (!option->get_default_str().empty() && option->get_type_size() != 0) {
+      line += fmt::format(" [{}]", option->get_default_str());
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 // Without --seed every run differs (a fixed seed makes a deterministic, exploitable player).
 std::uint64_t seed_from_clock() {
   const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -256,6 +271,7 @@ int main(int argc, char** argv) {
   app.add_option("--exploration", s.exploration, "UCB1 exploration constant")
       ->check(CLI::NonNegativeNumber);
   auto* seed_option = app.add_option("--seed", s.seed, "random seed (default: from the clock)");
+  seed_option->default_str("");  // not the placeholder 1 in settings
   app.add_flag("--remote-only", s.remote_only,
                "every step between threads is a remote call, even inside a process");
   app.add_option("--channel", s.channel, "how the search's calls travel")
@@ -276,6 +292,8 @@ int main(int argc, char** argv) {
   play_cmd->add_option("--opponent-rollouts", s.opponent_rollouts,
                        "the sequential opponent's rollouts per move (0: same as the engine)");
   auto* gtp_cmd = app.add_subcommand("gtp", "speak the Go Text Protocol on stdin/stdout");
+  gtp_cmd->footer(options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
+                                       "--seed", "--engine", "--size", "--swap", "--quiet"}));
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # seriema-hex as a user runs it, over 2 processes: analyze finds the one winning move of a
 # position, play finishes a game against the random player, and a scripted GTP session gets the
-# right answers (genmove answers a legal move of the position, errors are '?' lines).
+# right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
+# shows the search options.
 #   seriema_hex_test.sh <seriema-run> <seriema-hex> [launcher options...]
 set -euo pipefail
 run=$1
@@ -38,4 +39,9 @@ done
 move=$(grep -E '^= [a-e][1-5]$' <<<"$out" | head -1 | cut -c3-)
 [[ -n $move && $move != c3 ]] || fail "genmove w did not answer a free cell: '$move'"
 grep -q '^? game not over' <<<"$out" || fail "final_score before the end was not an error"
+# gtp --help shows the search options that matter there (they are program-wide options).
+help=$("$hex" gtp --help)
+for option in --rollouts --seconds --exploration --seed; do
+  grep -q -- "$option" <<<"$help" || fail "gtp --help does not show $option"
+done
 echo "seriema_hex_test: ok"
