@@ -36,7 +36,7 @@ struct settings {
   std::uint64_t rollouts = 20'000;
   double seconds = 0;
   unsigned playouts = 16;
-  double exploration = 0.7;  // search_options' default
+  double exploration = 1.0;  // search_options' default
   std::uint64_t seed = 1;
   bool remote_only = false;
   std::string channel = "trad";

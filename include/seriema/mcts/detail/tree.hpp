@@ -68,7 +68,7 @@ struct search_command {
   std::uint32_t playouts_per_leaf = 16;
   std::uint64_t rollouts = 0;
   double seconds = 0;
-  double exploration = 0.7;
+  double exploration = 1.0;
   std::uint64_t seed = 1;
   typename G::state root{};
 };
