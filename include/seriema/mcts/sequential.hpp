@@ -92,7 +92,8 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   std::uint64_t rollouts = 0;
   while (options.rollouts == 0 || rollouts < options.rollouts) {
     // Selection: the best edge by UCB1 (the first unvisited one if any, edges being in random
-    // order; among equal scores the first), down to an edge without a child, which is expanded, or to a finished position.
+    // order; among equal scores the first), down to an edge without a child, which is
+    // expanded, or to a finished position.
     std::uint32_t leaf = 0;
     for (;;) {
       node& n = nodes[leaf];
