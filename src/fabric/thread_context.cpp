@@ -196,7 +196,9 @@ void local_thread_state::grant(std::span<const granted_memory> batch) {
   granted.grant(batch);
   const auto firsts = std::count_if(batch.begin(), batch.end(),
                                     [](const granted_memory& g) { return g.batch == 0; });
-  if (firsts > 0) first_grants.fetch_add(static_cast<std::size_t>(firsts), std::memory_order_release);
+  if (firsts > 0) {
+    first_grants.fetch_add(static_cast<std::size_t>(firsts), std::memory_order_release);
+  }
 }
 
 bool local_thread_state::add_feedback(std::uint32_t word, std::uint64_t value) noexcept {
