@@ -48,6 +48,12 @@ seriema_mp_run(mp.invoke_onesided.np2.machines2.tcp EXE invoke_onesided_mp_test 
 seriema_mp_run(mp.invoke_onesided.np2.machines2.put.tcp EXE invoke_onesided_mp_test NP 2
                MACHINES 2 TLS tcp ARGS --gtest_filter=-*AllToAll*:*Fifo*
                ENV SERIEMA_THREADS=3 SERIEMA_REMOTE_PUBLISH=put)
+# Joins through the window on the staged path with the smallest staging units: windows end at
+# the unit's room (not the flush size) and at chunk ends, every few hundred calls.
+seriema_mp_run(mp.invoke_onesided.np2.machines2.small_staging.tcp EXE invoke_onesided_mp_test
+               NP 2 MACHINES 2 TLS tcp
+               ARGS --gtest_filter=*TradRuns*:*AggregatorTo*:*ThrowInARepeated*:*FifoTrad*
+               ENV SERIEMA_THREADS=3 SERIEMA_STAGING_SIZE=4K TEST_FIFO_CALLS=200000)
 seriema_mp_run(mp.invoke_stress.np2x2.shm EXE invoke_onesided_mp_test NP 2
                ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
 seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp

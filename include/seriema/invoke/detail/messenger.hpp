@@ -160,10 +160,12 @@ class messenger {
                    std::uint32_t flags, std::span<const std::byte> extras,
                    std::span<const std::byte> buffer);
 
-  // send()'s common case, inline in the caller so that the record's sizes are constants: the
-  // ring is mapped here (direct), the current chunk has room, nothing is queued and no wait is
-  // in progress. Writes the record straight into the receiver's chunk and publishes it as
-  // send() would; returns false, having done nothing, when send() must run instead.
+  // send()'s common cases, inline in the caller so that the record's sizes are constants: a
+  // trad call joining the open record through the join window (either path), or a record when
+  // the ring is mapped here (direct), the current chunk has room, nothing is queued and no wait
+  // is in progress. Writes the record straight into the receiver's chunk (or the closure where
+  // the window says) and publishes it as send() would; returns false, having done nothing,
+  // when send() must run instead.
   [[gnu::always_inline]] bool try_write_direct(channel mode, fabric::function_id function,
                                                 std::span<const std::byte> closure,
                                                 std::uint32_t flags,
@@ -179,14 +181,14 @@ class messenger {
   // window_epoch_.
   struct join_view {
     std::uint64_t epoch = 0;
-    std::byte* data = nullptr;        // join_data_
+    std::uintptr_t base = 0;          // join_base_
     std::uint64_t at = 0;             // write_offset_
     std::uint64_t limit = 0;          // join_limit_: 0 while the window is closed
     std::uint64_t publish_at = 0;     // publish_limit_
     fabric::function_id function = 0; // open_function_
   };
   [[nodiscard]] join_view view_join_window() const noexcept {
-    return {window_epoch_, join_data_, write_offset_, join_limit_, publish_limit_,
+    return {window_epoch_, join_base_, write_offset_, join_limit_, publish_limit_,
             open_function_};
   }
   [[nodiscard]] bool join_view_current(const join_view& view) const noexcept {
@@ -200,9 +202,9 @@ class messenger {
     const std::uint64_t at = view.at;
     view.at = at + stride;
     write_offset_ = view.at;
-    append_closure(view.data + at, closure, stride);
+    append_closure(join_address(view.base, at), closure, stride);
     if (view.at >= view.publish_at) {
-      publish_word(false, false);
+      publish_joined();
       view = view_join_window();
     }
   }
@@ -266,27 +268,45 @@ class messenger {
                                            std::size_t closure_size) noexcept {
     if (!joinable(mode, flags, buffer)) return;
     open_record_ = p;
+    open_record_at_ = write_offset_;  // (callers commit the record after noting it)
     open_function_ = function;
     open_stride_ = static_cast<std::uint32_t>(fabric::closure_stride(closure_size));
   }
-  // Closures in the open record: its bytes up to the end of the written bytes.
+  // Closures in the open record: its bytes up to the end of the written bytes (the chunk's
+  // offsets, which a staged window advances as well: see join_limit_).
   [[nodiscard]] std::uint32_t open_repeat() const noexcept {
-    const std::byte* end = direct_ ? ring_[current_].direct_data + write_offset_
-                                   : staging_unit_.data + staged_;
     return static_cast<std::uint32_t>(
-        static_cast<std::size_t>(end - open_record_ - sizeof(wire::record_header)) /
-        open_stride_);
+        (write_offset_ - open_record_at_ - sizeof(wire::record_header)) / open_stride_);
+  }
+  // Where the window writes the closure that starts at chunk offset `at`.
+  [[nodiscard]] static std::byte* join_address(std::uintptr_t base, std::uint64_t at) noexcept {
+    return reinterpret_cast<std::byte*>(base + at);
   }
   // Opens the join window on the open record (see join_limit_) when nothing else may come
   // between its closures; the caller is not inside a wait (busy_ is clear).
   void open_join_window() noexcept {
-    if (open_record_ == nullptr || !direct_ || failed_ || busy_ || closed_ || !queue_.empty()) {
-      return;
-    }
+    if (open_record_ == nullptr || failed_ || busy_ || closed_ || !queue_.empty()) return;
     const slot& s = ring_[current_];
-    join_data_ = s.direct_data;
-    join_limit_ = s.capacity;
+    if (direct_) {
+      join_base_ = reinterpret_cast<std::uintptr_t>(s.direct_data);
+      join_limit_ = s.capacity;
+    } else {
+      // The open record is in the staging unit, whose bytes advance with the chunk's offsets
+      // from here on; every record reserved publish_room, so the subtraction does not wrap.
+      join_base_ = reinterpret_cast<std::uintptr_t>(staging_unit_.data + staged_) - write_offset_;
+      join_limit_ = std::min<std::uint64_t>(
+          s.capacity, write_offset_ + (staging_unit_.size - publish_room - staged_));
+      window_offset_ = write_offset_;
+    }
     ++window_epoch_;
+  }
+  // A trad batch the window filled is due: publishes it by the messenger's path.
+  void publish_joined() {
+    if (direct_) {
+      publish_word(false, false);
+    } else {
+      publish_staged(false, false);
+    }
   }
   // Where the open record's next closure goes (`stride` bytes at the end of the written bytes),
   // or null when the chunk or the staging unit has no room for it.
@@ -304,6 +324,7 @@ class messenger {
     if (open_record_ != nullptr) seal_open_record();
   }
   void close_join_window() noexcept {
+    if (join_limit_ != 0 && !direct_) staged_ += write_offset_ - window_offset_;
     join_limit_ = 0;
     ++window_epoch_;
   }
@@ -391,18 +412,25 @@ class messenger {
   // thread's sent messages) only then: while it is open, its first call, counted and not yet
   // consumable, keeps runtime::run from seeing the job quiet.
   std::byte* open_record_ = nullptr;
+  std::uint64_t open_record_at_ = 0;  // the open record's offset in its chunk
   fabric::function_id open_function_ = 0;
   std::uint32_t open_stride_ = 0;  // bytes of each closure, padding included
-  // The join window (direct path): while join_limit_ is not 0, a trad call of open_function_
-  // without extras or buffer whose closure fits below join_limit_ writes it at join_data_ +
-  // write_offset_ with no other check, and publishes once write_offset_ reaches publish_limit_.
-  // Open (open_join_window) only while every other check of the direct path would pass: an
-  // open record in a mapped chunk (join_data_, join_limit_: its data area and capacity),
-  // nothing queued, no wait in progress (a call made from inside a wait must queue behind the
-  // waiting one), not closed, not failed. Closed by end_open_record (every publish, record
-  // change, failure), by a queued record and at the start of every general-path write.
+  // The join window: while join_limit_ is not 0, a trad call of open_function_ without extras
+  // or buffer whose closure fits below join_limit_ writes it at join_base_ + write_offset_ with
+  // no other check, and publishes once write_offset_ reaches publish_limit_. Open
+  // (open_join_window) only while every other check of the general path would pass: an open
+  // record, nothing queued, no wait in progress (a call made from inside a wait must queue
+  // behind the waiting one), not closed, not failed. Closed by end_open_record (every publish,
+  // record change, failure), by a queued record and at the start of every general-path write.
+  // Direct path: join_base_ is the mapped chunk's data area, join_limit_ its capacity.
+  // Staged path: join_base_ maps chunk offsets to the staging unit (the unit's bytes and the
+  // chunk's advance together), join_limit_ is the lower of the chunk's capacity and the unit's
+  // room less publish_room. While a staged window is open, staged_ lags: the closures written
+  // through it are write_offset_ - window_offset_ bytes that close_join_window adds, and every
+  // reader of staged_ runs after a close (general-path writes, queueing, publishes).
   std::uint64_t join_limit_ = 0;
-  std::byte* join_data_ = nullptr;
+  std::uintptr_t join_base_ = 0;
+  std::uint64_t window_offset_ = 0;  // write_offset_ when a staged window opened
   // Counts the window's openings and closings: a join_view taken before one is stale.
   std::uint64_t window_epoch_ = 0;
   // write_offset_ at which the trad batch is due (published_ + flush_size, set at each publish
@@ -758,8 +786,8 @@ inline void messenger::note_published() noexcept {
       // alias anything) the compiler would load them again.
       write_offset_ = at + stride;
       const bool due = at + stride >= publish_limit_;
-      append_closure(join_data_ + at, closure, stride);
-      if (due) publish_word(false, false);
+      append_closure(join_address(join_base_, at), closure, stride);
+      if (due) publish_joined();
       return true;
     }
   }
