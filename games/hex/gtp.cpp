@@ -2,9 +2,13 @@
 // response framing (see gtp.hpp).
 #include "gtp.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
+#include <cmath>
 #include <exception>
 #include <istream>
 #include <optional>
@@ -14,15 +18,20 @@
 namespace seriema::hex {
 namespace {
 
-constexpr std::array<std::string_view, 14> command_names{
+constexpr std::array<std::string_view, 17> command_names{
     "protocol_version", "name", "version", "known_command", "list_commands", "boardsize",
     "clear_board", "play", "genmove", "showboard", "final_score", "undo", "quit",
-    "hexgui-analyze_commands"};
+    "time_settings", "time_left", "param_game", "hexgui-analyze_commands"};
 
 // What HexGui offers in its analyze menu ("type/label/command" per line, as GoGui reads them).
 // HexGui asks for this list on every connect and shows an error when the command is unknown.
+// "param" entries open a dialog of the "[bool] name value" lines the command answers.
 constexpr std::string_view hexgui_analyze_commands =
-    "string/Show Board/showboard\nstring/Final Score/final_score";
+    "param/Game Param/param_game\nstring/Show Board/showboard\nstring/Final Score/final_score";
+
+// The answer of genmove when there is no move to make: the game is over (for either colour,
+// as MoHex answers) or the engine gives up.
+constexpr std::string_view resign_answer = "resign";
 
 char lower(char c) noexcept {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
@@ -74,6 +83,37 @@ std::optional<int> parse_int(std::string_view text) noexcept {
   return value;
 }
 
+// A GTP time: seconds, a non-negative integer as GTP 2 has it (a decimal fraction is accepted,
+// as some controllers send one).
+std::optional<double> parse_seconds(std::string_view text) noexcept {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value,
+                                            std::chars_format::fixed);
+  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  if (!std::isfinite(value) || value < 0) return std::nullopt;
+  return value;
+}
+
+std::optional<int> parse_count(std::string_view text) noexcept {
+  if (!all_digits(text)) return std::nullopt;
+  return parse_int(text);
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  const std::string value = lowered(text);
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  return std::nullopt;
+}
+
+int empty_cells(const hex::state& position) noexcept {
+  int stones = 0;
+  for (const auto& rows : position.stones) {
+    for (const std::uint32_t row : rows) stones += std::popcount(row);
+  }
+  return position.size * position.size - stones;
+}
+
 std::optional<player> parse_color(std::string_view text) {
   const std::string name = lowered(text);
   if (name == "b" || name == "black") return player{1};
@@ -113,11 +153,16 @@ std::string framed(bool success, std::string_view id, std::string_view text) {
 
 gtp_session::gtp_session(engine genmove, std::string name, std::string version, int size,
                          bool swap_rule)
+    : gtp_session(std::move(genmove), std::move(name), std::move(version),
+                  gtp_options{.size = size, .swap_rule = swap_rule}) {}
+
+gtp_session::gtp_session(engine genmove, std::string name, std::string version,
+                         gtp_options options)
     : genmove_(std::move(genmove)),
       name_(std::move(name)),
       version_(std::move(version)),
-      swap_rule_(swap_rule),
-      game_(size, swap_rule),
+      options_(options),
+      game_(options.size, options.swap_rule),
       position_(game_.initial_state()) {}
 
 std::string gtp_session::handle(std::string_view line) {
@@ -210,6 +255,9 @@ gtp_session::reply gtp_session::dispatch(std::string_view command,
     if (!args.empty()) return usage("undo");
     return undo();
   }
+  if (command == "time_settings") return time_settings_command(args);
+  if (command == "time_left") return time_left(args);
+  if (command == "param_game") return param_game(args);
   if (command == "quit") {
     if (!args.empty()) return usage("quit");
     quit_requested_ = true;
@@ -234,6 +282,7 @@ gtp_session::reply gtp_session::play(const std::vector<std::string_view>& args) 
   const std::optional<player> color = parse_color(args[0]);
   if (!color) return {false, "syntax error: invalid color '" + std::string(args[0]) + "'"};
   const std::string text = lowered(args[1]);
+  if (text == resign_answer) return {true, ""};  // the game record's business, not the board's
   const bool swap = text == game_.move_name(hex::swap_move);
   if (!swap && !well_formed_cell(text)) {
     return {false, "syntax error: invalid move text '" + std::string(args[1]) + "'"};
@@ -261,22 +310,94 @@ gtp_session::reply gtp_session::genmove(const std::vector<std::string_view>& arg
   if (args.size() != 1) return {false, "syntax error: expected genmove COLOR"};
   const std::optional<player> color = parse_color(args[0]);
   if (!color) return {false, "syntax error: invalid color '" + std::string(args[0]) + "'"};
-  if (game_over()) return {false, "game is over"};
+  if (game_over()) return {true, std::string(resign_answer)};
 
   hex::state next = position_;
   next.to_move = *color;
-  const hex::move move = genmove_(game_, next);
+  const mcts::search_result<hex::move> result = search(next);
+  if (clock_set_) {
+    clock_state& mine = clocks_[*color - 1];
+    mine = after_move(time_settings_, mine, result.seconds);
+  }
+  const bool resigns = should_resign(result);
+  if (options_.log != nullptr && clock_set_) {
+    *options_.log << fmt::format("seriema-hex: genmove {}: {} after {:.2f} s, {:.2f} s left\n",
+                                 *color == 1 ? 'b' : 'w',
+                                 resigns ? std::string(resign_answer) : game_.move_name(result.best),
+                                 result.seconds, clocks_[*color - 1].seconds)
+                  << std::flush;
+  }
+  if (resigns) return {true, std::string(resign_answer)};
   // The engine is trusted with nothing: a move outside the legal ones would corrupt the
   // position, so it is refused here.
   std::vector<hex::move> legal(game_.max_moves());
   legal.resize(game_.legal_moves(next, legal));
-  if (std::find(legal.begin(), legal.end(), move) == legal.end()) {
+  if (std::find(legal.begin(), legal.end(), result.best) == legal.end()) {
     return {false, "engine chose an illegal move"};
   }
-  game_.apply(next, move);
+  game_.apply(next, result.best);
   history_.push_back(position_);
   position_ = next;
-  return {true, game_.move_name(move)};
+  return {true, game_.move_name(result.best)};
+}
+
+mcts::search_result<hex::move> gtp_session::search(const hex::state& position) {
+  if (!clock_set_) return genmove_(game_, position, 0);
+  const time_budget budget =
+      plan_move_time(time_settings_, clocks_[position.to_move - 1], empty_cells(position));
+  mcts::search_result<hex::move> first = genmove_(game_, position, budget.base);
+  const double more = budget.maximum - first.seconds;
+  if (more < time_policy{}.min_seconds || !worth_extending(first.moves)) return first;
+  return merged(first, genmove_(game_, position, more));
+}
+
+bool gtp_session::should_resign(const mcts::search_result<hex::move>& result) const noexcept {
+  return options_.resign_threshold > 0 && result.win_rate < options_.resign_threshold &&
+         result.rollouts >= options_.resign_min_rollouts &&
+         position_.moves_played >= game_.size();
+}
+
+gtp_session::reply gtp_session::time_settings_command(const std::vector<std::string_view>& args) {
+  const reply usage{false, "syntax error: expected time_settings MAIN_TIME BYO_YOMI_TIME "
+                           "BYO_YOMI_STONES (seconds, seconds, moves)"};
+  if (args.size() != 3) return usage;
+  const std::optional<double> main_time = parse_seconds(args[0]);
+  const std::optional<double> byo_yomi_time = parse_seconds(args[1]);
+  const std::optional<int> byo_yomi_stones = parse_count(args[2]);
+  if (!main_time || !byo_yomi_time || !byo_yomi_stones) return usage;
+  if (*byo_yomi_time == 0 && *byo_yomi_stones > 0) {
+    return {false, "byo-yomi stones without byo-yomi time"};
+  }
+  time_settings_ = {*main_time, *byo_yomi_time, *byo_yomi_stones};
+  clock_set_ = !time_settings_.unlimited();
+  settings_given_ = clock_set_;
+  clocks_.fill(starting_clock(time_settings_));
+  return {true, ""};
+}
+
+gtp_session::reply gtp_session::time_left(const std::vector<std::string_view>& args) {
+  const reply usage{false, "syntax error: expected time_left COLOR TIME STONES"};
+  if (args.size() != 3) return usage;
+  const std::optional<player> color = parse_color(args[0]);
+  const std::optional<double> seconds = parse_seconds(args[1]);
+  const std::optional<int> stones = parse_count(args[2]);
+  if (!color || !seconds || !stones) return usage;
+  clocks_[*color - 1] = {*seconds, *stones};
+  clock_set_ = true;
+  return {true, ""};
+}
+
+gtp_session::reply gtp_session::param_game(const std::vector<std::string_view>& args) {
+  if (args.empty()) {
+    return {true, fmt::format("\n[bool] allow_swap {}", game_.swap_rule() ? 1 : 0)};
+  }
+  if (args.size() != 2) return {false, "syntax error: expected param_game [NAME VALUE]"};
+  if (args[0] != "allow_swap") return {false, "unknown parameter: " + std::string(args[0])};
+  const std::optional<bool> allow = parse_bool(args[1]);
+  if (!allow) return {false, "syntax error: allow_swap takes 0 or 1"};
+  options_.swap_rule = *allow;
+  if (*allow != game_.swap_rule()) game_ = hex(game_.size(), *allow);
+  return {true, ""};
 }
 
 gtp_session::reply gtp_session::undo() {
@@ -287,9 +408,12 @@ gtp_session::reply gtp_session::undo() {
 }
 
 void gtp_session::reset(int size) {
-  if (size != game_.size()) game_ = hex(size, swap_rule_);
+  if (size != game_.size()) game_ = hex(size, options_.swap_rule);
   position_ = game_.initial_state();
   history_.clear();
+  // A new game starts both clocks afresh under the time settings (a clock only time_left
+  // stated is left as it was: the controller states it again).
+  if (settings_given_) clocks_.fill(starting_clock(time_settings_));
 }
 
 bool gtp_session::game_over() const noexcept {

@@ -2,32 +2,50 @@
 // commands against one game, with the engine's move choice behind a callback.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <iosfwd>
+#include <seriema/mcts/search.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hex.hpp"
+#include "time_control.hpp"
 
 namespace seriema::hex {
+
+// How a session starts and when it resigns (docs/mcts.md, "seriema-hex over GTP").
+struct gtp_options {
+  int size = hex::default_size;
+  bool swap_rule = false;  // param_game allow_swap changes it
+  // genmove answers `resign` when the chosen move's win rate is below this, the search had at
+  // least resign_min_rollouts rollouts and at least `size` moves were played. 0: never.
+  double resign_threshold = 0.05;
+  std::uint64_t resign_min_rollouts = 1000;
+  std::ostream* log = nullptr;  // one line per genmove under a clock (null: none)
+};
 
 // Answers GTP commands one line at a time. Responses are "=[id] text\n\n" on success and
 // "?[id] message\n\n" on failure. Commands: protocol_version, name, version, known_command,
 // list_commands, boardsize, clear_board, play, genmove, showboard, final_score, undo, quit,
-// hexgui-analyze_commands.
+// time_settings, time_left, param_game, hexgui-analyze_commands.
 // "play" and "genmove" take either colour regardless of whose turn it is (as GTP allows); the
-// move is then played by that colour and the opponent is to move.
+// move is then played by that colour and the opponent is to move. Once a side is connected,
+// genmove answers `resign` for either colour (as MoHex does) and play accepts only `resign`.
 // Thread-safety: none (one session per connection).
 class gtp_session {
  public:
   // The engine: called with the position where the colour asked for is to move (the game not
-  // over); returns a legal move of that position.
-  using engine = std::function<hex::move(const hex& game, const hex::state& position)>;
+  // over) and a time budget in seconds (0: the engine's own budget, no clock is set); returns
+  // its search's result, whose best move is legal in that position.
+  using engine = std::function<mcts::search_result<hex::move>(
+      const hex& game, const hex::state& position, double seconds)>;
 
   // Throws std::invalid_argument when `size` is outside [hex::min_size, hex::max_size].
   gtp_session(engine genmove, std::string name, std::string version,
               int size = hex::default_size, bool swap_rule = false);
+  gtp_session(engine genmove, std::string name, std::string version, gtp_options options);
 
   // The full response to one input line, or "" for a line that is blank once comments are
   // stripped. Never throws: a failure of any kind is answered with "?".
@@ -38,6 +56,9 @@ class gtp_session {
   [[nodiscard]] bool quit_requested() const noexcept { return quit_requested_; }
   [[nodiscard]] const hex& game() const noexcept { return game_; }
   [[nodiscard]] const hex::state& position() const noexcept { return position_; }
+  // Whether a clock is set (time_settings with limits, or time_left), and `who`'s clock.
+  [[nodiscard]] bool clock_set() const noexcept { return clock_set_; }
+  [[nodiscard]] const clock_state& clock(player who) const noexcept { return clocks_[who - 1]; }
 
  private:
   struct reply {
@@ -48,19 +69,30 @@ class gtp_session {
   reply boardsize(const std::vector<std::string_view>& args);
   reply play(const std::vector<std::string_view>& args);
   reply genmove(const std::vector<std::string_view>& args);
+  reply time_settings_command(const std::vector<std::string_view>& args);
+  reply time_left(const std::vector<std::string_view>& args);
+  reply param_game(const std::vector<std::string_view>& args);
   reply undo();
+  // The engine's search for `position`, extended once when the clock allows and the first
+  // search leaves the choice open.
+  mcts::search_result<hex::move> search(const hex::state& position);
+  [[nodiscard]] bool should_resign(const mcts::search_result<hex::move>& result) const noexcept;
   void reset(int size);
   [[nodiscard]] bool game_over() const noexcept;
 
   engine genmove_;
   std::string name_;
   std::string version_;
-  bool swap_rule_;
+  gtp_options options_;
   hex game_;
   hex::state position_;
   // The positions before each play or genmove since the last boardsize or clear_board, oldest
   // first: undo returns to the last one.
   std::vector<hex::state> history_;
+  time_settings time_settings_;
+  bool clock_set_ = false;
+  bool settings_given_ = false;  // time_settings with limits (clear_board restarts the clocks)
+  std::array<clock_state, 2> clocks_{};  // black's, white's
   bool quit_requested_ = false;
 };
 

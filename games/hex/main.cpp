@@ -34,6 +34,7 @@ struct settings {
   bool swap_rule = false;
   std::string engine = "distributed";
   std::uint64_t rollouts = 20'000;
+  bool rollouts_given = false;  // --rollouts on the command line (it then also bounds timed moves)
   double seconds = 0;
   unsigned playouts = 16;
   double exploration = 1.0;  // search_options' default
@@ -50,6 +51,8 @@ struct settings {
   std::string opponent = "random";
   std::string engine_color = "black";
   std::uint64_t opponent_rollouts = 0;  // 0: the engine's budget
+  // gtp
+  double resign_threshold = seriema::hex::gtp_options{}.resign_threshold;
 };
 
 mcts::search_options search_options_of(const settings& s) {
@@ -77,10 +80,15 @@ class engine {
       distributed_ = std::make_unique<mcts::distributed_search<hex>>(rt, game, options);
     }
   }
-  // Rank 0. `bar_file`: where a progress bar may go (null: none).
+  // Rank 0. `bar_file`: where a progress bar may go (null: none). `seconds` > 0: a GTP clock's
+  // budget for this move, bounded also by --rollouts when that was given.
   mcts::search_result<hex::move> search(const hex& game, const hex::state& position,
-                                        std::FILE* bar_file) {
+                                        std::FILE* bar_file, double seconds = 0) {
     auto options = search_options_of(s_);
+    if (seconds > 0) {
+      options.seconds = seconds;
+      options.rollouts = s_.rollouts_given ? s_.rollouts : 0;
+    }
     // Each search its own seed: a position searched again (another game, another genmove) need
     // not get the same move. A session is reproducible with --seed.
     options.seed = s_.seed + searches_++;
@@ -241,11 +249,16 @@ int play(engine& e, const hex& game, const settings& s) {
 
 int gtp(engine& e, const settings& s) {
   std::FILE* bar_file = isatty(fileno(stderr)) ? stderr : nullptr;
+  seriema::hex::gtp_options options;
+  options.size = s.size;
+  options.swap_rule = s.swap_rule;
+  options.resign_threshold = s.resign_threshold;
+  options.log = &std::cerr;
   gtp_session session(
-      [&](const hex& game, const hex::state& position) {
-        return e.search(game, position, bar_file).best;
+      [&](const hex& game, const hex::state& position, double seconds) {
+        return e.search(game, position, bar_file, seconds);
       },
-      "seriema-hex", SERIEMA_VERSION, s.size, s.swap_rule);
+      "seriema-hex", SERIEMA_VERSION, options);
   session.run(std::cin, std::cout);
   return 0;
 }
@@ -292,13 +305,22 @@ int main(int argc, char** argv) {
   play_cmd->add_option("--opponent-rollouts", s.opponent_rollouts,
                        "the sequential opponent's rollouts per move (0: same as the engine)");
   auto* gtp_cmd = app.add_subcommand("gtp", "speak the Go Text Protocol on stdin/stdout");
-  gtp_cmd->footer(options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
-                                       "--seed", "--engine", "--size", "--swap", "--quiet"}));
+  gtp_cmd->add_option("--resign-threshold", s.resign_threshold,
+                      "genmove answers resign below this win rate, after 1000 rollouts or more "
+                      "and once --size moves are on the board (0: never)")
+      ->check(CLI::Range(0.0, 1.0));
+  gtp_cmd->footer(
+      options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration", "--seed",
+                           "--engine", "--size", "--swap", "--quiet"}) +
+      "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
+      "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"
+      "is also set by param_game allow_swap 0|1.\n");
   CLI11_PARSE(app, argc, argv);
 
   try {
     // A time budget alone bounds the search; with both, the first reached ends it.
-    if (s.seconds > 0 && rollouts_option->count() == 0) s.rollouts = 0;
+    s.rollouts_given = rollouts_option->count() != 0;
+    if (s.seconds > 0 && !s.rollouts_given) s.rollouts = 0;
     if (s.rollouts == 0 && s.seconds <= 0) {
       throw CLI::ValidationError("--rollouts 0 needs a --seconds budget");
     }

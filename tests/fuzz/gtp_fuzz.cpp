@@ -10,10 +10,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using seriema::hex::hex;
-  auto first_legal = [](const hex& game, const hex::state& s) {
+  auto first_legal = [](const hex& game, const hex::state& s, double) {
     std::vector<hex::move> moves(game.max_moves());
     if (game.legal_moves(s, moves) == 0) __builtin_trap();  // asked to move in a game over
-    return moves.front();
+    seriema::mcts::search_result<hex::move> result;
+    result.best = moves.front();
+    return result;
   };
   seriema::hex::gtp_session session(first_legal, "fuzz", "0", 5);
   std::string_view input(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,6 @@
 // Unit tests of the Hex program's GTP session (scripted against a deterministic fake engine:
-// exact responses, board effects, errors, undo, the end of the game) and of its progress bar.
+// exact responses, board effects, errors, undo, the end of the game, resignation, the clock,
+// the swap rule), of its time management as pure functions, and of its progress bar.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,29 +12,51 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gtp.hpp"
 #include "hex.hpp"
 #include "progress.hpp"
+#include "time_control.hpp"
 
 namespace {
 
+using seriema::hex::clock_state;
+using seriema::hex::gtp_options;
 using seriema::hex::gtp_session;
 using seriema::hex::hex;
 using seriema::hex::progress_bar;
+using seriema::hex::time_settings;
+using result = seriema::mcts::search_result<hex::move>;
 
-// The fake engine: the first empty cell in reading order. It records the colour it was asked
-// to move for.
+// A search result that chose `move` after `rollouts` rollouts at `win_rate`, spending `seconds`.
+result answer(hex::move move, double seconds = 0, double win_rate = 0.5,
+              std::uint64_t rollouts = 100) {
+  result r;
+  r.best = move;
+  r.win_rate = win_rate;
+  r.moves.push_back({move, rollouts, win_rate * static_cast<double>(rollouts)});
+  r.rollouts = rollouts;
+  r.seconds = seconds;
+  return r;
+}
+
+hex::move first_empty(const hex& game, const hex::state& position) {
+  for (int row = 0; row < game.size(); ++row) {
+    for (int column = 0; column < game.size(); ++column) {
+      if (game.cell(position, row, column) == seriema::mcts::nobody) return game.at(row, column);
+    }
+  }
+  throw std::logic_error("no empty cell");
+}
+
+// The fake engine: the first empty cell in reading order, found at once. It records the colour
+// it was asked to move for.
 struct first_empty_cell {
   seriema::mcts::player* asked_for;
-  hex::move operator()(const hex& game, const hex::state& position) const {
+  result operator()(const hex& game, const hex::state& position, double) const {
     *asked_for = game.to_move(position);
-    for (int row = 0; row < game.size(); ++row) {
-      for (int column = 0; column < game.size(); ++column) {
-        if (game.cell(position, row, column) == seriema::mcts::nobody) return game.at(row, column);
-      }
-    }
-    throw std::logic_error("no empty cell");
+    return answer(first_empty(game, position));
   }
 };
 
@@ -89,11 +112,11 @@ TEST_F(gtp_test, lists_every_command_one_per_line_and_knows_each) {
   EXPECT_EQ(send("list_commands"),
             "= protocol_version\nname\nversion\nknown_command\nlist_commands\nboardsize\n"
             "clear_board\nplay\ngenmove\nshowboard\nfinal_score\nundo\nquit\n"
-            "hexgui-analyze_commands\n\n");
+            "time_settings\ntime_left\nparam_game\nhexgui-analyze_commands\n\n");
   for (const char* command : {"protocol_version", "name", "version", "known_command",
                               "list_commands", "boardsize", "clear_board", "play", "genmove",
-                              "showboard", "final_score", "undo", "quit",
-                              "hexgui-analyze_commands"}) {
+                              "showboard", "final_score", "undo", "quit", "time_settings",
+                              "time_left", "param_game", "hexgui-analyze_commands"}) {
     EXPECT_EQ(send(std::string("known_command ") + command), "= true\n\n") << command;
   }
 }
@@ -102,10 +125,12 @@ TEST_F(gtp_test, lists_every_command_one_per_line_and_knows_each) {
 // command named there is one the session knows.
 TEST_F(gtp_test, offers_hexgui_its_analyze_commands) {
   const std::string answer = send("hexgui-analyze_commands");
-  EXPECT_EQ(answer, "= string/Show Board/showboard\nstring/Final Score/final_score\n\n");
+  EXPECT_EQ(answer,
+            "= param/Game Param/param_game\nstring/Show Board/showboard\n"
+            "string/Final Score/final_score\n\n");
   EXPECT_EQ(send("hexgui-analyze_commands now"),
             "? syntax error: expected hexgui-analyze_commands\n\n");
-  for (const char* command : {"showboard", "final_score"}) {
+  for (const char* command : {"param_game", "showboard", "final_score"}) {
     EXPECT_EQ(send(std::string("known_command ") + command), "= true\n\n") << command;
   }
 }
@@ -236,14 +261,14 @@ TEST_F(gtp_test, genmove_plays_and_names_the_engine_move_for_the_colour_asked) {
 }
 
 TEST(gtp_engine, a_bad_or_failing_engine_is_answered_with_an_error) {
-  gtp_session cheat{[](const hex& game, const hex::state&) { return game.at(0, 0); }, "cheat",
-                    "0", 3};
+  gtp_session cheat{[](const hex& game, const hex::state&, double) { return answer(game.at(0, 0)); },
+                    "cheat", "0", 3};
   EXPECT_EQ(cheat.handle("genmove b"), "= a1\n\n");
   const hex::state before = cheat.position();
   EXPECT_EQ(cheat.handle("genmove w"), "? engine chose an illegal move\n\n");
   EXPECT_TRUE(same_position(cheat.position(), before));
 
-  gtp_session failing{[](const hex&, const hex::state&) -> hex::move {
+  gtp_session failing{[](const hex&, const hex::state&, double) -> result {
                         throw std::runtime_error("out of ideas");
                       },
                       "failing", "0", 3};
@@ -275,7 +300,6 @@ TEST_F(gtp_test, final_score_names_the_connected_player_and_ends_the_game) {
 
   const hex::state over = session_.position();
   EXPECT_EQ(send("play w c1"), "? game is over\n\n");
-  EXPECT_EQ(send("genmove w"), "? game is over\n\n");
   EXPECT_EQ(send("play w swap-pieces"), "? game is over\n\n");
   EXPECT_EQ(send("play w a0"), "? syntax error: invalid move text 'a0'\n\n");
   EXPECT_TRUE(same_position(session_.position(), over));
@@ -291,7 +315,7 @@ TEST_F(gtp_test, final_score_names_the_connected_player_and_ends_the_game) {
     ASSERT_EQ(send(line), "= \n\n") << line;
   }
   EXPECT_EQ(send("final_score"), "= W+\n\n");
-  EXPECT_EQ(send("genmove b"), "? game is over\n\n");
+  EXPECT_EQ(send("play b c1"), "? game is over\n\n");
 }
 
 TEST_F(gtp_test, undo_takes_back_plays_and_genmoves_one_at_a_time) {
@@ -354,6 +378,308 @@ TEST_F(gtp_test, any_input_gets_a_well_framed_answer) {
     EXPECT_EQ(response.find("\n\n"), response.size() - 2) << line;
     if (session_.quit_requested()) break;
   }
+}
+
+// A finished game on 3x3: black joined top and bottom down column a.
+void finish_as_black(gtp_session& session) {
+  for (const char* line : {"play b a1", "play w b1", "play b a2", "play w b2", "play b a3"}) {
+    ASSERT_EQ(session.handle(line), "= \n\n") << line;
+  }
+}
+
+// After the end, genmove answers resign for either colour (as MoHex does), without asking the
+// engine or touching the position; play accepts resign (a controller passing the loser's
+// answer on) and nothing else.
+TEST_F(gtp_test, genmove_after_the_end_resigns_for_either_colour) {
+  finish_as_black(session_);
+  const hex::state over = session_.position();
+  asked_for_ = seriema::mcts::nobody;
+  EXPECT_EQ(send("genmove w"), "= resign\n\n");
+  EXPECT_EQ(send("3 genmove b"), "=3 resign\n\n");
+  EXPECT_EQ(asked_for_, seriema::mcts::nobody);
+  EXPECT_TRUE(same_position(session_.position(), over));
+  EXPECT_EQ(send("play w resign"), "= \n\n");
+  EXPECT_EQ(send("play W RESIGN"), "= \n\n");
+  EXPECT_EQ(send("play w c1"), "? game is over\n\n");
+  EXPECT_EQ(send("final_score"), "= B+\n\n");
+  EXPECT_TRUE(same_position(session_.position(), over));
+  EXPECT_EQ(send("genmove x"), "? syntax error: invalid color 'x'\n\n");
+  // One undo takes back the winning move: resign answers left no trace in the history.
+  EXPECT_EQ(send("undo"), "= \n\n");
+  EXPECT_EQ(send("final_score"), "? game not over\n\n");
+}
+
+// An engine whose search ends at a given win rate and rollout count.
+struct judged_engine {
+  double* win_rate;
+  std::uint64_t* rollouts;
+  result operator()(const hex& game, const hex::state& position, double) const {
+    return answer(first_empty(game, position), 0, *win_rate, *rollouts);
+  }
+};
+
+class resign_test : public testing::Test {
+ protected:
+  double win_rate_ = 0;
+  std::uint64_t rollouts_ = 1000;
+  gtp_session session_{judged_engine{&win_rate_, &rollouts_}, "e", "0",
+                       gtp_options{.size = 3, .resign_threshold = 0.1}};
+
+  void play_opening(int moves) {
+    const char* lines[] = {"play b c1", "play w c2", "play b c3"};
+    for (int i = 0; i < moves; ++i) ASSERT_EQ(session_.handle(lines[i]), "= \n\n");
+  }
+};
+
+TEST_F(resign_test, resigns_below_the_threshold_with_enough_rollouts_and_moves) {
+  play_opening(3);
+  const hex::state before = session_.position();
+  win_rate_ = 0.0999;
+  EXPECT_EQ(session_.handle("genmove w"), "= resign\n\n");
+  EXPECT_TRUE(same_position(session_.position(), before));
+  // The threshold itself is not below it.
+  win_rate_ = 0.1;
+  EXPECT_EQ(session_.handle("genmove w"), "= a1\n\n");
+  EXPECT_EQ(session_.handle("undo"), "= \n\n");
+  EXPECT_TRUE(same_position(session_.position(), before));
+}
+
+TEST_F(resign_test, does_not_resign_without_confidence_or_in_the_first_moves) {
+  play_opening(3);
+  win_rate_ = 0;
+  rollouts_ = 999;  // too few rollouts to trust
+  EXPECT_EQ(session_.handle("genmove w"), "= a1\n\n");
+  ASSERT_EQ(session_.handle("clear_board"), "= \n\n");
+  play_opening(2);  // fewer moves than the board's size
+  rollouts_ = 100000;
+  EXPECT_EQ(session_.handle("genmove b"), "= a1\n\n");
+}
+
+TEST(gtp_resign, a_threshold_of_zero_never_resigns) {
+  double win_rate = 0;
+  std::uint64_t rollouts = 100000;
+  gtp_session session{judged_engine{&win_rate, &rollouts}, "e", "0",
+                      gtp_options{.size = 3, .resign_threshold = 0}};
+  for (const char* line : {"play b c1", "play w c2", "play b c3"}) {
+    ASSERT_EQ(session.handle(line), "= \n\n");
+  }
+  EXPECT_EQ(session.handle("genmove w"), "= a1\n\n");
+}
+
+TEST_F(gtp_test, time_settings_sets_both_clocks_and_refuses_malformed_arguments) {
+  EXPECT_FALSE(session_.clock_set());
+  EXPECT_EQ(send("time_settings 60 0 0"), "= \n\n");
+  EXPECT_TRUE(session_.clock_set());
+  EXPECT_EQ(session_.clock(1).seconds, 60);
+  EXPECT_EQ(session_.clock(2).stones, 0);
+  EXPECT_EQ(send("2 time_settings 0 10 5"), "=2 \n\n");  // byo-yomi only: starts in a period
+  EXPECT_EQ(session_.clock(2).seconds, 10);
+  EXPECT_EQ(session_.clock(2).stones, 5);
+  EXPECT_EQ(send("time_settings 1.5 0 0"), "= \n\n");
+  EXPECT_EQ(session_.clock(1).seconds, 1.5);
+  EXPECT_EQ(send("time_settings 0 1 0"), "= \n\n");  // GTP 2: no time limits
+  EXPECT_FALSE(session_.clock_set());
+
+  const std::string usage =
+      "? syntax error: expected time_settings MAIN_TIME BYO_YOMI_TIME BYO_YOMI_STONES "
+      "(seconds, seconds, moves)\n\n";
+  for (const char* line : {"time_settings", "time_settings 60 0", "time_settings 60 0 0 0",
+                           "time_settings -1 0 0", "time_settings 60 -5 1",
+                           "time_settings 60 0 -1", "time_settings x 0 0",
+                           "time_settings 60 10 1.5", "time_settings inf 0 0",
+                           "time_settings nan 0 0", "time_settings 1e3 0 0"}) {
+    EXPECT_EQ(send(line), usage) << line;
+  }
+  EXPECT_EQ(send("time_settings 60 0 5"), "? byo-yomi stones without byo-yomi time\n\n");
+  EXPECT_FALSE(session_.clock_set());
+}
+
+TEST_F(gtp_test, time_left_states_one_colours_clock_and_refuses_malformed_arguments) {
+  EXPECT_EQ(send("time_left b 30 0"), "= \n\n");
+  EXPECT_TRUE(session_.clock_set());
+  EXPECT_EQ(session_.clock(1).seconds, 30);
+  EXPECT_EQ(send("time_left white 12 3"), "= \n\n");
+  EXPECT_EQ(session_.clock(2).seconds, 12);
+  EXPECT_EQ(session_.clock(2).stones, 3);
+  const std::string usage = "? syntax error: expected time_left COLOR TIME STONES\n\n";
+  for (const char* line : {"time_left", "time_left b", "time_left b 30", "time_left b 30 0 1",
+                           "time_left x 30 0", "time_left b -1 0", "time_left b 30 -2",
+                           "time_left b thirty 0", "time_left b 30 1.5"}) {
+    EXPECT_EQ(send(line), usage) << line;
+  }
+  EXPECT_EQ(session_.clock(1).seconds, 30);
+}
+
+// An engine that spends every second it is given and splits its visits as told, recording the
+// budgets it was asked for.
+struct clocked_engine {
+  std::vector<double>* budgets;
+  bool close_call;  // the best and second moves get nearly equal visits
+  result operator()(const hex& game, const hex::state& position, double seconds) const {
+    budgets->push_back(seconds);
+    result r = answer(first_empty(game, position), seconds, 0.5, 1000);
+    if (close_call) r.moves.push_back({static_cast<hex::move>(r.best + 1), 900, 450});
+    return r;
+  }
+};
+
+TEST(gtp_clock, genmove_searches_for_the_planned_budget_and_charges_the_clock) {
+  std::vector<double> budgets;
+  gtp_session session{clocked_engine{&budgets, false}, "e", "0", gtp_options{.size = 5}};
+  EXPECT_EQ(session.handle("genmove b"), "= a1\n\n");
+  ASSERT_EQ(budgets.size(), 1U);
+  EXPECT_EQ(budgets[0], 0);  // no clock: the engine's own budget
+
+  ASSERT_EQ(session.handle("time_settings 20 0 0"), "= \n\n");
+  const auto planned = seriema::hex::plan_move_time({20, 0, 0}, {20, 0}, 24);
+  EXPECT_EQ(session.handle("genmove w"), "= b1\n\n");
+  ASSERT_EQ(budgets.size(), 2U);  // not critical: one search
+  EXPECT_DOUBLE_EQ(budgets[1], planned.base);
+  EXPECT_DOUBLE_EQ(session.clock(2).seconds, 20 - planned.base);
+  EXPECT_EQ(session.clock(1).seconds, 20);
+
+  // A new game restarts both clocks.
+  ASSERT_EQ(session.handle("clear_board"), "= \n\n");
+  EXPECT_EQ(session.clock(2).seconds, 20);
+}
+
+TEST(gtp_clock, a_critical_move_is_extended_up_to_the_maximum_once) {
+  std::vector<double> budgets;
+  gtp_session session{clocked_engine{&budgets, true}, "e", "0", gtp_options{.size = 5}};
+  ASSERT_EQ(session.handle("time_left b 20 0"), "= \n\n");
+  const auto planned = seriema::hex::plan_move_time({}, {20, 0}, 25);
+  ASSERT_GT(planned.maximum, planned.base);
+  EXPECT_EQ(session.handle("genmove b"), "= a1\n\n");
+  ASSERT_EQ(budgets.size(), 2U);
+  EXPECT_DOUBLE_EQ(budgets[0], planned.base);
+  EXPECT_DOUBLE_EQ(budgets[1], planned.maximum - planned.base);
+  EXPECT_DOUBLE_EQ(session.clock(1).seconds, 20 - planned.maximum);
+}
+
+TEST(gtp_clock, a_timed_genmove_logs_its_time_and_the_clock) {
+  std::vector<double> budgets;
+  std::ostringstream log;
+  gtp_session session{clocked_engine{&budgets, false}, "e", "0",
+                      gtp_options{.size = 5, .log = &log}};
+  EXPECT_EQ(session.handle("genmove b"), "= a1\n\n");
+  EXPECT_EQ(log.str(), "");  // no clock, no line
+  ASSERT_EQ(session.handle("time_left w 10 2"), "= \n\n");
+  EXPECT_EQ(session.handle("genmove w"), "= b1\n\n");
+  // 2 stones in 10 s: (10 * 0.95 - 0.05) / 2 = 4.725 s, then 5.275 s left for 1 stone.
+  EXPECT_EQ(log.str(), "seriema-hex: genmove w: b1 after 4.72 s, 5.28 s left\n");
+}
+
+TEST(gtp_swap, genmove_may_answer_swap_pieces_as_the_second_move) {
+  auto swapper = [](const hex& game, const hex::state& position, double) {
+    std::vector<hex::move> legal(game.max_moves());
+    legal.resize(game.legal_moves(position, legal));
+    const bool can_swap =
+        std::find(legal.begin(), legal.end(), hex::swap_move) != legal.end();
+    return answer(can_swap ? hex::swap_move : first_empty(game, position));
+  };
+  gtp_session session{swapper, "e", "0", gtp_options{.size = 5, .swap_rule = true}};
+  EXPECT_EQ(session.handle("genmove b"), "= a1\n\n");
+  EXPECT_EQ(session.handle("genmove w"), "= swap-pieces\n\n");
+  EXPECT_TRUE(session.position().swapped);
+  EXPECT_EQ(session.handle("genmove b"), "= b1\n\n");
+}
+
+// param_game is how MoHex's controllers (and HexGui's parameter dialog) read and set the swap
+// rule; the rule holds from the next move on.
+TEST_F(gtp_test, param_game_reads_and_sets_the_swap_rule) {
+  EXPECT_EQ(send("param_game"), "= \n[bool] allow_swap 0\n\n");
+  ASSERT_EQ(send("play b b2"), "= \n\n");
+  EXPECT_EQ(send("play w swap-pieces"), "? illegal move\n\n");
+  EXPECT_EQ(send("param_game allow_swap 1"), "= \n\n");
+  EXPECT_EQ(send("param_game"), "= \n[bool] allow_swap 1\n\n");
+  EXPECT_EQ(send("play w swap-pieces"), "= \n\n");
+  EXPECT_TRUE(session_.position().swapped);
+  ASSERT_EQ(send("boardsize 4"), "= \n\n");
+  EXPECT_TRUE(session_.game().swap_rule());  // kept across games and sizes
+  EXPECT_EQ(send("param_game allow_swap false"), "= \n\n");
+  EXPECT_FALSE(session_.game().swap_rule());
+
+  EXPECT_EQ(send("param_game allow_swap"), "? syntax error: expected param_game [NAME VALUE]\n\n");
+  EXPECT_EQ(send("param_game allow_swap 2"), "? syntax error: allow_swap takes 0 or 1\n\n");
+  EXPECT_EQ(send("param_game game_time 60"), "? unknown parameter: game_time\n\n");
+}
+
+using seriema::hex::after_move;
+using seriema::hex::plan_move_time;
+using seriema::hex::worth_extending;
+
+TEST(time_control, main_time_is_shared_over_the_moves_still_expected) {
+  // 100 s, 121 empty cells: ceil(121 / 4) = 31 moves; (100 * 0.95 - 0.05) s usable.
+  const auto budget = plan_move_time({100, 0, 0}, {100, 0}, 121);
+  EXPECT_DOUBLE_EQ(budget.base, 94.95 / 31);
+  EXPECT_DOUBLE_EQ(budget.maximum, 2 * 94.95 / 31);
+  // Late in the game: never planned for fewer than 2 moves, and never over half of the usable.
+  const auto late = plan_move_time({100, 0, 0}, {10, 0}, 3);
+  EXPECT_DOUBLE_EQ(late.base, 9.45 / 2);
+  EXPECT_DOUBLE_EQ(late.maximum, 9.45 / 2);
+}
+
+TEST(time_control, byo_yomi_is_shared_over_the_stones_of_the_period) {
+  const time_settings canadian{0, 10, 5};
+  const auto budget = plan_move_time(canadian, {10, 5}, 100);
+  EXPECT_DOUBLE_EQ(budget.base, 9.45 / 5);
+  EXPECT_DOUBLE_EQ(budget.maximum, 2 * 9.45 / 5);
+  const auto last = plan_move_time(canadian, {4, 1}, 100);  // the period's last stone
+  EXPECT_DOUBLE_EQ(last.base, 4 * 0.95 - 0.05);
+  EXPECT_DOUBLE_EQ(last.maximum, last.base);
+  // Main time nearly spent with a byo-yomi to follow: the byo-yomi's rate is affordable.
+  const auto ending = plan_move_time({60, 10, 5}, {0.5, 0}, 100);
+  EXPECT_DOUBLE_EQ(ending.base, 9.5 / 5 - 0.05);
+}
+
+TEST(time_control, an_empty_clock_still_allows_the_least_search) {
+  const auto budget = plan_move_time({10, 0, 0}, {0, 0}, 50);
+  EXPECT_DOUBLE_EQ(budget.base, seriema::hex::time_policy{}.min_seconds);
+  EXPECT_DOUBLE_EQ(budget.maximum, budget.base);
+}
+
+TEST(time_control, a_move_is_critical_when_the_search_did_not_settle) {
+  using stats = seriema::mcts::move_statistics<hex::move>;
+  const std::vector<stats> settled{{1, 800, 400}, {2, 100, 40}, {3, 100, 30}};
+  EXPECT_FALSE(worth_extending(settled));
+  const std::vector<stats> close{{1, 500, 250}, {2, 375, 180}, {3, 125, 30}};
+  EXPECT_TRUE(worth_extending(close));  // the runner-up has 75% of the best's visits
+  const std::vector<stats> not_close{{1, 500, 250}, {2, 374, 180}, {3, 126, 30}};
+  EXPECT_FALSE(worth_extending(not_close));
+  std::vector<stats> spread;  // the best has under 30% of the visits
+  for (hex::move m = 0; m < 10; ++m) spread.push_back({m, m == 0 ? 250U : 100U, 10});
+  EXPECT_TRUE(worth_extending(spread));
+  EXPECT_FALSE(worth_extending(std::vector<stats>{{1, 10, 5}}));  // one move: no choice
+}
+
+TEST(time_control, each_move_is_charged_to_the_clock_through_main_time_and_byo_yomi) {
+  const time_settings canadian{10, 6, 2};
+  clock_state clock = after_move(canadian, {10, 0}, 4);
+  EXPECT_DOUBLE_EQ(clock.seconds, 6);
+  EXPECT_EQ(clock.stones, 0);
+  clock = after_move(canadian, clock, 7);  // main time ends 1 s into the first period
+  EXPECT_DOUBLE_EQ(clock.seconds, 5);
+  EXPECT_EQ(clock.stones, 1);
+  clock = after_move(canadian, clock, 2);  // the period's last stone: a new period starts
+  EXPECT_DOUBLE_EQ(clock.seconds, 6);
+  EXPECT_EQ(clock.stones, 2);
+  // Absolute time runs out and stays at 0.
+  clock = after_move({5, 0, 0}, {5, 0}, 6);
+  EXPECT_DOUBLE_EQ(clock.seconds, 0);
+  EXPECT_EQ(clock.stones, 0);
+}
+
+TEST(time_control, two_searches_merge_into_one_result) {
+  result a = answer(1, 1.0, 0.5, 100);
+  a.moves.push_back({2, 80, 60});
+  result b = answer(2, 0.5, 0.6, 50);
+  const result both = seriema::hex::merged(a, b);
+  ASSERT_EQ(both.moves.size(), 2U);
+  EXPECT_EQ(both.best, 2);  // 130 visits against 100
+  EXPECT_EQ(both.moves[0].visits, 130U);
+  EXPECT_DOUBLE_EQ(both.win_rate, 90.0 / 130);
+  EXPECT_EQ(both.rollouts, 150U);
+  EXPECT_DOUBLE_EQ(both.seconds, 1.5);
 }
 
 // The contents of a temporary file written so far.
