@@ -2,7 +2,8 @@
 # seriema-hex as a user runs it, over 2 processes: analyze finds the one winning move of a
 # position, play finishes a game against the random player, and a scripted GTP session gets the
 # right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
-# shows the search options.
+# shows the search options; genmove resigns a lost position (and only with confidence) and
+# answers resign once the game is over; under a GTP clock the moves come within it.
 #   seriema_hex_test.sh <seriema-run> <seriema-hex> [launcher options...]
 set -euo pipefail
 run=$1
@@ -39,9 +40,84 @@ done
 move=$(grep -E '^= [a-e][1-5]$' <<<"$out" | head -1 | cut -c3-)
 [[ -n $move && $move != c3 ]] || fail "genmove w did not answer a free cell: '$move'"
 grep -q '^? game not over' <<<"$out" || fail "final_score before the end was not an error"
-# gtp --help shows the search options that matter there (they are program-wide options).
+# gtp --help shows the search options that matter there (program-wide ones and its own).
 help=$("$hex" gtp --help)
-for option in --rollouts --seconds --exploration --seed; do
+for option in --rollouts --seconds --exploration --seed --resign-threshold time_settings; do
   grep -q -- "$option" <<<"$help" || fail "gtp --help does not show $option"
 done
+
+# Resignation and the end of the game (docs/mcts.md). Black's b1 b2 b3 on 4x4 threaten a4 and
+# b4 at once: white is lost, and 3000 rollouts see it (about 5% for white's best move).
+lost=$'boardsize 4\nplay b b1\nplay w a1\nplay b b2\nplay w d4\nplay b b3\n'
+end=$'final_score\nplay w b4\nplay b a4\ngenmove w\ngenmove b\nplay w resign\nfinal_score\nquit\n'
+out=$(printf '%s' "${lost}5 genmove w"$'\n'"$end" |
+      "${launch[@]}" "$hex" gtp --rollouts 3000 --quiet --resign-threshold 0.2)
+echo "$out"
+answers=$(grep -E '^[=?]' <<<"$out" | tr '\n' '|')
+expected='= |= |= |= |= |= |=5 resign|? game not over|= |= |= resign|= resign|= |= B+|= |'
+[[ $answers == "$expected" ]] || fail "resign session answered '$answers', not '$expected'"
+# Without confidence (under 1000 rollouts), or with --resign-threshold 0, white plays on.
+for options in "--rollouts 500" "--rollouts 3000 --resign-threshold 0"; do
+  # shellcheck disable=SC2086
+  out=$(printf '%s' "${lost}genmove w"$'\nquit\n' | "${launch[@]}" "$hex" gtp $options --quiet)
+  grep -Eq '^= [a-d][1-4]$' <<<"$out" || fail "gtp $options resigned or failed: $out"
+done
+
+# Under a clock, driven one command at a time so that each genmove is timed here.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# No resignation here: the game goes to its end (resigning is checked above).
+coproc ENGINE { "${launch[@]}" "$hex" gtp --size 5 --quiet --resign-threshold 0 2>"$log"; }
+# ask COMMAND: its answer's first line in $answer, the seconds it took in $took.
+ask() {
+  local start=$EPOCHREALTIME line
+  printf '%s\n' "$1" >&"${ENGINE[1]}"
+  answer=""
+  while true; do
+    IFS= read -r -t 120 line <&"${ENGINE[0]}" || fail "no answer to '$1' within 120 s"
+    [[ -z $line && -n $answer ]] && break
+    [[ -z $answer ]] && answer=$line
+  done
+  took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+}
+# within SECONDS LIMIT WHAT: fails unless SECONDS <= LIMIT.
+within() { awk -v t="$1" -v l="$2" 'BEGIN { exit !(t <= l) }' || fail "$3 took $1 s, over $2 s"; }
+ask "name"  # the job has started
+ask "time_settings 4 0 0"
+[[ $answer == "= " ]] || fail "time_settings answered '$answer'"
+# A whole 5x5 game under 4 s of absolute time each. Every move is charged to the engine's own
+# clock; the slack (0.3 s a side) is for the pipes and the search's end across 2 processes.
+declare -A spent=([b]=0 [w]=0)
+moves=0
+for ((turn = 0; turn < 25; ++turn)); do
+  colour=$([[ $((turn % 2)) == 0 ]] && echo b || echo w)
+  ask "genmove $colour"
+  [[ $answer == "= resign" ]] && break
+  [[ $answer =~ ^=\ ([a-e][1-5]|swap-pieces)$ ]] || fail "timed genmove answered '$answer'"
+  spent[$colour]=$(awk -v s="${spent[$colour]}" -v t="$took" 'BEGIN { print s + t }')
+  moves=$((moves + 1))
+done
+echo "timed game: $moves moves; black ${spent[b]} s, white ${spent[w]} s of 4 s each"
+((moves >= 9)) || fail "the timed game ended after $moves moves"
+ask "final_score"
+[[ $answer =~ ^=\ [BW]\+$ ]] || fail "the timed game did not end: final_score '$answer'"
+within "${spent[b]}" 4.3 "black's timed game"
+within "${spent[w]}" 4.3 "white's timed game"
+# time_left states the clock: 1 s left allows at most half of the usable 0.9 s.
+ask "clear_board"
+ask "time_left b 1 0"
+ask "genmove b"
+[[ $answer =~ ^=\ [a-e][1-5]$ ]] || fail "genmove with 1 s left answered '$answer'"
+within "$took" 0.75 "genmove b with 1 s left"
+# Canadian byo-yomi: 2 moves in 2 s.
+ask "time_settings 0 2 2"
+ask "genmove w"
+first=$took
+ask "genmove w"
+within "$(awk -v a="$first" -v b="$took" 'BEGIN { print a + b }')" 2.3 "a byo-yomi period"
+ask "quit"
+wait "$ENGINE_PID" || fail "the timed gtp session failed"
+grep -Eq '^seriema-hex: genmove w: [a-e][1-5] after [0-9.]+ s, [0-9.]+ s left$' "$log" ||
+  fail "no clock log line: $(cat "$log")"
+cat "$log"
 echo "seriema_hex_test: ok"
