@@ -5,7 +5,7 @@ The baseline is the textbook UCT of issue 23: one random rollout per simulation,
 c = 1.4 on values in [-1, 1], the move by visit count, no solver. Colours alternate (seriema-hex
 is black in even games). Every game is checked twice: OpenSpiel's returns and seriema-hex's
 `final_score` must name the same winner, else the script stops with an error (the two programs'
-boards or rules disagree).
+boards or rules disagree). seriema-hex runs with --resign-threshold 0, so games end on the board.
 
     bench/hex_match.py --engine "build/games/hex/seriema-hex --quiet --rollouts 1000 --playouts 1" \
         --games 100 --simulations 1000 [--size 11] [--seed 1] [--json out.json]
@@ -25,11 +25,15 @@ import pyspiel
 
 
 class GtpEngine:
-    """One seriema-hex gtp process; each command's answer is checked."""
+    """One seriema-hex gtp process; each command's answer is checked.
+
+    Resigning is off (--resign-threshold 0): every game is played to its end, so that both
+    programs' boards can name the winner."""
 
     def __init__(self, command):
-        self.proc = subprocess.Popen(shlex.split(command) + ["gtp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = subprocess.Popen(shlex.split(command) + ["gtp", "--resign-threshold", "0"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     bufsize=1)
 
     def ask(self, line):
         self.proc.stdin.write(line + "\n")
@@ -77,6 +81,9 @@ def play_one(game, engine, bot, engine_black, size):
             engine_times.append(time.perf_counter() - start)
             by_name = {state.action_to_string(state.current_player(), a): a
                        for a in state.legal_actions()}
+            if name == "resign":
+                raise RuntimeError("seriema-hex resigned, although started with "
+                                   "--resign-threshold 0")
             if name not in by_name:
                 raise RuntimeError(f"seriema-hex played {name!r}, not a legal move here")
             state.apply_action(by_name[name])
