@@ -8,6 +8,7 @@
 #include <array>
 #include <bit>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <istream>
@@ -342,13 +343,24 @@ gtp_session::reply gtp_session::genmove(const std::vector<std::string_view>& arg
 }
 
 mcts::search_result<hex::move> gtp_session::search(const hex::state& position) {
-  if (!clock_set_) return genmove_(game_, position, 0);
+  if (!clock_set_) return timed_search(position, 0);
   const time_budget budget =
       plan_move_time(time_settings_, clocks_[position.to_move - 1], empty_cells(position));
-  mcts::search_result<hex::move> first = genmove_(game_, position, budget.base);
+  mcts::search_result<hex::move> first = timed_search(position, budget.base);
   const double more = budget.maximum - first.seconds;
   if (more < time_policy{}.min_seconds || !worth_extending(first.moves)) return first;
-  return merged(first, genmove_(game_, position, more));
+  return merged(first, timed_search(position, more));
+}
+
+mcts::search_result<hex::move> gtp_session::timed_search(const hex::state& position,
+                                                         double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  mcts::search_result<hex::move> result = genmove_(game_, position, seconds);
+  // What the clock is charged: the search's own time, or more as seen from here (the search
+  // command's travel to the other ranks and the collectives after it count too).
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  result.seconds = std::max(result.seconds, took.count());
+  return result;
 }
 
 bool gtp_session::should_resign(const mcts::search_result<hex::move>& result) const noexcept {

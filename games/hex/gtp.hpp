@@ -76,6 +76,8 @@ class gtp_session {
   // The engine's search for `position`, extended once when the clock allows and the first
   // search leaves the choice open.
   mcts::search_result<hex::move> search(const hex::state& position);
+  // One engine call, its seconds the longer of its own measure and the wall time seen here.
+  mcts::search_result<hex::move> timed_search(const hex::state& position, double seconds);
   [[nodiscard]] bool should_resign(const mcts::search_result<hex::move>& result) const noexcept;
   void reset(int size);
   [[nodiscard]] bool game_over() const noexcept;
