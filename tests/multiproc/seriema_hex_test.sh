@@ -3,7 +3,8 @@
 # position, play finishes a game against the random player, and a scripted GTP session gets the
 # right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
 # shows the search options; genmove resigns a lost position (and only with confidence) and
-# answers resign once the game is over; under a GTP clock the moves come within it.
+# answers resign once the game is over; the swap rule set by param_game is used and accepted;
+# under a GTP clock the moves come within it.
 #   seriema_hex_test.sh <seriema-run> <seriema-hex> [launcher options...]
 set -euo pipefail
 run=$1
@@ -62,6 +63,16 @@ for options in "--rollouts 500" "--rollouts 3000 --resign-threshold 0"; do
   out=$(printf '%s' "${lost}genmove w"$'\nquit\n' | "${launch[@]}" "$hex" gtp $options --quiet)
   grep -Eq '^= [a-d][1-4]$' <<<"$out" || fail "gtp $options resigned or failed: $out"
 done
+
+# The swap rule, set as MoHex's controllers set it: after black's centre on 5x5 the search
+# swaps (about 60% for swap-pieces against under 50% for any cell), and play accepts the swap.
+swap=$'boardsize 5\nparam_game allow_swap 1\nparam_game\nplay b c3\ngenmove w\nundo\n'
+swap+=$'play w swap-pieces\ngenmove b\nquit\n'
+out=$(printf '%s' "$swap" | "${launch[@]}" "$hex" gtp --rollouts 3000 --quiet)
+echo "$out"
+answers=$(grep -E '^[=?]|^\[' <<<"$out" | tr '\n' '|')
+[[ $answers =~ ^'= |= |= |[bool] allow_swap 1|= |= swap-pieces|= |= |= '[a-e][1-5]'|= |'$ ]] ||
+  fail "swap session answered '$answers'"
 
 # Under a clock, driven one command at a time so that each genmove is timed here.
 log=$(mktemp)
