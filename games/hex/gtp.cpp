@@ -234,6 +234,14 @@ gtp_session::reply gtp_session::dispatch(std::string_view command,
     if (!args.empty()) return usage("hexgui-analyze_commands");
     return {true, std::string(hexgui_analyze_commands)};
   }
+  return dispatch_game(command, args);
+}
+
+gtp_session::reply gtp_session::dispatch_game(std::string_view command,
+                                              const std::vector<std::string_view>& args) {
+  const auto usage = [](std::string_view form) {
+    return reply{false, "syntax error: expected " + std::string(form)};
+  };
   if (command == "boardsize") return boardsize(args);
   if (command == "clear_board") {
     if (!args.empty()) return usage("clear_board");

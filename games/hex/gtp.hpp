@@ -65,7 +65,9 @@ class gtp_session {
     bool success;
     std::string text;
   };
+  // The protocol's own commands; the others go on to dispatch_game (the board, the clock).
   reply dispatch(std::string_view command, const std::vector<std::string_view>& args);
+  reply dispatch_game(std::string_view command, const std::vector<std::string_view>& args);
   reply boardsize(const std::vector<std::string_view>& args);
   reply play(const std::vector<std::string_view>& args);
   reply genmove(const std::vector<std::string_view>& args);
