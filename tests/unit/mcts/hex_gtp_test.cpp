@@ -508,6 +508,11 @@ TEST_F(gtp_test, time_left_states_one_colours_clock_and_refuses_malformed_argume
     EXPECT_EQ(send(line), usage) << line;
   }
   EXPECT_EQ(session_.clock(1).seconds, 30);
+  // A clock only time_left stated is not restarted by a new game (there are no settings to
+  // restart it from); the controller states it again.
+  ASSERT_EQ(send("clear_board"), "= \n\n");
+  EXPECT_TRUE(session_.clock_set());
+  EXPECT_EQ(session_.clock(2).seconds, 12);
 }
 
 // An engine that spends every second it is given and splits its visits as told, recording the
