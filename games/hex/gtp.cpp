@@ -330,10 +330,11 @@ gtp_session::reply gtp_session::genmove(const std::vector<std::string_view>& arg
   }
   const bool resigns = should_resign(result);
   if (options_.log != nullptr && clock_set_) {
+    const std::string answer =
+        resigns ? std::string(resign_answer) : game_.move_name(result.best);
     *options_.log << fmt::format("seriema-hex: genmove {}: {} after {:.2f} s, {:.2f} s left\n",
-                                 *color == 1 ? 'b' : 'w',
-                                 resigns ? std::string(resign_answer) : game_.move_name(result.best),
-                                 result.seconds, clocks_[*color - 1].seconds)
+                                 *color == 1 ? 'b' : 'w', answer, result.seconds,
+                                 clocks_[*color - 1].seconds)
                   << std::flush;
   }
   if (resigns) return {true, std::string(resign_answer)};

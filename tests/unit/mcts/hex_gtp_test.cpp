@@ -261,8 +261,9 @@ TEST_F(gtp_test, genmove_plays_and_names_the_engine_move_for_the_colour_asked) {
 }
 
 TEST(gtp_engine, a_bad_or_failing_engine_is_answered_with_an_error) {
-  gtp_session cheat{[](const hex& game, const hex::state&, double) { return answer(game.at(0, 0)); },
-                    "cheat", "0", 3};
+  gtp_session cheat{
+      [](const hex& game, const hex::state&, double) { return answer(game.at(0, 0)); }, "cheat",
+      "0", 3};
   EXPECT_EQ(cheat.handle("genmove b"), "= a1\n\n");
   const hex::state before = cheat.position();
   EXPECT_EQ(cheat.handle("genmove w"), "? engine chose an illegal move\n\n");
