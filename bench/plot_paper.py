@@ -54,13 +54,28 @@ def mpi_rate(mpi, mode, size):
     return None
 
 
-def floor_rate(floor, size):
-    if floor is None:
+def floor_rate(floors, size):
+    """The ring's records/s at `size`: the median over the repetitions of every ring_floor run
+    given (run-paper.sh measures it right before and right after invoke_rate, so that a slow or
+    fast spell of the VM weighs on both sides of the ratio)."""
+    rates = []
+    for floor in floors:
+        for p in floor["points"]:
+            if p["size"] == size:
+                per_rep = p["records"] / len(p["seconds"]) if p.get("seconds") else None
+                rates += [per_rep / t for t in p.get("seconds", []) if per_rep and t > 0]
+                if not p.get("seconds"):
+                    rates.append(p["records_per_s"])
+    if not rates:
         return None
-    for p in floor["points"]:
-        if p["size"] == size:
-            return p["records_per_s"]
-    return None
+    rates.sort()
+    mid = len(rates) // 2
+    return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
+
+
+def ratio_target(name, measured, baseline, goal):
+    ratio = measured / baseline if measured and baseline else None
+    return {"name": name, "ratio": ratio, "goal": goal, "met": ratio is not None and ratio >= goal}
 
 
 def fmt_rate(v):
@@ -182,16 +197,29 @@ def summary(directory):
                 t, b = rate(free, "trad", s), mpi_rate(mpi, "batched", s)
                 lines.append(f"| {s} B | {fmt_rate(t)} | {fmt_rate(rate(free, 'ovfl', s))} | "
                              f"{fmt_ratio(t, b)} |")
-        floor = load(directory, f"ring_floor-{transport}.json")
-        if floor is not None:
+        floors = [f for f in (load(directory, f"ring_floor-{transport}-before.json"),
+                              load(directory, f"ring_floor-{transport}.json")) if f is not None]
+        floor_sizes = sorted({p["size"] for f in floors for p in f["points"]})
+        if floors:
             add_table(lines, "The same hand-off with no call machinery: a hand-written ring "
-                      "between the two cores (`bench/ring_floor`, same run, measured after "
-                      "`invoke_rate`, so possibly in another spell of the VM).",
+                      "between the two cores (`bench/ring_floor`, same run, right before and "
+                      "right after `invoke_rate`; median of both runs' repetitions).",
                       ["size", "ring records/s", "trad / ring", "write / ring"])
-            for s in sorted({p["size"] for p in floor["points"]}):
-                f = floor_rate(floor, s)
+            for s in floor_sizes:
+                f = floor_rate(floors, s)
                 t, w = rate(data, "trad", s), rate(data, "write", s)
                 lines.append(f"| {s} B | {fmt_rate(f)} | {fmt_ratio(t, f)} | {fmt_ratio(w, f)} |")
+        flush4k = load(directory, f"invoke_rate-{transport}-flush4k.json")
+        if flush4k is not None and mpi is not None:
+            add_table(lines, "trad with `SERIEMA_FLUSH_SIZE=4K` (the MPI baseline's batch size; "
+                      "measured right after) against the default, which over tcp batches "
+                      "32 KiB (`flush_size` auto: batches that travel as write messages).",
+                      ["size", "trad 4K", "trad 4K / MPI 4K batched", "trad auto",
+                       "trad auto / MPI 4K batched"])
+            for s in sorted({p["size"] for p in flush4k["points"]}):
+                t4, t, b = rate(flush4k, "trad", s), rate(data, "trad", s), mpi_rate(mpi, "batched", s)
+                lines.append(f"| {s} B | {fmt_rate(t4)} | {fmt_ratio(t4, b)} | {fmt_rate(t)} | "
+                             f"{fmt_ratio(t, b)} |")
         lines.append("")
         lines.append("| target | measured | goal | |")
         lines.append("|---|---:|---:|---|")
@@ -202,6 +230,20 @@ def summary(directory):
                 ratio = t / b if t and b else None
                 targets.append({"name": f"trad {s} B >= 3 x MPI batched {s} B", "ratio": ratio,
                                 "goal": 3, "met": ratio is not None and ratio >= 3})
+        for s in floor_sizes:
+            f = floor_rate(floors, s)
+            targets.append(ratio_target(f"trad {s} B >= 0.8 x ring {s} B", rate(data, "trad", s),
+                                        f, 0.8))
+            if s == 256:
+                targets.append(ratio_target(f"write {s} B >= 0.5 x ring {s} B",
+                                            rate(data, "write", s), f, 0.5))
+        if flush4k is not None and mpi is not None:
+            for s in sorted({p["size"] for p in flush4k["points"]}):
+                b = mpi_rate(mpi, "batched", s)
+                targets.append(ratio_target(f"trad {s} B, 4 KiB flush, >= 1.0 x MPI 4K batched",
+                                            rate(flush4k, "trad", s), b, 1.0))
+                targets.append(ratio_target(f"trad {s} B, auto flush, >= 1.5 x MPI 4K batched",
+                                            rate(data, "trad", s), b, 1.5))
         if lat is not None and lat.get("raw_rtt_us"):
             for m in lat["modes"]:
                 r = m["ratio_to_raw"]

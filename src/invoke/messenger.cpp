@@ -47,13 +47,29 @@ std::optional<channel> channel_from_string(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+namespace {
+
+// SERIEMA_FLUSH_SIZE: 0 for auto (unset, or "auto"), else the size.
+std::size_t flush_size_from_environment() {
+  const std::optional<std::string> flush = config::raw("SERIEMA_FLUSH_SIZE");
+  if (!flush || *flush == "auto") return 0;
+  try {
+    return config::parse_bytes("SERIEMA_FLUSH_SIZE", *flush);
+  } catch (const config_error&) {
+    throw config_error(fmt::format(
+        "SERIEMA_FLUSH_SIZE={}: expected auto or a size such as 4096, 32K or 64K", *flush));
+  }
+}
+
+}  // namespace
+
 messenger_options messenger_options::from_environment() {
   messenger_options options;
   options.chunk_size = config::get_bytes("SERIEMA_CHUNK_SIZE");
   options.chunks_per_allocation = static_cast<std::uint32_t>(config::get_unsigned(
       "SERIEMA_CHUNKS_PER_ALLOCATION", 1, max_chunks_per_allocation));
   options.max_chunks = static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_MAX_CHUNKS", 1, 4096));
-  options.flush_size = config::get_bytes("SERIEMA_FLUSH_SIZE");
+  options.flush_size = flush_size_from_environment();
   options.exceeding_limit = config::get_bytes("SERIEMA_EXCEEDING_LIMIT");
   options.staging_size = config::get_bytes("SERIEMA_STAGING_SIZE");
   static constexpr std::string_view publish_choices[] = {"auto", "put", "message"};
@@ -83,10 +99,10 @@ void messenger_options::validate() const {
         "SERIEMA_MAX_CHUNKS={}: must be at least SERIEMA_CHUNKS_PER_ALLOCATION ({})", max_chunks,
         chunks_per_allocation));
   }
-  if (flush_size < 64 || flush_size > chunk_size - wire::chunk_header_size) {
+  if (flush_size != 0 && (flush_size < 64 || flush_size > chunk_size - wire::chunk_header_size)) {
     throw config_error(fmt::format(
-        "SERIEMA_FLUSH_SIZE={}: expected 64 bytes .. the chunk's data area ({} bytes)", flush_size,
-        chunk_size - wire::chunk_header_size));
+        "SERIEMA_FLUSH_SIZE={}: expected auto or 64 bytes .. the chunk's data area ({} bytes)",
+        flush_size, chunk_size - wire::chunk_header_size));
   }
   if (exceeding_limit < 4096) {
     throw config_error(fmt::format("SERIEMA_EXCEEDING_LIMIT={}: expected at least 4K",
@@ -467,7 +483,7 @@ void messenger::start_fill(std::size_t index) {
   s.lap = wire::next_lap(s.lap);
   write_offset_ = 0;
   published_ = 0;
-  publish_limit_ = owner_.options().flush_size;
+  publish_limit_ = owner_.options().flush_size_for(by_message_);
 }
 
 void messenger::close_current(bool splice) {

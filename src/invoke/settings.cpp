@@ -10,7 +10,9 @@ constexpr config::setting table[] = {
      "bytes of one messenger chunk in the receiver's zone, header included (8K..2M)"},
     {"SERIEMA_CHUNKS_PER_ALLOCATION", "2", "chunks obtained per allocation service call (1..8)"},
     {"SERIEMA_MAX_CHUNKS", "8", "most chunks one messenger may hold (its ring's maximum)"},
-    {"SERIEMA_FLUSH_SIZE", "4K", "traditional aggregation: bytes batched before a publish"},
+    {"SERIEMA_FLUSH_SIZE", "auto",
+     "traditional aggregation: bytes batched before a publish; auto: 4K, or 32K where batches "
+     "travel as write messages (tcp)"},
     {"SERIEMA_EXCEEDING_LIMIT", "64M",
      "bytes of calls one messenger may queue locally (overflow aggregation, RetryAsync)"},
     {"SERIEMA_EXCEEDING_COPY", "auto",

@@ -54,6 +54,12 @@ seriema_mp_run(mp.invoke_onesided.np2.machines2.small_staging.tcp EXE invoke_one
                NP 2 MACHINES 2 TLS tcp
                ARGS --gtest_filter=*TradRuns*:*AggregatorTo*:*ThrowInARepeated*:*FifoTrad*
                ENV SERIEMA_THREADS=3 SERIEMA_STAGING_SIZE=4K TEST_FIFO_CALLS=200000)
+# An explicit SERIEMA_FLUSH_SIZE wins over the automatic choice on both paths.
+seriema_mp_run(mp.invoke_onesided.np2.flush16k.shm EXE invoke_onesided_mp_test NP 2
+               ARGS --gtest_filter=*TradBatches* ENV SERIEMA_THREADS=3 SERIEMA_FLUSH_SIZE=16K)
+seriema_mp_run(mp.invoke_onesided.np2.machines2.flush16k.tcp EXE invoke_onesided_mp_test NP 2
+               MACHINES 2 TLS tcp ARGS --gtest_filter=*TradBatches*
+               ENV SERIEMA_THREADS=3 SERIEMA_FLUSH_SIZE=16K)
 seriema_mp_run(mp.invoke_stress.np2x2.shm EXE invoke_onesided_mp_test NP 2
                ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
 seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <seriema/base/settings.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/fabric/detail/messages.hpp>
 #include <seriema/transfer/arena.hpp>
@@ -970,6 +971,51 @@ TEST(InvokeOneSided, RemotePublishFollowsTheSetting) {
       }
     }
   });
+}
+
+// A run of trad calls is published in batches of the flush size: SERIEMA_FLUSH_SIZE when set,
+// else 4 KiB to a mapped ring (or by put) and 32 KiB where batches travel as write messages.
+// The batches are counted from the sender's counters: every publish but the last carries at
+// least the flush size, and none carries a closure more.
+TEST(InvokeOneSided, TradBatchesFollowTheFlushSize) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  constexpr std::uint64_t calls = 100000;
+  const std::optional<std::string> setting = seriema::config::raw("SERIEMA_FLUSH_SIZE");
+  std::uint64_t flush = 0;
+  std::uint64_t unit = 0;
+  invoke::messenger_counters sent{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != sender) return;
+    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
+    ASSERT_EQ((invoke::call<channel::write>(ctx, receiver, [](thread_context&) {})),
+              call_status::ok);
+    const invoke::messenger_counters before = m.counters();
+    flush = invoke::channels_of(ctx).options().flush_size_for(m.publishes_by_message());
+    unit = invoke::channels_of(ctx).options().staging_size;
+    if (setting) {
+      EXPECT_EQ(flush, seriema::config::parse_bytes("SERIEMA_FLUSH_SIZE", *setting));
+    } else {
+      EXPECT_EQ(flush, m.publishes_by_message() ? 32768u : 4096u);
+    }
+    invoke::aggregator_to<channel::trad> to(ctx, receiver);
+    for (std::uint64_t seq = 0; seq < calls; ++seq) {
+      ASSERT_EQ(to.call<invoke::policy::retry>(run_call{seq}), call_status::ok);
+    }
+    to.flush();
+    sent = m.counters().since(before);
+  });
+  if (rt.rank() == rt.placement().locate(sender).process) {
+    ASSERT_GT(flush, 0u);
+    EXPECT_EQ(sent.calls, calls);
+    // Early publishes: a full ring's retry, a staging unit's end (staged path), a chunk's end
+    // (2 MiB chunks hold this run twice over: at most one).
+    EXPECT_GE(sent.publishes, sent.bytes / (flush + sizeof(run_call)));
+    EXPECT_LE(sent.publishes, sent.bytes / flush + 2 + sent.full + sent.bytes / unit);
+  }
+  expect_ran_in_order(receiver, calls - 1);
 }
 
 // Write messages (fabric::am_id_write) land only in a live allocation of the receiving process's

@@ -63,13 +63,28 @@ struct messenger_options {
   std::size_t chunk_size = std::size_t{2} << 20;  ///< SERIEMA_CHUNK_SIZE, header included
   std::uint32_t chunks_per_allocation = 2;        ///< SERIEMA_CHUNKS_PER_ALLOCATION, 1..8
   std::uint32_t max_chunks = 8;                   ///< SERIEMA_MAX_CHUNKS, >= chunks_per_allocation
-  std::size_t flush_size = 4096;                  ///< SERIEMA_FLUSH_SIZE (trad)
+  /// SERIEMA_FLUSH_SIZE (trad): unpublished bytes that make a batch due; 0 (auto, the default):
+  /// flush_size_for() picks by path.
+  std::size_t flush_size = 0;
   std::size_t exceeding_limit = std::size_t{64} << 20;  ///< SERIEMA_EXCEEDING_LIMIT
   std::size_t staging_size = std::size_t{256} << 10;    ///< SERIEMA_STAGING_SIZE
   remote_publish publish_remote = remote_publish::automatic;  ///< SERIEMA_REMOTE_PUBLISH
   remote_notice notices_remote = remote_notice::automatic;    ///< SERIEMA_REMOTE_NOTICES
   exceeding_copy copy_exceeding = exceeding_copy::automatic;  ///< SERIEMA_EXCEEDING_COPY
   static constexpr std::uint32_t max_chunks_per_allocation = 8;  ///< bound of chunks_per_allocation
+  /// flush_size auto: where the batch is written into mapped memory or put by RDMA, 4 KiB.
+  static constexpr std::size_t auto_flush_size = 4096;
+  /// flush_size auto where a batch travels as one write message (tcp): each message costs a
+  /// send and its kernel path whatever its size, so batches are 32 KiB (docs/performance.md).
+  static constexpr std::size_t auto_message_flush_size = std::size_t{32} << 10;
+
+  /// The trad batch size of a messenger that publishes by message (`by_message`) or not: the
+  /// setting, else the automatic choice (never past a chunk's data area).
+  [[nodiscard]] std::size_t flush_size_for(bool by_message) const noexcept {
+    if (flush_size != 0) return flush_size;
+    return std::min(by_message ? auto_message_flush_size : auto_flush_size,
+                    chunk_size - wire::chunk_header_size);
+  }
 
   /// Throws config_error naming the setting.
   static messenger_options from_environment();

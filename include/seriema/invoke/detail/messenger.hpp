@@ -433,7 +433,7 @@ class messenger {
   std::uint64_t window_offset_ = 0;  // write_offset_ when a staged window opened
   // Counts the window's openings and closings: a join_view taken before one is stale.
   std::uint64_t window_epoch_ = 0;
-  // write_offset_ at which the trad batch is due (published_ + flush_size, set at each publish
+  // write_offset_ at which the trad batch is due (published_ + flush size, set at each publish
   // and each new fill: a flush size set later applies from the next publish on).
   std::uint64_t publish_limit_ = 0;
   // Remote path: records are serialized into a staging unit and put at publish.
@@ -765,7 +765,7 @@ template <std::size_t Width>
 
 inline void messenger::note_published() noexcept {
   published_ = write_offset_;
-  publish_limit_ = published_ + owner_.options().flush_size;
+  publish_limit_ = published_ + owner_.options().flush_size_for(by_message_);
   ++counters_.publishes;
 }
 
