@@ -62,8 +62,8 @@ def floor_rate(floors, size):
     for floor in floors:
         for p in floor["points"]:
             if p["size"] == size:
-                per_rep = p["records"] / len(p["seconds"]) if p.get("seconds") else None
-                rates += [per_rep / t for t in p.get("seconds", []) if per_rep and t > 0]
+                # "records" is what each repetition moved; "seconds" each repetition's time.
+                rates += [p["records"] / t for t in p.get("seconds", []) if t > 0]
                 if not p.get("seconds"):
                     rates.append(p["records_per_s"])
     if not rates:
