@@ -65,9 +65,12 @@ SERIEMA_PAGES=2m launch 2m || fail "the job failed with SERIEMA_PAGES=2m ($varia
 echo 0 > "$nr" || fail "cannot release the reservation"
 pages=$(info_pages) || fail "seriema-info --json failed"
 echo "huge_pages_test: seriema-info without reservation: $pages"
+# Pages other seriema processes on the machine took while the reservation lasted stay until
+# they exit ("2 MiB: 23 free, the segment needs 32" was seen beside another job): the fallback
+# names how many are free, whatever that number is.
 case "$pages" in
-  "normal pages: "*"2 MiB: 0 free"*"THP: off"*) ;;
-  "transparent huge pages (madvise): "*"2 MiB: 0 free"*) ;;
+  "normal pages: "*"2 MiB: "*" free"*"THP: off"*) ;;
+  "transparent huge pages (madvise): "*"2 MiB: "*" free"*) ;;
   *) fail "seriema-info: expected the fallback with its reasons" ;;
 esac
 launch fallback || fail "the job failed without huge pages ($variant)" "$out"
