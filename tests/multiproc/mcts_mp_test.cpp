@@ -1,5 +1,6 @@
 // Distributed MCTS on Hex across real processes: finds and blocks immediate wins, returns legal
-// moves on every configuration and channel, and frees the whole tree after each move.
+// moves on every configuration and channel, frees the whole tree after each move, and keeps
+// searching within a per-process memory budget.
 #include <gtest/gtest.h>
 
 #include <hex.hpp>
@@ -158,6 +159,45 @@ TEST(DistributedMcts, ATinyTimeBudgetStillNamesALegalMove) {
   EXPECT_GE(result.rollouts, 1u);
   EXPECT_EQ(game.cell(s, result.best / 5, result.best % 5), seriema::mcts::nobody)
       << game.move_name(result.best);
+}
+
+// A 1 MiB budget per process on 11x11: every process stops growing the tree (the pools of
+// the process hold at most the budget, plus the root's block on rank 0), the search still
+// completes its rollouts and says the budget was reached, and the move is legal. A budget
+// not reached says so.
+TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearch) {
+  const hex game(11);
+  distributed_search<hex> search(rt(), game);
+  const auto s = game.initial_state();
+  constexpr std::uint64_t mebibyte = std::uint64_t{1} << 20;
+  auto options = budget(20000);
+  options.playouts_per_leaf = 2;
+  options.memory_budget = mebibyte;
+  const auto bounded = search.search(s, options);
+  EXPECT_EQ(bounded.rollouts, 20000u);
+  EXPECT_TRUE(bounded.memory_budget_reached);
+  EXPECT_EQ(bounded.memory_budget, mebibyte);
+  EXPECT_GE(bounded.memory_budget_reached_seconds, 0.0);
+  EXPECT_LE(bounded.tree_bytes, mebibyte + seriema::mcts::tree_pool::block_bytes);
+  EXPECT_EQ(search.memory().bytes_live(), 0u);
+  EXPECT_EQ(game.cell(s, bounded.best / 11, bounded.best % 11), seriema::mcts::nobody);
+  if (rt().rank() == 0) {
+    std::uint64_t visits = 0;
+    for (const auto& m : bounded.moves) visits += m.visits;
+    EXPECT_EQ(visits, 20000u * 2u);  // rollouts played out without a node count too
+  }
+  const std::uint64_t bounded_nodes = search.last_counters().nodes_created;
+  options.memory_budget = 0;
+  const auto unbounded = search.search(s, options);
+  EXPECT_FALSE(unbounded.memory_budget_reached);
+  EXPECT_GT(unbounded.tree_bytes, mebibyte);
+  EXPECT_LT(bounded_nodes, search.last_counters().nodes_created);
+  options.memory_budget = 64 * mebibyte;
+  options.rollouts = 300;
+  const auto roomy = search.search(s, options);
+  EXPECT_FALSE(roomy.memory_budget_reached);
+  EXPECT_EQ(roomy.memory_budget_reached_rollouts, 0u);
+  EXPECT_EQ(roomy.rollouts, 300u);
 }
 
 // Hex whose playouts throw once the position has `fail_at` stones: a failing game step.

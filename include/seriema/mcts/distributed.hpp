@@ -186,6 +186,7 @@ class distributed_search {
     c.seconds = options.seconds;
     c.exploration = options.exploration;
     c.seed = options.seed;
+    c.memory_budget = options.memory_budget;
     c.root = root;
     return c;
   }
@@ -233,6 +234,10 @@ class distributed_search {
     finish_sent_.store(false);
     aborted_.store(false);
     failure_.clear();
+    memory_.reset_budget(command.memory_budget);
+    budget_noted_.store(false);
+    budget_reached_nanoseconds_ = 0;
+    budget_reached_rollouts_ = 0;
     progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       auto& w = *workers_[i];
@@ -315,6 +320,7 @@ class distributed_search {
       local.playouts += w->playouts;
     }
     local.tree_bytes_allocated = memory_.bytes_live();
+    const memory_report memory = gather_memory_report(local.tree_bytes_allocated);
     for (auto& w : workers_) w->pool.release();  // the tree is gone between moves
     local.tree_bytes_live = memory_.bytes_live();
     counters_.nodes_created = rt_.allreduce_sum(local.nodes_created);
@@ -334,7 +340,63 @@ class distributed_search {
     result.tree_nodes = counters_.nodes_created;
     result.remote_calls = counters_.remote_calls;
     result.seconds = seconds;
+    result.tree_bytes = memory.largest_tree_bytes;
+    result.memory_budget = command.memory_budget;
+    result.memory_budget_reached = memory.reached;
+    result.memory_budget_reached_seconds = memory.reached_seconds;
+    result.memory_budget_reached_rollouts = memory.reached_rollouts;
     return result;
+  }
+
+  /// The memory budget's outcome over every process (collective).
+  struct memory_report {
+    std::uint64_t largest_tree_bytes = 0;
+    bool reached = false;
+    double reached_seconds = 0;  ///< the earliest process's
+    std::uint64_t reached_rollouts = 0;  ///< the root's process's, if it reached its budget
+  };
+  struct memory_record {  ///< what each process contributes
+    std::uint64_t tree_bytes;
+    std::uint64_t reached;
+    std::uint64_t reached_nanoseconds;
+    std::uint64_t reached_rollouts;
+  };
+  memory_report gather_memory_report(std::uint64_t tree_bytes) {
+    const memory_record mine{tree_bytes, budget_noted_.load() ? 1U : 0U,
+                             budget_reached_nanoseconds_, budget_reached_rollouts_};
+    std::vector<memory_record> records{mine};
+    if (rt_.size() > 1) {
+      records.clear();
+      for (const auto& bytes : rt_.allgather(std::as_bytes(std::span(&mine, 1)))) {
+        if (bytes.size() != sizeof(memory_record)) {
+          throw error("distributed_search: a rank sent a malformed memory report");
+        }
+        memory_record r{};
+        std::memcpy(&r, bytes.data(), sizeof r);
+        records.push_back(r);
+      }
+    }
+    memory_report report;
+    std::uint64_t earliest = ~std::uint64_t{0};
+    for (const auto& r : records) {
+      report.largest_tree_bytes = std::max(report.largest_tree_bytes, r.tree_bytes);
+      if (r.reached == 0) continue;
+      report.reached = true;
+      earliest = std::min(earliest, r.reached_nanoseconds);
+    }
+    if (report.reached) report.reached_seconds = static_cast<double>(earliest) * 1e-9;
+    if (records[0].reached != 0) report.reached_rollouts = records[0].reached_rollouts;
+    return report;
+  }
+  /// A pool refused memory: the first time in this search, remember when (and on the root's
+  /// process how many rollouts had completed). Read after the threads stopped.
+  void note_budget_reached() {
+    if (budget_noted_.load(std::memory_order_relaxed) || budget_noted_.exchange(true)) return;
+    budget_reached_nanoseconds_ = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                             start_)
+            .count());
+    if (rt_.rank() == 0) budget_reached_rollouts_ = completed_rollouts();
   }
 
   // ---- the threads' loop: serve calls, simulate, start rollouts (root process only) ----
@@ -502,7 +564,13 @@ class distributed_search {
   /// Selection from n downward, taken directly while the nodes are reachable from here.
   void select(fabric::thread_context& me, worker& w, node* n) {
     for (;;) {
-      table& t = edges_of(w, n);
+      table* edges = edges_of(w, n);
+      if (edges == nullptr) {  // no room for its edges (memory budget): n is the leaf
+        note_budget_reached();
+        simulation_queue_for(w).enqueue(n);
+        return;
+      }
+      table& t = *edges;
       if (n->winner != nobody || t.count == 0) {  // the game is over here: known result, K times
         std::uint32_t points1 = 0;
         std::uint32_t points2 = 0;
@@ -532,6 +600,10 @@ class distributed_search {
           break;
         }
       }
+      if (word == link::unstored_child) {
+        play_out_unstored(me, w, n, index);
+        return;
+      }
       if (!steps_directly(me, e.owner)) {
         send_select(me, w, e.owner, word);
         return;
@@ -558,15 +630,25 @@ class distributed_search {
     return best;
   }
 
-  table& edges_of(worker& w, node* n) {
-    if (table* t = n->edges.load(std::memory_order_acquire)) return *t;
+  /// n's edge table, made by the first selection through n; null where the pool has no room
+  /// for it within the memory budget (never at the root: its edges are the result). What a
+  /// refused table took stays in the pool, unused, until the tree is released.
+  table* edges_of(worker& w, node* n) {
+    if (table* t = n->edges.load(std::memory_order_acquire)) return t;
     const std::size_t count = game_.legal_moves(n->state, std::span<move>(w.moves));
+    const bool root = n->parent == 0;
+    const auto take = [&](std::size_t bytes, std::size_t alignment) {
+      return root ? w.pool.allocate(bytes, alignment) : w.pool.try_allocate(bytes, alignment);
+    };
+    void* table_memory = take(sizeof(table), alignof(table));
+    void* statistics = table_memory ? take(sizeof(detail::edge_statistics) * count, 64) : nullptr;
+    void* links = statistics ? take(sizeof(link) * count, alignof(link)) : nullptr;
+    if (links == nullptr) return nullptr;
     shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
-    auto* fresh = w.pool.template create<table>();
+    auto* fresh = new (table_memory) table{};
     fresh->count = static_cast<std::uint32_t>(count);
-    fresh->statistics = static_cast<detail::edge_statistics*>(
-        w.pool.allocate(sizeof(detail::edge_statistics) * count, 64));
-    fresh->links = static_cast<link*>(w.pool.allocate(sizeof(link) * count, alignof(link)));
+    fresh->statistics = static_cast<detail::edge_statistics*>(statistics);
+    fresh->links = static_cast<link*>(links);
     for (std::size_t i = 0; i < count; ++i) {
       new (&fresh->statistics[i]) detail::edge_statistics{};
       link* l = new (&fresh->links[i]) link{};
@@ -576,9 +658,9 @@ class distributed_search {
     // A thread that loses the race leaves its table in its pool until the tree is released.
     if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
                                           std::memory_order_acquire)) {
-      return *expected;
+      return expected;
     }
-    return *fresh;
+    return fresh;
   }
 
   /// Creates the child for edge `index` of n on a thread picked by the placement policy.
@@ -612,10 +694,15 @@ class distributed_search {
   }
 
   /// The new leaf: tells its parent where it is, then goes to a random local worker's
-  /// simulation queue.
+  /// simulation queue. Without room for it (memory budget), tells the parent so instead.
   void create(fabric::thread_context& me, worker& w, fabric::thread_id owner, const state& s,
               fabric::thread_id parent_owner, std::uint64_t parent, std::uint32_t index) {
-    node* leaf = w.pool.template create<node>();
+    node* leaf = w.pool.template try_create<node>();
+    if (leaf == nullptr) {
+      note_budget_reached();
+      tell_not_stored(me, w, parent_owner, parent, index);
+      return;
+    }
     leaf->state = s;
     leaf->parent = parent;
     leaf->parent_owner = parent_owner;
@@ -653,6 +740,48 @@ class distributed_search {
         send_select(me, w, owner, address);
       }
     }
+  }
+
+  /// The owner of edge `index` of the node at `parent` had no room for its child: the parent's
+  /// owner learns it (directly when reachable, by a call otherwise).
+  void tell_not_stored(fabric::thread_context& me, worker& w, fabric::thread_id parent_owner,
+                       std::uint64_t parent, std::uint32_t index) {
+    if (steps_directly(me, parent_owner)) {
+      not_stored(me, w, reinterpret_cast<node*>(parent), index);
+      return;
+    }
+    ++w.remote_calls;
+    send(me, parent_owner, [parent, index](fabric::thread_context& target) {
+      auto* self = active_;
+      self->guarded(target, [&] {
+        self->not_stored(target, self->worker_of(target), reinterpret_cast<node*>(parent), index);
+      });
+    });
+  }
+  /// Edge `index` of n will have no child: mark it so (later selections play out from its
+  /// position), and play out for the selection that tried to create it and those deferred on it.
+  void not_stored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
+    link& e = n->edges.load(std::memory_order_acquire)->links[index];
+    const std::uint64_t previous = e.child.exchange(link::unstored_child, std::memory_order_acq_rel);
+    for (std::uint64_t waiting = (previous >> 1) + 1; waiting > 0; --waiting) {
+      play_out_unstored(me, w, n, index);
+    }
+  }
+  /// K playouts from the position after edge `index` of n, credited as if its child were there.
+  void play_out_unstored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
+    state s = n->state;
+    game_.apply(s, n->edges.load(std::memory_order_acquire)->links[index].move);
+    std::uint32_t points1 = 0;
+    std::uint32_t points2 = 0;
+    const player winner = game_.winner(s);
+    if (winner != nobody) {
+      add_result(winner, K_, points1, points2);
+    } else {
+      for (std::uint32_t k = 0; k < K_; ++k) add_result(game_.playout(s, w.rng), 1, points1, points2);
+      w.playouts += K_;
+    }
+    credit(n, index, points1, points2);
+    backpropagate(me, w, n, points1, points2);
   }
 
   /// K random playouts from the leaf, then the result goes up.
@@ -822,6 +951,11 @@ class distributed_search {
   /// Set by the first failure in this process (or a peer's abort call); failure_ says why.
   /// Read by every loop iteration and step, written once: a line of its own.
   alignas(64) std::atomic<bool> aborted_{false};
+  /// Set by the first refusal of a pool in this search (note_budget_reached), which alone
+  /// writes the two words after it; they are read after the threads stopped.
+  alignas(64) std::atomic<bool> budget_noted_{false};
+  std::uint64_t budget_reached_nanoseconds_ = 0;
+  std::uint64_t budget_reached_rollouts_ = 0;
   std::mutex failure_mutex_;
   std::string failure_;
 };

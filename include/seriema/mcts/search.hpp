@@ -23,6 +23,12 @@ struct search_options {
   /// its effect on bench/run-mcts.sh's 2-thread scaling is measured.
   double exploration = 1.0;
   std::uint64_t seed = 1;           ///< the search is reproducible per seed (sequential engine)
+  /// Most bytes of tree per process (0: no limit, the default for library users; seriema-hex
+  /// sets one). Once a new node or edge table would need memory past it, the search goes on
+  /// without growing the tree: a leaf that would be expanded is played out from as a leaf (its
+  /// results still count up the tree). Checked when memory is taken in blocks, never per node.
+  /// The distributed engine applies rank 0's value in every process, to the nodes it owns.
+  std::uint64_t memory_budget = 0;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
   std::function<void(std::uint64_t rollouts_done, double seconds)> progress;
@@ -60,6 +66,16 @@ struct search_result {
   std::uint64_t tree_nodes = 0;                ///< nodes created (root included)
   std::uint64_t remote_calls = 0;              ///< calls between threads (distributed engine)
   double seconds = 0;                          ///< wall time of the search
+  /// Tree memory at the end of the search: the sequential engine's arrays, or in the
+  /// distributed engine the largest of any process's pools (the budget is per process).
+  std::uint64_t tree_bytes = 0;
+  std::uint64_t memory_budget = 0;             ///< search_options::memory_budget it ran with
+  bool memory_budget_reached = false;          ///< in some process the tree stopped growing
+  /// When the budget was first reached (0 if never): seconds into the search, and rollouts
+  /// completed by then. The distributed engine knows the rollouts only where the root's
+  /// process reached its own budget (0 where only other processes did; the seconds tell).
+  double memory_budget_reached_seconds = 0;
+  std::uint64_t memory_budget_reached_rollouts = 0;  ///< see memory_budget_reached_seconds
   [[nodiscard]] double rollouts_per_second() const noexcept {  ///< rollouts / seconds
     return seconds > 0 ? static_cast<double>(rollouts) / seconds : 0.0;
   }

@@ -10,6 +10,7 @@
 #include <seriema/mcts/search.hpp>
 #include <span>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 namespace seriema::mcts {
@@ -19,6 +20,9 @@ namespace seriema::mcts {
 /// The clock is read every 64 rollouts, so a time budget ends a search after a multiple of 64
 /// rollouts (at least 64). Throws std::invalid_argument without a budget, with
 /// playouts_per_leaf == 0, or when the game is over in `root`.
+/// With options.memory_budget, the node and edge arrays (their capacity) stay within it: they
+/// grow by doubling, clamped to the budget, and once an array cannot grow the tree stops
+/// growing (see search_options::memory_budget). While an array grows its old copy is held too.
 /// One function on purpose (about 150 lines): it is the baseline every MCTS benchmark divides by
 /// (bench/run-mcts.sh), so its loop stays the code that was measured, and its selection,
 /// simulation and backpropagation read top to bottom as the distributed search mirrors them.
@@ -38,8 +42,10 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     throw std::invalid_argument("sequential_search: playouts_per_leaf must be at least 1");
   }
 
-  /// A move out of a node. visits == 0 exactly while child == none: a rollout that takes an
-  /// edge creates its child and adds K visits. wins count for the player choosing the edge.
+  /// A move out of a node. visits == 0 exactly while child == none, until the memory budget is
+  /// reached: a rollout that takes an edge creates its child and adds K visits, or once there
+  /// is no room for the child plays out from the child's position without storing it (the
+  /// edge gains visits, child stays none). wins count for the player choosing the edge.
   struct edge {
     move m;
     std::uint32_t child;
@@ -50,7 +56,8 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   /// passes through it (first_edge == none before): most nodes stay leaves, and a node's edges
   /// outweigh its position many times over. edge_count == 0 means the game is over there, with
   /// `winner` its result. visits is the sum of its edges' visits plus the playouts made at it
-  /// (K when it was created, K per rollout ending at it when the game is over there).
+  /// (K when it was created, K per rollout ending at it when the game is over there or when
+  /// there was no room for its edges).
   struct node {
     state position;
     std::uint32_t parent;
@@ -63,7 +70,30 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   std::vector<node> nodes;
   std::vector<edge> edges;
   std::vector<move> scratch(g.max_moves());
-  if (options.rollouts != 0) nodes.reserve(std::min<std::uint64_t>(options.rollouts + 1, 1 << 20));
+  const std::uint64_t budget = options.memory_budget;
+  std::uint64_t reserved_nodes = options.rollouts != 0 ? options.rollouts + 1 : 1 << 20;
+  reserved_nodes = std::min<std::uint64_t>(reserved_nodes, 1 << 20);
+  if (budget != 0) reserved_nodes = std::min<std::uint64_t>(reserved_nodes, budget / 4 / sizeof(node));
+  nodes.reserve(std::max<std::uint64_t>(reserved_nodes, 1));
+  const auto tree_bytes = [&] {
+    return nodes.capacity() * sizeof(node) + edges.capacity() * sizeof(edge);
+  };
+  bool budget_reached = false;
+  std::uint64_t budget_reached_rollouts = 0;
+  double budget_reached_seconds = 0;
+  // Room for `extra` more elements in `array` without passing the budget (growing it by
+  // doubling, clamped to the budget); false once it cannot grow. Checked only where the
+  // array is full, so not per node.
+  const auto room_for = [&](auto& array, std::size_t extra) {
+    if (budget == 0 || array.size() + extra <= array.capacity()) return true;
+    using element = typename std::remove_reference_t<decltype(array)>::value_type;
+    const std::uint64_t others = tree_bytes() - array.capacity() * sizeof(element);
+    const std::uint64_t most = budget > others ? (budget - others) / sizeof(element) : 0;
+    const std::uint64_t wanted = std::max<std::uint64_t>(array.size() + extra, 2 * array.capacity());
+    if (most < array.size() + extra) return false;
+    array.reserve(std::min(wanted, most));
+    return true;
+  };
 
   const auto legal_moves = [&](const state& position) {
     return static_cast<std::uint32_t>(g.legal_moves(position, std::span<move>(scratch)));
@@ -75,7 +105,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
                          count == 0 ? g.winner(position) : nobody});
     return index;
   };
-  add_node(root, none, none);
+  add_node(root, none, none);  // the root and its edges whatever the budget: they are the result
   if (nodes[0].edge_count == 0) {
     throw std::invalid_argument("sequential_search: the game is over in the root position");
   }
@@ -89,15 +119,30 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     return std::chrono::duration<double>(now - start).count();
   };
 
+  const auto note_budget_reached = [&](std::uint64_t rollouts_done) {
+    if (budget_reached) return;
+    budget_reached = true;
+    budget_reached_rollouts = rollouts_done;
+    budget_reached_seconds = elapsed(clock::now());
+  };
+
   std::uint64_t rollouts = 0;
+  state unstored;  // the position of a child played out without a node (budget reached)
   while (options.rollouts == 0 || rollouts < options.rollouts) {
     // Selection: the best edge by UCB1 (the first unvisited one if any, edges being in random
     // order; among equal scores the first), down to an edge without a child, which is
-    // expanded, or to a finished position.
+    // expanded, or to a finished position. Past the memory budget: a node without room for its
+    // edges is the leaf, and an edge without room for its child is played out from its
+    // position (unstored_edge) without a node.
     std::uint32_t leaf = 0;
+    std::uint32_t unstored_edge = none;
     for (;;) {
       node& n = nodes[leaf];
       if (n.edge_count == 0) break;
+      if (n.first_edge == none && leaf != 0 && !room_for(edges, n.edge_count)) {
+        note_budget_reached(rollouts);
+        break;
+      }
       if (n.first_edge == none) {
         legal_moves(n.position);
         shuffle_moves(std::span<move>(scratch.data(), n.edge_count), rng);
@@ -123,6 +168,12 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
       if (edges[chosen].child == none) {
         state position = n.position;
         g.apply(position, edges[chosen].m);
+        if (!room_for(nodes, 1)) {  // may move `n` when it grows the array
+          note_budget_reached(rollouts);
+          unstored = position;
+          unstored_edge = chosen;
+          break;
+        }
         const std::uint32_t child = add_node(position, leaf, chosen);  // may move `n`
         edges[chosen].child = child;
         leaf = child;
@@ -134,7 +185,17 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     // Simulation: K playouts from the leaf; a finished position repeats its result K times.
     // Draws (no winner) count half a win for each player.
     double wins_of_first = 0;
-    if (nodes[leaf].edge_count == 0) {
+    if (unstored_edge != none) {
+      if (legal_moves(unstored) == 0) {
+        const player w = g.winner(unstored);
+        wins_of_first = w == 1 ? playouts : w == nobody ? playouts / 2 : 0;
+      } else {
+        for (unsigned i = 0; i < k; ++i) {
+          const player p = g.playout(unstored, rng);
+          wins_of_first += p == 1 ? 1.0 : p == nobody ? 0.5 : 0.0;
+        }
+      }
+    } else if (nodes[leaf].edge_count == 0) {
       const player w = nodes[leaf].winner;
       wins_of_first = w == 1 ? playouts : w == nobody ? playouts / 2 : 0;
     } else {
@@ -144,7 +205,13 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
       }
     }
 
-    // Backpropagation: each edge credits the player who chose it, the one to move at its tail.
+    // Backpropagation: each edge credits the player who chose it, the one to move at its tail
+    // (first the unstored child's edge, as if its node were there).
+    if (unstored_edge != none) {
+      edge& e = edges[unstored_edge];
+      e.visits += k;
+      e.wins += g.to_move(nodes[leaf].position) == 1 ? wins_of_first : playouts - wins_of_first;
+    }
     for (std::uint32_t n = leaf;;) {
       nodes[n].visits += k;
       const std::uint32_t parent = nodes[n].parent;
@@ -179,6 +246,11 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   result.playouts = rollouts * k;
   result.tree_nodes = nodes.size();
   result.seconds = elapsed(clock::now());
+  result.tree_bytes = tree_bytes();
+  result.memory_budget = budget;
+  result.memory_budget_reached = budget_reached;
+  result.memory_budget_reached_rollouts = budget_reached_rollouts;
+  result.memory_budget_reached_seconds = budget_reached_seconds;
   return result;
 }
 

@@ -1,5 +1,6 @@
 // Per-thread memory for MCTS tree nodes: a bump allocator over blocks, released all at once
-// between moves, with counters that show the tree was freed.
+// between moves, with counters that show the tree was freed and a per-process budget that
+// refuses new blocks once reached.
 #pragma once
 
 #include <atomic>
@@ -17,14 +18,53 @@ struct tree_memory_counters {
   std::atomic<std::uint64_t> blocks_released{0};   ///< blocks given back
   std::atomic<std::uint64_t> bytes_allocated{0};  ///< of blocks
   std::atomic<std::uint64_t> bytes_released{0};   ///< of blocks given back
+  /// Most bytes the pools may hold together (0: no limit). Written only between searches
+  /// (no pool allocates then); read when a pool takes a block.
+  std::uint64_t budget_bytes = 0;
+  /// Set by the first try_allocate() refused since reset_budget(): the budget was reached.
+  std::atomic<bool> budget_reached{false};
   /// Bytes held now.
   [[nodiscard]] std::uint64_t bytes_live() const noexcept {
     return bytes_allocated.load(std::memory_order_relaxed) -
            bytes_released.load(std::memory_order_relaxed);
   }
+  /// Between searches: the budget of the next one (0: no limit), not reached yet.
+  void reset_budget(std::uint64_t bytes) noexcept {
+    budget_bytes = bytes;
+    budget_reached.store(false, std::memory_order_relaxed);
+  }
+  /// Counts a block of `size` bytes as taken. `within_budget`: only if the bytes held would
+  /// stay within budget_bytes (a CAS on bytes_allocated, so that pools of several threads
+  /// taking blocks at once cannot pass it together); false, and budget_reached set, if not.
+  bool take_block(std::size_t size, bool within_budget) noexcept {
+    blocks_allocated.fetch_add(1, std::memory_order_relaxed);
+    if (!within_budget || budget_bytes == 0) {
+      bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+      return true;
+    }
+    std::uint64_t allocated = bytes_allocated.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t live = allocated - bytes_released.load(std::memory_order_relaxed);
+      if (live + size > budget_bytes) {
+        blocks_allocated.fetch_sub(1, std::memory_order_relaxed);
+        if (!budget_reached.load(std::memory_order_relaxed)) {
+          budget_reached.store(true, std::memory_order_relaxed);
+        }
+        return false;
+      }
+      if (bytes_allocated.compare_exchange_weak(allocated, allocated + size,
+                                                std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+  }
 };
 
 /// A bump allocator for search-tree nodes, in 256 KiB blocks, released all at once.
+/// The budget (tree_memory_counters::budget_bytes, per process) is checked only when a block is
+/// taken, never per object: allocate() always succeeds (the root, which every search needs),
+/// try_allocate() returns null where a new block would pass the budget. So the pools of a
+/// process hold at most the budget, plus the blocks allocate() took beyond it.
 /// Thread-safety: one thread allocates at a time (the pool's owner during a search; the main
 /// thread between searches). Memory is never freed piecewise: release() gives every block back,
 /// so objects placed here must be trivially destructible or destroyed by their user first.
@@ -41,24 +81,23 @@ class tree_pool {
 
   /// `bytes` aligned to `alignment` (a power of two up to 64). Throws std::bad_alloc.
   void* allocate(std::size_t bytes, std::size_t alignment) {
-    std::size_t offset = (used_ + alignment - 1) & ~(alignment - 1);
-    if (blocks_.empty() || offset + bytes > capacity_) {
-      const std::size_t size = bytes + 64 > block_bytes ? bytes + 64 : block_bytes;
-      blocks_.push_back(block{block_bytes_ptr(static_cast<std::byte*>(
-                                  ::operator new[](size, std::align_val_t{64}))),
-                              size});
-      counters_->blocks_allocated.fetch_add(1, std::memory_order_relaxed);
-      counters_->bytes_allocated.fetch_add(size, std::memory_order_relaxed);
-      capacity_ = size;
-      offset = 0;
-    }
-    used_ = offset + bytes;
-    return blocks_.back().data.get() + offset;
+    return place(bytes, alignment, false);
+  }
+  /// As allocate(), but null (and the counters' budget_reached set) where the current block has
+  /// no room and a new one would pass the budget. Throws std::bad_alloc.
+  void* try_allocate(std::size_t bytes, std::size_t alignment) {
+    return place(bytes, alignment, true);
   }
   /// A T constructed from `args` in the pool (never destroyed by the pool).
   template <class T, class... Args>
   T* create(Args&&... args) {
     return new (allocate(sizeof(T), alignof(T))) T(static_cast<Args&&>(args)...);
+  }
+  /// As create(), but null where try_allocate() refuses.
+  template <class T, class... Args>
+  T* try_create(Args&&... args) {
+    void* where = try_allocate(sizeof(T), alignof(T));
+    return where == nullptr ? nullptr : new (where) T(static_cast<Args&&>(args)...);
   }
 
   /// Gives every block back (the tree of the last search is gone).
@@ -72,6 +111,26 @@ class tree_pool {
   }
 
  private:
+  void* place(std::size_t bytes, std::size_t alignment, bool within_budget) {
+    std::size_t offset = (used_ + alignment - 1) & ~(alignment - 1);
+    if (blocks_.empty() || offset + bytes > capacity_) {
+      const std::size_t size = bytes + 64 > block_bytes ? bytes + 64 : block_bytes;
+      if (!counters_->take_block(size, within_budget)) return nullptr;
+      try {
+        blocks_.push_back(block{block_bytes_ptr(static_cast<std::byte*>(
+                                    ::operator new[](size, std::align_val_t{64}))),
+                                size});
+      } catch (...) {  // not taken after all
+        counters_->blocks_released.fetch_add(1, std::memory_order_relaxed);
+        counters_->bytes_released.fetch_add(size, std::memory_order_relaxed);
+        throw;
+      }
+      capacity_ = size;
+      offset = 0;
+    }
+    used_ = offset + bytes;
+    return blocks_.back().data.get() + offset;
+  }
   struct aligned_delete {
     void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
   };

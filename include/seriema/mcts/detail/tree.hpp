@@ -20,11 +20,15 @@ struct tree_node;
 ///   0                  not expanded;
 ///   odd                being created: (child >> 1) selections are deferred on it (a
 ///                      selection CASes +2 onto it);
-///   even, non-zero     the child's address in the process of thread `owner`.
+///   2 (unstored_child) the owner had no room for the child (memory budget): selections through
+///                      this edge play out from the child's position without a node;
+///   even, > 2          the child's address in the process of thread `owner`.
 /// The creating thread CASes 0 -> 1; the child's location notice exchanges the odd word for the
-/// address (release) after writing `owner`, and resumes the deferred selections it took out.
+/// address (release) after writing `owner`, and resumes the deferred selections it took out;
+/// an owner without room sends a notice that exchanges it for unstored_child instead.
 template <class G>
 struct tree_link {
+  static constexpr std::uint64_t unstored_child = 2;  ///< never a node's address (aligned, > 2)
   std::atomic<std::uint64_t> child{0};
   fabric::thread_id owner = 0;
   typename G::move move{};
@@ -70,6 +74,7 @@ struct search_command {
   double seconds = 0;
   double exploration = 1.0;
   std::uint64_t seed = 1;
+  std::uint64_t memory_budget = 0;  ///< bytes of tree per process (0: no limit)
   typename G::state root{};
 };
 
