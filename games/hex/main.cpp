@@ -7,10 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <random>
+#include <seriema/base/settings.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/mcts/distributed.hpp>
 #include <seriema/mcts/sequential.hpp>
@@ -44,6 +46,8 @@ struct settings {
   std::uint32_t in_flight = 0;
   std::string placement = "random";
   bool quiet = false;  // no progress bar
+  std::string max_memory;  // --max-memory as given (empty: the default rule)
+  std::uint64_t memory_budget = 0;  // bytes of tree per process (0: no limit)
   // analyze
   std::vector<std::string> moves;
   std::size_t top = 8;
@@ -62,7 +66,57 @@ mcts::search_options search_options_of(const settings& s) {
   options.playouts_per_leaf = s.playouts;
   options.exploration = s.exploration;
   options.seed = s.seed;
+  options.memory_budget = s.memory_budget;
   return options;
+}
+
+// The first number after `key` in the file at `path` (0 if there is none).
+std::uint64_t number_after(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string word;
+  while (in >> word) {
+    if (word != key) continue;
+    std::uint64_t value = 0;
+    return in >> value ? value : 0;
+  }
+  return 0;
+}
+// The memory this process may use: MemTotal, or the cgroup's limit (v2 memory.max, or v1's
+// limit_in_bytes) where lower. 0 if /proc/meminfo cannot be read.
+std::uint64_t machine_memory() {
+  std::uint64_t total = number_after("/proc/meminfo", "MemTotal:") << 10;
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    std::uint64_t limit = 0;
+    if (in >> limit && limit > 0 && (total == 0 || limit < total)) total = limit;  // "max": none
+  }
+  return total;
+}
+// --max-memory's default: half of the machine's memory (machine_memory()) shared by the
+// processes of the job on rank 0's machine.
+std::uint64_t default_memory_budget(const seriema::fabric::runtime& rt) {
+  const auto& placement = rt.placement();
+  const int machine = placement.machine_of_process(rt.rank());
+  std::uint64_t processes = 0;
+  for (int p = 0; p < placement.process_count(); ++p) {
+    if (placement.machine_of_process(p) == machine) ++processes;
+  }
+  return machine_memory() / 2 / std::max<std::uint64_t>(processes, 1);
+}
+std::string mebibytes(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+// One line saying the memory budget was reached in `result` (which must say it was).
+template <class Result>
+std::string budget_reached_line(const Result& result) {
+  return fmt::format(
+      "memory budget of {} per process reached after {:.2f} s{}: the tree stopped growing "
+      "there and the search went on",
+      mebibytes(result.memory_budget), result.memory_budget_reached_seconds,
+      result.memory_budget_reached_rollouts != 0
+          ? fmt::format(" ({} rollouts)", result.memory_budget_reached_rollouts)
+          : "");
 }
 
 // The engine behind every subcommand: the distributed search (rank 0 drives, the other ranks
@@ -97,12 +151,22 @@ class engine {
       bar.emplace(options.rollouts, options.seconds, bar_file);
       if (bar->active()) options.progress = bar->callback();
     }
-    if (distributed_) {
-      distributed_->set_game(game);  // GTP's boardsize may have changed it
-      return distributed_->search(position, options);
+    auto result = [&] {
+      if (distributed_) {
+        distributed_->set_game(game);  // GTP's boardsize may have changed it
+        return distributed_->search(position, options);
+      }
+      return mcts::sequential_search(game, position, options);
+    }();
+    if (result.memory_budget_reached && tell_budget_ && !budget_told_) {
+      budget_told_ = true;
+      fmt::print(stderr, "seriema-hex: {} (said once)\n", budget_reached_line(result));
     }
-    return mcts::sequential_search(game, position, options);
+    return result;
   }
+  // play and gtp: say on stderr, once, that a search reached the memory budget (analyze
+  // prints it with its result).
+  void tell_when_budget_reached() { tell_budget_ = true; }
   [[nodiscard]] const mcts::distributed_counters* counters() const {
     return distributed_ ? &distributed_->last_counters() : nullptr;
   }
@@ -117,6 +181,8 @@ class engine {
  private:
   const settings& s_;
   std::uint64_t searches_ = 0;
+  bool tell_budget_ = false;
+  bool budget_told_ = false;
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
 };
 
@@ -172,6 +238,23 @@ hex::state position_of(const hex& game, const std::vector<std::string>& moves) {
 
 const char* color_name(mcts::player p) { return p == 1 ? "black (X)" : "white (O)"; }
 
+// analyze's memory lines: the tree's bytes per process, nodes, the budget and whether it was
+// reached, and this process's peak resident set (VmHWM).
+// `all_tree_bytes`: every process's together.
+void print_memory(const seriema::fabric::runtime& rt,
+                  const mcts::search_result<hex::move>& result, std::uint64_t all_tree_bytes) {
+  fmt::print("memory: tree {} in the largest of {} processes, {} nodes, {:.0f} bytes/node; "
+             "budget {} per process; peak RSS of rank 0 {}\n",
+             mebibytes(result.tree_bytes), rt.size(), result.tree_nodes,
+             result.tree_nodes != 0
+                 ? static_cast<double>(all_tree_bytes) / static_cast<double>(result.tree_nodes)
+                 : 0.0,
+             result.memory_budget != 0 ? mebibytes(result.memory_budget) : "none",
+             mebibytes(number_after("/proc/self/status", "VmHWM:") << 10));
+  fmt::print("{}\n", result.memory_budget_reached ? budget_reached_line(result)
+                                                  : "memory budget not reached");
+}
+
 int analyze(seriema::fabric::runtime& rt, engine& e, const hex& game, const settings& s) {
   const auto position = position_of(game, s.moves);
   if (game.winner(position) != mcts::nobody) {
@@ -202,6 +285,8 @@ int analyze(seriema::fabric::runtime& rt, engine& e, const hex& game, const sett
                c->deferred_selections);
   }
   fmt::print("\n");
+  const auto* counters = e.counters();
+  print_memory(rt, result, counters ? counters->tree_bytes_allocated : result.tree_bytes);
   return 0;
 }
 
@@ -293,6 +378,9 @@ int main(int argc, char** argv) {
   app.add_option("--placement", s.placement, "owner of a new node")
       ->check(CLI::IsMember({"random", "hashed"}));
   app.add_flag("--quiet", s.quiet, "no progress bar");
+  app.add_option("--max-memory", s.max_memory,
+                 "search tree memory per process, e.g. 512M or 2G (0: no limit; default: half "
+                 "the machine's memory or cgroup limit, shared by its processes)");
 
   auto* analyze_cmd = app.add_subcommand("analyze", "search a position given as a move list");
   analyze_cmd->add_option("moves", s.moves, "moves from the empty board, e.g. a1 b2 (or a1,b2)");
@@ -311,7 +399,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration", "--seed",
-                           "--engine", "--size", "--swap", "--quiet"}) +
+                           "--engine", "--size", "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
       "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"
       "is also set by param_game allow_swap 0|1.\n");
@@ -325,7 +413,15 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("--rollouts 0 needs a --seconds budget");
     }
     if (seed_option->count() == 0) s.seed = seed_from_clock();
+    if (!s.max_memory.empty()) {
+      try {
+        s.memory_budget = seriema::config::parse_bytes("--max-memory", s.max_memory);
+      } catch (const seriema::config_error& error) {
+        throw CLI::ValidationError(error.what());
+      }
+    }
     seriema::fabric::runtime rt;
+    if (s.max_memory.empty()) s.memory_budget = default_memory_budget(rt);
     const hex game(s.size, s.swap_rule);
     engine e(rt, game, s);
     if (rt.rank() != 0) {
@@ -336,6 +432,7 @@ int main(int argc, char** argv) {
     int status = 0;
     try {
       if (*analyze_cmd) status = analyze(rt, e, game, s);
+      if (*play_cmd || *gtp_cmd) e.tell_when_budget_reached();
       if (*play_cmd) status = play(e, game, s);
       if (*gtp_cmd) status = gtp(e, s);
     } catch (const CLI::ValidationError& error) {

@@ -4,7 +4,7 @@
 # right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
 # shows the search options; genmove resigns a lost position (and only with confidence) and
 # answers resign once the game is over; the swap rule set by param_game is used and accepted;
-# under a GTP clock the moves come within it.
+# under a GTP clock the moves come within it; a tree memory budget is kept and reported.
 #   seriema_hex_test.sh <seriema-run> <seriema-hex> [launcher options...]
 set -euo pipefail
 run=$1
@@ -131,4 +131,28 @@ wait "$ENGINE_PID" || fail "the timed gtp session failed"
 grep -Eq '^seriema-hex: genmove w: [a-e][1-5] after [0-9.]+ s, [0-9.]+ s left$' "$log" ||
   fail "no clock log line: $(cat "$log")"
 cat "$log"
+
+# A 4 MiB tree budget per process: analyze reaches it, keeps searching to the rollout count, says
+# so, keeps each process's tree within the budget (+ the root's 256 KiB block) and rank 0's peak
+# RSS (VmHWM) under 48 MiB (unbounded, this search takes 65-75 MiB: 46 MiB of tree).
+out=$("${launch[@]}" "$hex" analyze --rollouts 200000 --playouts 2 --max-memory 4M --quiet)
+echo "$out"
+grep -Eq '^rollouts: 200000 ' <<<"$out" || fail "the budgeted analyze did not complete its rollouts"
+memory_line='^memory: tree ([0-9.]+) MiB in the largest of 2 processes, [0-9]+ nodes, [0-9]+ '
+memory_line+='bytes/node; budget 4.0 MiB per process; peak RSS of rank 0 ([0-9.]+) MiB$'
+[[ $(grep -E '^memory: ' <<<"$out") =~ $memory_line ]] || fail "no memory line in analyze"
+within "${BASH_REMATCH[1]}" 4.25 "the tree's MiB"
+within "${BASH_REMATCH[2]}" 48 "rank 0's peak RSS in MiB"
+grep -Eq '^memory budget of 4.0 MiB per process reached after [0-9.]+ s( \([0-9]+ rollouts\))?: ' \
+  <<<"$out" || fail "analyze did not say the budget was reached"
+out=$("${launch[@]}" "$hex" analyze --size 5 --rollouts 300 --quiet)
+grep -q '^memory budget not reached$' <<<"$out" || fail "analyze did not say the budget was not reached"
+# play says it once on stderr, whatever the number of moves that reach it.
+errors=$("${launch[@]}" "$hex" play --size 5 --rollouts 500 --max-memory 1K 2>&1 >/dev/null)
+(($(grep -c 'memory budget of 0.0 MiB per process reached' <<<"$errors") == 1)) ||
+  fail "play did not say once that the budget was reached: $errors"
+status=0
+out=$("$hex" analyze --max-memory 12Q 2>&1) || status=$?
+((status == 2)) && grep -q -- '--max-memory=12Q: unknown unit' <<<"$out" ||
+  fail "--max-memory 12Q was not refused (status $status): $out"
 echo "seriema_hex_test: ok"
