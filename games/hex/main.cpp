@@ -421,7 +421,13 @@ int main(int argc, char** argv) {
       }
     }
     seriema::fabric::runtime rt;
-    if (s.max_memory.empty()) s.memory_budget = default_memory_budget(rt);
+    if (s.max_memory.empty()) {
+      s.memory_budget = default_memory_budget(rt);
+      if (s.memory_budget == 0 && rt.rank() == 0) {
+        fmt::print(stderr, "seriema-hex: /proc/meminfo unreadable: no tree memory budget unless "
+                           "--max-memory sets one\n");
+      }
+    }
     const hex game(s.size, s.swap_rule);
     engine e(rt, game, s);
     if (rt.rank() != 0) {

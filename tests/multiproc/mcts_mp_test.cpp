@@ -165,9 +165,9 @@ TEST(DistributedMcts, ATinyTimeBudgetStillNamesALegalMove) {
 // the process hold at most the budget, plus the root's block on rank 0), the search still
 // completes its rollouts and says the budget was reached, and the move is legal. A budget
 // not reached says so.
-TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearch) {
+void expect_small_budget_kept(distributed_options distribution) {
   const hex game(11);
-  distributed_search<hex> search(rt(), game);
+  distributed_search<hex> search(rt(), game, distribution);
   const auto s = game.initial_state();
   constexpr std::uint64_t mebibyte = std::uint64_t{1} << 20;
   auto options = budget(20000);
@@ -198,6 +198,13 @@ TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearch) {
   EXPECT_FALSE(roomy.memory_budget_reached);
   EXPECT_EQ(roomy.memory_budget_reached_rollouts, 0u);
   EXPECT_EQ(roomy.rollouts, 300u);
+}
+TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearch) { expect_small_budget_kept({}); }
+// Every step a call: the owner's "no room" notice travels to the parent as a call too.
+TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearchRemoteOnly) {
+  distributed_options options;
+  options.remote_only = true;
+  expect_small_budget_kept(options);
 }
 
 // Hex whose playouts throw once the position has `fail_at` stones: a failing game step.

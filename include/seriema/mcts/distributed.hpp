@@ -762,7 +762,8 @@ class distributed_search {
   /// position), and play out for the selection that tried to create it and those deferred on it.
   void not_stored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
     link& e = n->edges.load(std::memory_order_acquire)->links[index];
-    const std::uint64_t previous = e.child.exchange(link::unstored_child, std::memory_order_acq_rel);
+    const std::uint64_t previous =
+        e.child.exchange(link::unstored_child, std::memory_order_acq_rel);
     for (std::uint64_t waiting = (previous >> 1) + 1; waiting > 0; --waiting) {
       play_out_unstored(me, w, n, index);
     }
@@ -777,7 +778,9 @@ class distributed_search {
     if (winner != nobody) {
       add_result(winner, K_, points1, points2);
     } else {
-      for (std::uint32_t k = 0; k < K_; ++k) add_result(game_.playout(s, w.rng), 1, points1, points2);
+      for (std::uint32_t k = 0; k < K_; ++k) {
+        add_result(game_.playout(s, w.rng), 1, points1, points2);
+      }
       w.playouts += K_;
     }
     credit(n, index, points1, points2);

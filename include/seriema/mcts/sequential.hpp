@@ -23,9 +23,10 @@ namespace seriema::mcts {
 /// With options.memory_budget, the node and edge arrays (their capacity) stay within it: they
 /// grow by doubling, clamped to the budget, and once an array cannot grow the tree stops
 /// growing (see search_options::memory_budget). While an array grows its old copy is held too.
-/// One function on purpose (about 150 lines): it is the baseline every MCTS benchmark divides by
-/// (bench/run-mcts.sh), so its loop stays the code that was measured, and its selection,
-/// simulation and backpropagation read top to bottom as the distributed search mirrors them.
+/// One function on purpose (about 200 lines, the memory budget's paths included): it is the
+/// baseline every MCTS benchmark divides by (bench/run-mcts.sh), so its loop stays the code
+/// that was measured, and its selection, simulation and backpropagation read top to bottom as
+/// the distributed search mirrors them.
 template <game G>
 search_result<typename G::move> sequential_search(const G& g, const typename G::state& root,
                                                   const search_options& options) {
@@ -71,10 +72,13 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   std::vector<edge> edges;
   std::vector<move> scratch(g.max_moves());
   const std::uint64_t budget = options.memory_budget;
-  std::uint64_t reserved_nodes = options.rollouts != 0 ? options.rollouts + 1 : 1 << 20;
-  reserved_nodes = std::min<std::uint64_t>(reserved_nodes, 1 << 20);
-  if (budget != 0) reserved_nodes = std::min<std::uint64_t>(reserved_nodes, budget / 4 / sizeof(node));
-  nodes.reserve(std::max<std::uint64_t>(reserved_nodes, 1));
+  if (options.rollouts != 0) {  // a quarter of the budget at most
+    std::uint64_t reserved_nodes = std::min<std::uint64_t>(options.rollouts + 1, 1 << 20);
+    if (budget != 0) {
+      reserved_nodes = std::min<std::uint64_t>(reserved_nodes, budget / 4 / sizeof(node));
+    }
+    nodes.reserve(std::max<std::uint64_t>(reserved_nodes, 1));
+  }
   const auto tree_bytes = [&] {
     return nodes.capacity() * sizeof(node) + edges.capacity() * sizeof(edge);
   };
@@ -89,7 +93,8 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     using element = typename std::remove_reference_t<decltype(array)>::value_type;
     const std::uint64_t others = tree_bytes() - array.capacity() * sizeof(element);
     const std::uint64_t most = budget > others ? (budget - others) / sizeof(element) : 0;
-    const std::uint64_t wanted = std::max<std::uint64_t>(array.size() + extra, 2 * array.capacity());
+    const std::uint64_t wanted =
+        std::max<std::uint64_t>(array.size() + extra, 2 * array.capacity());
     if (most < array.size() + extra) return false;
     array.reserve(std::min(wanted, most));
     return true;

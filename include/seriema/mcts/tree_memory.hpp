@@ -37,16 +37,16 @@ struct tree_memory_counters {
   /// stay within budget_bytes (a CAS on bytes_allocated, so that pools of several threads
   /// taking blocks at once cannot pass it together); false, and budget_reached set, if not.
   bool take_block(std::size_t size, bool within_budget) noexcept {
-    blocks_allocated.fetch_add(1, std::memory_order_relaxed);
     if (!within_budget || budget_bytes == 0) {
+      blocks_allocated.fetch_add(1, std::memory_order_relaxed);
       bytes_allocated.fetch_add(size, std::memory_order_relaxed);
       return true;
     }
+    // A refusal only loads: past the budget every frontier step of the search comes here.
     std::uint64_t allocated = bytes_allocated.load(std::memory_order_relaxed);
     for (;;) {
       const std::uint64_t live = allocated - bytes_released.load(std::memory_order_relaxed);
       if (live + size > budget_bytes) {
-        blocks_allocated.fetch_sub(1, std::memory_order_relaxed);
         if (!budget_reached.load(std::memory_order_relaxed)) {
           budget_reached.store(true, std::memory_order_relaxed);
         }
@@ -54,6 +54,7 @@ struct tree_memory_counters {
       }
       if (bytes_allocated.compare_exchange_weak(allocated, allocated + size,
                                                 std::memory_order_relaxed)) {
+        blocks_allocated.fetch_add(1, std::memory_order_relaxed);
         return true;
       }
     }
