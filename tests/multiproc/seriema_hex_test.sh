@@ -147,10 +147,14 @@ grep -Eq '^memory budget of 4.0 MiB per process reached after [0-9.]+ s( \([0-9]
   <<<"$out" || fail "analyze did not say the budget was reached"
 out=$("${launch[@]}" "$hex" analyze --size 5 --rollouts 300 --quiet)
 grep -q '^memory budget not reached$' <<<"$out" || fail "analyze did not say the budget was not reached"
-# play says it once on stderr, whatever the number of moves that reach it.
+# play and gtp say it once on stderr, whatever the number of moves that reach it.
 errors=$("${launch[@]}" "$hex" play --size 5 --rollouts 500 --max-memory 1K 2>&1 >/dev/null)
 (($(grep -c 'memory budget of 0.0 MiB per process reached' <<<"$errors") == 1)) ||
   fail "play did not say once that the budget was reached: $errors"
+errors=$(printf 'boardsize 5\ngenmove b\ngenmove w\nquit\n' |
+  "${launch[@]}" "$hex" gtp --rollouts 300 --max-memory 1K 2>&1 >/dev/null)
+(($(grep -c 'memory budget of 0.0 MiB per process reached' <<<"$errors") == 1)) ||
+  fail "gtp did not say once that the budget was reached: $errors"
 status=0
 out=$("$hex" analyze --max-memory 12Q 2>&1) || status=$?
 ((status == 2)) && grep -q -- '--max-memory=12Q: unknown unit' <<<"$out" ||

@@ -84,7 +84,7 @@ class distributed_search {
 
   /// Collective: every rank calls it; rank 0's `root` and `options` are the search, the other
   /// ranks' arguments are ignored. Returns the search's result on rank 0; on the other ranks
-  /// only `best`, `rollouts` and the job-wide counts are filled. Throws std::invalid_argument
+  /// only `best`, `rollouts`, the job-wide counts and the memory fields are filled. Throws std::invalid_argument
   /// (on rank 0, before anything is sent) for a finished root or a missing budget.
   search_result<move> search(const state& root, const search_options& options) {
     detail::search_command<G> command;
