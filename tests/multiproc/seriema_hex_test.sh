@@ -135,14 +135,21 @@ cat "$log"
 # A 4 MiB tree budget per process: analyze reaches it, keeps searching to the rollout count, says
 # so, keeps each process's tree within the budget (+ the root's 256 KiB block) and rank 0's peak
 # RSS (VmHWM) under 48 MiB (unbounded, this search takes 65-75 MiB: 46 MiB of tree).
-out=$("${launch[@]}" "$hex" analyze --rollouts 200000 --playouts 2 --max-memory 4M --quiet)
+# (The budget is reached after about 14 000 rollouts; the rest shows the search going on.)
+out=$("${launch[@]}" "$hex" analyze --rollouts 60000 --playouts 2 --max-memory 4M --quiet)
 echo "$out"
-grep -Eq '^rollouts: 200000 ' <<<"$out" || fail "the budgeted analyze did not complete its rollouts"
+grep -Eq '^rollouts: 60000 ' <<<"$out" || fail "the budgeted analyze did not complete its rollouts"
 memory_line='^memory: tree ([0-9.]+) MiB in the largest of 2 processes, [0-9]+ nodes, [0-9]+ '
 memory_line+='bytes/node; budget 4.0 MiB per process; peak RSS of rank 0 ([0-9.]+) MiB$'
 [[ $(grep -E '^memory: ' <<<"$out") =~ $memory_line ]] || fail "no memory line in analyze"
 within "${BASH_REMATCH[1]}" 4.25 "the tree's MiB"
-within "${BASH_REMATCH[2]}" 48 "rank 0's peak RSS in MiB"
+# Under AddressSanitizer (CI's second pass) shadow memory and the quarantine make RSS no
+# measure of the tree: there only the tree's own count is checked.
+if ldd "$hex" 2>/dev/null | grep -q libasan; then
+  echo "seriema_hex_test: AddressSanitizer build, rank 0's peak RSS not checked"
+else
+  within "${BASH_REMATCH[2]}" 48 "rank 0's peak RSS in MiB"
+fi
 grep -Eq '^memory budget of 4.0 MiB per process reached after [0-9.]+ s( \([0-9]+ rollouts\))?: ' \
   <<<"$out" || fail "analyze did not say the budget was reached"
 out=$("${launch[@]}" "$hex" analyze --size 5 --rollouts 300 --quiet)
