@@ -105,6 +105,20 @@ concept game = requires(const G& g, const typename G::state& s, typename G::stat
   { g.render(s) } -> std::convertible_to<std::string>;
 };
 
+/// Optional: playouts that say who played which move, for all-moves-as-first statistics
+/// (RAVE, search_options::rave). `g.move_index(m)` numbers the moves densely in
+/// [0, max_moves()). `g.playout(s, rng, played_by)`, with played_by.size() >= max_moves(),
+/// plays out from s as `g.playout(s, rng)` does (same distribution, same result) and sets
+/// played_by[move_index(m)] to the player of each move m it plays (of its first play, in a game
+/// that can repeat a move); the other entries are left as they were.
+template <class G>
+concept amaf_game = game<G> && requires(const G& g, const typename G::state& s,
+                                        const typename G::move& m, random& rng,
+                                        std::span<player> played_by) {
+  { g.move_index(m) } -> std::convertible_to<std::size_t>;
+  { g.playout(s, rng, played_by) } -> std::same_as<player>;
+};
+
 /// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
 /// distributed search can place a new node on the thread its hash names (node_placement::hashed,
 /// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.
