@@ -40,6 +40,8 @@ struct settings {
   double seconds = 0;
   unsigned playouts = 16;
   double exploration = 1.0;  // search_options' default
+  bool rave = false;
+  double rave_equivalence = mcts::search_options{}.rave_equivalence;
   std::uint64_t seed = 1;
   bool remote_only = false;
   std::string channel = "trad";
@@ -65,6 +67,8 @@ mcts::search_options search_options_of(const settings& s) {
   options.seconds = s.seconds;
   options.playouts_per_leaf = s.playouts;
   options.exploration = s.exploration;
+  options.rave = s.rave;
+  options.rave_equivalence = s.rave_equivalence;
   options.seed = s.seed;
   options.memory_budget = s.memory_budget;
   return options;
@@ -368,6 +372,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--exploration", s.exploration, "UCB1 exploration constant")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--rave", s.rave,
+                 "RAVE: blend each move's win rate with its all-moves-as-first rate (0 or 1)");
+  app.add_option("--rave-equivalence", s.rave_equivalence,
+                 "visits at which a move's RAVE weight has halved (k in sqrt(k / (3n + k)))")
+      ->check(CLI::PositiveNumber);
   auto* seed_option = app.add_option("--seed", s.seed, "random seed (default: from the clock)");
   seed_option->default_str("");  // not the placeholder 1 in settings
   app.add_flag("--remote-only", s.remote_only,
@@ -398,8 +407,9 @@ int main(int argc, char** argv) {
                       "and once --size moves are on the board (0: never)")
       ->check(CLI::Range(0.0, 1.0));
   gtp_cmd->footer(
-      options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration", "--seed",
-                           "--engine", "--size", "--swap", "--quiet", "--max-memory"}) +
+      options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration", "--rave",
+                           "--rave-equivalence", "--seed", "--engine", "--size", "--swap",
+                           "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
       "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"
       "is also set by param_game allow_swap 0|1.\n");

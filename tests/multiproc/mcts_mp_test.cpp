@@ -1,12 +1,14 @@
 // Distributed MCTS on Hex across real processes: finds and blocks immediate wins, returns legal
 // moves on every configuration and channel, frees the whole tree after each move, and keeps
-// searching within a per-process memory budget.
+// searching within a per-process memory budget; RAVE's records travel up the tree across
+// processes.
 #include <gtest/gtest.h>
 
 #include <hex.hpp>
 #include <seriema/mcts/distributed.hpp>
 #include <vector>
 
+#include "support/claim_game.hpp"
 #include "support/mp_main.hpp"
 
 namespace {
@@ -205,6 +207,37 @@ TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearchRemoteOnly) {
   distributed_options options;
   options.remote_only = true;
   expect_small_budget_kept(options);
+}
+
+// RAVE across processes (support/claim_game.hpp: whoever holds cell 0 wins): with fewer
+// rollouts than moves, only the all-moves-as-first results gathered along every backpropagation
+// single out cell 0. A small window, so that most selections see the results of the rollouts
+// before them. Remote-only: every backpropagation step, record included, is a call.
+void expect_rave_finds_the_key_cell(distributed_options options) {
+  const seriema::test::claim_game game{24};
+  options.rollouts_in_flight = 2;
+  distributed_search<seriema::test::claim_game> search(rt(), game, options);
+  search_options o;
+  o.rollouts = 20;
+  o.playouts_per_leaf = 4;
+  o.exploration = 0.3;
+  o.rave = true;
+  int found = 0;
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    o.seed = seed;
+    found += search.search(game.initial_state(), o).best == 0 ? 1 : 0;
+  }
+  EXPECT_GE(found, 9) << "RAVE found cell 0 in " << found << " of 10 searches";
+  EXPECT_EQ(search.memory().bytes_live(), 0u);
+}
+TEST(DistributedMcts, RaveFindsTheKeyMoveBeforeTryingEveryMove) {
+  expect_rave_finds_the_key_cell({});
+}
+TEST(DistributedMcts, RaveFindsTheKeyMoveBeforeTryingEveryMoveRemoteOnly) {
+  distributed_options options;
+  options.remote_only = true;
+  options.placement = seriema::mcts::node_placement::random;
+  expect_rave_finds_the_key_cell(options);
 }
 
 // Hex whose playouts throw once the position has `fail_at` stones: a failing game step.

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/mcts/detail/amaf.hpp>
 #include <seriema/mcts/detail/tree.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
@@ -145,6 +146,7 @@ class distributed_search {
     random rng;
     std::atomic<bool> finished{false};
     std::vector<move> moves;  ///< legal-move scratch
+    detail::amaf_record record;  ///< with RAVE: the rollout being simulated or backpropagated
     std::uint64_t remote_calls = 0;
     std::uint64_t nodes_created = 0;
     std::uint64_t deferred_selections = 0;
@@ -172,6 +174,7 @@ class distributed_search {
     if (options.playouts_per_leaf == 0 || options.playouts_per_leaf > 0xffff) {
       throw std::invalid_argument("search: playouts_per_leaf must be in 1..65535");
     }
+    detail::check_rave<G>(options, "search");
     std::vector<move> moves(game_.max_moves());
     if (game_.legal_moves(root, std::span<move>(moves)) == 0) {
       throw std::invalid_argument("search: the game is over in the root position");
@@ -187,6 +190,8 @@ class distributed_search {
     c.exploration = options.exploration;
     c.seed = options.seed;
     c.memory_budget = options.memory_budget;
+    c.rave = options.rave ? 1 : 0;
+    c.rave_equivalence = options.rave_equivalence;
     c.root = root;
     return c;
   }
@@ -220,6 +225,8 @@ class distributed_search {
     if (active_ != nullptr) throw std::logic_error("distributed_search: a search is running");
     K_ = command.playouts_per_leaf;
     exploration_ = command.exploration;
+    rave_ = command.rave != 0;
+    rave_equivalence_ = command.rave_equivalence;
     thread_count_ = rt_.placement().thread_count();
     window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
                                                : 16 * static_cast<std::uint32_t>(thread_count_);
@@ -245,6 +252,7 @@ class distributed_search {
       w.rng.reseed(command.seed * 0x9e3779b97f4a7c15ULL +
                    rt_.placement().global_id(rt_.rank(), static_cast<int>(i)));
       w.moves.resize(game_.max_moves());
+      if (rave_) w.record.resize(game_.max_moves());
       w.remote_calls = w.nodes_created = w.deferred_selections = w.playouts = 0;
       w.started_here = 0;
       w.completed_here.store(0, std::memory_order_relaxed);
@@ -575,6 +583,7 @@ class distributed_search {
         std::uint32_t points1 = 0;
         std::uint32_t points2 = 0;
         add_result(n->winner, K_, points1, points2);
+        if (rave_) w.record.clear();
         backpropagate(me, w, n, points1, points2);
         return;
       }
@@ -619,8 +628,15 @@ class distributed_search {
     double best_score = -1;
     for (std::uint32_t i = 0; i < t.count; ++i) {
       const detail::edge_statistics& e = t.statistics[i];
-      const double score = ucb1(0.5 * static_cast<double>(e.points.load(std::memory_order_relaxed)),
-                                e.visits.load(std::memory_order_relaxed), log_parent, exploration_);
+      const double wins = 0.5 * static_cast<double>(e.points.load(std::memory_order_relaxed));
+      const std::uint64_t visits = e.visits.load(std::memory_order_relaxed);
+      const double score =
+          rave_ ? rave_score(wins, visits,
+                             0.5 * static_cast<double>(
+                                       t.amaf[i].points.load(std::memory_order_relaxed)),
+                             t.amaf[i].visits.load(std::memory_order_relaxed), log_parent,
+                             exploration_, rave_equivalence_)
+                : ucb1(wins, visits, log_parent, exploration_);
       if (score > best_score) {
         best_score = score;
         best = i;
@@ -643,14 +659,17 @@ class distributed_search {
     void* table_memory = take(sizeof(table), alignof(table));
     void* statistics = table_memory ? take(sizeof(detail::edge_statistics) * count, 64) : nullptr;
     void* links = statistics ? take(sizeof(link) * count, alignof(link)) : nullptr;
-    if (links == nullptr) return nullptr;
+    void* amaf = links && rave_ ? take(sizeof(detail::amaf_statistics) * count, 64) : links;
+    if (amaf == nullptr) return nullptr;
     shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     auto* fresh = new (table_memory) table{};
     fresh->count = static_cast<std::uint32_t>(count);
     fresh->statistics = static_cast<detail::edge_statistics*>(statistics);
     fresh->links = static_cast<link*>(links);
+    if (rave_) fresh->amaf = static_cast<detail::amaf_statistics*>(amaf);
     for (std::size_t i = 0; i < count; ++i) {
       new (&fresh->statistics[i]) detail::edge_statistics{};
+      if (rave_) new (&fresh->amaf[i]) detail::amaf_statistics{};
       link* l = new (&fresh->links[i]) link{};
       l->move = w.moves[i];
     }
@@ -774,16 +793,15 @@ class distributed_search {
     game_.apply(s, n->edges.load(std::memory_order_acquire)->links[index].move);
     std::uint32_t points1 = 0;
     std::uint32_t points2 = 0;
+    if (rave_) w.record.clear();
     const player winner = game_.winner(s);
     if (winner != nobody) {
       add_result(winner, K_, points1, points2);
     } else {
-      for (std::uint32_t k = 0; k < K_; ++k) {
-        add_result(game_.playout(s, w.rng), 1, points1, points2);
-      }
+      for (std::uint32_t k = 0; k < K_; ++k) add_result(play_out(w, s), 1, points1, points2);
       w.playouts += K_;
     }
-    credit(n, index, points1, points2);
+    credit(w, n, index, points1, points2);
     backpropagate(me, w, n, points1, points2);
   }
 
@@ -791,13 +809,23 @@ class distributed_search {
   void simulate(fabric::thread_context& me, worker& w, node* leaf) {
     std::uint32_t points1 = 0;
     std::uint32_t points2 = 0;
+    if (rave_) w.record.clear();
     if (leaf->winner != nobody) {
       add_result(leaf->winner, K_, points1, points2);
     } else {
-      for (std::uint32_t k = 0; k < K_; ++k) add_result(game_.playout(leaf->state, w.rng), 1, points1, points2);
+      for (std::uint32_t k = 0; k < K_; ++k) {
+        add_result(play_out(w, leaf->state), 1, points1, points2);
+      }
       w.playouts += K_;
     }
     backpropagate(me, w, leaf, points1, points2);
+  }
+  /// One playout from s, recording its moves in w.record with RAVE.
+  player play_out(worker& w, const state& s) {
+    if constexpr (amaf_game<G>) {
+      if (rave_) return w.record.play(game_, s, w.rng);
+    }
+    return game_.playout(s, w.rng);
   }
   /// `games` results won by `winner` (nobody: drawn) in half wins of each player.
   static void add_result(player winner, std::uint32_t games, std::uint32_t& points1,
@@ -819,27 +847,78 @@ class distributed_search {
       const std::uint32_t index = child->index_in_parent;
       if (!steps_directly(me, child->parent_owner)) {
         ++w.remote_calls;
+        if (rave_) {
+          send_backpropagation_with_record(me, w, child->parent_owner, parent, index, points1,
+                                           points2);
+          return;
+        }
         send(me, child->parent_owner,
              [parent, index, points1, points2](fabric::thread_context& target) {
                auto* self = active_;
                self->guarded(target, [&] {
-                 auto* p = reinterpret_cast<node*>(parent);
-                 self->credit(p, index, points1, points2);
-                 self->backpropagate(target, self->worker_of(target), p, points1, points2);
+                 self->backpropagate_from(target, self->worker_of(target),
+                                          reinterpret_cast<node*>(parent), index, points1,
+                                          points2);
                });
              });
         return;
       }
       child = reinterpret_cast<node*>(parent);
-      credit(const_cast<node*>(child), index, points1, points2);
+      credit(w, const_cast<node*>(child), index, points1, points2);
     }
   }
-  /// An edge's points count for the player who chose it: the player to move at its node.
-  void credit(node* n, std::uint32_t index, std::uint32_t points1, std::uint32_t points2) {
-    const std::uint32_t points = game_.to_move(n->state) == 1 ? points1 : points2;
-    n->edges.load(std::memory_order_acquire)
-        ->statistics[index]
-        .points.fetch_add(points, std::memory_order_relaxed);
+  /// A backpropagation arriving at the node at `parent`: credit its edge `index`, go on up.
+  void backpropagate_from(fabric::thread_context& me, worker& w, node* parent,
+                          std::uint32_t index, std::uint32_t points1, std::uint32_t points2) {
+    credit(w, parent, index, points1, points2);
+    backpropagate(me, w, parent, points1, points2);
+  }
+  /// With RAVE the backpropagation call carries the rollout's record (w.record), which the
+  /// receiving worker takes as its own before going on.
+  void send_backpropagation_with_record(fabric::thread_context& me, worker& w,
+                                        fabric::thread_id parent_owner, std::uint64_t parent,
+                                        std::uint32_t index, std::uint32_t points1,
+                                        std::uint32_t points2) {
+    invoke_buffer(
+        me, parent_owner,
+        [parent, index, points1, points2](fabric::thread_context& target,
+                                          std::span<std::byte> bytes) {
+          auto* self = active_;
+          self->guarded(target, [&] {
+            worker& tw = self->worker_of(target);
+            if (!tw.record.assign(bytes)) {
+              throw error(fmt::format("mcts: a RAVE record arrived with {} bytes, expected {}",
+                                      bytes.size(), tw.record.bytes().size()));
+            }
+            self->backpropagate_from(target, tw, reinterpret_cast<node*>(parent), index,
+                                     points1, points2);
+          });
+        },
+        w.record.bytes());
+  }
+  /// An edge's points count for the player who chose it: the player to move at its node. With
+  /// RAVE its move joins the rollout's record, and every edge of n gains the record's results.
+  void credit(worker& w, node* n, std::uint32_t index, std::uint32_t points1,
+              std::uint32_t points2) {
+    const player chooser = game_.to_move(n->state);
+    const std::uint32_t points = chooser == 1 ? points1 : points2;
+    const table& t = *n->edges.load(std::memory_order_acquire);
+    t.statistics[index].points.fetch_add(points, std::memory_order_relaxed);
+    if constexpr (amaf_game<G>) {
+      if (rave_) credit_amaf(w, t, index, chooser, points);
+    }
+  }
+  void credit_amaf(worker& w, const table& t, std::uint32_t index, player chooser,
+                   std::uint32_t points) requires amaf_game<G> {
+    w.record.play_in_tree(game_.move_index(t.links[index].move), chooser, K_, points);
+    for (std::uint32_t i = 0; i < t.count; ++i) {
+      const auto move_index = static_cast<std::size_t>(game_.move_index(t.links[i].move));
+      const std::uint32_t played = w.record.played_by(chooser, move_index);
+      if (played == 0) continue;
+      t.amaf[i].visits.fetch_add(played, std::memory_order_relaxed);
+      t.amaf[i].points.fetch_add(w.record.points_of(chooser, move_index),
+                                 std::memory_order_relaxed);
+    }
   }
 
   // ---- placement and transport ----
@@ -938,6 +1017,8 @@ class distributed_search {
   /// Per search, written by the main thread before run() (the threads start after).
   std::uint32_t K_ = 16;
   double exploration_ = 1;
+  bool rave_ = false;
+  double rave_equivalence_ = 1000;
   fabric::thread_id thread_count_ = 1;
   std::uint32_t window_ = 4;
   std::uint64_t budget_ = 0;

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <seriema/mcts/detail/amaf.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -42,6 +44,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   if (options.playouts_per_leaf == 0) {
     throw std::invalid_argument("sequential_search: playouts_per_leaf must be at least 1");
   }
+  detail::check_rave<G>(options, "sequential_search");
 
   /// A move out of a node. visits == 0 exactly while child == none, until the memory budget is
   /// reached: a rollout that takes an edge creates its child and adds K visits, or once there
@@ -68,8 +71,18 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     std::uint64_t visits;
     player winner;
   };
+  /// With RAVE, the all-moves-as-first results of edges[i] (same index), for the player
+  /// choosing it.
+  struct amaf_edge {
+    std::uint64_t visits;
+    double wins;
+  };
   std::vector<node> nodes;
   std::vector<edge> edges;
+  std::vector<amaf_edge> amaf;  // empty without RAVE
+  detail::amaf_record record;   // the rollout's, with RAVE
+  const bool rave = options.rave;
+  if (rave) record.resize(g.max_moves());
   std::vector<move> scratch(g.max_moves());
   const std::uint64_t budget = options.memory_budget;
   if (options.rollouts != 0) {  // a quarter of the budget at most
@@ -80,7 +93,8 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     nodes.reserve(std::max<std::uint64_t>(reserved_nodes, 1));
   }
   const auto tree_bytes = [&] {
-    return nodes.capacity() * sizeof(node) + edges.capacity() * sizeof(edge);
+    return nodes.capacity() * sizeof(node) + edges.capacity() * sizeof(edge) +
+           amaf.capacity() * sizeof(amaf_edge);
   };
   bool budget_reached = false;
   std::uint64_t budget_reached_rollouts = 0;
@@ -131,6 +145,33 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     budget_reached_seconds = elapsed(clock::now());
   };
 
+  // One playout, recording its moves with RAVE.
+  const auto play_out = [&](const state& position) {
+    if constexpr (amaf_game<G>) {
+      if (rave) return record.play(g, position, rng);
+    }
+    return g.playout(position, rng);
+  };
+  // Edge e of node `at` gains the rollout's K results for the player choosing it; with RAVE
+  // its move joins the record and every edge of `at` gains the record's AMAF results.
+  const auto credit = [&](std::uint32_t at, std::uint32_t e, double wins_of_first) {
+    const player chooser = g.to_move(nodes[at].position);
+    const double wins = chooser == 1 ? wins_of_first : playouts - wins_of_first;
+    edges[e].visits += k;
+    edges[e].wins += wins;
+    if constexpr (amaf_game<G>) {
+      if (!rave) return;
+      record.play_in_tree(g.move_index(edges[e].m), chooser, k,
+                          static_cast<std::uint32_t>(2 * wins + 0.5));
+      const std::uint32_t first = nodes[at].first_edge;
+      for (std::uint32_t f = first; f < first + nodes[at].edge_count; ++f) {
+        const auto index = static_cast<std::size_t>(g.move_index(edges[f].m));
+        amaf[f].visits += record.played_by(chooser, index);
+        amaf[f].wins += 0.5 * record.points_of(chooser, index);
+      }
+    }
+  };
+
   std::uint64_t rollouts = 0;
   state unstored;  // the position of a child played out without a node (budget reached)
   while (options.rollouts == 0 || rollouts < options.rollouts) {
@@ -144,7 +185,8 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     for (;;) {
       node& n = nodes[leaf];
       if (n.edge_count == 0) break;
-      if (n.first_edge == none && leaf != 0 && !room_for(edges, n.edge_count)) {
+      if (n.first_edge == none && leaf != 0 &&
+          !(room_for(edges, n.edge_count) && (!rave || room_for(amaf, n.edge_count)))) {
         note_budget_reached(rollouts);
         break;
       }
@@ -155,16 +197,20 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
         for (std::uint32_t i = 0; i < n.edge_count; ++i) {
           edges.push_back(edge{scratch[i], none, 0, 0.0});
         }
+        if (rave) amaf.resize(edges.size(), amaf_edge{0, 0.0});
       }
       std::uint32_t chosen = n.first_edge;
       double best_score = -std::numeric_limits<double>::infinity();
       const double log_parent = log_visits(n.visits);
       for (std::uint32_t e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
-        if (edges[e].visits == 0) {
+        if (!rave && edges[e].visits == 0) {
           chosen = e;
           break;
         }
-        const double score = ucb1(edges[e].wins, edges[e].visits, log_parent, options.exploration);
+        const double score =
+            rave ? rave_score(edges[e].wins, edges[e].visits, amaf[e].wins, amaf[e].visits,
+                              log_parent, options.exploration, options.rave_equivalence)
+                 : ucb1(edges[e].wins, edges[e].visits, log_parent, options.exploration);
         if (score > best_score) {
           best_score = score;
           chosen = e;
@@ -188,42 +234,32 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     }
 
     // Simulation: K playouts from the leaf; a finished position repeats its result K times.
-    // Draws (no winner) count half a win for each player.
+    // Draws (no winner) count half a win for each player. With RAVE the playouts record their
+    // moves.
+    if (rave) record.clear();
+    const state& played_from = unstored_edge != none ? unstored : nodes[leaf].position;
     double wins_of_first = 0;
-    if (unstored_edge != none) {
-      if (legal_moves(unstored) == 0) {
-        const player w = g.winner(unstored);
-        wins_of_first = w == 1 ? playouts : w == nobody ? playouts / 2 : 0;
-      } else {
-        for (unsigned i = 0; i < k; ++i) {
-          const player p = g.playout(unstored, rng);
-          wins_of_first += p == 1 ? 1.0 : p == nobody ? 0.5 : 0.0;
-        }
-      }
-    } else if (nodes[leaf].edge_count == 0) {
+    if (unstored_edge == none && nodes[leaf].edge_count == 0) {
       const player w = nodes[leaf].winner;
+      wins_of_first = w == 1 ? playouts : w == nobody ? playouts / 2 : 0;
+    } else if (unstored_edge != none && legal_moves(unstored) == 0) {
+      const player w = g.winner(unstored);
       wins_of_first = w == 1 ? playouts : w == nobody ? playouts / 2 : 0;
     } else {
       for (unsigned i = 0; i < k; ++i) {
-        const player w = g.playout(nodes[leaf].position, rng);
+        const player w = play_out(played_from);
         wins_of_first += w == 1 ? 1.0 : w == nobody ? 0.5 : 0.0;
       }
     }
 
     // Backpropagation: each edge credits the player who chose it, the one to move at its tail
     // (first the unstored child's edge, as if its node were there).
-    if (unstored_edge != none) {
-      edge& e = edges[unstored_edge];
-      e.visits += k;
-      e.wins += g.to_move(nodes[leaf].position) == 1 ? wins_of_first : playouts - wins_of_first;
-    }
+    if (unstored_edge != none) credit(leaf, unstored_edge, wins_of_first);
     for (std::uint32_t n = leaf;;) {
       nodes[n].visits += k;
       const std::uint32_t parent = nodes[n].parent;
       if (parent == none) break;
-      edge& e = edges[nodes[n].in_edge];
-      e.visits += k;
-      e.wins += g.to_move(nodes[parent].position) == 1 ? wins_of_first : playouts - wins_of_first;
+      credit(parent, nodes[n].in_edge, wins_of_first);
       n = parent;
     }
     ++rollouts;

@@ -43,11 +43,20 @@ struct edge_statistics {
   std::atomic<std::uint64_t> points{0};
 };
 
+/// With RAVE, the all-moves-as-first results of one move for the player choosing it: visits
+/// and points (half wins) of the rollouts through its node in which that player played it
+/// later. Relaxed, like edge_statistics.
+struct amaf_statistics {
+  std::atomic<std::uint64_t> visits{0};
+  std::atomic<std::uint64_t> points{0};
+};
+
 template <class G>
 struct edge_table {
   std::uint32_t count = 0;
   edge_statistics* statistics = nullptr;  ///< [count]
-  tree_link<G>* links = nullptr;                      ///< [count]
+  tree_link<G>* links = nullptr;          ///< [count]
+  amaf_statistics* amaf = nullptr;        ///< [count] with RAVE, else null
 };
 
 /// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
@@ -75,6 +84,8 @@ struct search_command {
   double exploration = 1.0;
   std::uint64_t seed = 1;
   std::uint64_t memory_budget = 0;  ///< bytes of tree per process (0: no limit)
+  std::uint32_t rave = 0;           ///< 1: RAVE (search_options::rave)
+  double rave_equivalence = 1000;   ///< search_options::rave_equivalence
   typename G::state root{};
 };
 
