@@ -2,6 +2,8 @@
 // board and the Zobrist hash.
 #include "hex.hpp"
 
+#include "bitboard.hpp"
+
 #include <bit>
 #include <stdexcept>
 #include <string>
@@ -9,8 +11,6 @@
 
 namespace seriema::hex {
 namespace {
-
-using board_rows = std::array<std::uint32_t, hex::max_size>;
 
 // splitmix64's finalizer: a well-mixed 64-bit key from a small number.
 constexpr std::uint64_t mix(std::uint64_t x) noexcept {
@@ -21,16 +21,6 @@ constexpr std::uint64_t mix(std::uint64_t x) noexcept {
 }
 constexpr std::uint64_t zobrist_seed = 0x4865785a6f627269ULL;  // "HexZobri"
 constexpr std::uint64_t second_to_move_key = mix(0x5365636f6e64ULL);
-
-// Grows `reach` (a subset of `stones`, one row) along the row: a stone touches its two
-// neighbours in the row, so the reached runs of stones fill to their ends.
-std::uint32_t spread_in_row(std::uint32_t reach, std::uint32_t stones) noexcept {
-  for (;;) {
-    const std::uint32_t grown = reach | ((reach << 1 | reach >> 1) & stones);
-    if (grown == reach) return reach;
-    reach = grown;
-  }
-}
 
 // Whether `stones` (n rows) hold a chain from row 0 to row n-1. Flood fill from the whole top
 // row, alternating downward and upward sweeps. From row r-1 cell (r, c) is touched by bits c
@@ -66,18 +56,6 @@ bool joins_top_bottom(const std::uint32_t* stones, int n) noexcept {
     if (depth == n) return true;
     if (!grew && !first) return false;
   }
-}
-
-// The board mirrored in its main diagonal: (r, c) -> (c, r). The neighbour rule is symmetric
-// under it ((r-1, c+1) becomes (r+1, c-1)), so a left-right chain becomes a top-bottom chain.
-board_rows transposed(const board_rows& stones, int n) noexcept {
-  board_rows t{};
-  for (int r = 0; r < n; ++r) {
-    for (std::uint32_t bits = stones[static_cast<std::size_t>(r)]; bits != 0; bits &= bits - 1) {
-      t[static_cast<std::size_t>(std::countr_zero(bits))] |= std::uint32_t{1} << r;
-    }
-  }
-  return t;
 }
 
 int checked_size(int size) {

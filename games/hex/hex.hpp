@@ -55,6 +55,11 @@ class hex {
   [[nodiscard]] std::optional<move> parse_move(const state& s, std::string_view text) const;
   [[nodiscard]] std::string render(const state& s) const;
   [[nodiscard]] std::uint64_t hash(const state& s) const noexcept;  // Zobrist
+  // --- seriema::mcts::solver_game ---
+  // The empty cells on which `who` would win at once, whoever is to move (threats.cpp); none
+  // once the game is over, and none while the swap is available (the second move of a game
+  // with the swap rule), when the swap too would answer a threat.
+  std::size_t threats(const state& s, player who, std::span<move> out) const noexcept;
 
   // --- for people, programs and tests ---
   [[nodiscard]] player cell(const state& s, int row, int column) const noexcept;  // 0 if empty
@@ -80,5 +85,6 @@ class hex {
 };
 
 static_assert(mcts::hashed_game<hex>);
+static_assert(mcts::solver_game<hex>);
 
 }  // namespace seriema::hex

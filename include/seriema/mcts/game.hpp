@@ -119,6 +119,18 @@ concept amaf_game = game<G> && requires(const G& g, const typename G::state& s,
   { g.playout(s, rng, played_by) } -> std::same_as<player>;
 };
 
+/// Optional: one-move threats, for the search's solver (search_options::solver).
+/// `g.threats(s, who, out)` writes the legal moves with which `who` would win at once in s if it
+/// were `who`'s turn, and returns how many (0 once the game is over). The solver relies on a
+/// threat being answerable only by playing on it (true of Hex and other games where stones
+/// stay): with a threat of its own the player to move has won; otherwise against one threat it
+/// must play there, and against two or more it has lost.
+template <class G>
+concept solver_game = game<G> && requires(const G& g, const typename G::state& s, player who,
+                                          std::span<typename G::move> out) {
+  { g.threats(s, who, out) } -> std::convertible_to<std::size_t>;
+};
+
 /// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
 /// distributed search can place a new node on the thread its hash names (node_placement::hashed,
 /// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.
