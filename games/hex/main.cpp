@@ -41,6 +41,7 @@ struct settings {
   unsigned playouts = 16;
   double exploration = 1.0;  // search_options' default
   bool rave = false;
+  bool solver = false;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
   std::uint64_t seed = 1;
   bool remote_only = false;
@@ -68,6 +69,7 @@ mcts::search_options search_options_of(const settings& s) {
   options.playouts_per_leaf = s.playouts;
   options.exploration = s.exploration;
   options.rave = s.rave;
+  options.solver = s.solver;
   options.rave_equivalence = s.rave_equivalence;
   options.seed = s.seed;
   options.memory_budget = s.memory_budget;
@@ -196,7 +198,7 @@ std::string options_footer(const CLI::App& app, std::initializer_list<const char
   std::string out = "Search and board options (before or after the subcommand):\n";
   for (const char* name : names) {
     const CLI::Option* option = app.get_option(name);
-    std::string line = fmt::format("  {:<16}{}", name, option->get_description());
+    std::string line = fmt::format("  {:<20}{}", name, option->get_description());
     if (!option->get_default_str().empty() && option->get_type_size() != 0) {
       line += fmt::format(" [{}]", option->get_default_str());
     }
@@ -377,6 +379,9 @@ int main(int argc, char** argv) {
   app.add_option("--rave-equivalence", s.rave_equivalence,
                  "visits at which a move's RAVE weight has halved (k in sqrt(k / (3n + k)))")
       ->check(CLI::PositiveNumber);
+  app.add_option("--solver", s.solver,
+                 "play a win in one and block the opponent's at once, score decided nodes "
+                 "without playouts (0 or 1)");
   auto* seed_option = app.add_option("--seed", s.seed, "random seed (default: from the clock)");
   seed_option->default_str("");  // not the placeholder 1 in settings
   app.add_flag("--remote-only", s.remote_only,
@@ -408,7 +413,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration", "--rave",
-                           "--rave-equivalence", "--seed", "--engine", "--size", "--swap",
+                           "--rave-equivalence", "--solver", "--seed", "--engine", "--size", "--swap",
                            "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
       "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"

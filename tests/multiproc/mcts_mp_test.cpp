@@ -209,6 +209,36 @@ TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearchRemoteOnly) {
   expect_small_budget_kept(options);
 }
 
+// The solver across processes: the win in one after a single rollout (the root's only edge),
+// and the double threat of a win in three (every rollout through it meets a node the solver
+// decided lost for the opponent, wherever that node lives).
+TEST(DistributedMcts, TheSolverPlaysTheWinInOneAndTheDoubleThreat) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game);
+  search_options o = budget(1);
+  o.playouts_per_leaf = 1;
+  o.solver = true;
+  const auto in_one = position(game, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
+                               {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
+  EXPECT_EQ(search.search(in_one, o).best, game.at(1, 2));
+  // (2, 2) threatens (3, 1) and (3, 2), and (3, 1) threatens (2, 1) and (2, 2): white can
+  // block one.
+  const auto in_three =
+      position(game, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  const auto double_threat = [&](hex::move m) {
+    auto after = in_three;
+    game.apply(after, m);
+    return winning_moves(game, after, 1).size() >= 2 && winning_moves(game, after, 2).empty();
+  };
+  o.rollouts = 400;
+  int found = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    o.seed = seed;
+    found += double_threat(search.search(in_three, o).best) ? 1 : 0;
+  }
+  EXPECT_GE(found, 4) << "the double threat was played in " << found << " of 5 searches";
+}
+
 // RAVE across processes (support/claim_game.hpp: whoever holds cell 0 wins): with fewer
 // rollouts than moves, only the all-moves-as-first results gathered along every backpropagation
 // single out cell 0. A small window, so that most selections see the results of the rollouts

@@ -15,6 +15,7 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/mcts/detail/amaf.hpp>
+#include <seriema/mcts/detail/solver.hpp>
 #include <seriema/mcts/detail/tree.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
@@ -191,6 +192,7 @@ class distributed_search {
     c.seed = options.seed;
     c.memory_budget = options.memory_budget;
     c.rave = options.rave ? 1 : 0;
+    c.solver = options.solver ? 1 : 0;
     c.rave_equivalence = options.rave_equivalence;
     c.root = root;
     return c;
@@ -226,6 +228,7 @@ class distributed_search {
     K_ = command.playouts_per_leaf;
     exploration_ = command.exploration;
     rave_ = command.rave != 0;
+    solver_ = command.solver != 0;
     rave_equivalence_ = command.rave_equivalence;
     thread_count_ = rt_.placement().thread_count();
     window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
@@ -579,10 +582,12 @@ class distributed_search {
         return;
       }
       table& t = *edges;
-      if (n->winner != nobody || t.count == 0) {  // the game is over here: known result, K times
+      // The game is over here, or below the root the solver decided it: known result, K times.
+      const bool decided = t.decided != nobody && n->parent != 0;
+      if (n->winner != nobody || t.count == 0 || decided) {
         std::uint32_t points1 = 0;
         std::uint32_t points2 = 0;
-        add_result(n->winner, K_, points1, points2);
+        add_result(decided ? t.decided : n->winner, K_, points1, points2);
         if (rave_) w.record.clear();
         backpropagate(me, w, n, points1, points2);
         return;
@@ -651,7 +656,9 @@ class distributed_search {
   /// refused table took stays in the pool, unused, until the tree is released.
   table* edges_of(worker& w, node* n) {
     if (table* t = n->edges.load(std::memory_order_acquire)) return t;
-    const std::size_t count = game_.legal_moves(n->state, std::span<move>(w.moves));
+    const detail::expansion made =
+        detail::moves_to_search(game_, n->state, std::span<move>(w.moves), solver_);
+    const std::size_t count = made.count;
     const bool root = n->parent == 0;
     const auto take = [&](std::size_t bytes, std::size_t alignment) {
       return root ? w.pool.allocate(bytes, alignment) : w.pool.try_allocate(bytes, alignment);
@@ -664,6 +671,7 @@ class distributed_search {
     shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     auto* fresh = new (table_memory) table{};
     fresh->count = static_cast<std::uint32_t>(count);
+    fresh->decided = made.decided;
     fresh->statistics = static_cast<detail::edge_statistics*>(statistics);
     fresh->links = static_cast<link*>(links);
     if (rave_) fresh->amaf = static_cast<detail::amaf_statistics*>(amaf);
@@ -1018,6 +1026,7 @@ class distributed_search {
   std::uint32_t K_ = 16;
   double exploration_ = 1;
   bool rave_ = false;
+  bool solver_ = false;
   double rave_equivalence_ = 1000;
   fabric::thread_id thread_count_ = 1;
   std::uint32_t window_ = 4;

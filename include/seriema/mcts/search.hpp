@@ -40,6 +40,12 @@ struct search_options {
   /// RAVE's equivalence parameter k: a move's AMAF rate weighs beta = sqrt(k / (3n + k)) after
   /// n visits (half at n = k).
   double rave_equivalence = 1000;
+  /// MCTS-solver's immediate part, for games that name one-move threats (solver_game; ignored
+  /// otherwise): when a node is expanded, a winning move of the player to move makes it a won
+  /// node with that move as its only edge; one threat of the opponent leaves the block as the
+  /// only edge; two or more make it a lost node. Rollouts reaching a won or lost node below the
+  /// root count its result without playouts, as at the end of a game.
+  bool solver = false;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
   std::function<void(std::uint64_t rollouts_done, double seconds)> progress;

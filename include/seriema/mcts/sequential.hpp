@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <seriema/mcts/detail/amaf.hpp>
+#include <seriema/mcts/detail/solver.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
 #include <span>
@@ -59,9 +60,10 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   /// A node's edges are edges[first_edge, first_edge + edge_count), made when a rollout first
   /// passes through it (first_edge == none before): most nodes stay leaves, and a node's edges
   /// outweigh its position many times over. edge_count == 0 means the game is over there, with
-  /// `winner` its result. visits is the sum of its edges' visits plus the playouts made at it
-  /// (K when it was created, K per rollout ending at it when the game is over there or when
-  /// there was no room for its edges).
+  /// `winner` its result; with the solver, a node whose edges were made with `winner` set was
+  /// decided then (detail::moves_to_search), and below the root it is treated as over. visits is
+  /// the sum of its edges' visits plus the playouts made at it (K when it was created, K per
+  /// rollout ending at it when its result is known or when there was no room for its edges).
   struct node {
     state position;
     std::uint32_t parent;
@@ -191,7 +193,10 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
         break;
       }
       if (n.first_edge == none) {
-        legal_moves(n.position);
+        const detail::expansion made =
+            detail::moves_to_search(g, n.position, std::span<move>(scratch), options.solver);
+        n.edge_count = static_cast<std::uint32_t>(made.count);
+        n.winner = made.decided;
         shuffle_moves(std::span<move>(scratch.data(), n.edge_count), rng);
         n.first_edge = static_cast<std::uint32_t>(edges.size());
         for (std::uint32_t i = 0; i < n.edge_count; ++i) {
@@ -199,6 +204,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
         }
         if (rave) amaf.resize(edges.size(), amaf_edge{0, 0.0});
       }
+      if (leaf != 0 && n.winner != nobody) break;  // decided by the solver: a known result
       std::uint32_t chosen = n.first_edge;
       double best_score = -std::numeric_limits<double>::infinity();
       const double log_parent = log_visits(n.visits);
@@ -239,7 +245,8 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     if (rave) record.clear();
     const state& played_from = unstored_edge != none ? unstored : nodes[leaf].position;
     double wins_of_first = 0;
-    if (unstored_edge == none && nodes[leaf].edge_count == 0) {
+    const bool known_result = nodes[leaf].edge_count == 0 || nodes[leaf].winner != nobody;
+    if (unstored_edge == none && known_result) {
       const player w = nodes[leaf].winner;
       wins_of_first = w == 1 ? playouts : w == nobody ? playouts / 2 : 0;
     } else if (unstored_edge != none && legal_moves(unstored) == 0) {

@@ -57,6 +57,9 @@ struct edge_table {
   edge_statistics* statistics = nullptr;  ///< [count]
   tree_link<G>* links = nullptr;          ///< [count]
   amaf_statistics* amaf = nullptr;        ///< [count] with RAVE, else null
+  /// With the solver: the node's result when its edges were made (detail::moves_to_search),
+  /// nobody if undecided. Written before the table is published, like the rest of it.
+  player decided = nobody;
 };
 
 /// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
@@ -85,6 +88,7 @@ struct search_command {
   std::uint64_t seed = 1;
   std::uint64_t memory_budget = 0;  ///< bytes of tree per process (0: no limit)
   std::uint32_t rave = 0;           ///< 1: RAVE (search_options::rave)
+  std::uint32_t solver = 0;         ///< 1: the solver (search_options::solver)
   double rave_equivalence = 1000;   ///< search_options::rave_equivalence
   typename G::state root{};
 };

@@ -1,0 +1,36 @@
+// The solver's expansion rule, shared by both engines: which moves a new node's edges are made
+// of and whether the node is already decided (search_options::solver, solver_game).
+#pragma once
+
+#include <cstddef>
+#include <seriema/mcts/game.hpp>
+#include <span>
+
+namespace seriema::mcts::detail {
+
+/// The moves written to `out` for a node's edges, and the node's result when it is decided
+/// (nobody: not decided).
+struct expansion {
+  std::size_t count = 0;
+  player decided = nobody;
+};
+
+/// Legal moves of s (not over) into out; with the solver on a solver_game, only a winning move
+/// (the node is won by the player to move), or only the blocks of the opponent's threats (two
+/// or more: the node is lost, the threats kept as edges so that a root still names a move).
+template <game G>
+expansion moves_to_search(const G& g, const typename G::state& s,
+                          std::span<typename G::move> out, bool solver) {
+  if constexpr (solver_game<G>) {
+    if (solver) {
+      const player mover = g.to_move(s);
+      if (g.threats(s, mover, out) > 0) return {1, mover};
+      if (const std::size_t blocks = g.threats(s, opponent(mover), out); blocks > 0) {
+        return {blocks, blocks > 1 ? opponent(mover) : nobody};
+      }
+    }
+  }
+  return {g.legal_moves(s, out), nobody};
+}
+
+}  // namespace seriema::mcts::detail
