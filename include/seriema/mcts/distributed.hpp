@@ -136,6 +136,7 @@ class distributed_search {
   using table = detail::edge_table<G>;
   using call_status = fabric::call_status;
   static constexpr std::uint64_t stop_bit = std::uint64_t{1} << 63;
+  static constexpr std::uint32_t none_edge = ~std::uint32_t{0};
 
   /// Per worker thread of this process; touched only by that thread during a search, except
   /// `simulations` (any thread of the process enqueues), `finished` (set by the finishing
@@ -229,6 +230,7 @@ class distributed_search {
     exploration_ = command.exploration;
     rave_ = command.rave != 0;
     solver_ = command.solver != 0;
+    proven_root_edge_.store(none_edge, std::memory_order_relaxed);
     rave_equivalence_ = command.rave_equivalence;
     thread_count_ = rt_.placement().thread_count();
     window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
@@ -322,6 +324,7 @@ class distributed_search {
         result.best = result.moves.front().move;
         result.win_rate = result.moves.front().win_rate();
       }
+      put_proof_in(result);
     }
     distributed_counters local;
     for (auto& w : workers_) {
@@ -357,6 +360,16 @@ class distributed_search {
     result.memory_budget_reached_seconds = memory.reached_seconds;
     result.memory_budget_reached_rollouts = memory.reached_rollouts;
     return result;
+  }
+
+  /// Root process, after the search: the solver's proof of the root, if any, in the result.
+  void put_proof_in(search_result<move>& result) const {
+    if (!solver_) return;
+    result.proven_winner = root_winner();
+    if (result.proven_winner != game_.to_move(root_->state)) return;
+    const table& t = *root_->edges.load(std::memory_order_acquire);
+    const std::uint32_t won = proven_root_edge_.load(std::memory_order_relaxed);
+    detail::put_proven_move_first(result, t.links[won != none_edge ? won : 0].move);
   }
 
   /// The memory budget's outcome over every process (collective).
@@ -462,6 +475,10 @@ class distributed_search {
     if (credit < w.start_batch) return 0;  // a full share is the common case
     std::uint64_t s = started_.load();
     std::uint64_t batch = 0;
+    if (root_decided()) {  // the solver's proof ends the search
+      if ((s & stop_bit) == 0) stop(me);
+      return 0;
+    }
     for (;;) {
       if ((s & stop_bit) != 0) return 0;
       if (s >= budget_) {
@@ -491,6 +508,13 @@ class distributed_search {
     }
     return static_cast<std::size_t>(batch);
   }
+
+  /// Who wins the root by the solver's proof (root process; nobody while unproven).
+  [[nodiscard]] player root_winner() const noexcept {
+    const table* t = root_->edges.load(std::memory_order_acquire);
+    return t != nullptr ? t->decided.load(std::memory_order_acquire) : nobody;
+  }
+  [[nodiscard]] bool root_decided() const noexcept { return solver_ && root_winner() != nobody; }
 
   /// Rollouts back at the root so far (root process).
   [[nodiscard]] std::uint64_t completed_rollouts() const noexcept {
@@ -583,13 +607,14 @@ class distributed_search {
       }
       table& t = *edges;
       // The game is over here, or below the root the solver decided it: known result, K times.
-      const bool decided = t.decided != nobody && n->parent != 0;
-      if (n->winner != nobody || t.count == 0 || decided) {
+      const player decided = n->parent != 0 ? t.decided.load(std::memory_order_acquire) : nobody;
+      if (n->winner != nobody || t.count == 0 || decided != nobody) {
+        const player result = decided != nobody ? decided : n->winner;
         std::uint32_t points1 = 0;
         std::uint32_t points2 = 0;
-        add_result(decided ? t.decided : n->winner, K_, points1, points2);
+        add_result(result, K_, points1, points2);
         if (rave_) w.record.clear();
-        backpropagate(me, w, n, points1, points2);
+        backpropagate(me, w, n, points1, points2, solver_ ? result : nobody);
         return;
       }
       const std::uint32_t index = choose(n, t);
@@ -632,6 +657,9 @@ class distributed_search {
     std::uint32_t best = 0;
     double best_score = -1;
     for (std::uint32_t i = 0; i < t.count; ++i) {
+      if (t.lost != nullptr && (t.lost[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1)) {
+        continue;  // proven lost (solver): never chosen
+      }
       const detail::edge_statistics& e = t.statistics[i];
       const double wins = 0.5 * static_cast<double>(e.points.load(std::memory_order_relaxed));
       const std::uint64_t visits = e.visits.load(std::memory_order_relaxed);
@@ -667,11 +695,18 @@ class distributed_search {
     void* statistics = table_memory ? take(sizeof(detail::edge_statistics) * count, 64) : nullptr;
     void* links = statistics ? take(sizeof(link) * count, alignof(link)) : nullptr;
     void* amaf = links && rave_ ? take(sizeof(detail::amaf_statistics) * count, 64) : links;
-    if (amaf == nullptr) return nullptr;
+    const std::size_t lost_words = (count + 63) / 64;
+    using lost_word = std::atomic<std::uint64_t>;
+    void* lost = amaf && solver_ ? take(sizeof(lost_word) * lost_words, alignof(lost_word)) : amaf;
+    if (lost == nullptr) return nullptr;
     shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     auto* fresh = new (table_memory) table{};
     fresh->count = static_cast<std::uint32_t>(count);
-    fresh->decided = made.decided;
+    fresh->decided.store(made.decided, std::memory_order_relaxed);
+    if (solver_) {
+      fresh->lost = static_cast<lost_word*>(lost);
+      for (std::size_t i = 0; i < lost_words; ++i) new (&fresh->lost[i]) lost_word{0};
+    }
     fresh->statistics = static_cast<detail::edge_statistics*>(statistics);
     fresh->links = static_cast<link*>(links);
     if (rave_) fresh->amaf = static_cast<detail::amaf_statistics*>(amaf);
@@ -809,8 +844,8 @@ class distributed_search {
       for (std::uint32_t k = 0; k < K_; ++k) add_result(play_out(w, s), 1, points1, points2);
       w.playouts += K_;
     }
-    credit(w, n, index, points1, points2);
-    backpropagate(me, w, n, points1, points2);
+    const player proven = credit(w, n, index, points1, points2, solver_ ? winner : nobody);
+    backpropagate(me, w, n, points1, points2, proven);
   }
 
   /// K random playouts from the leaf, then the result goes up.
@@ -826,7 +861,7 @@ class distributed_search {
       }
       w.playouts += K_;
     }
-    backpropagate(me, w, leaf, points1, points2);
+    backpropagate(me, w, leaf, points1, points2, solver_ ? leaf->winner : nobody);
   }
   /// One playout from s, recording its moves in w.record with RAVE.
   player play_out(worker& w, const state& s) {
@@ -843,9 +878,10 @@ class distributed_search {
   }
 
   /// Adds the points to every edge from `child` up to the root: directly while the parent is
-  /// reachable from here, by a call to its owner otherwise.
+  /// reachable from here, by a call to its owner otherwise. `proven`: who wins at `child` by
+  /// the solver's proof (nobody: not known).
   void backpropagate(fabric::thread_context& me, worker& w, const node* child,
-                     std::uint32_t points1, std::uint32_t points2) {
+                     std::uint32_t points1, std::uint32_t points2, player proven) {
     for (;;) {
       if (child->parent == 0) {
         complete_rollout(me);
@@ -857,39 +893,40 @@ class distributed_search {
         ++w.remote_calls;
         if (rave_) {
           send_backpropagation_with_record(me, w, child->parent_owner, parent, index, points1,
-                                           points2);
+                                           points2, proven);
           return;
         }
         send(me, child->parent_owner,
-             [parent, index, points1, points2](fabric::thread_context& target) {
+             [parent, index, points1, points2, proven](fabric::thread_context& target) {
                auto* self = active_;
                self->guarded(target, [&] {
                  self->backpropagate_from(target, self->worker_of(target),
                                           reinterpret_cast<node*>(parent), index, points1,
-                                          points2);
+                                          points2, proven);
                });
              });
         return;
       }
       child = reinterpret_cast<node*>(parent);
-      credit(w, const_cast<node*>(child), index, points1, points2);
+      proven = credit(w, const_cast<node*>(child), index, points1, points2, proven);
     }
   }
   /// A backpropagation arriving at the node at `parent`: credit its edge `index`, go on up.
   void backpropagate_from(fabric::thread_context& me, worker& w, node* parent,
-                          std::uint32_t index, std::uint32_t points1, std::uint32_t points2) {
-    credit(w, parent, index, points1, points2);
-    backpropagate(me, w, parent, points1, points2);
+                          std::uint32_t index, std::uint32_t points1, std::uint32_t points2,
+                          player proven) {
+    proven = credit(w, parent, index, points1, points2, proven);
+    backpropagate(me, w, parent, points1, points2, proven);
   }
   /// With RAVE the backpropagation call carries the rollout's record (w.record), which the
   /// receiving worker takes as its own before going on.
   void send_backpropagation_with_record(fabric::thread_context& me, worker& w,
                                         fabric::thread_id parent_owner, std::uint64_t parent,
                                         std::uint32_t index, std::uint32_t points1,
-                                        std::uint32_t points2) {
+                                        std::uint32_t points2, player proven) {
     invoke_buffer(
         me, parent_owner,
-        [parent, index, points1, points2](fabric::thread_context& target,
+        [parent, index, points1, points2, proven](fabric::thread_context& target,
                                           std::span<std::byte> bytes) {
           auto* self = active_;
           self->guarded(target, [&] {
@@ -899,22 +936,45 @@ class distributed_search {
                                       bytes.size(), tw.record.bytes().size()));
             }
             self->backpropagate_from(target, tw, reinterpret_cast<node*>(parent), index,
-                                     points1, points2);
+                                     points1, points2, proven);
           });
         },
         w.record.bytes());
   }
   /// An edge's points count for the player who chose it: the player to move at its node. With
   /// RAVE its move joins the rollout's record, and every edge of n gains the record's results.
-  void credit(worker& w, node* n, std::uint32_t index, std::uint32_t points1,
-              std::uint32_t points2) {
+  /// With the solver, `proven` (who wins after the edge) may decide n: returns n's result if so.
+  player credit(worker& w, node* n, std::uint32_t index, std::uint32_t points1,
+                std::uint32_t points2, player proven) {
     const player chooser = game_.to_move(n->state);
     const std::uint32_t points = chooser == 1 ? points1 : points2;
-    const table& t = *n->edges.load(std::memory_order_acquire);
+    table& t = *n->edges.load(std::memory_order_acquire);
     t.statistics[index].points.fetch_add(points, std::memory_order_relaxed);
     if constexpr (amaf_game<G>) {
       if (rave_) credit_amaf(w, t, index, chooser, points);
     }
+    return solver_ ? prove(n, t, index, chooser, proven) : nobody;
+  }
+  /// MCTS-solver: edge `index` of n leads to a position won by `proven` (nobody: not known).
+  /// n is won once its chooser wins after one edge, lost once every edge is lost; each lost
+  /// edge is counted once (its bit's fetch_or), so the step that counts the last one decides n.
+  /// Returns n's result once decided, for its parent's edge.
+  player prove(node* n, table& t, std::uint32_t index, player chooser, player proven) {
+    if (const player known = t.decided.load(std::memory_order_acquire); known != nobody) {
+      return known;
+    }
+    if (proven == nobody) return nobody;
+    if (proven != chooser) {
+      const std::uint64_t bit = std::uint64_t{1} << (index % 64);
+      if ((t.lost[index / 64].fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return nobody;
+      if (t.lost_count.fetch_add(1, std::memory_order_acq_rel) + 1 < t.count) return nobody;
+    }
+    player expected = nobody;
+    if (t.decided.compare_exchange_strong(expected, proven, std::memory_order_acq_rel) &&
+        n->parent == 0 && proven == chooser) {
+      proven_root_edge_.store(index, std::memory_order_relaxed);
+    }
+    return t.decided.load(std::memory_order_acquire);
   }
   void credit_amaf(worker& w, const table& t, std::uint32_t index, player chooser,
                    std::uint32_t points) requires amaf_game<G> {
@@ -1027,6 +1087,8 @@ class distributed_search {
   double exploration_ = 1;
   bool rave_ = false;
   bool solver_ = false;
+  /// With the solver, the root's edge proven won (root process); none_edge otherwise.
+  std::atomic<std::uint32_t> proven_root_edge_{none_edge};
   double rave_equivalence_ = 1000;
   fabric::thread_id thread_count_ = 1;
   std::uint32_t window_ = 4;

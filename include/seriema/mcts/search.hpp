@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <seriema/mcts/game.hpp>
 #include <span>
 #include <utility>
 #include <vector>
@@ -40,11 +41,13 @@ struct search_options {
   /// RAVE's equivalence parameter k: a move's AMAF rate weighs beta = sqrt(k / (3n + k)) after
   /// n visits (half at n = k).
   double rave_equivalence = 1000;
-  /// MCTS-solver's immediate part, for games that name one-move threats (solver_game; ignored
-  /// otherwise): when a node is expanded, a winning move of the player to move makes it a won
-  /// node with that move as its only edge; one threat of the opponent leaves the block as the
-  /// only edge; two or more make it a lost node. Rollouts reaching a won or lost node below the
-  /// root count its result without playouts, as at the end of a game.
+  /// MCTS-solver, for games that name one-move threats (solver_game; ignored otherwise). When a
+  /// node is expanded, a winning move of the player to move makes it a won node with that move
+  /// as its only edge; one threat of the opponent leaves the block as the only edge; two or more
+  /// make it a lost node. Proofs go up with the results: a node is won once one of its moves
+  /// leads to a position won by its player, lost once all do not; lost moves are never chosen
+  /// again. Rollouts reaching a decided node below the root count its result without playouts,
+  /// as at the end of a game, and a decided root ends the search (search_result::proven_winner).
   bool solver = false;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
@@ -86,6 +89,10 @@ struct search_result {
   /// Tree memory at the end of the search: the sequential engine's arrays, or in the
   /// distributed engine the largest of any process's pools (the budget is per process).
   std::uint64_t tree_bytes = 0;
+  /// With the solver: who wins the root with best play, once the search proved it (the search
+  /// then ends early); nobody otherwise. When it is the player to move, `best` is the proven
+  /// winning move, whatever its visits.
+  player proven_winner = nobody;
   std::uint64_t memory_budget = 0;             ///< search_options::memory_budget it ran with
   bool memory_budget_reached = false;          ///< in some process the tree stopped growing
   /// When the budget was first reached (0 if never): seconds into the search, and rollouts

@@ -53,6 +53,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   /// edge gains visits, child stays none). wins count for the player choosing the edge.
   struct edge {
     move m;
+    bool lost;  ///< with the solver: proven lost for the player choosing it
     std::uint32_t child;
     std::uint64_t visits;
     double wins;
@@ -72,6 +73,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     std::uint32_t edge_count;
     std::uint64_t visits;
     player winner;
+    std::uint32_t lost_edges;  ///< with the solver: how many of its edges are lost
   };
   /// With RAVE, the all-moves-as-first results of edges[i] (same index), for the player
   /// choosing it.
@@ -123,7 +125,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     const std::uint32_t count = legal_moves(position);
     const auto index = static_cast<std::uint32_t>(nodes.size());
     nodes.push_back(node{position, parent, in_edge, none, count, 0,
-                         count == 0 ? g.winner(position) : nobody});
+                         count == 0 ? g.winner(position) : nobody, 0});
     return index;
   };
   add_node(root, none, none);  // the root and its edges whatever the budget: they are the result
@@ -174,6 +176,28 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     }
   };
 
+  // MCTS-solver: edge e of node `at` leads to a position won by `proven` (nobody: not known).
+  // The node is won if its chooser wins there, lost once all its edges are lost. Returns the
+  // node's result if it is decided, for its parent's edge.
+  std::uint32_t proven_root_edge = none;
+  const auto prove = [&](std::uint32_t at, std::uint32_t e, player proven) -> player {
+    node& n = nodes[at];
+    if (proven == nobody || n.winner != nobody) return n.winner;
+    const player chooser = g.to_move(n.position);
+    if (proven == chooser) {
+      n.winner = chooser;
+      if (at == 0) proven_root_edge = e;
+      return chooser;
+    }
+    if (!edges[e].lost) {
+      edges[e].lost = true;
+      ++n.lost_edges;
+    }
+    if (n.lost_edges < n.edge_count) return nobody;
+    n.winner = proven;
+    return proven;
+  };
+
   std::uint64_t rollouts = 0;
   state unstored;  // the position of a child played out without a node (budget reached)
   while (options.rollouts == 0 || rollouts < options.rollouts) {
@@ -200,7 +224,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
         shuffle_moves(std::span<move>(scratch.data(), n.edge_count), rng);
         n.first_edge = static_cast<std::uint32_t>(edges.size());
         for (std::uint32_t i = 0; i < n.edge_count; ++i) {
-          edges.push_back(edge{scratch[i], none, 0, 0.0});
+          edges.push_back(edge{scratch[i], false, none, 0, 0.0});
         }
         if (rave) amaf.resize(edges.size(), amaf_edge{0, 0.0});
       }
@@ -209,6 +233,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
       double best_score = -std::numeric_limits<double>::infinity();
       const double log_parent = log_visits(n.visits);
       for (std::uint32_t e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
+        if (edges[e].lost) continue;  // proven lost (solver): never chosen
         if (!rave && edges[e].visits == 0) {
           chosen = e;
           break;
@@ -261,15 +286,24 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
 
     // Backpropagation: each edge credits the player who chose it, the one to move at its tail
     // (first the unstored child's edge, as if its node were there).
-    if (unstored_edge != none) credit(leaf, unstored_edge, wins_of_first);
+    // With the solver a known result also goes up as a proof while it decides nodes.
+    player proven = nobody;
+    if (options.solver && unstored_edge != none) proven = g.winner(unstored);
+    if (options.solver && unstored_edge == none && known_result) proven = nodes[leaf].winner;
+    if (unstored_edge != none) {
+      credit(leaf, unstored_edge, wins_of_first);
+      proven = prove(leaf, unstored_edge, proven);
+    }
     for (std::uint32_t n = leaf;;) {
       nodes[n].visits += k;
       const std::uint32_t parent = nodes[n].parent;
       if (parent == none) break;
       credit(parent, nodes[n].in_edge, wins_of_first);
+      proven = prove(parent, nodes[n].in_edge, proven);
       n = parent;
     }
     ++rollouts;
+    if (nodes[0].winner != nobody) break;  // the solver decided the root
 
     if (rollouts % clock_period == 0 && (options.seconds > 0 || options.progress)) {
       const auto now = clock::now();
@@ -290,6 +324,11 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
   std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
   result.best = result.moves.front().move;
   result.win_rate = result.moves.front().win_rate();
+  result.proven_winner = top.winner;
+  if (top.winner != nobody && top.winner == g.to_move(top.position)) {
+    const std::uint32_t won = proven_root_edge != none ? proven_root_edge : top.first_edge;
+    detail::put_proven_move_first(result, edges[won].m);
+  }
   result.rollouts = rollouts;
   result.playouts = rollouts * k;
   result.tree_nodes = nodes.size();

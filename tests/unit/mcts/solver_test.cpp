@@ -11,40 +11,20 @@
 #include <set>
 #include <vector>
 
+#include "../../support/hex_positions.hpp"
+
 namespace seriema::mcts {
 namespace {
 
 using hex::hex;
 
-// Player 1's stones, player 2's stones, player to move.
-hex::state position(const hex& g, std::initializer_list<std::pair<int, int>> black,
-                    std::initializer_list<std::pair<int, int>> white, player to_move) {
-  hex::state s = g.initial_state();
-  for (auto [r, c] : black) EXPECT_TRUE(g.place(s, r, c, 1));
-  for (auto [r, c] : white) EXPECT_TRUE(g.place(s, r, c, 2));
-  s.to_move = to_move;
-  s.moves_played = static_cast<std::uint16_t>(black.size() + white.size());
-  return s;
-}
-// The same problem for the other player: mirrored in the main diagonal, colours exchanged.
-hex::state mirrored(const hex& g, const hex::state& s) {
-  hex::state m = g.initial_state();
-  for (int r = 0; r < g.size(); ++r) {
-    for (int c = 0; c < g.size(); ++c) {
-      if (const player p = g.cell(s, r, c); p != nobody) g.place(m, c, r, opponent(p));
-    }
-  }
-  m.to_move = opponent(s.to_move);
-  m.moves_played = s.moves_played;
-  return m;
-}
-std::vector<hex::move> legal(const hex& g, const hex::state& s) {
-  std::vector<hex::move> moves(g.max_moves());
-  moves.resize(g.legal_moves(s, moves));
-  return moves;
-}
+using test::hex_legal;
+using test::hex_mirrored;
+using test::hex_position;
+using test::mover_wins_by_force;
+
 bool mover_wins_at_once(const hex& g, const hex::state& s) {
-  for (const hex::move m : legal(g, s)) {
+  for (const hex::move m : hex_legal(g, s)) {
     hex::state next = s;
     g.apply(next, m);
     if (g.winner(next) == s.to_move) return true;
@@ -55,12 +35,12 @@ bool mover_wins_at_once(const hex& g, const hex::state& s) {
 // wins): wins in three.
 std::set<hex::move> wins_in_three(const hex& g, const hex::state& s) {
   std::set<hex::move> wins;
-  for (const hex::move m : legal(g, s)) {
+  for (const hex::move m : hex_legal(g, s)) {
     hex::state next = s;
     g.apply(next, m);
     if (g.winner(next) != nobody) continue;
     bool forced = true;
-    for (const hex::move reply : legal(g, next)) {
+    for (const hex::move reply : hex_legal(g, next)) {
       hex::state after = next;
       g.apply(after, reply);
       forced = forced && g.winner(after) == nobody && mover_wins_at_once(g, after);
@@ -82,12 +62,12 @@ search_options solver_options(std::uint64_t rollouts, std::uint64_t seed, bool s
 // 5x5, black (top-bottom) to move: (1, 2) completes column 2 at once, and white (left-right)
 // threatens row 3 at (3, 2).
 hex::state win_in_one(const hex& g) {
-  return position(g, {{0, 2}, {2, 2}, {3, 2}, {4, 2}}, {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
+  return hex_position(g, {{0, 2}, {2, 2}, {3, 2}, {4, 2}}, {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
 }
 
 TEST(Solver, PlaysTheWinInOneAfterOneRollout) {
   const hex g(5);
-  for (const hex::state& s : {win_in_one(g), mirrored(g, win_in_one(g))}) {
+  for (const hex::state& s : {win_in_one(g), hex_mirrored(g, win_in_one(g))}) {
     ASSERT_TRUE(mover_wins_at_once(g, s));
     hex::state after = s;
     const auto result = sequential_search(g, s, solver_options(1, 3));
@@ -100,8 +80,8 @@ TEST(Solver, PlaysTheWinInOneAfterOneRollout) {
 TEST(Solver, BlocksTheOnlyThreatAfterOneRollout) {
   const hex g(5);
   // White threatens (3, 2) in row 3; black has no win of its own.
-  const hex::state s = position(g, {{0, 0}, {4, 4}}, {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
-  for (const hex::state& p : {s, mirrored(g, s)}) {
+  const hex::state s = hex_position(g, {{0, 0}, {4, 4}}, {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
+  for (const hex::state& p : {s, hex_mirrored(g, s)}) {
     ASSERT_FALSE(mover_wins_at_once(g, p));
     int found = 0;
     for (std::uint64_t seed = 1; seed <= 10; ++seed) {
@@ -116,15 +96,19 @@ TEST(Solver, BlocksTheOnlyThreatAfterOneRollout) {
 // both (3, 1) and (3, 2), so white can block only one.
 TEST(Solver, FindsTheDoubleThreatOfAWinInThree) {
   const hex g(5);
-  const hex::state s = position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
-  for (const hex::state& p : {s, mirrored(g, s)}) {
+  const hex::state s = hex_position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  for (const hex::state& p : {s, hex_mirrored(g, s)}) {
     const auto wins = wins_in_three(g, p);
     ASSERT_FALSE(wins.empty()) << g.render(p);
     ASSERT_FALSE(mover_wins_at_once(g, p));
     int with_solver = 0;
     int without = 0;
     for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-      with_solver += wins.count(sequential_search(g, p, solver_options(400, seed)).best);
+      const auto proof = sequential_search(g, p, solver_options(400, seed));
+      with_solver += wins.count(proof.best);
+      // The proof ends the search: after the double threat every reply is decided at once.
+      EXPECT_EQ(proof.proven_winner, p.to_move);
+      EXPECT_LT(proof.rollouts, 400u);
       without += wins.count(sequential_search(g, p, solver_options(400, seed, false)).best);
     }
     EXPECT_GE(with_solver, 10) << g.render(p);
@@ -132,17 +116,37 @@ TEST(Solver, FindsTheDoubleThreatOfAWinInThree) {
   }
 }
 
-TEST(Solver, ALostRootStillNamesAMoveAndCountsItLost) {
+TEST(Solver, ALostRootIsProvenAtOnceAndStillNamesAMove) {
   const hex g(5);
   // White threatens (3, 2) and (2, 2)... two separate cells: row 3 and row 1 each miss one.
   const hex::state s =
-      position(g, {{0, 0}, {4, 4}, {2, 0}},
+      hex_position(g, {{0, 0}, {4, 4}, {2, 0}},
                {{3, 0}, {3, 1}, {3, 3}, {3, 4}, {1, 0}, {1, 1}, {1, 2}, {1, 4}}, 1);
   ASSERT_FALSE(mover_wins_at_once(g, s));
   const auto result = sequential_search(g, s, solver_options(50, 1));
   EXPECT_TRUE(result.best == g.at(3, 2) || result.best == g.at(1, 3)) << g.move_name(result.best);
-  EXPECT_EQ(result.moves.size(), 2u);
+  EXPECT_EQ(result.proven_winner, 2);
+  EXPECT_EQ(result.rollouts, 1u);
   EXPECT_EQ(result.win_rate, 0.0);
+}
+
+// Proofs need both directions: a node is won through one move, lost only once every move is
+// (the opponent's nodes on the way). On 3x3, every position of up to two stones is proven
+// within the budget, as exhaustive search says, and a proven win names a winning move.
+TEST(Solver, ProvesEveryThreeByThreeOpeningAsExhaustiveSearchDoes) {
+  const hex g(3);
+  for (const hex::state& s : test::openings_up_to_two_stones(g)) {
+    const bool mover_wins = mover_wins_by_force(g, s);
+    const auto result = sequential_search(g, s, solver_options(20000, 5));
+    ASSERT_NE(result.proven_winner, nobody) << "not proven in 20000 rollouts\n" << g.render(s);
+    EXPECT_EQ(result.proven_winner == s.to_move, mover_wins) << g.render(s);
+    if (mover_wins) {
+      hex::state after = s;
+      g.apply(after, result.best);
+      EXPECT_TRUE(g.winner(after) == s.to_move || !mover_wins_by_force(g, after))
+          << g.move_name(result.best) << "\n" << g.render(s);
+    }
+  }
 }
 
 }  // namespace

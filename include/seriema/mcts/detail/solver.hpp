@@ -2,8 +2,10 @@
 // of and whether the node is already decided (search_options::solver, solver_game).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <seriema/mcts/game.hpp>
+#include <seriema/mcts/search.hpp>
 #include <span>
 
 namespace seriema::mcts::detail {
@@ -31,6 +33,17 @@ expansion moves_to_search(const G& g, const typename G::state& s,
     }
   }
   return {g.legal_moves(s, out), nobody};
+}
+
+/// A root the solver proved won by its player to move: the winning move first in the result,
+/// whatever its visits (a proof outranks statistics).
+template <class Move>
+void put_proven_move_first(search_result<Move>& result, const Move& winning) {
+  const auto proven = std::find_if(result.moves.begin(), result.moves.end(),
+                                   [&](const auto& s) { return s.move == winning; });
+  if (proven != result.moves.end()) std::rotate(result.moves.begin(), proven, proven + 1);
+  result.best = winning;
+  if (!result.moves.empty()) result.win_rate = result.moves.front().win_rate();
 }
 
 }  // namespace seriema::mcts::detail

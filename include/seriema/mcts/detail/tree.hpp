@@ -57,9 +57,15 @@ struct edge_table {
   edge_statistics* statistics = nullptr;  ///< [count]
   tree_link<G>* links = nullptr;          ///< [count]
   amaf_statistics* amaf = nullptr;        ///< [count] with RAVE, else null
-  /// With the solver: the node's result when its edges were made (detail::moves_to_search),
-  /// nobody if undecided. Written before the table is published, like the rest of it.
-  player decided = nobody;
+  /// With the solver: the node's result, nobody while undecided. Set when the table is made
+  /// (detail::moves_to_search), before it is published, or later once by the compare-exchange of
+  /// the step that proves it.
+  std::atomic<player> decided{nobody};
+  /// With the solver: bit i of lost[i / 64] is set (once, by fetch_or) when edge i is proven
+  /// lost for the player choosing it; lost_count counts the bits set, so the step that sets the
+  /// last one knows the node is lost.
+  std::atomic<std::uint64_t>* lost = nullptr;
+  std::atomic<std::uint32_t> lost_count{0};
 };
 
 /// A node lives in the tree_pool of the thread that created it, in the process of `owner`.

@@ -1,0 +1,80 @@
+// Hand-made Hex positions and exhaustive answers for the MCTS tests: stones placed by
+// coordinates, the same problem for the other player, legal moves, and whether the player to
+// move wins by force on a tiny board.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <hex.hpp>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+namespace seriema::test {
+
+using hex_game = seriema::hex::hex;
+
+/// Player 1's stones, player 2's stones (row, column), and the player to move.
+inline hex_game::state hex_position(const hex_game& g,
+                                    std::initializer_list<std::pair<int, int>> black,
+                                    std::initializer_list<std::pair<int, int>> white,
+                                    mcts::player to_move) {
+  hex_game::state s = g.initial_state();
+  for (auto [r, c] : black) EXPECT_TRUE(g.place(s, r, c, 1));
+  for (auto [r, c] : white) EXPECT_TRUE(g.place(s, r, c, 2));
+  s.to_move = to_move;
+  s.moves_played = static_cast<std::uint16_t>(black.size() + white.size());
+  return s;
+}
+
+/// The same problem for the other player: mirrored in the main diagonal, colours exchanged
+/// (the neighbour rule is symmetric under the mirror; top-bottom becomes left-right).
+inline hex_game::state hex_mirrored(const hex_game& g, const hex_game::state& s) {
+  hex_game::state m = g.initial_state();
+  for (int r = 0; r < g.size(); ++r) {
+    for (int c = 0; c < g.size(); ++c) {
+      if (const mcts::player p = g.cell(s, r, c); p != mcts::nobody) {
+        g.place(m, c, r, mcts::opponent(p));
+      }
+    }
+  }
+  m.to_move = mcts::opponent(s.to_move);
+  m.moves_played = s.moves_played;
+  return m;
+}
+
+inline std::vector<hex_game::move> hex_legal(const hex_game& g, const hex_game::state& s) {
+  std::vector<hex_game::move> moves(g.max_moves());
+  moves.resize(g.legal_moves(s, moves));
+  return moves;
+}
+
+/// Exhaustive search (tiny boards only): whether the player to move wins with best play.
+inline bool mover_wins_by_force(const hex_game& g, const hex_game::state& s) {
+  for (const hex_game::move m : hex_legal(g, s)) {
+    hex_game::state next = s;
+    g.apply(next, m);
+    const mcts::player w = g.winner(next);
+    if (w == s.to_move || (w == mcts::nobody && !mover_wins_by_force(g, next))) return true;
+  }
+  return false;
+}
+
+/// Every position of a `size` board with at most two stones and no winner.
+inline std::vector<hex_game::state> openings_up_to_two_stones(const hex_game& g) {
+  std::vector<hex_game::state> positions{g.initial_state()};
+  for (const hex_game::move first : hex_legal(g, g.initial_state())) {
+    hex_game::state one = g.initial_state();
+    g.apply(one, first);
+    positions.push_back(one);
+    for (const hex_game::move second : hex_legal(g, one)) {
+      hex_game::state two = one;
+      g.apply(two, second);
+      if (g.winner(two) == mcts::nobody) positions.push_back(two);
+    }
+  }
+  return positions;
+}
+
+}  // namespace seriema::test
