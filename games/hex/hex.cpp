@@ -67,6 +67,24 @@ int checked_size(int size) {
 
 }  // namespace
 
+// The plain playout's recorder: records nothing, so the filling compiles to what it was before
+// recording existed.
+struct hex::no_record {
+  static constexpr bool records = false;
+  void operator()(int /*row*/, int /*column*/, player /*who*/) const noexcept {}
+};
+
+// The recording playout's: the caller's span, of max_moves() entries or more, gets `who` at each
+// filled cell's move index (row * size + column); nothing else is written.
+struct hex::record_into {
+  static constexpr bool records = true;
+  player* played_by;
+  int size;
+  void operator()(int row, int column, player who) const noexcept {
+    played_by[row * size + column] = who;
+  }
+};
+
 hex::hex(int size, bool swap_rule)
     : size_(checked_size(size)), swap_rule_(swap_rule), row_mask_((std::uint32_t{1} << size_) - 1) {
   // A fixed seed: every process of a distributed search computes the same hashes.
@@ -149,6 +167,16 @@ player hex::winner(const state& s) const noexcept {
 // survives any filling, and the filling then cannot give the other player a chain too. The
 // filling ignores the swap (random playouts need not model it).
 player hex::playout(const state& s, mcts::random& rng) const noexcept {
+  return random_fill(s, rng, no_record{});
+}
+
+// The same filling, the same draws: only the record differs.
+player hex::playout(const state& s, mcts::random& rng, std::span<player> played_by) const noexcept {
+  return random_fill(s, rng, record_into{played_by.data(), size_});
+}
+
+template <class Recorder>
+player hex::random_fill(const state& s, mcts::random& rng, Recorder record) const noexcept {
   std::array<std::uint16_t, max_size * max_size> empty;  // row << 5 | column
   std::uint32_t count = 0;
   for (int r = 0; r < size_; ++r) {
@@ -166,6 +194,10 @@ player hex::playout(const state& s, mcts::random& rng) const noexcept {
   for (std::uint32_t i = 0; i < black_share; ++i) {
     std::swap(empty[i], empty[i + rng.below(count - i)]);
     black[empty[i] >> 5] |= std::uint32_t{1} << (empty[i] & 31);
+    record(empty[i] >> 5, empty[i] & 31, 1);
+  }
+  if constexpr (Recorder::records) {
+    for (std::uint32_t i = black_share; i < count; ++i) record(empty[i] >> 5, empty[i] & 31, 2);
   }
   return joins_top_bottom(black.data(), size_) ? 1 : 2;
 }

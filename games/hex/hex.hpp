@@ -51,6 +51,17 @@ class hex {
   void apply(state& s, move m) const noexcept;  // m must be legal
   [[nodiscard]] player winner(const state& s) const noexcept;
   [[nodiscard]] player playout(const state& s, mcts::random& rng) const noexcept;
+
+  // --- seriema::mcts::amaf_game ---
+  // A cell's index is its move value (row * size + column); the swap's is size * size.
+  [[nodiscard]] std::size_t move_index(move m) const noexcept {
+    return m == swap_move ? static_cast<std::size_t>(size_ * size_) : m;
+  }
+  // Plays out exactly as playout(s, rng) does (equal generator states: the same draws, the same
+  // winner) and sets played_by[move_index(m)] to the player of every cell m it fills. Entries of
+  // cells occupied in s, and the swap's, are left as they were. played_by.size() >= max_moves().
+  [[nodiscard]] player playout(const state& s, mcts::random& rng,
+                               std::span<player> played_by) const noexcept;
   [[nodiscard]] std::string move_name(move m) const;
   [[nodiscard]] std::optional<move> parse_move(const state& s, std::string_view text) const;
   [[nodiscard]] std::string render(const state& s) const;
@@ -77,6 +88,12 @@ class hex {
  private:
   // Whether `s` is the second move of a game with the swap rule, after a single stone.
   [[nodiscard]] bool swap_available(const state& s) const noexcept;
+  // The playouts' recorders (hex.cpp): one that records nothing, one that writes a span.
+  struct no_record;
+  struct record_into;
+  // The random policy's filling, both playouts' one implementation.
+  template <class Recorder>
+  player random_fill(const state& s, mcts::random& rng, Recorder record) const noexcept;
 
   int size_;
   bool swap_rule_;
@@ -86,5 +103,6 @@ class hex {
 
 static_assert(mcts::hashed_game<hex>);
 static_assert(mcts::solver_game<hex>);
+static_assert(mcts::amaf_game<hex>);
 
 }  // namespace seriema::hex

@@ -197,6 +197,100 @@ TEST(HexTest, PlayoutsFollowTheAlternatingFillDistribution) {
   }
 }
 
+constexpr player unrecorded = 0xee;  // the sentinel a recording playout must not overwrite
+
+// The position `s` with every cell `played_by` names given to its player.
+hex::state recorded_board(const hex& g, const hex::state& s, const std::vector<player>& played_by) {
+  hex::state full = s;
+  for (int r = 0; r < g.size(); ++r) {
+    for (int c = 0; c < g.size(); ++c) {
+      const player who = played_by[g.move_index(g.at(r, c))];
+      if (who != unrecorded) g.place(full, r, c, who);
+    }
+  }
+  return full;
+}
+
+// Checks one recording playout of `s`: every empty cell recorded once with 1 or 2, occupied
+// cells and the swap's entry untouched, player 1's count the alternating share, the recorded
+// board's winner the playout's.
+void expect_sound_record(const hex& g, const hex::state& s, const std::vector<player>& played_by,
+                         player winner) {
+  int empty = 0;
+  int black = 0;
+  for (int r = 0; r < g.size(); ++r) {
+    for (int c = 0; c < g.size(); ++c) {
+      const player who = played_by[g.move_index(g.at(r, c))];
+      if (g.cell(s, r, c) != nobody) {
+        ASSERT_EQ(who, unrecorded) << "occupied cell " << g.move_name(g.at(r, c)) << " recorded";
+        continue;
+      }
+      ++empty;
+      ASSERT_TRUE(who == 1 || who == 2) << "empty cell " << g.move_name(g.at(r, c)) << ": "
+                                        << int{who};
+      black += who == 1;
+    }
+  }
+  if (g.swap_rule()) {
+    ASSERT_EQ(played_by[g.move_index(hex::swap_move)], unrecorded);
+  }
+  ASSERT_EQ(black, s.to_move == 1 ? (empty + 1) / 2 : empty / 2);
+  const hex::state full = recorded_board(g, s, played_by);
+  ASSERT_EQ(bfs_winner(g, full), winner) << g.render(full);
+  ASSERT_EQ(g.connected(full, winner), true);
+}
+
+TEST(HexTest, MoveIndexIsDense) {
+  for (const bool swap : {false, true}) {
+    const hex g(7, swap);
+    std::set<std::size_t> indices;
+    for (int r = 0; r < 7; ++r) {
+      for (int c = 0; c < 7; ++c) indices.insert(g.move_index(g.at(r, c)));
+    }
+    if (swap) indices.insert(g.move_index(hex::swap_move));
+    EXPECT_EQ(indices.size(), g.max_moves());
+    EXPECT_EQ(*indices.rbegin(), g.max_moves() - 1);
+    EXPECT_EQ(g.move_index(g.at(3, 5)), 3u * 7 + 5);
+  }
+}
+
+// The recording playout is the plain one plus a record: with equal generators, equal winners and
+// equal draws (the generators agree afterwards), on many positions of several sizes.
+TEST(HexTest, RecordingPlayoutPlaysAsThePlainOne) {
+  std::mt19937_64 positions(515);
+  int playouts = 0;
+  for (int n : {2, 3, 5, 7, 11, 13, 19}) {
+    const hex g(n, /*swap_rule=*/n % 2 == 1);
+    for (int i = 0; i < 400; ++i, ++playouts) {
+      const int stones = static_cast<int>(positions() % static_cast<std::uint64_t>(n * n + 1));
+      const hex::state s = random_position(g, positions, stones);
+      mcts::random plain(1000 + static_cast<std::uint64_t>(playouts));
+      mcts::random recording(1000 + static_cast<std::uint64_t>(playouts));
+      std::vector<player> played_by(g.max_moves(), unrecorded);
+      const player winner = g.playout(s, plain);
+      ASSERT_EQ(g.playout(s, recording, played_by), winner) << g.render(s);
+      ASSERT_EQ(plain(), recording()) << "the two playouts drew differently\n" << g.render(s);
+      expect_sound_record(g, s, played_by, winner);
+    }
+  }
+  EXPECT_GE(playouts, 2800);
+}
+
+// On a full board the playout fills nothing: the record stays empty and the winner is the
+// board's.
+TEST(HexTest, RecordingPlayoutOfAFullBoardRecordsNothing) {
+  std::mt19937_64 positions(77);
+  mcts::random rng(5);
+  const hex g(9);
+  for (int i = 0; i < 200; ++i) {
+    const hex::state s = random_position(g, positions, 81);
+    std::vector<player> played_by(g.max_moves(), unrecorded);
+    ASSERT_EQ(g.playout(s, rng, played_by), bfs_winner(g, s));
+    ASSERT_EQ(std::count(played_by.begin(), played_by.end(), unrecorded),
+              static_cast<std::ptrdiff_t>(played_by.size()));
+  }
+}
+
 TEST(HexTest, AntiDiagonalJoinsTopAndBottomMainDiagonalDoesNot) {
   for (int n = hex::min_size; n <= hex::max_size; ++n) {
     const hex g(n);
