@@ -19,6 +19,7 @@ namespace seriema::hex {
 struct gtp_options {
   int size = hex::default_size;
   bool swap_rule = false;  // param_game allow_swap changes it
+  playout_policy policy = playout_policy::random;  // the games' playouts, across boardsize
   // genmove answers `resign` when the chosen move's win rate is below this, the search had at
   // least resign_min_rollouts rollouts and at least `size` moves were played. 0: never.
   double resign_threshold = 0.05;

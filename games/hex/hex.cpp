@@ -58,6 +58,83 @@ bool joins_top_bottom(const std::uint32_t* stones, int n) noexcept {
   }
 }
 
+// The bridges playout's board: one byte per cell on a grid with a border of off-board cells, so
+// a cell's six neighbours are fixed offsets, and the empty cells as a list with O(1) removal
+// (empty_ holds them in no order; position_ says where each empty cell sits in it). Lives on the
+// playout's stack: no allocation. Cells are grid indices (row + 1) * stride + column + 1.
+class padded_board {
+ public:
+  static constexpr int stride = hex::max_size + 2;
+  static constexpr std::uint8_t off_board = 3;  // neither player's, never empty
+
+  padded_board(const hex::state& s, int size) noexcept {
+    cells_.fill(off_board);
+    const std::uint32_t row_mask = (std::uint32_t{1} << size) - 1;
+    for (int r = 0; r < size; ++r) {
+      const std::uint32_t black = s.stones[0][static_cast<std::size_t>(r)];
+      const std::uint32_t white = s.stones[1][static_cast<std::size_t>(r)];
+      std::uint8_t* row = &cells_[static_cast<std::size_t>(grid_cell(r, 0))];
+      for (int c = 0; c < size; ++c) {
+        row[c] = static_cast<std::uint8_t>((black >> c & 1) | (white >> c & 1) << 1);
+      }
+      for (std::uint32_t free = row_mask & ~(black | white); free != 0; free &= free - 1) {
+        const int cell = grid_cell(r, std::countr_zero(free));
+        position_[static_cast<std::size_t>(cell)] = static_cast<std::uint16_t>(count_);
+        empty_[count_++] = static_cast<std::uint16_t>(cell);
+      }
+    }
+  }
+  static int grid_cell(int row, int column) noexcept { return (row + 1) * stride + column + 1; }
+  static int row_of(int cell) noexcept { return cell / stride - 1; }
+  static int column_of(int cell) noexcept { return cell % stride - 1; }
+
+  [[nodiscard]] std::uint32_t empty_count() const noexcept { return count_; }
+  [[nodiscard]] player at(int cell) const noexcept { return cells_[static_cast<std::size_t>(cell)]; }
+  [[nodiscard]] int random_empty(mcts::random& rng) const noexcept {
+    return empty_[rng.below(count_)];
+  }
+  // `who` takes the empty `cell`: the list's last cell moves into its place.
+  void play(int cell, player who) noexcept {
+    const std::uint16_t slot = position_[static_cast<std::size_t>(cell)];
+    const std::uint16_t last = empty_[--count_];
+    empty_[slot] = last;
+    position_[last] = slot;
+    cells_[static_cast<std::size_t>(cell)] = who;
+  }
+  // The answer of `who` to the opponent's stone at `intrusion`, or -1 if it touches no bridge
+  // of theirs. The six neighbours in cyclic order are n0..n5; n(j-1) and n(j+1) are at bridge
+  // distance with common neighbours `intrusion` and n(j): when both are `who`'s and n(j) is
+  // empty, n(j) saves the bridge. Several intruded bridges: one answer drawn uniformly. Built
+  // from 6-bit masks without branches (which stone is whose is a coin toss to the predictor).
+  [[nodiscard]] int bridge_answer(int intrusion, player who, mcts::random& rng) const noexcept {
+    static constexpr std::array<int, 6> around = {1, 1 - stride, -stride, -1, stride - 1, stride};
+    unsigned own = 0;
+    unsigned free = 0;
+    for (std::size_t i = 0; i < 6; ++i) {
+      const player p = at(intrusion + around[i]);
+      own |= unsigned{p == who} << i;
+      free |= unsigned{p == 0} << i;
+    }
+    const unsigned own_before = ((own << 1) | (own >> 5)) & 63;  // bit j: n(j-1) is who's
+    const unsigned own_after = ((own >> 1) | (own << 5)) & 63;   // bit j: n(j+1) is who's
+    unsigned answers = own_before & own_after & free;
+    if (answers == 0) return -1;
+    if ((answers & (answers - 1)) != 0) {
+      for (auto skip = rng.below(static_cast<std::uint32_t>(std::popcount(answers))); skip != 0;
+           --skip) {
+        answers &= answers - 1;
+      }
+    }
+    return intrusion + around[static_cast<std::size_t>(std::countr_zero(answers))];
+  }
+
+ private:
+  std::array<std::uint8_t, stride * stride> cells_;  // 0 empty, 1, 2, or off_board
+  std::array<std::uint16_t, hex::max_size * hex::max_size> empty_;
+  std::array<std::uint16_t, stride * stride> position_;
+  std::uint32_t count_ = 0;
+};
+
 int checked_size(int size) {
   if (size < hex::min_size || size > hex::max_size) {
     throw std::invalid_argument("hex board size " + std::to_string(size) + ": expected 2..19");
@@ -85,8 +162,11 @@ struct hex::record_into {
   }
 };
 
-hex::hex(int size, bool swap_rule)
-    : size_(checked_size(size)), swap_rule_(swap_rule), row_mask_((std::uint32_t{1} << size_) - 1) {
+hex::hex(int size, bool swap_rule, playout_policy policy)
+    : size_(checked_size(size)),
+      swap_rule_(swap_rule),
+      policy_(policy),
+      row_mask_((std::uint32_t{1} << size_) - 1) {
   // A fixed seed: every process of a distributed search computes the same hashes.
   mcts::random rng(zobrist_seed);
   for (auto& keys : zobrist_) {
@@ -146,6 +226,7 @@ void hex::apply(state& s, move m) const noexcept {
     s.stones[s.to_move - 1][m / size_] |= std::uint32_t{1} << (m % size_);
   }
   ++s.moves_played;
+  s.last_move = m;
   s.to_move = mcts::opponent(s.to_move);
 }
 
@@ -167,12 +248,15 @@ player hex::winner(const state& s) const noexcept {
 // survives any filling, and the filling then cannot give the other player a chain too. The
 // filling ignores the swap (random playouts need not model it).
 player hex::playout(const state& s, mcts::random& rng) const noexcept {
+  if (policy_ == playout_policy::bridges) return bridge_fill(s, rng, no_record{});
   return random_fill(s, rng, no_record{});
 }
 
 // The same filling, the same draws: only the record differs.
 player hex::playout(const state& s, mcts::random& rng, std::span<player> played_by) const noexcept {
-  return random_fill(s, rng, record_into{played_by.data(), size_});
+  const record_into record{played_by.data(), size_};
+  if (policy_ == playout_policy::bridges) return bridge_fill(s, rng, record);
+  return random_fill(s, rng, record);
 }
 
 template <class Recorder>
@@ -198,6 +282,34 @@ player hex::random_fill(const state& s, mcts::random& rng, Recorder record) cons
   }
   if constexpr (Recorder::records) {
     for (std::uint32_t i = black_share; i < count; ++i) record(empty[i] >> 5, empty[i] & 31, 2);
+  }
+  return joins_top_bottom(black.data(), size_) ? 1 : 2;
+}
+
+// One move at a time, alternately from s.to_move. A move answers the one before it (the last
+// tree move, s.last_move, for the first) when that intruded into a bridge of the mover;
+// otherwise it is a uniformly random empty cell. Player 1's rows are kept as the board fills,
+// for the one connection check at the end.
+template <class Recorder>
+player hex::bridge_fill(const state& s, mcts::random& rng, Recorder record) const noexcept {
+  padded_board board(s, size_);
+  board_rows black = s.stones[0];
+  player mover = s.to_move;
+  int last = -1;  // the opponent's last stone, as a grid cell (-1: none to answer)
+  if (s.last_move < size_ * size_) {
+    last = padded_board::grid_cell(s.last_move / size_, s.last_move % size_);
+    if (board.at(last) != mcts::opponent(mover)) last = -1;  // set up by hand, not a move
+  }
+  while (board.empty_count() != 0) {
+    int cell = last < 0 ? -1 : board.bridge_answer(last, mover, rng);
+    if (cell < 0) cell = board.random_empty(rng);
+    board.play(cell, mover);
+    const int row = padded_board::row_of(cell);
+    const int column = padded_board::column_of(cell);
+    if (mover == 1) black[static_cast<std::size_t>(row)] |= std::uint32_t{1} << column;
+    record(row, column, mover);
+    last = cell;
+    mover = mcts::opponent(mover);
   }
   return joins_top_bottom(black.data(), size_) ? 1 : 2;
 }
@@ -298,6 +410,7 @@ bool hex::place(state& s, int row, int column, player who) const noexcept {
     return false;
   }
   s.stones[who - 1][static_cast<std::size_t>(row)] |= std::uint32_t{1} << column;
+  s.last_move = no_move;  // a set-up stone is no move to answer
   return true;
 }
 

@@ -15,6 +15,13 @@ namespace seriema::hex {
 
 using mcts::player;
 
+// How a playout chooses its moves. random: the empty cells shared by alternate turns, every
+// split equally likely. bridges: moves one at a time, alternately; a move into the carrier of a
+// bridge of the player then to move (the two empty cells two of their stones share as
+// neighbours) is answered in the other carrier cell, any other move by a uniformly random empty
+// cell. Bridges to the edge are not answered.
+enum class playout_policy : std::uint8_t { random, bridges };
+
 // Player 1 (black, moves first) joins the top and bottom rows; player 2 (white) joins the left
 // and right columns. Cell (r, c) touches (r, c-1), (r, c+1), (r-1, c), (r+1, c), (r-1, c+1) and
 // (r+1, c-1).
@@ -24,24 +31,31 @@ class hex {
   static constexpr int max_size = 19;
   static constexpr int default_size = 11;
 
+  // row * size + column for a cell; swap_move for the swap (second move only, swap rule on).
+  using move = std::uint16_t;
+  static constexpr move swap_move = 0xfffe;
+  static constexpr move no_move = 0xffff;  // state::last_move before any move, and after place()
+
   // A position. Row r of player p's stones is bit c of stones[p-1][r]. Trivially copyable:
   // it travels between threads and machines as bytes.
   struct state {
     std::array<std::array<std::uint32_t, max_size>, 2> stones{};
     std::uint16_t moves_played = 0;
+    // The move that made this position (apply), for the bridges playout's first answer; not
+    // part of the position: hash() and winner() ignore it.
+    move last_move = no_move;
     std::uint8_t size = default_size;
     player to_move = 1;
     bool swapped = false;  // the swap move was played
   };
-  // row * size + column for a cell; swap_move for the swap (second move only, swap rule on).
-  using move = std::uint16_t;
-  static constexpr move swap_move = 0xfffe;
 
   // Throws std::invalid_argument naming the size when it is outside [2, 19].
-  explicit hex(int size = default_size, bool swap_rule = false);
+  explicit hex(int size = default_size, bool swap_rule = false,
+               playout_policy policy = playout_policy::random);
 
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] bool swap_rule() const noexcept { return swap_rule_; }
+  [[nodiscard]] playout_policy policy() const noexcept { return policy_; }
 
   // --- seriema::mcts::game ---
   [[nodiscard]] state initial_state() const noexcept;
@@ -80,7 +94,8 @@ class hex {
   // Parses a cell name ("b3": column 2, row 3) whether or not it is empty in any position.
   [[nodiscard]] std::optional<move> parse_cell(std::string_view text) const;
   // Places a stone of `who` on an empty cell without changing whose turn it is (set-up of
-  // hand-made positions); false if the cell is occupied or out of the board.
+  // hand-made positions; last_move becomes no_move); false if the cell is occupied or out of
+  // the board.
   bool place(state& s, int row, int column, player who) const noexcept;
   // Whether `who` has a chain joining their two edges.
   [[nodiscard]] bool connected(const state& s, player who) const noexcept;
@@ -94,9 +109,13 @@ class hex {
   // The random policy's filling, both playouts' one implementation.
   template <class Recorder>
   player random_fill(const state& s, mcts::random& rng, Recorder record) const noexcept;
+  // The bridges policy's move-by-move filling, both playouts' one implementation.
+  template <class Recorder>
+  player bridge_fill(const state& s, mcts::random& rng, Recorder record) const noexcept;
 
   int size_;
   bool swap_rule_;
+  playout_policy policy_;
   std::uint32_t row_mask_;
   std::array<std::array<std::uint64_t, max_size * max_size>, 2> zobrist_{};
 };
@@ -104,5 +123,7 @@ class hex {
 static_assert(mcts::hashed_game<hex>);
 static_assert(mcts::solver_game<hex>);
 static_assert(mcts::amaf_game<hex>);
+// A position travels in every remote call of a distributed search: keep it small.
+static_assert(sizeof(hex::state) <= 160);
 
 }  // namespace seriema::hex

@@ -43,6 +43,7 @@ struct settings {
   bool rave = false;
   bool solver = false;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
+  std::string playout_policy = "random";  // --playout-policy (docs/mcts.md, "Playing strength")
   std::uint64_t seed = 1;
   bool remote_only = false;
   std::string channel = "trad";
@@ -242,6 +243,11 @@ hex::state position_of(const hex& game, const std::vector<std::string>& moves) {
   return state;
 }
 
+seriema::hex::playout_policy playout_policy_of(const std::string& name) {
+  return name == "bridges" ? seriema::hex::playout_policy::bridges
+                           : seriema::hex::playout_policy::random;
+}
+
 const char* color_name(mcts::player p) { return p == 1 ? "black (X)" : "white (O)"; }
 
 // analyze's memory lines: the tree's bytes per process, nodes, the budget and whether it was
@@ -343,6 +349,7 @@ int gtp(engine& e, const settings& s) {
   seriema::hex::gtp_options options;
   options.size = s.size;
   options.swap_rule = s.swap_rule;
+  options.policy = playout_policy_of(s.playout_policy);
   options.resign_threshold = s.resign_threshold;
   options.log = &std::cerr;
   gtp_session session(
@@ -382,6 +389,10 @@ int main(int argc, char** argv) {
   app.add_option("--solver", s.solver,
                  "play a win in one and block the opponent's at once, score decided nodes "
                  "without playouts (0 or 1)");
+  app.add_option("--playout-policy", s.playout_policy,
+                 "playout moves: random, or bridges (random, but a move into a bridge of the "
+                 "player to move is answered)")
+      ->check(CLI::IsMember({"random", "bridges"}));
   auto* seed_option = app.add_option("--seed", s.seed, "random seed (default: from the clock)");
   seed_option->default_str("");  // not the placeholder 1 in settings
   app.add_flag("--remote-only", s.remote_only,
@@ -412,9 +423,9 @@ int main(int argc, char** argv) {
                       "and once --size moves are on the board (0: never)")
       ->check(CLI::Range(0.0, 1.0));
   gtp_cmd->footer(
-      options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration", "--rave",
-                           "--rave-equivalence", "--solver", "--seed", "--engine", "--size", "--swap",
-                           "--quiet", "--max-memory"}) +
+      options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
+                           "--playout-policy", "--rave", "--rave-equivalence", "--solver",
+                           "--seed", "--engine", "--size", "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
       "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"
       "is also set by param_game allow_swap 0|1.\n");
@@ -443,7 +454,7 @@ int main(int argc, char** argv) {
                            "--max-memory sets one\n");
       }
     }
-    const hex game(s.size, s.swap_rule);
+    const hex game(s.size, s.swap_rule, playout_policy_of(s.playout_policy));
     engine e(rt, game, s);
     if (rt.rank() != 0) {
       e.serve();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # seriema-hex as a user runs it, over 2 processes: analyze finds the one winning move of a
-# position, play finishes a game against the random player, and a scripted GTP session gets the
+# position (with either playout policy; an unknown one is refused), play finishes a game against the random player, and a scripted GTP session gets the
 # right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
 # shows the search options; genmove resigns a lost position (and only with confidence) and
 # answers resign once the game is over; the swap rule set by param_game is used and accepted;
@@ -19,6 +19,13 @@ echo "$out"
 grep -q '^best move: b3 ' <<<"$out" || fail "analyze did not find the winning move b3"
 grep -Eq '^rollouts: 3000 ' <<<"$out" || fail "analyze did not report 3000 rollouts"
 grep -Eq 'remote calls: [1-9]' <<<"$out" || fail "analyze made no remote call over 2 processes"
+# The same with playouts that answer bridge intrusions (the policy travels with the game).
+out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 --playout-policy bridges \
+      b1 a1 b2 d4 b4 d1 --quiet)
+grep -q '^best move: b3 ' <<<"$out" || fail "analyze with bridges playouts did not find b3: $out"
+# A policy that does not exist is refused, naming the allowed ones.
+if err=$("$hex" analyze --playout-policy greedy 2>&1); then fail "--playout-policy greedy accepted"; fi
+grep -q 'random,bridges' <<<"$err" || fail "--playout-policy greedy: no list of policies: $err"
 
 out=$("${launch[@]}" "$hex" play --size 5 --rollouts 500 --opponent random)
 grep -Eq '^(black|white) \([XO]\) wins after [0-9]+ moves' <<<"$out" || fail "play did not end: $out"
@@ -43,7 +50,8 @@ move=$(grep -E '^= [a-e][1-5]$' <<<"$out" | head -1 | cut -c3-)
 grep -q '^? game not over' <<<"$out" || fail "final_score before the end was not an error"
 # gtp --help shows the search options that matter there (program-wide ones and its own).
 help=$("$hex" gtp --help)
-for option in --rollouts --seconds --exploration --seed --resign-threshold time_settings; do
+for option in --rollouts --seconds --exploration --playout-policy --seed --resign-threshold \
+              time_settings; do
   grep -q -- "$option" <<<"$help" || fail "gtp --help does not show $option"
 done
 

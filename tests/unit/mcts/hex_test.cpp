@@ -255,25 +255,38 @@ TEST(HexTest, MoveIndexIsDense) {
 }
 
 // The recording playout is the plain one plus a record: with equal generators, equal winners and
-// equal draws (the generators agree afterwards), on many positions of several sizes.
-TEST(HexTest, RecordingPlayoutPlaysAsThePlainOne) {
-  std::mt19937_64 positions(515);
+// equal draws (the generators agree afterwards), on many positions of several sizes, under both
+// playout policies. Half the positions end with a move (last_move set, for the bridges policy's
+// first answer). Returns the number of playouts compared.
+int compare_recording_with_plain(playout_policy policy, std::mt19937_64& positions) {
   int playouts = 0;
   for (int n : {2, 3, 5, 7, 11, 13, 19}) {
-    const hex g(n, /*swap_rule=*/n % 2 == 1);
+    const hex g(n, /*swap_rule=*/n % 2 == 1, policy);
     for (int i = 0; i < 400; ++i, ++playouts) {
       const int stones = static_cast<int>(positions() % static_cast<std::uint64_t>(n * n + 1));
-      const hex::state s = random_position(g, positions, stones);
+      hex::state s = random_position(g, positions, stones);
+      if (i % 2 == 1 && g.winner(s) == nobody) {
+        std::vector<hex::move> legal(g.max_moves());
+        legal.resize(g.legal_moves(s, legal));
+        g.apply(s, legal[positions() % legal.size()]);
+      }
       mcts::random plain(1000 + static_cast<std::uint64_t>(playouts));
       mcts::random recording(1000 + static_cast<std::uint64_t>(playouts));
       std::vector<player> played_by(g.max_moves(), unrecorded);
       const player winner = g.playout(s, plain);
-      ASSERT_EQ(g.playout(s, recording, played_by), winner) << g.render(s);
-      ASSERT_EQ(plain(), recording()) << "the two playouts drew differently\n" << g.render(s);
+      EXPECT_EQ(g.playout(s, recording, played_by), winner) << g.render(s);
+      EXPECT_EQ(plain(), recording()) << "the two playouts drew differently\n" << g.render(s);
       expect_sound_record(g, s, played_by, winner);
+      if (::testing::Test::HasFailure()) return playouts;
     }
   }
-  EXPECT_GE(playouts, 2800);
+  return playouts;
+}
+
+TEST(HexTest, RecordingPlayoutPlaysAsThePlainOne) {
+  std::mt19937_64 positions(515);
+  EXPECT_EQ(compare_recording_with_plain(playout_policy::random, positions), 2800);
+  EXPECT_EQ(compare_recording_with_plain(playout_policy::bridges, positions), 2800);
 }
 
 // On a full board the playout fills nothing: the record stays empty and the winner is the
@@ -288,6 +301,85 @@ TEST(HexTest, RecordingPlayoutOfAFullBoardRecordsNothing) {
     ASSERT_EQ(g.playout(s, rng, played_by), bfs_winner(g, s));
     ASSERT_EQ(std::count(played_by.begin(), played_by.end(), unrecorded),
               static_cast<std::ptrdiff_t>(played_by.size()));
+  }
+}
+
+// How often, in `playouts` recording playouts of `s`, `who` got `cell`, and every record sound.
+int times_played(const hex& g, const hex::state& s, hex::move cell, player who, int playouts,
+                 mcts::random& rng) {
+  int times = 0;
+  for (int i = 0; i < playouts; ++i) {
+    std::vector<player> played_by(g.max_moves(), unrecorded);
+    const player winner = g.playout(s, rng, played_by);
+    expect_sound_record(g, s, played_by, winner);
+    times += played_by[g.move_index(cell)] == who;
+  }
+  return times;
+}
+
+TEST(HexTest, PlayoutPolicyIsCarriedAndRandomByDefault) {
+  EXPECT_EQ(hex().policy(), playout_policy::random);
+  EXPECT_EQ(hex(7, true, playout_policy::bridges).policy(), playout_policy::bridges);
+  hex::state s = hex().initial_state();
+  EXPECT_EQ(s.last_move, hex::no_move);
+  hex().apply(s, hex().at(2, 3));
+  EXPECT_EQ(s.last_move, hex().at(2, 3));
+  hex().place(s, 4, 4, 1);
+  EXPECT_EQ(s.last_move, hex::no_move);  // a set-up stone is no move to answer
+}
+
+// Black's bridge b2-c3 on 7x7 (carrier c2, b3); white's last tree move c2 intrudes, black is to
+// move: the bridges playout's first move is black's b3, every time. The random policy gives b3
+// to white sometimes (the test can fail).
+TEST(HexTest, BridgesPlayoutAnswersTheLastTreeMove) {
+  for (const playout_policy policy : {playout_policy::random, playout_policy::bridges}) {
+    const hex g(7, false, policy);
+    hex::state s = g.initial_state();
+    g.place(s, 1, 1, 1);
+    g.place(s, 2, 2, 1);
+    g.place(s, 5, 5, 2);
+    s.to_move = 2;
+    g.apply(s, *g.parse_cell("c2"));  // white intrudes
+    ASSERT_EQ(s.to_move, 1);
+    mcts::random rng(31);
+    const int black_b3 = times_played(g, s, *g.parse_cell("b3"), 1, 1000, rng);
+    if (policy == playout_policy::bridges) {
+      EXPECT_EQ(black_b3, 1000);
+    } else {
+      EXPECT_GT(black_b3, 300);
+      EXPECT_LT(black_b3, 800);
+    }
+  }
+}
+
+// An intrusion made during the playout is answered. 3x3, black to move, no move to answer yet:
+//   X . O      black's bridge a1-b2 has the carrier b1, a2; white's a3 and c1 leave no other
+//    . X .     black bridge through b1 or a2, so whichever of them white takes, black takes the
+//     O . .    other at once. White never gets both (the random policy: 1 split in 10).
+TEST(HexTest, BridgesPlayoutAnswersIntrusionsDuringThePlayout) {
+  for (const playout_policy policy : {playout_policy::random, playout_policy::bridges}) {
+    const hex g(3, false, policy);
+    hex::state s = g.initial_state();
+    g.place(s, 0, 0, 1);
+    g.place(s, 1, 1, 1);
+    g.place(s, 0, 2, 2);
+    g.place(s, 2, 0, 2);
+    s.to_move = 1;
+    mcts::random rng(8);
+    int white_both = 0;
+    for (int i = 0; i < 1000; ++i) {
+      std::vector<player> played_by(g.max_moves(), unrecorded);
+      const player winner = g.playout(s, rng, played_by);
+      expect_sound_record(g, s, played_by, winner);
+      white_both += played_by[g.move_index(g.at(0, 1))] == 2 &&
+                    played_by[g.move_index(g.at(1, 0))] == 2;
+    }
+    if (policy == playout_policy::bridges) {
+      EXPECT_EQ(white_both, 0);
+    } else {
+      EXPECT_GT(white_both, 50);
+      EXPECT_LT(white_both, 150);
+    }
   }
 }
 
@@ -518,6 +610,8 @@ TEST(HexTest, HashIdentifiesPositions) {
   for (const char* name : {"a1", "b2", "c3"}) g.apply(a, *g.parse_cell(name));
   for (const char* name : {"c3", "b2", "a1"}) g.apply(b, *g.parse_cell(name));
   EXPECT_EQ(g.hash(a), g.hash(b));  // one position, two move orders
+  EXPECT_NE(a.last_move, b.last_move);  // ... and two last moves, which the hash ignores
+  EXPECT_EQ(g.hash(a), hex(11, false, playout_policy::bridges).hash(a));
   EXPECT_EQ(g.hash(a), other.hash(a));  // a fixed table: equal in every process
 
   std::set<std::uint64_t> hashes{g.hash(g.initial_state())};
