@@ -86,16 +86,19 @@ class distributed_search {
 
   /// Collective: every rank calls it; rank 0's `root` and `options` are the search, the other
   /// ranks' arguments are ignored. Returns the search's result on rank 0; on the other ranks
-  /// only `best`, `rollouts`, the job-wide counts and the memory fields are filled. Throws std::invalid_argument
-  /// (on rank 0, before anything is sent) for a finished root or a missing budget.
+  /// only `best`, `rollouts`, the job-wide counts and the memory fields are filled. Throws
+  /// std::invalid_argument (on rank 0, before anything is sent) for a finished root, a missing
+  /// budget or options the game cannot serve (RAVE without recording playouts).
   search_result<move> search(const state& root, const search_options& options) {
     detail::search_command<G> command;
     if (rt_.rank() == 0) {
       validate(root, options);
-      command = make_command(1, root, options);
+      command = make_command(detail::command_kind::search, root, options);
     }
     command = exchange(command);
-    if (command.kind != 1) throw std::logic_error("distributed_search: rank 0 closed the service");
+    if (command.kind != detail::command_kind::search) {
+      throw std::logic_error("distributed_search: rank 0 closed the service");
+    }
     return run_search(command, rt_.rank() == 0 ? &options : nullptr);
   }
 
@@ -103,14 +106,14 @@ class distributed_search {
   void serve() {
     for (;;) {
       const auto command = exchange(detail::search_command<G>{});
-      if (command.kind != 1) return;
+      if (command.kind != detail::command_kind::search) return;
       (void)run_search(command, nullptr);
     }
   }
   /// Rank 0: ends the other ranks' serve().
   void close() {
     detail::search_command<G> command;
-    command.kind = 2;
+    command.kind = detail::command_kind::close;
     (void)exchange(command);
   }
 
@@ -182,7 +185,7 @@ class distributed_search {
       throw std::invalid_argument("search: the game is over in the root position");
     }
   }
-  static detail::search_command<G> make_command(std::uint32_t kind, const state& root,
+  static detail::search_command<G> make_command(detail::command_kind kind, const state& root,
                                                 const search_options& options) {
     detail::search_command<G> c;
     c.kind = kind;

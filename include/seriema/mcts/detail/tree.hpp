@@ -83,10 +83,14 @@ struct tree_node {
   std::atomic<edge_table<G>*> edges{nullptr};  ///< created by the first selection through here
 };
 
+/// What a search command asks of every rank. `none` is what a rank that is not rank 0 passes
+/// to the exchange (rank 0's command replaces it).
+enum class command_kind : std::uint32_t { none = 0, search = 1, close = 2 };
+
 /// What rank 0 tells the other ranks (a search to run, or that the service is closing).
 template <class G>
 struct search_command {
-  std::uint32_t kind = 0;  ///< 1: search, 2: close
+  command_kind kind = command_kind::none;
   std::uint32_t playouts_per_leaf = 16;
   std::uint64_t rollouts = 0;
   double seconds = 0;
