@@ -373,7 +373,10 @@ mcts::search_result<hex::move> gtp_session::timed_search(const hex::state& posit
 }
 
 bool gtp_session::should_resign(const mcts::search_result<hex::move>& result) const noexcept {
-  return options_.resign_threshold > 0 && result.win_rate < options_.resign_threshold &&
+  if (options_.resign_threshold <= 0) return false;
+  // A loss the solver proved needs no confidence threshold.
+  if (result.proven_winner == mcts::opponent(position_.to_move)) return true;
+  return result.win_rate < options_.resign_threshold &&
          result.rollouts >= options_.resign_min_rollouts &&
          position_.moves_played >= game_.size();
 }

@@ -21,7 +21,8 @@ struct gtp_options {
   bool swap_rule = false;  // param_game allow_swap changes it
   playout_policy policy = playout_policy::random;  // the games' playouts, across boardsize
   // genmove answers `resign` when the chosen move's win rate is below this, the search had at
-  // least resign_min_rollouts rollouts and at least `size` moves were played. 0: never.
+  // least resign_min_rollouts rollouts and at least `size` moves were played, or when the
+  // search proved the position lost (search_result::proven_winner). 0: never.
   double resign_threshold = 0.05;
   std::uint64_t resign_min_rollouts = 1000;
   std::ostream* log = nullptr;  // one line per genmove under a clock (null: none)

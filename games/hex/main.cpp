@@ -39,9 +39,11 @@ struct settings {
   bool rollouts_given = false;  // --rollouts on the command line (it then also bounds timed moves)
   double seconds = 0;
   unsigned playouts = 16;
-  double exploration = 1.0;  // search_options' default
-  bool rave = false;
-  bool solver = false;
+  // The strong setting by default (docs/mcts.md, "Playing strength"): RAVE and the solver on,
+  // and exploration 0.3 with RAVE (0.7 without: the textbook 1.4 on values in [-1, 1]).
+  double exploration = 0.3;
+  bool rave = true;
+  bool solver = true;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
   std::string playout_policy = "random";  // --playout-policy (docs/mcts.md, "Playing strength")
   std::uint64_t seed = 1;
@@ -282,6 +284,10 @@ int analyze(seriema::fabric::runtime& rt, engine& e, const hex& game, const sett
   const auto result = e.search(game, position, stdout);
   fmt::print("best move: {}   win rate {:.1f}%\n", game.move_name(result.best),
              100 * result.win_rate);
+  if (result.proven_winner != mcts::nobody) {
+    fmt::print("proven: {} wins (the solver ended the search)\n",
+               color_name(result.proven_winner));
+  }
   fmt::print("{:>6} {:>10} {:>9}\n", "move", "visits", "win rate");
   for (std::size_t i = 0; i < std::min(s.top, result.moves.size()); ++i) {
     const auto& m = result.moves[i];
@@ -379,8 +385,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--playouts", s.playouts, "random playouts per new leaf (K)")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--exploration", s.exploration, "UCB1 exploration constant")
-      ->check(CLI::NonNegativeNumber);
+  auto* exploration_option =
+      app.add_option("--exploration", s.exploration,
+                     "UCB1 exploration constant (default 0.3 with RAVE, 0.7 without)")
+          ->check(CLI::NonNegativeNumber);
+  exploration_option->default_str("");  // it depends on --rave
   app.add_option("--rave", s.rave,
                  "RAVE: blend each move's win rate with its all-moves-as-first rate (0 or 1)");
   app.add_option("--rave-equivalence", s.rave_equivalence,
@@ -434,6 +443,7 @@ int main(int argc, char** argv) {
   try {
     // A time budget alone bounds the search; with both, the first reached ends it.
     s.rollouts_given = rollouts_option->count() != 0;
+    if (exploration_option->count() == 0) s.exploration = s.rave ? 0.3 : 0.7;
     if (s.seconds > 0 && !s.rollouts_given) s.rollouts = 0;
     if (s.rollouts == 0 && s.seconds <= 0) {
       throw CLI::ValidationError("--rollouts 0 needs a --seconds budget");

@@ -13,12 +13,18 @@ shift 2
 launch=("$run" -n 2 "$@" --)
 fail() { echo "seriema_hex_test: $*" >&2; exit 1; }
 
-# Black (top-bottom) has b1, b2, b4 on 4x4: b3 is the only winning cell.
-out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 b1 a1 b2 d4 b4 d1 --quiet)
+# Black (top-bottom) has b1, b2, b4 on 4x4: b3 is the only winning cell. Without the solver
+# the search finds it by its statistics and runs its whole budget.
+out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 --solver 0 b1 a1 b2 d4 b4 d1 --quiet)
 echo "$out"
 grep -q '^best move: b3 ' <<<"$out" || fail "analyze did not find the winning move b3"
 grep -Eq '^rollouts: 3000 ' <<<"$out" || fail "analyze did not report 3000 rollouts"
 grep -Eq 'remote calls: [1-9]' <<<"$out" || fail "analyze made no remote call over 2 processes"
+# With the solver (the default) the win is proven at once and ends the search.
+out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 b1 a1 b2 d4 b4 d1 --quiet)
+grep -q '^best move: b3 ' <<<"$out" || fail "analyze with the solver did not play b3: $out"
+grep -q '^proven: black (X) wins' <<<"$out" || fail "analyze with the solver proved nothing: $out"
+grep -Eq '^rollouts: [0-9]{1,2} ' <<<"$out" || fail "the proof did not end the search: $out"
 # The same with playouts that answer bridge intrusions (the policy travels with the game).
 out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 --playout-policy bridges \
       b1 a1 b2 d4 b4 d1 --quiet)
@@ -65,8 +71,9 @@ echo "$out"
 answers=$(grep -E '^[=?]' <<<"$out" | tr '\n' '|')
 expected='= |= |= |= |= |= |=5 resign|? game not over|= |= |= resign|= resign|= |= B+|= |'
 [[ $answers == "$expected" ]] || fail "resign session answered '$answers', not '$expected'"
-# Without confidence (under 1000 rollouts), or with --resign-threshold 0, white plays on.
-for options in "--rollouts 500" "--rollouts 3000 --resign-threshold 0"; do
+# Without confidence (under 1000 rollouts, and no proof without the solver), or with
+# --resign-threshold 0, white plays on.
+for options in "--rollouts 500 --solver 0" "--rollouts 3000 --resign-threshold 0"; do
   # shellcheck disable=SC2086
   out=$(printf '%s' "${lost}genmove w"$'\nquit\n' | "${launch[@]}" "$hex" gtp $options --quiet)
   grep -Eq '^= [a-d][1-4]$' <<<"$out" || fail "gtp $options resigned or failed: $out"

@@ -456,6 +456,26 @@ TEST_F(resign_test, does_not_resign_without_confidence_or_in_the_first_moves) {
   EXPECT_EQ(session_.handle("genmove b"), "= a1\n\n");
 }
 
+// A loss the solver proved is resigned at once: no rollout count or move count to wait for.
+TEST(gtp_resign, a_proven_loss_resigns_whatever_the_rollouts) {
+  gtp_session session{
+      [](const hex& game, const hex::state& position, double) {
+        result proven = answer(first_empty(game, position), 0, 0.4, 3);
+        proven.proven_winner = seriema::mcts::opponent(position.to_move);
+        return proven;
+      },
+      "e", "0", gtp_options{.size = 3, .resign_threshold = 0.1}};
+  ASSERT_EQ(session.handle("play b c1"), "= \n\n");
+  EXPECT_EQ(session.handle("genmove w"), "= resign\n\n");
+  gtp_session never{[](const hex& game, const hex::state& position, double) {
+                      result proven = answer(first_empty(game, position), 0, 0.0, 100000);
+                      proven.proven_winner = seriema::mcts::opponent(position.to_move);
+                      return proven;
+                    },
+                    "e", "0", gtp_options{.size = 3, .resign_threshold = 0}};
+  EXPECT_EQ(never.handle("genmove b"), "= a1\n\n");
+}
+
 TEST(gtp_resign, a_threshold_of_zero_never_resigns) {
   double win_rate = 0;
   std::uint64_t rollouts = 100000;
