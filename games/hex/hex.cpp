@@ -89,7 +89,9 @@ class padded_board {
   static int column_of(int cell) noexcept { return cell % stride - 1; }
 
   [[nodiscard]] std::uint32_t empty_count() const noexcept { return count_; }
-  [[nodiscard]] player at(int cell) const noexcept { return cells_[static_cast<std::size_t>(cell)]; }
+  [[nodiscard]] player at(int cell) const noexcept {
+    return cells_[static_cast<std::size_t>(cell)];
+  }
   [[nodiscard]] int random_empty(mcts::random& rng) const noexcept {
     return empty_[rng.below(count_)];
   }
@@ -110,6 +112,7 @@ class padded_board {
     static constexpr std::array<int, 6> around = {1, 1 - stride, -stride, -1, stride - 1, stride};
     unsigned own = 0;
     unsigned free = 0;
+#pragma GCC unroll 6
     for (std::size_t i = 0; i < 6; ++i) {
       const player p = at(intrusion + around[i]);
       own |= unsigned{p == who} << i;
