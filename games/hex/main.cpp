@@ -39,13 +39,14 @@ struct settings {
   bool rollouts_given = false;  // --rollouts on the command line (it then also bounds timed moves)
   double seconds = 0;
   unsigned playouts = 16;
-  // The strong setting by default (docs/mcts.md, "Playing strength"): RAVE and the solver on,
-  // and exploration 0.3 with RAVE (0.7 without: the textbook 1.4 on values in [-1, 1]).
+  // The strong setting by default (docs/mcts.md, "Playing strength"): RAVE, the solver and
+  // bridges playouts on, and exploration 0.3 with RAVE (0.7 without: the textbook 1.4 on values
+  // in [-1, 1]).
   double exploration = 0.3;
   bool rave = true;
   bool solver = true;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
-  std::string playout_policy = "random";  // --playout-policy (docs/mcts.md, "Playing strength")
+  std::string playout_policy = "bridges";
   std::uint64_t seed = 1;
   bool remote_only = false;
   std::string channel = "trad";

@@ -30,7 +30,9 @@ out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 --playout-policy br
       b1 a1 b2 d4 b4 d1 --quiet)
 grep -q '^best move: b3 ' <<<"$out" || fail "analyze with bridges playouts did not find b3: $out"
 # A policy that does not exist is refused, naming the allowed ones.
-if err=$("$hex" analyze --playout-policy greedy 2>&1); then fail "--playout-policy greedy accepted"; fi
+if err=$("$hex" analyze --playout-policy greedy 2>&1); then
+  fail "--playout-policy greedy accepted"
+fi
 grep -q 'random,bridges' <<<"$err" || fail "--playout-policy greedy: no list of policies: $err"
 
 out=$("${launch[@]}" "$hex" play --size 5 --rollouts 500 --opponent random)

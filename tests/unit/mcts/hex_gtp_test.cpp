@@ -241,6 +241,32 @@ TEST(gtp_swap, swap_pieces_is_the_second_move_only_with_the_swap_rule) {
   EXPECT_TRUE(same_position(session.position(), before));
 }
 
+// The playout policy is the session's, kept when boardsize or param_game make a new game, and
+// the engine's position names the last move played (the bridges playout answers it).
+TEST(gtp_policy, the_playout_policy_survives_a_new_game_and_the_engine_sees_the_last_move) {
+  using seriema::hex::playout_policy;
+  seriema::mcts::player asked_for = seriema::mcts::nobody;
+  playout_policy seen = playout_policy::random;
+  hex::move last = hex::no_move;
+  gtp_session session{
+      [&](const hex& game, const hex::state& position, double seconds) {
+        seen = game.policy();
+        last = position.last_move;
+        return first_empty_cell{&asked_for}(game, position, seconds);
+      },
+      "e", "0", gtp_options{.size = 5, .policy = playout_policy::bridges}};
+  EXPECT_EQ(session.game().policy(), playout_policy::bridges);
+  ASSERT_EQ(session.handle("boardsize 7"), "= \n\n");
+  EXPECT_EQ(session.game().policy(), playout_policy::bridges);
+  ASSERT_EQ(session.handle("param_game allow_swap 1"), "= \n\n");
+  EXPECT_EQ(session.game().policy(), playout_policy::bridges);
+  EXPECT_TRUE(session.game().swap_rule());
+  ASSERT_EQ(session.handle("play b c3"), "= \n\n");
+  ASSERT_EQ(session.handle("genmove w"), "= a1\n\n");
+  EXPECT_EQ(seen, playout_policy::bridges);
+  EXPECT_EQ(last, *session.game().parse_cell("c3"));
+}
+
 TEST_F(gtp_test, genmove_plays_and_names_the_engine_move_for_the_colour_asked) {
   EXPECT_EQ(send("genmove b"), "= a1\n\n");
   EXPECT_EQ(asked_for_, 1);
