@@ -15,6 +15,7 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/mcts/detail/amaf.hpp>
+#include <seriema/mcts/detail/command.hpp>
 #include <seriema/mcts/detail/solver.hpp>
 #include <seriema/mcts/detail/tree.hpp>
 #include <seriema/mcts/game.hpp>
@@ -201,83 +202,17 @@ class distributed_search {
     c.root = root;
     return c;
   }
-  /// Rank 0's command reaches every rank (control path: a progressing barrier, then allgather).
   detail::search_command<G> exchange(const detail::search_command<G>& mine) {
-    if (rt_.size() == 1) return mine;
-    auto message = [&] {
-      if constexpr (std::is_trivially_copyable_v<G>) {
-        return detail::command_with_game<G>{mine, game_};
-      } else {
-        return detail::command_with_game<G>{mine};
-      }
-    }();
-    std::span<const std::byte> bytes;
-    if (rt_.rank() == 0) bytes = {reinterpret_cast<const std::byte*>(&message), sizeof message};
-    auto all = rt_.allgather(bytes);
-    if (all.at(0).size() != sizeof message) {
-      throw error("distributed_search: rank 0 sent a malformed search command");
-    }
-    std::memcpy(static_cast<void*>(&message), all[0].data(), sizeof message);
-    if constexpr (std::is_trivially_copyable_v<G>) game_ = message.game;
-    return message.command;
+    return detail::exchange_command(rt_, game_, mine);
   }
 
-  /// One search on this rank: set the search's state, start the workers, wait for the end, and
-  /// collect the root's statistics. Over 80 lines: every step reads or writes the search state
-  /// the workers share, in an order that matters (all set before the first worker starts, read
-  /// after the last stopped); issue 23's rework of the distributed search splits it.
+  /// One search on this rank, in four phases that each read or write the search state the
+  /// workers share: everything is set before the first worker starts (prepare), read after
+  /// the last one stopped (fail_everywhere_if_failed, collect_result).
   search_result<move> run_search(const detail::search_command<G>& command,
                                  const search_options* rank0_options) {
     if (active_ != nullptr) throw std::logic_error("distributed_search: a search is running");
-    K_ = command.playouts_per_leaf;
-    exploration_ = command.exploration;
-    rave_ = command.rave != 0;
-    solver_ = command.solver != 0;
-    proven_root_edge_.store(none_edge, std::memory_order_relaxed);
-    rave_equivalence_ = command.rave_equivalence;
-    thread_count_ = rt_.placement().thread_count();
-    window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
-                                               : 16 * static_cast<std::uint32_t>(thread_count_);
-    budget_ = command.rollouts == 0 ? ~stop_bit : command.rollouts;
-    const auto start = std::chrono::steady_clock::now();
-    start_ = start;
-    has_deadline_ = command.seconds > 0;
-    deadline_ = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(command.seconds));
-    started_.store(0);
-    const auto starters = static_cast<std::uint32_t>(workers_.size());
-    finish_sent_.store(false);
-    aborted_.store(false);
-    failure_.clear();
-    memory_.reset_budget(command.memory_budget);
-    budget_noted_.store(false);
-    budget_reached_nanoseconds_ = 0;
-    budget_reached_rollouts_ = 0;
-    progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
-    for (std::size_t i = 0; i < workers_.size(); ++i) {
-      auto& w = *workers_[i];
-      w.finished.store(false, std::memory_order_relaxed);
-      w.rng.reseed(command.seed * 0x9e3779b97f4a7c15ULL +
-                   rt_.placement().global_id(rt_.rank(), static_cast<int>(i)));
-      w.moves.resize(game_.max_moves());
-      if (rave_) w.record.resize(game_.max_moves());
-      w.remote_calls = w.nodes_created = w.deferred_selections = w.playouts = 0;
-      w.started_here = 0;
-      w.completed_here.store(0, std::memory_order_relaxed);
-      // The window split over the root process's threads (the remainder to the first ones);
-      // a thread starts rollouts in batches of a quarter of its share, so that the shared
-      // started_ word is taken once per batch.
-      w.window_share = window_ / starters + (i < window_ % starters ? 1 : 0);
-      w.start_batch = std::max<std::int64_t>(1, w.window_share / 4);
-    }
-    root_ = nullptr;
-    if (rt_.rank() == 0) {
-      root_ = workers_[0]->pool.template create<node>();
-      root_->state = command.root;
-      root_->owner = rt_.placement().global_id(0, 0);
-      root_->winner = game_.winner(command.root);
-      ++workers_[0]->nodes_created;
-    }
+    prepare(command, rank0_options);
     active_ = this;
     struct clear_active {
       ~clear_active() { active_ = nullptr; }
@@ -289,46 +224,92 @@ class distributed_search {
       run_error = std::current_exception();
     }
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    fail_everywhere_if_failed(run_error);
+    return collect_result(command, seconds);
+  }
+
+  /// The search's parameters, its shared words and every worker's state, and the root (rank 0).
+  void prepare(const detail::search_command<G>& command, const search_options* rank0_options) {
+    K_ = command.playouts_per_leaf;
+    exploration_ = command.exploration;
+    rave_ = command.rave != 0;
+    rave_equivalence_ = command.rave_equivalence;
+    solver_ = command.solver != 0;
+    proven_root_edge_.store(none_edge, std::memory_order_relaxed);
+    thread_count_ = rt_.placement().thread_count();
+    window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
+                                               : 16 * static_cast<std::uint32_t>(thread_count_);
+    budget_ = command.rollouts == 0 ? ~stop_bit : command.rollouts;
+    start_ = std::chrono::steady_clock::now();
+    has_deadline_ = command.seconds > 0;
+    deadline_ = start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(command.seconds));
+    started_.store(0);
+    finish_sent_.store(false);
+    aborted_.store(false);
+    failure_.clear();
+    memory_.reset_budget(command.memory_budget);
+    budget_noted_.store(false);
+    budget_reached_nanoseconds_ = 0;
+    budget_reached_rollouts_ = 0;
+    progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
+    for (std::size_t i = 0; i < workers_.size(); ++i) prepare_worker(i, command.seed);
+    root_ = nullptr;
+    if (rt_.rank() == 0) {
+      root_ = workers_[0]->pool.template create<node>();
+      root_->state = command.root;
+      root_->owner = rt_.placement().global_id(0, 0);
+      root_->winner = game_.winner(command.root);
+      ++workers_[0]->nodes_created;
+    }
+  }
+  void prepare_worker(std::size_t i, std::uint64_t seed) {
+    auto& w = *workers_[i];
+    w.finished.store(false, std::memory_order_relaxed);
+    w.rng.reseed(seed * 0x9e3779b97f4a7c15ULL +
+                 rt_.placement().global_id(rt_.rank(), static_cast<int>(i)));
+    w.moves.resize(game_.max_moves());
+    if (rave_) w.record.resize(game_.max_moves());
+    w.remote_calls = w.nodes_created = w.deferred_selections = w.playouts = 0;
+    w.started_here = 0;
+    w.completed_here.store(0, std::memory_order_relaxed);
+    // The window split over the root process's threads (the remainder to the first ones); a
+    // thread starts rollouts in batches of a quarter of its share, so that the shared started_
+    // word is taken once per batch.
+    const auto starters = static_cast<std::uint32_t>(workers_.size());
+    w.window_share = window_ / starters + (i < window_ % starters ? 1 : 0);
+    w.start_batch = std::max<std::int64_t>(1, w.window_share / 4);
+  }
+
+  /// Every rank learns whether the search failed anywhere (so none is left in a collective);
+  /// if it did, every rank drops its tree and throws the first rank's reason (rank 0 is the
+  /// one that talks to people).
+  void fail_everywhere_if_failed(const std::exception_ptr& run_error) {
     // An aborted search leaves leaves queued and rollouts unfinished: drop them with the tree.
     for (auto& w : workers_) {
       node* leftover = nullptr;
       while (w->simulations.try_dequeue(leftover)) {
       }
     }
-    // Every rank learns whether the search failed anywhere, so none is left in a collective.
     const bool failed_here = run_error != nullptr || aborted_.load();
-    if (rt_.allreduce_sum(failed_here ? 1 : 0) != 0) {
-      for (auto& w : workers_) w->pool.release();
-      if (run_error) std::rethrow_exception(run_error);
-      // Every rank reports the first rank's reason (rank 0 is the one that talks to people).
-      const auto reasons = rt_.allgather(std::as_bytes(std::span(failure_)));
-      for (const auto& reason : reasons) {
-        if (!reason.empty()) {
-          throw error("distributed_search: " +
-                      std::string(reinterpret_cast<const char*>(reason.data()), reason.size()));
-        }
+    if (rt_.allreduce_sum(failed_here ? 1 : 0) == 0) return;
+    for (auto& w : workers_) w->pool.release();
+    if (run_error) std::rethrow_exception(run_error);
+    const auto reasons = rt_.allgather(std::as_bytes(std::span(failure_)));
+    for (const auto& reason : reasons) {
+      if (!reason.empty()) {
+        throw error("distributed_search: " +
+                    std::string(reinterpret_cast<const char*>(reason.data()), reason.size()));
       }
-      throw error("distributed_search: the search was aborted");
     }
+    throw error("distributed_search: the search was aborted");
+  }
 
-    search_result<move> result;
-    if (root_ != nullptr) {
-      if (const table* t = root_->edges.load(std::memory_order_acquire)) {
-        for (std::uint32_t i = 0; i < t->count; ++i) {
-          const std::uint64_t visits = t->statistics[i].visits.load(std::memory_order_relaxed);
-          if (visits == 0) continue;
-          const std::uint64_t points = t->statistics[i].points.load(std::memory_order_relaxed);
-          result.moves.push_back({t->links[i].move, visits, static_cast<double>(points) / 2});
-        }
-      }
-      std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
-      if (!result.moves.empty()) {
-        result.best = result.moves.front().move;
-        result.win_rate = result.moves.front().win_rate();
-      }
-      put_proof_in(result);
-    }
+  /// The result (rank 0: the root's statistics and the proof), the job-wide counters and the
+  /// memory report (collective), and every process's tree released.
+  search_result<move> collect_result(const detail::search_command<G>& command, double seconds) {
+    search_result<move> result = root_statistics();
     distributed_counters local;
     for (auto& w : workers_) {
       local.nodes_created += w->nodes_created;
@@ -346,12 +327,7 @@ class distributed_search {
     counters_.playouts = rt_.allreduce_sum(local.playouts);
     counters_.tree_bytes_allocated = rt_.allreduce_sum(local.tree_bytes_allocated);
     counters_.tree_bytes_live = rt_.allreduce_sum(local.tree_bytes_live);
-    std::uint64_t best_bits = 0;
-    if constexpr (sizeof(move) <= sizeof(std::uint64_t)) {
-      if (rt_.rank() == 0) std::memcpy(&best_bits, &result.best, sizeof(move));
-      best_bits = rt_.allreduce_sum(best_bits);
-      std::memcpy(&result.best, &best_bits, sizeof(move));
-    }
+    share_best_move(result);
     result.rollouts = rt_.allreduce_sum(rt_.rank() == 0 ? completed_rollouts() : 0);
     result.playouts = counters_.playouts;
     result.tree_nodes = counters_.nodes_created;
@@ -363,6 +339,35 @@ class distributed_search {
     result.memory_budget_reached_seconds = memory.reached_seconds;
     result.memory_budget_reached_rollouts = memory.reached_rollouts;
     return result;
+  }
+  /// Rank 0: the root's moves, most convincing first, and the solver's proof; elsewhere empty.
+  search_result<move> root_statistics() const {
+    search_result<move> result;
+    if (root_ == nullptr) return result;
+    if (const table* t = root_->edges.load(std::memory_order_acquire)) {
+      for (std::uint32_t i = 0; i < t->count; ++i) {
+        const std::uint64_t visits = t->statistics[i].visits.load(std::memory_order_relaxed);
+        if (visits == 0) continue;
+        const std::uint64_t points = t->statistics[i].points.load(std::memory_order_relaxed);
+        result.moves.push_back({t->links[i].move, visits, static_cast<double>(points) / 2});
+      }
+    }
+    std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
+    if (!result.moves.empty()) {
+      result.best = result.moves.front().move;
+      result.win_rate = result.moves.front().win_rate();
+    }
+    put_proof_in(result);
+    return result;
+  }
+  /// Every rank learns rank 0's best move (collective).
+  void share_best_move(search_result<move>& result) {
+    if constexpr (sizeof(move) <= sizeof(std::uint64_t)) {
+      std::uint64_t best_bits = 0;
+      if (rt_.rank() == 0) std::memcpy(&best_bits, &result.best, sizeof(move));
+      best_bits = rt_.allreduce_sum(best_bits);
+      std::memcpy(&result.best, &best_bits, sizeof(move));
+    }
   }
 
   /// Root process, after the search: the solver's proof of the root, if any, in the result.

@@ -1,5 +1,5 @@
 // The distributed search's tree: nodes owned by threads, links that name a child's owner and
-// address, per-edge statistics, and the search command rank 0 sends every rank.
+// address, per-edge statistics.
 #pragma once
 
 #include <atomic>
@@ -81,38 +81,6 @@ struct tree_node {
   player winner = nobody;  ///< the game is over here
   std::atomic<std::uint64_t> visits{0};  ///< playouts through this node, virtual ones included
   std::atomic<edge_table<G>*> edges{nullptr};  ///< created by the first selection through here
-};
-
-/// What a search command asks of every rank. `none` is what a rank that is not rank 0 passes
-/// to the exchange (rank 0's command replaces it).
-enum class command_kind : std::uint32_t { none = 0, search = 1, close = 2 };
-
-/// What rank 0 tells the other ranks (a search to run, or that the service is closing).
-template <class G>
-struct search_command {
-  command_kind kind = command_kind::none;
-  std::uint32_t playouts_per_leaf = 16;
-  std::uint64_t rollouts = 0;
-  double seconds = 0;
-  double exploration = 1.0;
-  std::uint64_t seed = 1;
-  std::uint64_t memory_budget = 0;  ///< bytes of tree per process (0: no limit)
-  std::uint32_t rave = 0;           ///< 1: RAVE (search_options::rave)
-  std::uint32_t solver = 0;         ///< 1: the solver (search_options::solver)
-  double rave_equivalence = 1000;   ///< search_options::rave_equivalence
-  typename G::state root{};
-};
-
-/// A trivially copyable game (its configuration, e.g. a board size) travels with each command,
-/// so rank 0 may change it between searches (GTP's boardsize).
-template <class G, bool = std::is_trivially_copyable_v<G>>
-struct command_with_game {
-  search_command<G> command;
-  G game;
-};
-template <class G>
-struct command_with_game<G, false> {
-  search_command<G> command;
 };
 
 }  // namespace detail

@@ -1,0 +1,71 @@
+// The search command rank 0 sends every rank of a distributed search (a search to run, or that
+// the service is closing), and its exchange over the runtime's control path.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/mcts/game.hpp>
+#include <span>
+#include <type_traits>
+
+namespace seriema::mcts::detail {
+
+/// What a search command asks of every rank. `none` is what a rank that is not rank 0 passes
+/// to the exchange (rank 0's command replaces it).
+enum class command_kind : std::uint32_t { none = 0, search = 1, close = 2 };
+
+/// What rank 0 tells the other ranks (a search to run, or that the service is closing).
+template <class G>
+struct search_command {
+  command_kind kind = command_kind::none;
+  std::uint32_t playouts_per_leaf = 16;
+  std::uint64_t rollouts = 0;
+  double seconds = 0;
+  double exploration = 1.0;
+  std::uint64_t seed = 1;
+  std::uint64_t memory_budget = 0;  ///< bytes of tree per process (0: no limit)
+  std::uint32_t rave = 0;           ///< 1: RAVE (search_options::rave)
+  std::uint32_t solver = 0;         ///< 1: the solver (search_options::solver)
+  double rave_equivalence = 1000;   ///< search_options::rave_equivalence
+  typename G::state root{};
+};
+
+/// A trivially copyable game (its configuration, e.g. a board size) travels with each command,
+/// so rank 0 may change it between searches (GTP's boardsize).
+template <class G, bool = std::is_trivially_copyable_v<G>>
+struct command_with_game {
+  search_command<G> command;
+  G game;
+};
+template <class G>
+struct command_with_game<G, false> {
+  search_command<G> command;
+};
+
+/// Rank 0's command reaches every rank (control path: a progressing barrier, then allgather);
+/// a trivially copyable game travels with it and replaces `game` on the other ranks. The other
+/// ranks' `mine` is ignored.
+template <class G>
+search_command<G> exchange_command(fabric::runtime& rt, G& game, const search_command<G>& mine) {
+  if (rt.size() == 1) return mine;
+  auto message = [&] {
+    if constexpr (std::is_trivially_copyable_v<G>) {
+      return command_with_game<G>{mine, game};
+    } else {
+      return command_with_game<G>{mine};
+    }
+  }();
+  std::span<const std::byte> bytes;
+  if (rt.rank() == 0) bytes = {reinterpret_cast<const std::byte*>(&message), sizeof message};
+  auto all = rt.allgather(bytes);
+  if (all.at(0).size() != sizeof message) {
+    throw error("distributed_search: rank 0 sent a malformed search command");
+  }
+  std::memcpy(static_cast<void*>(&message), all[0].data(), sizeof message);
+  if constexpr (std::is_trivially_copyable_v<G>) game = message.game;
+  return message.command;
+}
+
+}  // namespace seriema::mcts::detail
