@@ -38,7 +38,7 @@ struct settings {
   std::uint64_t rollouts = 20'000;
   bool rollouts_given = false;  // --rollouts on the command line (it then also bounds timed moves)
   double seconds = 0;
-  unsigned playouts = 16;
+  unsigned playouts = 1;  // per leaf: the strong setting at every budget (docs/mcts.md)
   // The strong setting by default (docs/mcts.md, "Playing strength"): RAVE, the solver and
   // bridges playouts on, and exploration 0.3 with RAVE (0.7 without: the textbook 1.4 on values
   // in [-1, 1]).
