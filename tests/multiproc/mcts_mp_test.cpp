@@ -210,15 +210,20 @@ TEST(DistributedMcts, ASmallMemoryBudgetStopsTheTreeNotTheSearchRemoteOnly) {
   expect_small_budget_kept(options);
 }
 
+search_options solver_budget(std::uint64_t rollouts) {
+  search_options o = budget(rollouts);
+  o.playouts_per_leaf = 1;
+  o.solver = true;
+  return o;
+}
+
 // The solver across processes: the win in one after a single rollout (the root's only edge),
 // and the double threat of a win in three (every rollout through it meets a node the solver
 // decided lost for the opponent, wherever that node lives).
 TEST(DistributedMcts, TheSolverPlaysTheWinInOneAndTheDoubleThreat) {
   const hex game(5);
   distributed_search<hex> search(rt(), game);
-  search_options o = budget(1);
-  o.playouts_per_leaf = 1;
-  o.solver = true;
+  search_options o = solver_budget(1);
   const auto in_one = position(game, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
                                {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
   EXPECT_EQ(search.search(in_one, o).best, game.at(1, 2));
@@ -251,9 +256,7 @@ TEST(DistributedMcts, TheSolverPlaysTheWinInOneAndTheDoubleThreat) {
 TEST(DistributedMcts, TheSolverProvesThreeByThreeOpeningsAsExhaustiveSearchDoes) {
   const hex game(3);
   distributed_search<hex> search(rt(), game);
-  search_options o = budget(20000);
-  o.playouts_per_leaf = 1;
-  o.solver = true;
+  const search_options o = solver_budget(20000);
   for (const hex::state& s : seriema::test::openings_up_to_two_stones(game)) {
     const auto result = search.search(s, o);
     if (rt().rank() != 0) continue;
@@ -279,11 +282,7 @@ void expect_rave_finds_the_key_cell(distributed_options options) {
   const seriema::test::claim_game game{24};
   options.rollouts_in_flight = 2;
   distributed_search<seriema::test::claim_game> search(rt(), game, options);
-  search_options o;
-  o.rollouts = 20;
-  o.playouts_per_leaf = 4;
-  o.exploration = 0.3;
-  o.rave = true;
+  search_options o = seriema::test::claim_rave_options();
   int found = 0;
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     o.seed = seed;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <seriema/mcts/game.hpp>
+#include <seriema/mcts/search.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,5 +82,16 @@ struct claim_game {
   }
 };
 static_assert(mcts::amaf_game<claim_game>);
+
+/// The RAVE searches of the claim game's tests: fewer rollouts than moves, exploration 0.3
+/// (RAVE rates untried moves; 1.0 would keep spreading the rollouts).
+inline mcts::search_options claim_rave_options() {
+  mcts::search_options o;
+  o.rollouts = 20;
+  o.playouts_per_leaf = 4;
+  o.exploration = 0.3;
+  o.rave = true;
+  return o;
+}
 
 }  // namespace seriema::test

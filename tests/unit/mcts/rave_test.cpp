@@ -86,10 +86,7 @@ int key_cell_found(bool rave, int seeds) {
   const claim_game g{24};
   int found = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
-    search_options o;
-    o.rollouts = 20;
-    o.playouts_per_leaf = 4;
-    o.exploration = 0.3;
+    search_options o = test::claim_rave_options();
     o.seed = static_cast<std::uint64_t>(seed);
     o.rave = rave;
     found += sequential_search(g, g.initial_state(), o).best == 0 ? 1 : 0;
@@ -108,11 +105,7 @@ TEST(SequentialRave, FindsItForTheSecondPlayerToo) {
   const claim_game g{24};
   claim_game::state s = g.initial_state();
   g.apply(s, 5);  // player 1 took cell 5; player 2 to move
-  search_options o;
-  o.rollouts = 20;
-  o.playouts_per_leaf = 4;
-  o.exploration = 0.3;
-  o.rave = true;
+  search_options o = test::claim_rave_options();
   int found = 0;
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     o.seed = seed;
