@@ -75,20 +75,23 @@ if [ $quick -eq 0 ] && [ $tsan -eq 0 ]; then
   # The stress subset: the all-to-all stress (2 processes x 2 submitting threads, a helper
   # thread, every channel and policy), handlers that call onward on every channel and helpers
   # polling for threads in a helped_section (invoke_features), attach slots handed between
-  # short-lived threads and the helpers (attach), and the failure paths that every
+  # short-lived threads and the helpers (attach), the failure paths that every
   # rank survives (deadlines, cancel, calls and throws from handlers after the body, a stalled
-  # peer). Only what these need is built.
+  # peer), and the distributed MCTS over 2 processes x 2 threads (its relaxed statistics, RAVE
+  # and the solver's proofs written by whichever thread steps there). Only what these need is
+  # built.
   echo "== build (TSan, stress subset)"
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSERIEMA_SANITIZE=thread -DSERIEMA_BUILD_BENCH=OFF -DSERIEMA_BUILD_EXAMPLES=OFF \
     "$sanitizer_debug_info" \
     -DSERIEMA_WERROR="$([ "${CI:-}" = true ] && echo ON || echo OFF)" >/dev/null
   cmake --build "$root/build-tsan" -j "$jobs" --target seriema-run invoke_onesided_mp_test \
-    invoke_features_mp_test failure_handling_mp_test incoming_memory_map_test attach_mp_test
+    invoke_features_mp_test failure_handling_mp_test incoming_memory_map_test attach_mp_test \
+    mcts_mp_test
   echo "== tests under TSan (stress subset)"
   (cd "$root/build-tsan" && export_tsan_environment && TEST_STRESS_CALLS=200000 \
      ctest --output-on-failure -j "$jobs" --timeout 900 \
-       -R "^(mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm|attach\.np2\.shm)|unit\.fabric\.incoming_memory_map_test)$")
+       -R "^(mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm|attach\.np2\.shm|mcts\.np2x2\.shm)|unit\.fabric\.incoming_memory_map_test)$")
 fi
 if [ $quick -eq 0 ]; then
   # The libFuzzer targets of every parser of untrusted bytes, 30 s each (docs/fuzzing.md).
