@@ -45,6 +45,7 @@ struct settings {
   double exploration = 0.3;
   bool rave = true;
   bool solver = true;
+  std::uint32_t expansion_visits = mcts::search_options{}.expansion_visits;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
   std::string playout_policy = "bridges";
   std::uint64_t seed = 1;
@@ -74,6 +75,7 @@ mcts::search_options search_options_of(const settings& s) {
   options.exploration = s.exploration;
   options.rave = s.rave;
   options.solver = s.solver;
+  options.expansion_visits = s.expansion_visits;
   options.rave_equivalence = s.rave_equivalence;
   options.seed = s.seed;
   options.memory_budget = s.memory_budget;
@@ -403,6 +405,10 @@ int main(int argc, char** argv) {
                  "playout moves: random, or bridges (random, but a move into a bridge of the "
                  "player to move is answered)")
       ->check(CLI::IsMember({"random", "bridges"}));
+  app.add_option("--expansion-visits", s.expansion_visits,
+                 "playouts a node needs (as a leaf) before its moves are expanded: fewer edge "
+                 "tables, less memory")
+      ->check(CLI::Range(1u, 1u << 20));
   auto* seed_option = app.add_option("--seed", s.seed, "random seed (default: from the clock)");
   seed_option->default_str("");  // not the placeholder 1 in settings
   app.add_flag("--remote-only", s.remote_only,
@@ -435,7 +441,8 @@ int main(int argc, char** argv) {
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
-                           "--seed", "--engine", "--size", "--swap", "--quiet", "--max-memory"}) +
+                           "--expansion-visits", "--seed", "--engine", "--size", "--swap",
+                           "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
       "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"
       "is also set by param_game allow_swap 0|1.\n");

@@ -274,6 +274,31 @@ TEST(DistributedMcts, TheSolverProvesThreeByThreeOpeningsAsExhaustiveSearchDoes)
   }
 }
 
+// expansion_visits across processes: a node stays a leaf for its first playouts (counted where
+// it lives), so the same rollouts make fewer nodes and less tree in every process together,
+// and the search still plays the only winning move.
+TEST(DistributedMcts, ExpansionVisitsTakeFewerNodesAndLessMemory) {
+  const hex game(11);
+  distributed_search<hex> search(rt(), game);
+  search_options o = budget(20000);
+  o.playouts_per_leaf = 1;
+  (void)search.search(game.initial_state(), o);
+  const auto eager = search.last_counters();
+  o.expansion_visits = 4;
+  const auto result = search.search(game.initial_state(), o);
+  const auto patient = search.last_counters();
+  EXPECT_EQ(result.rollouts, 20000u);
+  EXPECT_LT(patient.nodes_created * 10, eager.nodes_created * 8)
+      << patient.nodes_created << " nodes against " << eager.nodes_created;
+  EXPECT_LT(patient.tree_bytes_allocated, eager.tree_bytes_allocated);
+  const hex small(5);
+  const auto in_one = position(small, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
+                               {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
+  distributed_search<hex> small_search(rt(), small);
+  o.rollouts = 3000;
+  EXPECT_EQ(small_search.search(in_one, o).best, small.at(1, 2));
+}
+
 // RAVE across processes (support/claim_game.hpp: whoever holds cell 0 wins): with fewer
 // rollouts than moves, only the all-moves-as-first results gathered along every backpropagation
 // single out cell 0. A small window, so that most selections see the results of the rollouts

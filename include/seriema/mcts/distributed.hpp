@@ -198,6 +198,7 @@ class distributed_search {
     c.memory_budget = options.memory_budget;
     c.rave = options.rave ? 1 : 0;
     c.solver = options.solver ? 1 : 0;
+    c.expansion_visits = options.expansion_visits;
     c.rave_equivalence = options.rave_equivalence;
     c.root = root;
     return c;
@@ -236,6 +237,7 @@ class distributed_search {
     rave_ = command.rave != 0;
     rave_equivalence_ = command.rave_equivalence;
     solver_ = command.solver != 0;
+    expansion_visits_ = command.expansion_visits;
     proven_root_edge_.store(none_edge, std::memory_order_relaxed);
     thread_count_ = rt_.placement().thread_count();
     window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
@@ -607,6 +609,10 @@ class distributed_search {
   /// Selection from n downward, taken directly while the nodes are reachable from here.
   void select(fabric::thread_context& me, worker& w, node* n) {
     for (;;) {
+      if (stays_leaf(n)) {
+        simulation_queue_for(w).enqueue(n);
+        return;
+      }
       table* edges = edges_of(w, n);
       if (edges == nullptr) {  // no room for its edges (memory budget): n is the leaf
         note_budget_reached();
@@ -657,6 +663,17 @@ class distributed_search {
       }
       n = reinterpret_cast<node*>(word);
     }
+  }
+
+  /// A node below the root without edges stays a leaf until it has had expansion_visits
+  /// playouts: K when it was created, and K per rollout that ended at it since (counted in its
+  /// visits here; relaxed, so two rollouts arriving together may both stay or both expand).
+  bool stays_leaf(node* n) noexcept {
+    if (expansion_visits_ <= K_ || n->parent == 0 || n->winner != nobody) return false;
+    if (n->edges.load(std::memory_order_acquire) != nullptr) return false;
+    if (K_ + n->visits.load(std::memory_order_relaxed) >= expansion_visits_) return false;
+    n->visits.fetch_add(K_, std::memory_order_relaxed);
+    return true;
   }
 
   /// UCB1 over the edges, with the virtual losses of selections in flight counted as visits.
@@ -1095,6 +1112,7 @@ class distributed_search {
   double exploration_ = 1;
   bool rave_ = false;
   bool solver_ = false;
+  std::uint64_t expansion_visits_ = 1;
   /// With the solver, the root's edge proven won (root process); none_edge otherwise.
   std::atomic<std::uint32_t> proven_root_edge_{none_edge};
   double rave_equivalence_ = 1000;

@@ -49,6 +49,11 @@ struct search_options {
   /// again. Rollouts reaching a decided node below the root count its result without playouts,
   /// as at the end of a game, and a decided root ends the search (search_result::proven_winner).
   bool solver = false;
+  /// Playouts a node must have had (as a leaf) before a rollout makes its edges and goes
+  /// through it; until then a rollout reaching it plays out from it. 1: at its second rollout,
+  /// since the rollout that creates a node plays out from it. Larger values make fewer edge
+  /// tables (most nodes are reached once or twice), hence less memory per node.
+  std::uint32_t expansion_visits = 1;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
   std::function<void(std::uint64_t rollouts_done, double seconds)> progress;

@@ -211,6 +211,7 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
     for (;;) {
       node& n = nodes[leaf];
       if (n.edge_count == 0) break;
+      if (n.first_edge == none && leaf != 0 && n.visits < options.expansion_visits) break;
       if (n.first_edge == none && leaf != 0 &&
           !(room_for(edges, n.edge_count) && (!rave || room_for(amaf, n.edge_count)))) {
         note_budget_reached(rollouts);

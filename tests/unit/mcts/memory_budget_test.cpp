@@ -1,7 +1,9 @@
 // Tests of the search memory budget: tree_pool refuses blocks past a process's budget (also with
 // several threads taking blocks at once) and allocate() still serves the root; the sequential
 // engine with a small budget keeps searching to its rollout count within the budget, says when
-// it reached it and still plays a legal move, and a budget not reached changes nothing.
+// it reached it and still plays a legal move, a budget not reached changes nothing, and a node
+// that must be a leaf for several playouts before its edges are made (expansion_visits) takes
+// the tree to fewer nodes and less memory for the same rollouts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,6 +115,33 @@ TEST(SequentialMemoryBudgetTest, ABudgetNotReachedChangesNothing) {
     EXPECT_EQ(bounded.moves[i].move, unbounded.moves[i].move);
     EXPECT_EQ(bounded.moves[i].visits, unbounded.moves[i].visits);
   }
+}
+
+// Most nodes are reached once or twice: making edges only after 4 playouts at a node leaves
+// fewer nodes (rollouts that end at an unexpanded node create none) and less tree per rollout;
+// the search still plays the only winning move.
+TEST(SequentialExpansionTest, ExpansionVisitsTakeFewerNodesAndLessMemory) {
+  const hex g(11);
+  search_options o;
+  o.rollouts = 20000;
+  o.playouts_per_leaf = 1;
+  o.seed = 3;
+  const auto eager = sequential_search(g, g.initial_state(), o);
+  o.expansion_visits = 4;
+  const auto patient = sequential_search(g, g.initial_state(), o);
+  EXPECT_EQ(patient.rollouts, eager.rollouts);
+  EXPECT_LT(patient.tree_nodes * 10, eager.tree_nodes * 8)
+      << patient.tree_nodes << " nodes against " << eager.tree_nodes;
+  EXPECT_LT(patient.tree_bytes, eager.tree_bytes);
+
+  // 5x5: black's (1, 2) completes column 2; white threatens row 3 at (3, 2).
+  const hex small(5);
+  hex::state s = small.initial_state();
+  for (const auto& [r, c] : {std::pair{0, 2}, {2, 2}, {3, 2}, {4, 2}}) small.place(s, r, c, 1);
+  for (const auto& [r, c] : {std::pair{3, 0}, {3, 1}, {3, 3}, {3, 4}}) small.place(s, r, c, 2);
+  s.moves_played = 8;
+  o.rollouts = 3000;
+  EXPECT_EQ(sequential_search(small, s, o).best, small.at(1, 2));
 }
 
 }  // namespace
