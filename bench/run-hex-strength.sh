@@ -9,14 +9,14 @@
 #    the same run; goal >= 0.95);
 #  - against its own sequential search at equal playouts (goal >= 0.47): 1 process x 2 threads,
 #    2 processes x 1 thread, remote-only (2x1), tcp between 2 emulated machines;
-#  - win rate against budget (100, 300, 1000, 3000 playouts each side against MCTSBot).
+#  - win rate against budget (10, 30, 100, 300, 1000, 3000 playouts each side against MCTSBot).
 # Prints each row (wins/games, rate +- standard error, goal, met/missed) and a table; JSON per
 # row, hex-strength-summary.md and hex-strength-budget.png in the results directory.
 #
 #   bench/run-hex-strength.sh [--games N] [--self-games N] [--budget-games N] [--check-games N]
 #                             [--quick] [--out DIR] [BUILD_DIR]
 #
-# Defaults: 200 games per MCTSBot row (100 for the 4x row; --games N sets all three to N), 100
+# Defaults: 200 games per MCTSBot row (100 for the 4x row; --games N sets all three to N), 200
 # per self-play configuration, 100 per budget point, 2000 cross-check games. BUILD_DIR (default
 # build/) must hold games/hex/seriema-hex and tools/seriema-run. open_spiel (pinned) comes from
 # PyPI into a venv (HEX_VENV, default BUILD_DIR/hex-venv) on the first run. --quick: a smoke
@@ -25,7 +25,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 open_spiel_version=2.0.2
-games="" self_games=100 budget_games=100 check_games=2000
+games="" self_games=200 budget_games=100 check_games=2000
 rest=()
 while (($#)); do
   case $1 in
@@ -40,9 +40,9 @@ source "$repo/bench/runner-args.sh" "${rest[@]+"${rest[@]}"}"
 engine=$build/games/hex/seriema-hex
 launcher=$build/tools/seriema-run
 require_built "$engine" "$launcher"
-size=11 playouts=1000 budgets=(100 300 1000 3000)
+size=11 playouts=1000 budgets=(10 30 100 300 1000 3000)
 if ((quick)); then
-  size=7 playouts=100 budgets=(30 100)
+  size=7 playouts=100 budgets=(10 100)
   games=${games:-4} self_games=2 budget_games=2 check_games=100
   out=${out:-$build/bench-results}
 else
