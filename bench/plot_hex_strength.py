@@ -36,7 +36,7 @@ def speed(row):
 
 
 def table(rows):
-    lines = ["| row | wins | win rate ± SE | goal | | ms a move (seriema-hex or distributed / other) |",
+    lines = ["| row | wins | win rate ± SE | goal | | ms a move (seriema-hex / other side) |",
              "|---|---:|---:|---:|---|---:|"]
     named = [n for n in ROW_ORDER if n in rows] + sorted(
         n for n in rows if n not in ROW_ORDER and not n.startswith("budget-"))

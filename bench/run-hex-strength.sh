@@ -9,7 +9,7 @@
 #    the same run; goal >= 0.95);
 #  - against its own sequential search at equal playouts (goal >= 0.47): 1 process x 2 threads,
 #    2 processes x 1 thread, remote-only (2x1), tcp between 2 emulated machines;
-#  - win rate against budget (10, 30, 100, 300, 1000, 3000 playouts each side against MCTSBot).
+#  - win rate against budget (10, 30, 100, 300, 1000, 3000 playouts a side against MCTSBot).
 # Prints each row (wins/games, rate +- standard error, goal, met/missed) and a table; JSON per
 # row, hex-strength-summary.md and hex-strength-budget.png in the results directory.
 #
@@ -73,7 +73,8 @@ playout_budget() {
   fi
 }
 
-match() {  # label, goal (a minimum win rate, or - for none), games, MCTSBot simulations, engine options...
+# label, goal (a minimum win rate, or - for none), games, MCTSBot simulations, engine options...
+match() {
   local label=$1 goal=() n=$3 sims=$4
   [[ $2 == - ]] || goal=(--goal "$2")
   shift 4
@@ -96,7 +97,8 @@ echo "== rules cross-check ($check_games random games)"
 bench_python hex_rules_check.py --engine "$engine --quiet" --games "$check_games" \
   --sizes 3,5,8,11,13 --json "$out/hex-rules-check.json"
 
-echo "== against MCTSBot on ${size}x$size (playouts per move: $playouts; default playouts per leaf: ${default_playouts:-unknown})"
+echo "== against MCTSBot on ${size}x$size (playouts per move: $playouts;" \
+  "default playouts per leaf: ${default_playouts:-unknown})"
 budget=$(playout_budget "$playouts")
 # shellcheck disable=SC2086  # $budget is a list of options
 match equal-playouts 0.75 "$row_games" "$playouts" $budget
@@ -111,7 +113,8 @@ echo "== against its own sequential search at equal playouts"
 self_play self-1x2 "SERIEMA_THREADS=2" "" ""
 self_play self-2x1 "SERIEMA_THREADS=1" "$launcher -n 2 --" ""
 self_play self-remote-only "SERIEMA_THREADS=1" "$launcher -n 2 --" --remote-only
-self_play self-tcp-machines2 "SERIEMA_THREADS=1 UCX_TLS=tcp,self" "$launcher -n 2 --machines 2 --" ""
+self_play self-tcp-machines2 "SERIEMA_THREADS=1 UCX_TLS=tcp,self" \
+  "$launcher -n 2 --machines 2 --" ""
 
 echo "== win rate against budget (equal playouts against MCTSBot)"
 for n in "${budgets[@]}"; do
