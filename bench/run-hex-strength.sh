@@ -59,6 +59,12 @@ if ! "$venv/bin/python" -c "import pyspiel" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet "open_spiel==$open_spiel_version"
 fi
+installed=$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('open_spiel'))")
+if [[ $installed != "$open_spiel_version" ]]; then
+  echo "run-hex-strength: $venv has open_spiel $installed; the benchmark pins" \
+    "$open_spiel_version (HEX_VENV names another venv, or remove this one)" >&2
+  exit 2
+fi
 bench_python() { "$venv/bin/python" "$repo/bench/$1" "${@:2}"; }
 
 # The engine's budget for N playouts per move: --rollouts N / (default playouts per leaf, read
