@@ -83,9 +83,11 @@ done
 
 # The swap rule, set as MoHex's controllers set it: after black's centre on 5x5 the search
 # swaps (about 60% for swap-pieces against under 50% for any cell), and play accepts the swap.
+# 16 playouts per leaf: with 3000 playouts in all (the default 1 per leaf) the search swapped in
+# 18 of 20 sessions, with 48 000 in 20 of 20.
 swap=$'boardsize 5\nparam_game allow_swap 1\nparam_game\nplay b c3\ngenmove w\nundo\n'
 swap+=$'play w swap-pieces\ngenmove b\nquit\n'
-out=$(printf '%s' "$swap" | "${launch[@]}" "$hex" gtp --rollouts 3000 --quiet)
+out=$(printf '%s' "$swap" | "${launch[@]}" "$hex" gtp --rollouts 3000 --playouts 16 --quiet)
 echo "$out"
 answers=$(grep -E '^[=?]|^\[' <<<"$out" | tr '\n' '|')
 [[ $answers =~ ^'= |= |= |[bool] allow_swap 1|= |= swap-pieces|= |= |= '[a-e][1-5]'|= |'$ ]] ||
