@@ -21,29 +21,8 @@ using seriema::mcts::player;
 using seriema::mcts::search_options;
 using seriema::test::rt;
 
-// The moves of `s` after which `who` has won.
-std::vector<hex::move> winning_moves(const hex& game, hex::state s, player who) {
-  s.to_move = who;
-  std::vector<hex::move> moves(game.max_moves());
-  moves.resize(game.legal_moves(s, moves));
-  std::vector<hex::move> wins;
-  for (auto m : moves) {
-    auto after = s;
-    game.apply(after, m);
-    if (game.winner(after) == who) wins.push_back(m);
-  }
-  return wins;
-}
-
-hex::state position(const hex& game, std::initializer_list<std::pair<int, int>> black,
-                    std::initializer_list<std::pair<int, int>> white, player to_move) {
-  auto s = game.initial_state();
-  for (auto [r, c] : black) EXPECT_TRUE(game.place(s, r, c, 1));
-  for (auto [r, c] : white) EXPECT_TRUE(game.place(s, r, c, 2));
-  s.to_move = to_move;
-  s.moves_played = static_cast<std::uint16_t>(black.size() + white.size());
-  return s;
-}
+using seriema::test::hex_winning_moves;
+using seriema::test::hex_position;
 
 search_options budget(std::uint64_t rollouts) {
   search_options options;
@@ -59,9 +38,9 @@ TEST(DistributedMcts, PlaysTheImmediateWin) {
   const hex game(4);
   for (player mover : {player{1}, player{2}}) {
     // For white (left-right) the same shape transposed.
-    auto s = mover == 1 ? position(game, {{0, 1}, {1, 1}, {3, 1}}, {{0, 0}, {3, 3}, {0, 3}}, 1)
-                        : position(game, {{0, 0}, {3, 3}, {3, 0}}, {{1, 0}, {1, 1}, {1, 3}}, 2);
-    const auto wins = winning_moves(game, s, mover);
+    auto s = mover == 1 ? hex_position(game, {{0, 1}, {1, 1}, {3, 1}}, {{0, 0}, {3, 3}, {0, 3}}, 1)
+                        : hex_position(game, {{0, 0}, {3, 3}, {3, 0}}, {{1, 0}, {1, 1}, {1, 3}}, 2);
+    const auto wins = hex_winning_moves(game, s, mover);
     ASSERT_EQ(wins.size(), 1u) << game.render(s);
     distributed_search<hex> search(rt(), game);
     const auto result = search.search(s, budget(3000));
@@ -75,9 +54,9 @@ TEST(DistributedMcts, PlaysTheImmediateWin) {
 TEST(DistributedMcts, BlocksTheOpponentsImmediateWin) {
   const hex game(4);
   // White (left-right) has row 2 except (2, 2); black stones scattered, none connecting.
-  auto s = position(game, {{0, 0}, {0, 3}, {3, 3}}, {{2, 0}, {2, 1}, {2, 3}}, 1);
-  ASSERT_TRUE(winning_moves(game, s, 1).empty()) << game.render(s);
-  const auto threats = winning_moves(game, s, 2);
+  auto s = hex_position(game, {{0, 0}, {0, 3}, {3, 3}}, {{2, 0}, {2, 1}, {2, 3}}, 1);
+  ASSERT_TRUE(hex_winning_moves(game, s, 1).empty()) << game.render(s);
+  const auto threats = hex_winning_moves(game, s, 2);
   ASSERT_EQ(threats.size(), 1u) << game.render(s);
   distributed_search<hex> search(rt(), game);
   const auto result = search.search(s, budget(4000));
@@ -224,17 +203,18 @@ TEST(DistributedMcts, TheSolverPlaysTheWinInOneAndTheDoubleThreat) {
   const hex game(5);
   distributed_search<hex> search(rt(), game);
   search_options o = solver_budget(1);
-  const auto in_one = position(game, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
+  const auto in_one = hex_position(game, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
                                {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
   EXPECT_EQ(search.search(in_one, o).best, game.at(1, 2));
   // (2, 2) threatens (3, 1) and (3, 2), and (3, 1) threatens (2, 1) and (2, 2): white can
   // block one.
   const auto in_three =
-      position(game, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+      hex_position(game, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
   const auto double_threat = [&](hex::move m) {
     auto after = in_three;
     game.apply(after, m);
-    return winning_moves(game, after, 1).size() >= 2 && winning_moves(game, after, 2).empty();
+    return hex_winning_moves(game, after, 1).size() >= 2 &&
+           hex_winning_moves(game, after, 2).empty();
   };
   o.rollouts = 400;
   int found = 0;
@@ -292,7 +272,7 @@ TEST(DistributedMcts, ExpansionVisitsTakeFewerNodesAndLessMemory) {
       << patient.nodes_created << " nodes against " << eager.nodes_created;
   EXPECT_LT(patient.tree_bytes_allocated, eager.tree_bytes_allocated);
   const hex small(5);
-  const auto in_one = position(small, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
+  const auto in_one = hex_position(small, {{0, 2}, {2, 2}, {3, 2}, {4, 2}},
                                {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
   distributed_search<hex> small_search(rt(), small);
   o.rollouts = 3000;
@@ -361,7 +341,7 @@ TEST(DistributedMcts, RejectsAFinishedRootAndAMissingBudget) {
   if (rt().size() != 1) GTEST_SKIP() << "argument errors are raised on rank 0 before any exchange";
   const hex game(3);
   distributed_search<hex> search(rt(), game);
-  auto won = position(game, {{0, 0}, {1, 0}, {2, 0}}, {{0, 1}, {1, 1}}, 2);
+  auto won = hex_position(game, {{0, 0}, {1, 0}, {2, 0}}, {{0, 1}, {1, 1}}, 2);
   EXPECT_THROW((void)search.search(won, budget(10)), std::invalid_argument);
   search_options none;
   none.rollouts = 0;

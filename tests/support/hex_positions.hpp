@@ -50,6 +50,19 @@ inline std::vector<hex_game::move> hex_legal(const hex_game& g, const hex_game::
   return moves;
 }
 
+/// The moves of s after which `who` has won, as if `who` were to move in s.
+inline std::vector<hex_game::move> hex_winning_moves(const hex_game& g, hex_game::state s,
+                                                     mcts::player who) {
+  s.to_move = who;
+  std::vector<hex_game::move> wins;
+  for (const hex_game::move m : hex_legal(g, s)) {
+    hex_game::state after = s;
+    g.apply(after, m);
+    if (g.winner(after) == who) wins.push_back(m);
+  }
+  return wins;
+}
+
 /// Exhaustive search (tiny boards only): whether the player to move wins with best play.
 inline bool mover_wins_by_force(const hex_game& g, const hex_game::state& s) {
   for (const hex_game::move m : hex_legal(g, s)) {

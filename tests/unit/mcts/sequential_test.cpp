@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../../support/hex_positions.hpp"
+
 namespace seriema::mcts {
 namespace {
 
@@ -43,42 +45,18 @@ hex::state position(const hex& g, const std::vector<std::string_view>& rows, pla
   return s;
 }
 
-// The position mirrored in the main diagonal with the colours exchanged: the same problem for
-// the other player (the neighbour rule is symmetric under the mirror, top-bottom becomes
-// left-right).
-hex::state mirrored(const hex& g, const hex::state& s) {
-  hex::state m = g.initial_state();
-  for (int r = 0; r < g.size(); ++r) {
-    for (int c = 0; c < g.size(); ++c) {
-      if (const player p = g.cell(s, r, c); p != nobody) g.place(m, c, r, opponent(p));
-    }
-  }
-  m.to_move = opponent(s.to_move);
-  m.moves_played = s.moves_played;
-  return m;
-}
-
-std::vector<hex::move> legal(const hex& g, const hex::state& s) {
-  std::vector<hex::move> moves(g.max_moves());
-  moves.resize(g.legal_moves(s, moves));
-  return moves;
-}
+using test::hex_mirrored;
 
 // The moves after which the player to move has won.
 std::set<hex::move> winning_moves(const hex& g, const hex::state& s) {
-  std::set<hex::move> wins;
-  for (const hex::move m : legal(g, s)) {
-    hex::state next = s;
-    g.apply(next, m);
-    if (g.winner(next) == s.to_move) wins.insert(m);
-  }
-  return wins;
+  const auto wins = test::hex_winning_moves(g, s, s.to_move);
+  return {wins.begin(), wins.end()};
 }
 
 // The moves after which the opponent has no winning move.
 std::set<hex::move> blocking_moves(const hex& g, const hex::state& s) {
   std::set<hex::move> blocks;
-  for (const hex::move m : legal(g, s)) {
+  for (const hex::move m : test::hex_legal(g, s)) {
     hex::state next = s;
     g.apply(next, m);
     if (winning_moves(g, next).empty()) blocks.insert(m);
@@ -142,7 +120,7 @@ TEST(SequentialSearchTest, PlaysTheOnlyWinningMoveForEitherPlayer) {
   for (const puzzle& p : winning_puzzles) {
     const hex g(p.size);
     const hex::state first = position(g, p.rows, 1);
-    for (const hex::state& s : {first, mirrored(g, first)}) {
+    for (const hex::state& s : {first, hex_mirrored(g, first)}) {
       const std::set<hex::move> wins = winning_moves(g, s);
       ASSERT_EQ(wins.size(), 1u) << g.render(s);
       ASSERT_EQ(blocking_moves(g, s), wins) << g.render(s);
@@ -161,7 +139,7 @@ TEST(SequentialSearchTest, BlocksTheOnlyThreatForEitherPlayer) {
   for (const puzzle& p : blocking_puzzles) {
     const hex g(p.size);
     const hex::state first = position(g, p.rows, 1);
-    for (const hex::state& s : {first, mirrored(g, first)}) {
+    for (const hex::state& s : {first, hex_mirrored(g, first)}) {
       ASSERT_TRUE(winning_moves(g, s).empty()) << g.render(s);
       hex::state threat = s;
       threat.to_move = opponent(s.to_move);
@@ -184,7 +162,7 @@ TEST(SequentialSearchTest, PlayoutsStartAtTheNewLeaf) {
   const hex g(5);
   const hex::state root = position(g, blocking_puzzles[2].rows, 1);
   const hex::move block = g.at(2, 2);
-  const std::vector<hex::move> moves = legal(g, root);
+  const std::vector<hex::move> moves = test::hex_legal(g, root);
   const auto result = sequential_search(g, root, options_with(moves.size(), 500, 8));
   ASSERT_EQ(result.moves.size(), moves.size());
   double best_other = 0;
@@ -210,7 +188,7 @@ void expect_consistent(const hex& g, const hex::state& root,
   ASSERT_FALSE(result.moves.empty());
   EXPECT_EQ(result.best, result.moves.front().move);
   EXPECT_EQ(result.win_rate, result.moves.front().win_rate());
-  const std::vector<hex::move> moves = legal(g, root);
+  const std::vector<hex::move> moves = test::hex_legal(g, root);
   const std::set<hex::move> legal_set(moves.begin(), moves.end());
   std::set<hex::move> seen;
   std::uint64_t visits = 0;

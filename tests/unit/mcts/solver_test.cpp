@@ -24,12 +24,7 @@ using test::hex_position;
 using test::mover_wins_by_force;
 
 bool mover_wins_at_once(const hex& g, const hex::state& s) {
-  for (const hex::move m : hex_legal(g, s)) {
-    hex::state next = s;
-    g.apply(next, m);
-    if (g.winner(next) == s.to_move) return true;
-  }
-  return false;
+  return !test::hex_winning_moves(g, s, s.to_move).empty();
 }
 // Moves after which every reply leaves the mover a win in one (and the reply itself never
 // wins): wins in three.
@@ -96,7 +91,8 @@ TEST(Solver, BlocksTheOnlyThreatAfterOneRollout) {
 // both (3, 1) and (3, 2), so white can block only one.
 TEST(Solver, FindsTheDoubleThreatOfAWinInThree) {
   const hex g(5);
-  const hex::state s = hex_position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  const hex::state s =
+      hex_position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
   for (const hex::state& p : {s, hex_mirrored(g, s)}) {
     const auto wins = wins_in_three(g, p);
     ASSERT_FALSE(wins.empty()) << g.render(p);
