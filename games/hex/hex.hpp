@@ -47,6 +47,12 @@ class hex {
     std::uint8_t size = default_size;
     player to_move = 1;
     bool swapped = false;  // the swap move was played
+    // The same position: stones, side to move, size, swap; last_move is not compared (two
+    // move orders reaching one position are one position, as for hash()).
+    friend bool operator==(const state& a, const state& b) noexcept {
+      return a.stones == b.stones && a.moves_played == b.moves_played && a.size == b.size &&
+             a.to_move == b.to_move && a.swapped == b.swapped;
+    }
   };
 
   // Throws std::invalid_argument naming the size when it is outside [2, 19].

@@ -54,6 +54,14 @@ struct search_options {
   /// since the rollout that creates a node plays out from it. Larger values make fewer edge
   /// tables (most nodes are reached once or twice), hence less memory per node.
   std::uint32_t expansion_visits = 1;
+  /// Tree reuse between the searches of one engine object (distributed_search,
+  /// sequential_engine): the tree stays after this search, and when the next search also sets
+  /// reuse_tree and its root is this search's root or a position up to two moves after it
+  /// (found by applying the tree's moves and comparing with the state's operator==, so the
+  /// game's states must be equality-comparable: reusable_game), that subtree becomes its root
+  /// with every statistic and proof below it, and the rest of the tree is freed. Otherwise the
+  /// next search starts from an empty tree. A kept tree counts against the memory budget.
+  bool reuse_tree = false;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
   std::function<void(std::uint64_t rollouts_done, double seconds)> progress;
@@ -98,6 +106,11 @@ struct search_result {
   /// then ends early); nobody otherwise. When it is the player to move, `best` is the proven
   /// winning move, whatever its visits.
   player proven_winner = nobody;
+  /// With reuse_tree: playouts through the root and nodes carried over from the previous
+  /// search's tree (both 0 when the search started from an empty tree). `rollouts`,
+  /// `playouts` and `tree_nodes` count this search's own work only.
+  std::uint64_t reused_visits = 0;
+  std::uint64_t reused_nodes = 0;  ///< see reused_visits
   std::uint64_t memory_budget = 0;             ///< search_options::memory_budget it ran with
   bool memory_budget_reached = false;          ///< in some process the tree stopped growing
   /// When the budget was first reached (0 if never): seconds into the search, and rollouts
