@@ -48,6 +48,9 @@ struct settings {
   std::uint32_t expansion_visits = mcts::search_options{}.expansion_visits;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
   std::string playout_policy = "bridges";
+  // Between the moves of play and gtp, the searched subtree is the next search's start
+  // (analyze searches once and keeps nothing).
+  bool reuse_tree = true;
   std::uint64_t seed = 1;
   bool remote_only = false;
   std::string channel = "trad";
@@ -79,6 +82,7 @@ mcts::search_options search_options_of(const settings& s) {
   options.rave_equivalence = s.rave_equivalence;
   options.seed = s.seed;
   options.memory_budget = s.memory_budget;
+  options.reuse_tree = s.reuse_tree;
   return options;
 }
 
@@ -165,11 +169,19 @@ class engine {
     }
     auto result = [&] {
       if (distributed_) {
-        distributed_->set_game(game);  // GTP's boardsize may have changed it
+        const hex& current = distributed_->game();
+        if (current.size() != game.size() || current.swap_rule() != game.swap_rule() ||
+            current.policy() != game.policy()) {
+          distributed_->set_game(game);  // GTP's boardsize changed it (the tree is not reused)
+        }
         return distributed_->search(position, options);
       }
       return mcts::sequential_search(game, position, options);
     }();
+    if (tell_reuse_ && result.reused_nodes != 0) {
+      fmt::print(stderr, "seriema-hex: the search started from {} playouts and {} nodes kept "
+                 "from the last one\n", result.reused_visits, result.reused_nodes);
+    }
     if (result.memory_budget_reached && tell_budget_ && !budget_told_) {
       budget_told_ = true;
       fmt::print(stderr, "seriema-hex: {} (said once)\n", budget_reached_line(result));
@@ -179,6 +191,8 @@ class engine {
   // play and gtp: say on stderr, once, that a search reached the memory budget (analyze
   // prints it with its result).
   void tell_when_budget_reached() { tell_budget_ = true; }
+  // gtp (not --quiet): say on stderr when a search started from a kept subtree.
+  void tell_reuse() { tell_reuse_ = !s_.quiet; }
   [[nodiscard]] const mcts::distributed_counters* counters() const {
     return distributed_ ? &distributed_->last_counters() : nullptr;
   }
@@ -195,6 +209,7 @@ class engine {
   std::uint64_t searches_ = 0;
   bool tell_budget_ = false;
   bool budget_told_ = false;
+  bool tell_reuse_ = false;
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
 };
 
@@ -326,8 +341,12 @@ int play(engine& e, const hex& game, const settings& s) {
     if (mover == engine_player || s.opponent == "self") {
       const auto result = e.search(game, position, stdout);
       move = result.best;
-      how = fmt::format("{}, win rate {:.1f}%, {:.0f} rollouts/s", s.engine,
-                        100 * result.win_rate, result.rollouts_per_second());
+      how = fmt::format("{}, win rate {:.1f}%, {:.0f} rollouts/s{}", s.engine,
+                        100 * result.win_rate, result.rollouts_per_second(),
+                        result.reused_nodes != 0
+                            ? fmt::format(", {} playouts kept from the last search",
+                                          result.reused_visits)
+                            : "");
     } else if (s.opponent == "sequential") {
       auto options = search_options_of(opponent_settings);
       options.seed = s.seed + position.moves_played;
@@ -405,6 +424,10 @@ int main(int argc, char** argv) {
                  "playout moves: random, or bridges (random, but a move into a bridge of the "
                  "player to move is answered)")
       ->check(CLI::IsMember({"random", "bridges"}));
+  app.add_option("--reuse-tree", s.reuse_tree,
+                 "play and gtp: start each search from the subtree of the last search's tree "
+                 "that the moves played since lead to (0 or 1; with --max-memory the tree then "
+                 "grows to half of it, the other half is for that copy)");
   app.add_option("--expansion-visits", s.expansion_visits,
                  "playouts a node needs (as a leaf) before its moves are expanded: fewer edge "
                  "tables, less memory")
@@ -441,8 +464,8 @@ int main(int argc, char** argv) {
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
-                           "--expansion-visits", "--seed", "--engine", "--size", "--swap",
-                           "--quiet", "--max-memory"}) +
+                           "--expansion-visits", "--reuse-tree", "--seed", "--engine", "--size",
+                           "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
       "instead of --seconds, a critical move up to twice as much (docs/mcts.md). The swap rule\n"
       "is also set by param_game allow_swap 0|1.\n");
@@ -457,6 +480,7 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("--rollouts 0 needs a --seconds budget");
     }
     if (seed_option->count() == 0) s.seed = seed_from_clock();
+    if (*analyze_cmd) s.reuse_tree = false;  // one search: nothing to keep, the whole budget
     if (!s.max_memory.empty()) {
       try {
         s.memory_budget = seriema::config::parse_bytes("--max-memory", s.max_memory);
@@ -484,6 +508,7 @@ int main(int argc, char** argv) {
       if (*analyze_cmd) status = analyze(rt, e, game, s);
       if (*play_cmd || *gtp_cmd) e.tell_when_budget_reached();
       if (*play_cmd) status = play(e, game, s);
+      if (*gtp_cmd) e.tell_reuse();
       if (*gtp_cmd) status = gtp(e, s);
     } catch (const CLI::ValidationError& error) {
       e.close();

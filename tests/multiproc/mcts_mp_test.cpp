@@ -1,7 +1,7 @@
 // Distributed MCTS on Hex across real processes: finds and blocks immediate wins, returns legal
-// moves on every configuration and channel, frees the whole tree after each move, and keeps
-// searching within a per-process memory budget; RAVE's records travel up the tree across
-// processes.
+// moves on every configuration and channel, frees the whole tree after each move (or keeps the
+// played subtree for the next, with its statistics and proofs), and keeps searching within a
+// per-process memory budget; RAVE's records travel up the tree across processes.
 #include <gtest/gtest.h>
 
 #include <hex.hpp>
@@ -335,6 +335,160 @@ TEST(DistributedMcts, AFailingStepAbortsTheSearchEverywhere) {
   search.set_game(game);
   const auto result = search.search(game.initial_state(), budget(200));
   EXPECT_EQ(result.rollouts, 200u);
+}
+
+search_options reuse_budget(std::uint64_t rollouts) {
+  search_options o = budget(rollouts);
+  o.playouts_per_leaf = 2;
+  o.reuse_tree = true;
+  return o;
+}
+std::uint64_t root_visits(const seriema::mcts::search_result<hex::move>& result) {
+  std::uint64_t visits = 0;
+  for (const auto& m : result.moves) visits += m.visits;
+  return visits;
+}
+std::uint64_t visits_of(const seriema::mcts::search_result<hex::move>& result, hex::move move) {
+  for (const auto& m : result.moves) {
+    if (m.move == move) return m.visits;
+  }
+  return 0;
+}
+
+// Tree reuse across processes (the subtree lives on every thread of the job): the same root
+// keeps the whole tree, one move and two moves later the played subtree becomes the root with
+// its visits (an edge's visits, less the K of the rollout that created its node), the rest of
+// the tree is freed, and a root the tree does not hold (or reuse off) starts afresh.
+void expect_reuse_keeps_visits(distributed_options options) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game, options);
+  const unsigned K = 2;
+  const auto s0 = game.initial_state();
+  const auto first = search.search(s0, reuse_budget(6000));
+  EXPECT_EQ(first.reused_nodes, 0u);
+  EXPECT_EQ(first.reused_visits, 0u);
+  const std::uint64_t whole_tree = search.last_counters().tree_bytes_live;
+  EXPECT_GT(whole_tree, 0u);  // kept for the next search
+
+  const auto same = search.search(s0, reuse_budget(1));
+  EXPECT_EQ(same.reused_nodes, first.tree_nodes);  // every node, none copied
+  EXPECT_EQ(same.rollouts, 1u);
+  if (rt().rank() == 0) {
+    EXPECT_EQ(same.reused_visits, root_visits(first));
+    EXPECT_EQ(root_visits(same), root_visits(first) + K);
+    for (const auto& m : first.moves) EXPECT_GE(visits_of(same, m.move), m.visits);
+  }
+
+  auto s1 = s0;
+  game.apply(s1, same.best);
+  const auto one_later = search.search(s1, reuse_budget(1));
+  EXPECT_GT(one_later.reused_nodes, 1u);
+  EXPECT_LT(one_later.reused_nodes, same.reused_nodes);
+  EXPECT_LT(search.last_counters().tree_bytes_live, whole_tree);  // the rest was freed
+  if (rt().rank() == 0) {
+    EXPECT_EQ(one_later.reused_visits, visits_of(same, same.best) - K);
+    EXPECT_EQ(root_visits(one_later), one_later.reused_visits + K);
+    EXPECT_LE(one_later.reused_nodes, one_later.reused_visits / K + 1);
+  }
+
+  // Two moves below a fresh tree: the reply is any move (every reply of the most visited first
+  // move has been tried more than once in 6000 rollouts on 5x5).
+  (void)search.search(s0, reuse_budget(6000));
+  const std::uint64_t tree_nodes = search.last_counters().nodes_created;
+  auto s2 = s1;
+  std::vector<hex::move> legal(game.max_moves());
+  legal.resize(game.legal_moves(s2, legal));
+  game.apply(s2, legal.front());
+  const auto two_later = search.search(s2, reuse_budget(10));
+  EXPECT_GE(two_later.reused_nodes, 1u);
+  EXPECT_LT(two_later.reused_nodes, tree_nodes);
+  if (rt().rank() == 0) {
+    EXPECT_GT(two_later.reused_visits, 0u);
+    EXPECT_EQ(root_visits(two_later), two_later.reused_visits + 10 * K);
+  }
+
+  // A root the kept tree does not hold (three moves on), then reuse off: empty trees.
+  auto far = s2;
+  game.apply(far, legal[1]);
+  game.apply(far, legal[2]);
+  game.apply(far, legal[3]);
+  const auto elsewhere = search.search(far, reuse_budget(10));
+  EXPECT_EQ(elsewhere.reused_nodes, 0u);
+  EXPECT_EQ(elsewhere.reused_visits, 0u);
+  auto off = reuse_budget(10);
+  off.reuse_tree = false;
+  const auto without = search.search(far, off);
+  EXPECT_EQ(without.reused_nodes, 0u);
+  EXPECT_EQ(search.last_counters().tree_bytes_live, 0u);
+  EXPECT_EQ(search.memory().bytes_live(), 0u);
+}
+TEST(DistributedMcts, TreeReuseKeepsThePlayedSubtreesVisits) { expect_reuse_keeps_visits({}); }
+TEST(DistributedMcts, TreeReuseKeepsThePlayedSubtreesVisitsRemoteOnly) {
+  distributed_options options;
+  options.remote_only = true;
+  expect_reuse_keeps_visits(options);
+}
+
+// The solver's proofs are carried: a root proven by the search stays proven with the same
+// winning move, and a proven node one move down starts the next search decided.
+TEST(DistributedMcts, TreeReuseKeepsTheSolversProofs) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game);
+  search_options o = solver_budget(400);
+  o.reuse_tree = true;
+  const auto in_three =
+      hex_position(game, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  const bool root_process = rt().rank() == 0;  // where the proof is reported
+  const auto proven = search.search(in_three, o);
+  if (root_process) {
+    EXPECT_EQ(proven.proven_winner, 1);
+  }
+  o.rollouts = 1;
+  const auto again = search.search(in_three, o);
+  EXPECT_EQ(again.reused_nodes, proven.tree_nodes);
+  if (root_process) {
+    EXPECT_EQ(again.proven_winner, 1);
+  }
+  EXPECT_EQ(again.best, proven.best);  // the winning edge, whatever its visits
+  EXPECT_EQ(again.rollouts, 0u);       // a proven root starts no rollout
+  auto after = in_three;
+  game.apply(after, proven.best);
+  const auto lost = search.search(after, o);  // white to move, lost
+  EXPECT_GT(lost.reused_nodes, 0u);
+  if (root_process) {
+    EXPECT_EQ(lost.proven_winner, 1);
+  }
+  EXPECT_EQ(lost.rollouts, 0u);
+}
+
+// With RAVE the all-moves-as-first statistics travel with the copy: a search one move down
+// with a single rollout prefers the move the kept statistics prefer.
+TEST(DistributedMcts, TreeReuseKeepsRaveStatistics) {
+  const hex game(5, false, seriema::hex::playout_policy::random);
+  distributed_search<hex> search(rt(), game);
+  search_options o = reuse_budget(6000);
+  o.rave = true;
+  const auto s0 = game.initial_state();
+  const auto first = search.search(s0, o);
+  auto s1 = s0;
+  game.apply(s1, first.best);
+  o.rollouts = 1;
+  const auto next = search.search(s1, o);
+  EXPECT_GT(next.reused_nodes, 1u);
+  if (rt().rank() == 0) {
+    EXPECT_EQ(next.reused_visits, visits_of(first, first.best) - o.playouts_per_leaf);
+    EXPECT_EQ(root_visits(next), next.reused_visits + o.playouts_per_leaf);
+  }
+}
+
+TEST(DistributedMcts, TreeReuseNeedsComparableStates) {
+  if (rt().size() != 1) GTEST_SKIP() << "argument errors are raised on rank 0 before any exchange";
+  const seriema::test::claim_game game{8};
+  distributed_search<seriema::test::claim_game> search(rt(), game);
+  search_options o;
+  o.rollouts = 10;
+  o.reuse_tree = true;
+  EXPECT_THROW((void)search.search(game.initial_state(), o), std::invalid_argument);
 }
 
 TEST(DistributedMcts, RejectsAFinishedRootAndAMissingBudget) {

@@ -181,6 +181,21 @@ errors=$(printf 'boardsize 5\ngenmove b\ngenmove w\nquit\n' |
   "${launch[@]}" "$hex" gtp --rollouts 300 --max-memory 1K 2>&1 >/dev/null)
 (($(grep -c 'memory budget of 0.0 MiB per process reached' <<<"$errors") == 1)) ||
   fail "gtp did not say once that the budget was reached: $errors"
+# Tree reuse between moves (docs/mcts.md): each genmove after the first starts from the
+# subtree of the last search that the moves since lead to, kept on every process; with
+# --reuse-tree 0 every search starts afresh. play says what it kept.
+reuse=$'boardsize 7\ngenmove b\ngenmove w\nplay b a1\ngenmove w\nquit\n'
+errors=$(printf '%s' "$reuse" | "${launch[@]}" "$hex" gtp --rollouts 2000 2>&1 >/dev/null)
+# (the second genmove keeps the first's reply, the third keeps a1's node, maybe a leaf)
+(($(grep -Ec 'the search started from [0-9]+ playouts and [1-9][0-9]* nodes kept' \
+   <<<"$errors") == 2)) || fail "gtp did not start two searches from kept subtrees: $errors"
+grep -Eq 'the search started from [1-9][0-9]* playouts' <<<"$errors" ||
+  fail "gtp kept no playouts: $errors"
+errors=$(printf '%s' "$reuse" |
+  "${launch[@]}" "$hex" gtp --rollouts 2000 --reuse-tree 0 2>&1 >/dev/null)
+grep -q 'kept' <<<"$errors" && fail "gtp --reuse-tree 0 kept a tree: $errors"
+out=$("${launch[@]}" "$hex" play --size 5 --rollouts 2000 --opponent self --quiet)
+grep -Eq 'playouts kept from the last search' <<<"$out" || fail "play kept no tree: $out"
 status=0
 out=$("$hex" analyze --max-memory 12Q 2>&1) || status=$?
 ((status == 2)) && grep -q -- '--max-memory=12Q: unknown unit' <<<"$out" ||

@@ -15,7 +15,9 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/mcts/detail/amaf.hpp>
+#include <seriema/mcts/detail/carry.hpp>
 #include <seriema/mcts/detail/command.hpp>
+#include <seriema/mcts/detail/reuse.hpp>
 #include <seriema/mcts/detail/solver.hpp>
 #include <seriema/mcts/detail/tree.hpp>
 #include <seriema/mcts/game.hpp>
@@ -89,12 +91,16 @@ class distributed_search {
   /// ranks' arguments are ignored. Returns the search's result on rank 0; on the other ranks
   /// only `best`, `rollouts`, the job-wide counts and the memory fields are filled. Throws
   /// std::invalid_argument (on rank 0, before anything is sent) for a finished root, a missing
-  /// budget or options the game cannot serve (RAVE without recording playouts).
+  /// budget or options the game cannot serve (RAVE without recording playouts, reuse_tree
+  /// without comparable states). With options.reuse_tree the tree stays in every process for
+  /// the next search, which starts from the subtree of its root if the tree holds it (up to two
+  /// moves below this root) and frees the rest (docs/mcts.md, "Tree reuse").
   search_result<move> search(const state& root, const search_options& options) {
     detail::search_command<G> command;
     if (rt_.rank() == 0) {
       validate(root, options);
       command = make_command(detail::command_kind::search, root, options);
+      plan_reuse(command, root, options);
     }
     command = exchange(command);
     if (command.kind != detail::command_kind::search) {
@@ -119,11 +125,13 @@ class distributed_search {
   }
 
   /// Rank 0, between searches: the game the next searches play (it reaches the other ranks
-  /// with the next command). Only for trivially copyable games.
+  /// with the next command). Only for trivially copyable games. A kept tree
+  /// (search_options::reuse_tree) is not reused by the next search.
   void set_game(const G& game)
     requires std::is_trivially_copyable_v<G>
   {
     game_ = game;
+    kept_root_valid_ = false;
   }
   [[nodiscard]] const G& game() const noexcept { return game_; }  ///< the game searched
 
@@ -140,14 +148,17 @@ class distributed_search {
   using table = detail::edge_table<G>;
   using call_status = fabric::call_status;
   static constexpr std::uint64_t stop_bit = std::uint64_t{1} << 63;
-  static constexpr std::uint32_t none_edge = ~std::uint32_t{0};
 
   /// Per worker thread of this process; touched only by that thread during a search, except
   /// `simulations` (any thread of the process enqueues), `finished` (set by the finishing
   /// thread, or by a call) and `completed_here` (read by the thread that ends the search).
   struct alignas(64) worker {
-    explicit worker(tree_memory_counters& counters) : pool(counters) {}
+    explicit worker(tree_memory_counters& counters) : pool(counters), next_pool(counters) {}
     tree_pool pool;
+    /// While a kept tree is carried over (reuse_tree): the new tree's nodes this thread owns;
+    /// it replaces `pool` once the carry is done.
+    tree_pool next_pool;
+    std::vector<std::byte> image;  ///< a node image being carried (scratch)
     moodycamel::ConcurrentQueue<node*> simulations;
     random rng;
     std::atomic<bool> finished{false};
@@ -157,6 +168,8 @@ class distributed_search {
     std::uint64_t nodes_created = 0;
     std::uint64_t deferred_selections = 0;
     std::uint64_t playouts = 0;
+    std::uint64_t nodes_held = 0;  ///< nodes in `pool` (kept ones included)
+    std::uint64_t nodes_carried = 0;  ///< nodes in `next_pool` during a carry
     /// Root process: the in-flight window, per thread so that starting and completing a rollout
     /// touch no line another thread writes. started_here counts the rollouts this thread began,
     /// completed_here those that came back to the root on this thread (any thread's). This
@@ -181,6 +194,7 @@ class distributed_search {
       throw std::invalid_argument("search: playouts_per_leaf must be in 1..65535");
     }
     detail::check_rave<G>(options, "search");
+    detail::check_reuse<G>(options, "search");
     std::vector<move> moves(game_.max_moves());
     if (game_.legal_moves(root, std::span<move>(moves)) == 0) {
       throw std::invalid_argument("search: the game is over in the root position");
@@ -200,8 +214,20 @@ class distributed_search {
     c.solver = options.solver ? 1 : 0;
     c.expansion_visits = options.expansion_visits;
     c.rave_equivalence = options.rave_equivalence;
+    c.reuse_tree = options.reuse_tree ? 1 : 0;
     c.root = root;
     return c;
+  }
+  /// Rank 0: what of the kept tree the search starts from (the kept root, the subtree up to
+  /// two moves below it that holds `root`, or nothing).
+  void plan_reuse(detail::search_command<G>& c, const state& root,
+                  const search_options& options) const {
+    if (!options.reuse_tree || !kept_ || !kept_root_valid_) return;
+    const auto path = detail::moves_between(game_, kept_root_, root);
+    if (!path) return;
+    c.carry = path->empty() ? detail::carry_kind::same_root : detail::carry_kind::subtree;
+    c.path_length = static_cast<std::uint8_t>(path->size());
+    std::copy(path->begin(), path->end(), c.path);
   }
   detail::search_command<G> exchange(const detail::search_command<G>& mine) {
     return detail::exchange_command(rt_, game_, mine);
@@ -218,6 +244,7 @@ class distributed_search {
     struct clear_active {
       ~clear_active() { active_ = nullptr; }
     } clear_on_exit;
+    plant_root(command);
     std::exception_ptr run_error;
     try {
       rt_.run([this](fabric::thread_context& me) { thread_main(me); });
@@ -238,7 +265,6 @@ class distributed_search {
     rave_equivalence_ = command.rave_equivalence;
     solver_ = command.solver != 0;
     expansion_visits_ = command.expansion_visits;
-    proven_root_edge_.store(none_edge, std::memory_order_relaxed);
     thread_count_ = rt_.placement().thread_count();
     window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
                                                : 16 * static_cast<std::uint32_t>(thread_count_);
@@ -251,20 +277,54 @@ class distributed_search {
     finish_sent_.store(false);
     aborted_.store(false);
     failure_.clear();
-    memory_.reset_budget(command.memory_budget);
+    memory_.reset_budget(search_budget(command));
     budget_noted_.store(false);
     budget_reached_nanoseconds_ = 0;
     budget_reached_rollouts_ = 0;
     progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
     for (std::size_t i = 0; i < workers_.size(); ++i) prepare_worker(i, command.seed);
-    root_ = nullptr;
-    if (rt_.rank() == 0) {
-      root_ = workers_[0]->pool.template create<node>();
-      root_->state = command.root;
-      root_->owner = rt_.placement().global_id(0, 0);
-      root_->winner = game_.winner(command.root);
-      ++workers_[0]->nodes_created;
+    carry_path_length_ = command.path_length;
+    std::copy(std::begin(command.path), std::end(command.path), carry_path_);
+  }
+  /// The budget a search's tree grows to: with reuse_tree half of memory_budget, so that
+  /// carrying the kept subtree into a new tree (both held for a moment) stays within it.
+  static std::uint64_t search_budget(const detail::search_command<G>& command) noexcept {
+    if (command.reuse_tree == 0 || command.memory_budget == 0) return command.memory_budget;
+    return std::max<std::uint64_t>(command.memory_budget / 2, 1);
+  }
+
+  /// The root the search starts from (rank 0): the kept root, the carried subtree's root, or a
+  /// new one; a kept tree the search does not start from is freed everywhere.
+  void plant_root(const detail::search_command<G>& command) {
+    if (command.carry == detail::carry_kind::fresh) release_tree();
+    if (command.carry == detail::carry_kind::subtree) carry_over(command);
+    kept_ = false;
+    reused_visits_ = 0;
+    reused_nodes_here_ = 0;
+    for (auto& w : workers_) reused_nodes_here_ += w->nodes_held;
+    if (rt_.rank() != 0) return;
+    if (root_ != nullptr) {
+      reused_visits_ = root_->visits.load(std::memory_order_relaxed);
+      return;
     }
+    worker& first = *workers_[0];
+    root_ = first.pool.template create<node>();
+    root_->state = command.root;
+    root_->owner = rt_.placement().global_id(0, 0);
+    root_->winner = game_.winner(command.root);
+    ++first.nodes_created;
+    ++first.nodes_held;
+  }
+  /// Frees this process's tree (the kept one, or one a failure left).
+  void release_tree() noexcept {
+    for (auto& w : workers_) {
+      w->pool.release();
+      w->next_pool.release();
+      w->nodes_held = w->nodes_carried = 0;
+    }
+    root_ = nullptr;
+    kept_ = false;
+    kept_root_valid_ = false;
   }
   void prepare_worker(std::size_t i, std::uint64_t seed) {
     auto& w = *workers_[i];
@@ -296,7 +356,7 @@ class distributed_search {
     }
     const bool failed_here = run_error != nullptr || aborted_.load();
     if (rt_.allreduce_sum(failed_here ? 1 : 0) == 0) return;
-    for (auto& w : workers_) w->pool.release();
+    release_tree();
     if (run_error) std::rethrow_exception(run_error);
     const auto reasons = rt_.allgather(std::as_bytes(std::span(failure_)));
     for (const auto& reason : reasons) {
@@ -321,7 +381,7 @@ class distributed_search {
     }
     local.tree_bytes_allocated = memory_.bytes_live();
     const memory_report memory = gather_memory_report(local.tree_bytes_allocated);
-    for (auto& w : workers_) w->pool.release();  // the tree is gone between moves
+    keep_or_release_tree(command);
     local.tree_bytes_live = memory_.bytes_live();
     counters_.nodes_created = rt_.allreduce_sum(local.nodes_created);
     counters_.remote_calls = rt_.allreduce_sum(local.remote_calls);
@@ -331,6 +391,8 @@ class distributed_search {
     counters_.tree_bytes_live = rt_.allreduce_sum(local.tree_bytes_live);
     share_best_move(result);
     result.rollouts = rt_.allreduce_sum(rt_.rank() == 0 ? completed_rollouts() : 0);
+    result.reused_nodes = rt_.allreduce_sum(reused_nodes_here_);
+    result.reused_visits = reused_visits_;
     result.playouts = counters_.playouts;
     result.tree_nodes = counters_.nodes_created;
     result.remote_calls = counters_.remote_calls;
@@ -341,6 +403,19 @@ class distributed_search {
     result.memory_budget_reached_seconds = memory.reached_seconds;
     result.memory_budget_reached_rollouts = memory.reached_rollouts;
     return result;
+  }
+  /// With reuse_tree the tree stays for the next search (rank 0 remembers its root's
+  /// position); otherwise it is freed.
+  void keep_or_release_tree(const detail::search_command<G>& command) {
+    if (command.reuse_tree == 0) {
+      release_tree();
+      return;
+    }
+    kept_ = true;
+    if (rt_.rank() == 0) {
+      kept_root_ = root_->state;
+      kept_root_valid_ = true;
+    }
   }
   /// Rank 0: the root's moves, most convincing first, and the solver's proof; elsewhere empty.
   search_result<move> root_statistics() const {
@@ -378,8 +453,7 @@ class distributed_search {
     result.proven_winner = root_winner();
     if (result.proven_winner != game_.to_move(root_->state)) return;
     const table& t = *root_->edges.load(std::memory_order_acquire);
-    const std::uint32_t won = proven_root_edge_.load(std::memory_order_relaxed);
-    detail::put_proven_move_first(result, t.links[won != none_edge ? won : 0].move);
+    detail::put_proven_move_first(result, t.links[t.won_edge].move);
   }
 
   /// The memory budget's outcome over every process (collective).
@@ -438,10 +512,13 @@ class distributed_search {
   void thread_main(fabric::thread_context& me) {
     const int local_index = rt_.placement().locate(me.id()).local_thread;
     worker& w = *workers_[static_cast<std::size_t>(local_index)];
-    const bool starts_rollouts = rt_.rank() == 0;
+    const bool starts_rollouts = rt_.rank() == 0 && !carrying_;
     const bool reports = starts_rollouts && local_index == 0 && progress_ && *progress_;
     auto last_report = std::chrono::steady_clock::now();
     unsigned idle = 0;
+    if (carrying_ && rt_.rank() == 0 && local_index == 0) {
+      guarded(me, [&] { descend(me, w, carry_from_, 0); });
+    }
     // An abort anywhere in the process ends every loop (its steps are dropped from then on).
     while (!w.finished.load(std::memory_order_acquire) &&
            !aborted_.load(std::memory_order_acquire)) {
@@ -712,9 +789,25 @@ class distributed_search {
     const detail::expansion made =
         detail::moves_to_search(game_, n->state, std::span<move>(w.moves), solver_);
     const std::size_t count = made.count;
-    const bool root = n->parent == 0;
+    table* fresh = allocate_table(w.pool, count, n->parent == 0);
+    if (fresh == nullptr) return nullptr;
+    shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
+    fresh->decided.store(made.decided, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < count; ++i) fresh->links[i].move = w.moves[i];
+    table* expected = nullptr;
+    // A thread that loses the race leaves its table in its pool until the tree is released.
+    if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+      return expected;
+    }
+    return fresh;
+  }
+  /// An edge table of `count` edges in `pool`, every statistic zero and every link empty (with
+  /// RAVE its AMAF statistics, with the solver its lost bits); null where the pool refuses
+  /// (memory budget), except for a root's table, which is always made.
+  table* allocate_table(tree_pool& pool, std::size_t count, bool root) {
     const auto take = [&](std::size_t bytes, std::size_t alignment) {
-      return root ? w.pool.allocate(bytes, alignment) : w.pool.try_allocate(bytes, alignment);
+      return root ? pool.allocate(bytes, alignment) : pool.try_allocate(bytes, alignment);
     };
     void* table_memory = take(sizeof(table), alignof(table));
     void* statistics = table_memory ? take(sizeof(detail::edge_statistics) * count, 64) : nullptr;
@@ -724,10 +817,8 @@ class distributed_search {
     using lost_word = std::atomic<std::uint64_t>;
     void* lost = amaf && solver_ ? take(sizeof(lost_word) * lost_words, alignof(lost_word)) : amaf;
     if (lost == nullptr) return nullptr;
-    shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     auto* fresh = new (table_memory) table{};
     fresh->count = static_cast<std::uint32_t>(count);
-    fresh->decided.store(made.decided, std::memory_order_relaxed);
     if (solver_) {
       fresh->lost = static_cast<lost_word*>(lost);
       for (std::size_t i = 0; i < lost_words; ++i) new (&fresh->lost[i]) lost_word{0};
@@ -738,14 +829,7 @@ class distributed_search {
     for (std::size_t i = 0; i < count; ++i) {
       new (&fresh->statistics[i]) detail::edge_statistics{};
       if (rave_) new (&fresh->amaf[i]) detail::amaf_statistics{};
-      link* l = new (&fresh->links[i]) link{};
-      l->move = w.moves[i];
-    }
-    table* expected = nullptr;
-    // A thread that loses the race leaves its table in its pool until the tree is released.
-    if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
-                                          std::memory_order_acquire)) {
-      return expected;
+      new (&fresh->links[i]) link{};
     }
     return fresh;
   }
@@ -797,6 +881,7 @@ class distributed_search {
     leaf->index_in_parent = index;
     leaf->winner = game_.winner(s);
     ++w.nodes_created;
+    ++w.nodes_held;
     const std::uint64_t address = address_of(leaf);
     if (steps_directly(me, parent_owner)) {
       located(me, w, reinterpret_cast<node*>(parent), index, owner, address);
@@ -978,13 +1063,13 @@ class distributed_search {
     if constexpr (amaf_game<G>) {
       if (rave_) credit_amaf(w, t, index, chooser, points);
     }
-    return solver_ ? prove(n, t, index, chooser, proven) : nobody;
+    return solver_ ? prove(t, index, chooser, proven) : nobody;
   }
-  /// MCTS-solver: edge `index` of n leads to a position won by `proven` (nobody: not known).
-  /// n is won once its chooser wins after one edge, lost once every edge is lost; each lost
-  /// edge is counted once (its bit's fetch_or), so the step that counts the last one decides n.
-  /// Returns n's result once decided, for its parent's edge.
-  player prove(node* n, table& t, std::uint32_t index, player chooser, player proven) {
+  /// MCTS-solver: edge `index` of table t (of a node n) leads to a position won by `proven`
+  /// (nobody: not known). n is won once its chooser wins after one edge, lost once every edge
+  /// is lost; each lost edge is counted once (its bit's fetch_or), so the step that counts the
+  /// last one decides n. Returns n's result once decided, for its parent's edge.
+  static player prove(table& t, std::uint32_t index, player chooser, player proven) {
     if (const player known = t.decided.load(std::memory_order_acquire); known != nobody) {
       return known;
     }
@@ -996,8 +1081,8 @@ class distributed_search {
     }
     player expected = nobody;
     if (t.decided.compare_exchange_strong(expected, proven, std::memory_order_acq_rel) &&
-        n->parent == 0 && proven == chooser) {
-      proven_root_edge_.store(index, std::memory_order_relaxed);
+        proven == chooser) {
+      t.won_edge = index;  // only the step that decided n writes it
     }
     return t.decided.load(std::memory_order_acquire);
   }
@@ -1012,6 +1097,203 @@ class distributed_search {
       t.amaf[i].points.fetch_add(w.record.points_of(chooser, move_index),
                                  std::memory_order_relaxed);
     }
+  }
+
+  // ---- carrying a kept tree into the next search (search_options::reuse_tree) ----
+  //
+  // A collective phase before the search's own run (carry_over). Rank 0's first thread follows
+  // the path from the kept root (descend, a call to each node's owner); the node it ends at is
+  // sent as an image to rank 0's first thread, which makes the new root of it (adopt_root).
+  // Every copied node asks the owners of its children to copy them (carry_node, on the thread
+  // that owns the kept child, into its next_pool); each copy reports to its parent's owner
+  // once its whole subtree is copied (carried), so the root hears last, and ends the phase.
+  // While this runs no rollout does: a node of either tree is touched only by its owner.
+
+  /// Every process: copies the kept subtree that command.path leads to into the next pools,
+  /// then frees the kept tree. Rank 0's root_ is the copy's root, or null when the path leads
+  /// to no node (the search then starts from an empty tree).
+  void carry_over(const detail::search_command<G>& command) {
+    memory_.reset_budget(command.memory_budget);  // the copy may take the other half
+    carry_from_ = root_;
+    root_ = nullptr;
+    carrying_ = true;
+    std::exception_ptr run_error;
+    try {
+      rt_.run([this](fabric::thread_context& me) { thread_main(me); });
+    } catch (...) {
+      run_error = std::current_exception();
+    }
+    carrying_ = false;
+    carry_from_ = nullptr;
+    fail_everywhere_if_failed(run_error);
+    for (auto& w : workers_) {
+      w->pool = std::move(w->next_pool);  // the rest of the kept tree is freed here
+      w->nodes_held = w->nodes_carried;
+      w->nodes_carried = 0;
+      w->finished.store(false, std::memory_order_relaxed);
+    }
+    finish_sent_.store(false);
+    memory_.reset_budget(search_budget(command));
+  }
+  /// Follows the carry path from n (depth moves of it taken so far), then sends the node at
+  /// its end to rank 0's first thread.
+  void descend(fabric::thread_context& me, worker& w, const node* n, std::uint32_t depth) {
+    if (depth == carry_path_length_) {
+      send_root_image(me, w, n);
+      return;
+    }
+    const table* t = n->edges.load(std::memory_order_acquire);
+    for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
+      const std::uint64_t word = t->links[i].child.load(std::memory_order_relaxed);
+      if (t->links[i].move != carry_path_[depth] || !detail::names_child(word)) continue;
+      ++w.remote_calls;
+      send(me, t->links[i].owner, [word, depth](fabric::thread_context& target) {
+        auto* self = active_;
+        self->guarded(target, [&] {
+          self->descend(target, self->worker_of(target), reinterpret_cast<const node*>(word),
+                        depth + 1);
+        });
+      });
+      return;
+    }
+    // The tree has no node there: rank 0's first thread ends the phase without a root.
+    ++w.remote_calls;
+    send(me, rt_.placement().global_id(0, 0), [](fabric::thread_context& target) {
+      active_->guarded(target, [&] { active_->finish(target); });
+    });
+  }
+  void send_root_image(fabric::thread_context& me, worker& w, const node* n) {
+    detail::write_image(*n, w.image);
+    ++w.remote_calls;
+    invoke_buffer(
+        me, rt_.placement().global_id(0, 0),
+        [](fabric::thread_context& target, std::span<std::byte> bytes) {
+          auto* self = active_;
+          self->guarded(target, [&] { self->adopt_root(target, self->worker_of(target), bytes); });
+        },
+        std::span<const std::byte>(w.image));
+  }
+  /// Rank 0's first thread: the carried root, from its image.
+  void adopt_root(fabric::thread_context& me, worker& w, std::span<const std::byte> bytes) {
+    const auto image = detail::node_image<G>::read(bytes);
+    if (!image) {
+      throw error(fmt::format("mcts: a carried root arrived with {} bytes, not an image of its "
+                              "edge count", bytes.size()));
+    }
+    root_ = rebuild(me, w, *image, 0, 0, 0);
+    carry_children(me, w, root_);
+  }
+  /// The owner of a kept node: its copy, under the copy of its parent (at parent_owner,
+  /// parent), or a report that there was no room for it.
+  void carry_node(fabric::thread_context& me, worker& w, const node* kept,
+                  fabric::thread_id parent_owner, std::uint64_t parent, std::uint32_t index) {
+    detail::write_image(*kept, w.image);
+    const auto image = detail::node_image<G>::read(w.image);
+    node* copy = rebuild(me, w, *image, parent_owner, parent, index);
+    if (copy == nullptr) {
+      tell_carried(me, w, parent_owner, parent, index, 0);
+      return;
+    }
+    carry_children(me, w, copy);
+  }
+  /// A node of the new tree made from `image` in w.next_pool (the root's always; another's
+  /// null where the budget refuses it; its table left out where the budget refuses that). Its
+  /// links keep the kept tree's child words until the children report (carried).
+  node* rebuild(fabric::thread_context& me, worker& w, const detail::node_image<G>& image,
+                fabric::thread_id parent_owner, std::uint64_t parent, std::uint32_t index) {
+    const bool root = parent == 0;
+    node* copy = root ? w.next_pool.template create<node>()
+                      : w.next_pool.template try_create<node>();
+    if (copy == nullptr) return nullptr;
+    const auto& head = image.head();
+    copy->state = head.state;
+    copy->parent = parent;
+    copy->parent_owner = parent_owner;
+    copy->owner = me.id();
+    copy->index_in_parent = index;
+    copy->winner = head.winner;
+    copy->visits.store(head.visits, std::memory_order_relaxed);
+    ++w.nodes_carried;
+    if (head.count == 0) return copy;
+    table* t = allocate_table(w.next_pool, head.count, root);
+    if (t == nullptr) return copy;  // a leaf again: the budget had no room for its edges
+    t->decided.store(head.decided, std::memory_order_relaxed);
+    t->won_edge = head.won_edge;
+    for (std::uint32_t i = 0; i < head.count; ++i) copy_edge(*t, i, image.edge(i));
+    copy->edges.store(t, std::memory_order_release);
+    return copy;
+  }
+  static void copy_edge(table& t, std::uint32_t i, const detail::carried_edge<G>& e) {
+    t.statistics[i].visits.store(e.visits, std::memory_order_relaxed);
+    t.statistics[i].points.store(e.points, std::memory_order_relaxed);
+    if (t.amaf != nullptr) {
+      t.amaf[i].visits.store(e.amaf_visits, std::memory_order_relaxed);
+      t.amaf[i].points.store(e.amaf_points, std::memory_order_relaxed);
+    }
+    if (t.lost != nullptr && e.lost != 0) {
+      t.lost[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
+      t.lost_count.fetch_add(1, std::memory_order_relaxed);
+    }
+    t.links[i].move = e.move;
+    t.links[i].owner = e.owner;
+    t.links[i].child.store(detail::names_child(e.child) ? e.child : 0, std::memory_order_relaxed);
+  }
+  /// Asks the owner of each kept child of `copy` to copy it; with none, the copy is complete.
+  void carry_children(fabric::thread_context& me, worker& w, node* copy) {
+    table* t = copy->edges.load(std::memory_order_relaxed);
+    std::uint32_t pending = 0;
+    for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
+      pending += t->links[i].child.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+    }
+    copy->carry_pending = pending;  // before any child is asked: none reports before
+    if (pending == 0) {
+      report_carried(me, w, copy);
+      return;
+    }
+    const fabric::thread_id owner = me.id();
+    const std::uint64_t parent = address_of(copy);
+    for (std::uint32_t i = 0; i < t->count; ++i) {
+      const std::uint64_t kept = t->links[i].child.load(std::memory_order_relaxed);
+      if (kept == 0) continue;
+      ++w.remote_calls;
+      send(me, t->links[i].owner, [kept, owner, parent, i](fabric::thread_context& target) {
+        auto* self = active_;
+        self->guarded(target, [&] {
+          self->carry_node(target, self->worker_of(target), reinterpret_cast<const node*>(kept),
+                           owner, parent, i);
+        });
+      });
+    }
+  }
+  /// `copy`'s subtree is copied: its parent's owner learns where it is; the root ends the phase.
+  void report_carried(fabric::thread_context& me, worker& w, node* copy) {
+    if (copy->parent == 0) {
+      finish(me);
+      return;
+    }
+    tell_carried(me, w, copy->parent_owner, copy->parent, copy->index_in_parent,
+                 address_of(copy));
+  }
+  void tell_carried(fabric::thread_context& me, worker& w, fabric::thread_id parent_owner,
+                    std::uint64_t parent, std::uint32_t index, std::uint64_t address) {
+    ++w.remote_calls;
+    const fabric::thread_id owner = me.id();
+    send(me, parent_owner, [parent, index, owner, address](fabric::thread_context& target) {
+      auto* self = active_;
+      self->guarded(target, [&] {
+        self->carried(target, self->worker_of(target), reinterpret_cast<node*>(parent), index,
+                      owner, address);
+      });
+    });
+  }
+  /// The parent's owner: edge `index` of the copy `parent` leads to (owner, address), or to
+  /// nothing (address 0: no room for the child); the last child to report completes `parent`.
+  void carried(fabric::thread_context& me, worker& w, node* parent, std::uint32_t index,
+               fabric::thread_id owner, std::uint64_t address) {
+    link& l = parent->edges.load(std::memory_order_relaxed)->links[index];
+    l.owner = owner;
+    l.child.store(address, std::memory_order_relaxed);
+    if (--parent->carry_pending == 0) report_carried(me, w, parent);
   }
 
   // ---- placement and transport ----
@@ -1113,8 +1395,6 @@ class distributed_search {
   bool rave_ = false;
   bool solver_ = false;
   std::uint64_t expansion_visits_ = 1;
-  /// With the solver, the root's edge proven won (root process); none_edge otherwise.
-  std::atomic<std::uint32_t> proven_root_edge_{none_edge};
   double rave_equivalence_ = 1000;
   fabric::thread_id thread_count_ = 1;
   std::uint32_t window_ = 4;
@@ -1124,6 +1404,19 @@ class distributed_search {
   std::chrono::steady_clock::time_point deadline_;
   const std::function<void(std::uint64_t, double)>* progress_ = nullptr;
   node* root_ = nullptr;  ///< rank 0 only
+  /// Between searches: the last search's tree is still in the pools (reuse_tree; every rank).
+  bool kept_ = false;
+  /// Rank 0: the kept tree's root position, and whether the next search may start from it
+  /// (not after set_game).
+  state kept_root_{};
+  bool kept_root_valid_ = false;
+  /// The carry phase (carry_over) is running; during it, rank 0's kept root, and the path.
+  bool carrying_ = false;
+  const node* carry_from_ = nullptr;
+  std::uint32_t carry_path_length_ = 0;
+  move carry_path_[detail::reuse_depth]{};
+  std::uint64_t reused_visits_ = 0;  ///< rank 0: the root's visits when the search started
+  std::uint64_t reused_nodes_here_ = 0;  ///< nodes of this process the search started with
   /// Root process: rollouts started (with stop_bit once no more may start); taken once per
   /// batch (the completions are counted per thread). Its own cache line, apart from the words
   /// every loop iteration reads.

@@ -78,6 +78,19 @@ class tree_pool {
   tree_pool(const tree_pool&) = delete;
   tree_pool& operator=(const tree_pool&) = delete;
   tree_pool(tree_pool&&) noexcept = default;  ///< takes the other pool's blocks
+  /// Gives this pool's blocks back and takes the other's (which is left empty, counting into
+  /// the same counters as before).
+  tree_pool& operator=(tree_pool&& other) noexcept {
+    if (this == &other) return *this;
+    release();
+    counters_ = other.counters_;
+    blocks_ = std::move(other.blocks_);
+    used_ = other.used_;
+    capacity_ = other.capacity_;
+    other.blocks_.clear();
+    other.used_ = other.capacity_ = 0;
+    return *this;
+  }
   ~tree_pool() { release(); }
 
   /// `bytes` aligned to `alignment` (a power of two up to 64). Throws std::bad_alloc.

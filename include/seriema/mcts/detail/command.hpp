@@ -6,6 +6,7 @@
 #include <cstring>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/mcts/detail/reuse.hpp>
 #include <seriema/mcts/game.hpp>
 #include <span>
 #include <type_traits>
@@ -15,6 +16,11 @@ namespace seriema::mcts::detail {
 /// What a search command asks of every rank. `none` is what a rank that is not rank 0 passes
 /// to the exchange (rank 0's command replaces it).
 enum class command_kind : std::uint32_t { none = 0, search = 1, close = 2 };
+
+/// What a search starts from (search_options::reuse_tree): an empty tree (a kept one is freed),
+/// the kept tree as it is (same root), or the kept subtree `path` leads to (copied, the rest
+/// freed).
+enum class carry_kind : std::uint8_t { fresh = 0, same_root = 1, subtree = 2 };
 
 /// What rank 0 tells the other ranks (a search to run, or that the service is closing).
 template <class G>
@@ -30,6 +36,10 @@ struct search_command {
   std::uint32_t solver = 0;         ///< 1: the solver (search_options::solver)
   std::uint32_t expansion_visits = 1;  ///< search_options::expansion_visits
   double rave_equivalence = 1000;   ///< search_options::rave_equivalence
+  std::uint8_t reuse_tree = 0;      ///< 1: keep the tree after this search
+  carry_kind carry = carry_kind::fresh;  ///< what of the kept tree this search starts from
+  std::uint8_t path_length = 0;     ///< carry_kind::subtree: moves from the kept root
+  typename G::move path[reuse_depth]{};  ///< the moves, path_length of them
   typename G::state root{};
 };
 

@@ -54,6 +54,11 @@ struct amaf_statistics {
 template <class G>
 struct edge_table {
   std::uint32_t count = 0;
+  /// With the solver, once `decided` names the player choosing here: the edge that wins (0 for a
+  /// table made decided, whose only edge is the win; else written by the step whose
+  /// compare-exchange decided it, after it). Read after the search, or by a later search that
+  /// keeps the node as its root (search_options::reuse_tree).
+  std::uint32_t won_edge = 0;
   edge_statistics* statistics = nullptr;  ///< [count]
   tree_link<G>* links = nullptr;          ///< [count]
   amaf_statistics* amaf = nullptr;        ///< [count] with RAVE, else null
@@ -79,6 +84,9 @@ struct tree_node {
   fabric::thread_id owner = 0;
   std::uint32_t index_in_parent = 0;
   player winner = nobody;  ///< the game is over here
+  /// While a kept tree is carried into a new one (search_options::reuse_tree), in the new copy:
+  /// its children not yet carried (written only by the owner's thread). 0 otherwise.
+  std::uint32_t carry_pending = 0;
   std::atomic<std::uint64_t> visits{0};  ///< playouts through this node, virtual ones included
   std::atomic<edge_table<G>*> edges{nullptr};  ///< created by the first selection through here
 };

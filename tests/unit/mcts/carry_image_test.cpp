@@ -1,0 +1,137 @@
+// Tests of the distributed search's node images (tree reuse): a node and its edge table written
+// as bytes and read back keep every statistic, proof word and link, and a truncated or padded
+// image is refused; detail::moves_between finds the next root up to two moves down.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <seriema/mcts/detail/carry.hpp>
+#include <seriema/mcts/detail/reuse.hpp>
+#include <vector>
+
+#include "../../support/claim_game.hpp"
+#include <hex.hpp>
+
+namespace seriema::mcts {
+namespace {
+
+using seriema::hex::hex;
+using node = detail::tree_node<hex>;
+using table = detail::edge_table<hex>;
+
+// A node of three edges with RAVE and solver words: edge 1 lost, edge 2 winning, edge 0's child
+// at a made-up address on thread 5.
+struct three_edge_node {
+  detail::edge_statistics statistics[3];
+  detail::amaf_statistics amaf[3];
+  detail::tree_link<hex> links[3];
+  std::atomic<std::uint64_t> lost[1] = {0};
+  table t;
+  node n;
+  explicit three_edge_node(const hex& game) {
+    n.state = game.initial_state();
+    n.visits.store(90);
+    n.winner = nobody;
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      statistics[i].visits.store(10 * (i + 1));
+      statistics[i].points.store(7 * (i + 1));
+      amaf[i].visits.store(100 + i);
+      amaf[i].points.store(50 + i);
+      links[i].move = static_cast<hex::move>(4 + i);
+    }
+    links[0].child.store(0x1000);
+    links[0].owner = 5;
+    links[1].child.store(detail::tree_link<hex>::unstored_child);
+    lost[0].store(0b010);
+    t.count = 3;
+    t.statistics = statistics;
+    t.links = links;
+    t.amaf = amaf;
+    t.lost = lost;
+    t.lost_count.store(1);
+    t.decided.store(1);
+    t.won_edge = 2;
+    n.edges.store(&t);
+  }
+};
+
+TEST(NodeImage, KeepsEveryStatisticProofAndLink) {
+  const hex game(5);
+  const three_edge_node kept(game);
+  std::vector<std::byte> bytes;
+  detail::write_image(kept.n, bytes);
+  const auto image = detail::node_image<hex>::read(bytes);
+  ASSERT_TRUE(image.has_value());
+  EXPECT_EQ(image->head().state, kept.n.state);
+  EXPECT_EQ(image->head().visits, 90u);
+  EXPECT_EQ(image->head().count, 3u);
+  EXPECT_EQ(image->head().decided, 1);
+  EXPECT_EQ(image->head().won_edge, 2u);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    const auto e = image->edge(i);
+    EXPECT_EQ(e.visits, 10u * (i + 1));
+    EXPECT_EQ(e.points, 7u * (i + 1));
+    EXPECT_EQ(e.amaf_visits, 100u + i);
+    EXPECT_EQ(e.amaf_points, 50u + i);
+    EXPECT_EQ(e.move, static_cast<hex::move>(4 + i));
+    EXPECT_EQ(e.lost, i == 1 ? 1 : 0);
+  }
+  EXPECT_EQ(image->edge(0).child, 0x1000u);
+  EXPECT_EQ(image->edge(0).owner, 5u);
+  EXPECT_TRUE(detail::names_child(image->edge(0).child));
+  EXPECT_FALSE(detail::names_child(image->edge(1).child));  // unstored_child
+  EXPECT_FALSE(detail::names_child(image->edge(2).child));  // not expanded
+}
+
+TEST(NodeImage, ALeafHasNoEdgesAndABadSizeIsRefused) {
+  const hex game(5);
+  node leaf;
+  leaf.state = game.initial_state();
+  leaf.visits.store(3);
+  std::vector<std::byte> bytes;
+  detail::write_image(leaf, bytes);
+  const auto image = detail::node_image<hex>::read(bytes);
+  ASSERT_TRUE(image.has_value());
+  EXPECT_EQ(image->head().count, 0u);
+  EXPECT_EQ(image->head().visits, 3u);
+
+  const three_edge_node kept(game);
+  detail::write_image(kept.n, bytes);
+  bytes.pop_back();
+  EXPECT_FALSE(detail::node_image<hex>::read(bytes).has_value());
+  bytes.resize(bytes.size() + 2);
+  EXPECT_FALSE(detail::node_image<hex>::read(bytes).has_value());
+  EXPECT_FALSE(detail::node_image<hex>::read({}).has_value());
+}
+
+TEST(MovesBetween, FindsTheNextRootUpToTwoMovesDown) {
+  const hex game(5);
+  const auto s0 = game.initial_state();
+  EXPECT_EQ(detail::moves_between(game, s0, s0)->size(), 0u);
+  auto s1 = s0;
+  game.apply(s1, game.at(2, 2));
+  EXPECT_EQ(*detail::moves_between(game, s0, s1), std::vector<hex::move>{game.at(2, 2)});
+  auto s2 = s1;
+  game.apply(s2, game.at(0, 4));
+  EXPECT_EQ(*detail::moves_between(game, s0, s2),
+            (std::vector<hex::move>{game.at(2, 2), game.at(0, 4)}));
+  auto s3 = s2;
+  game.apply(s3, game.at(4, 0));
+  EXPECT_FALSE(detail::moves_between(game, s0, s3).has_value());  // three moves
+  EXPECT_FALSE(detail::moves_between(game, s1, s0).has_value());  // not below
+  EXPECT_FALSE(detail::moves_between(hex(7), hex(7).initial_state(), s1).has_value());
+}
+
+TEST(MovesBetween, RefusesReuseForStatesThatDoNotCompare) {
+  static_assert(reusable_game<hex>);
+  static_assert(!reusable_game<test::claim_game>);
+  search_options options;
+  EXPECT_NO_THROW(detail::check_reuse<test::claim_game>(options, "test"));
+  options.reuse_tree = true;
+  EXPECT_THROW(detail::check_reuse<test::claim_game>(options, "test"), std::invalid_argument);
+  EXPECT_NO_THROW(detail::check_reuse<hex>(options, "test"));
+}
+
+}  // namespace
+}  // namespace seriema::mcts
