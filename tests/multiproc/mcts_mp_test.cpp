@@ -481,6 +481,28 @@ TEST(DistributedMcts, TreeReuseKeepsRaveStatistics) {
   }
 }
 
+// Under a memory budget a reusing search grows its tree to half of it, so that the kept tree
+// and its copy together stay within the budget; the search still runs its rollouts.
+TEST(DistributedMcts, TreeReuseStaysWithinTheMemoryBudget) {
+  const hex game(11);
+  distributed_search<hex> search(rt(), game);
+  constexpr std::uint64_t mebibyte = std::uint64_t{1} << 20;
+  constexpr std::uint64_t block = seriema::mcts::tree_pool::block_bytes;
+  search_options o = reuse_budget(20000);
+  o.memory_budget = 2 * mebibyte;
+  const auto s0 = game.initial_state();
+  const auto first = search.search(s0, o);
+  EXPECT_TRUE(first.memory_budget_reached);
+  EXPECT_EQ(first.rollouts, 20000u);
+  EXPECT_LE(first.tree_bytes, mebibyte + block);  // half the budget, plus the root's block
+  auto s1 = s0;
+  game.apply(s1, first.best);
+  const auto next = search.search(s1, o);
+  EXPECT_GT(next.reused_nodes, 1u);
+  EXPECT_EQ(next.rollouts, 20000u);
+  EXPECT_LE(next.tree_bytes, mebibyte + 2 * block);
+}
+
 TEST(DistributedMcts, TreeReuseNeedsComparableStates) {
   if (rt().size() != 1) GTEST_SKIP() << "argument errors are raised on rank 0 before any exchange";
   const seriema::test::claim_game game{8};
