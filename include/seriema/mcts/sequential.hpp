@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 #include <seriema/mcts/detail/amaf.hpp>
+#include <seriema/mcts/detail/reuse.hpp>
+#include <seriema/mcts/detail/sequential_arrays.hpp>
 #include <seriema/mcts/detail/solver.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace seriema::mcts {
@@ -29,29 +32,63 @@ class sequential_tree {
   using move = typename G::move;
   using state = typename G::state;
 
-  sequential_tree(const G& g, const state& root, const search_options& options)
+  /// A search from `root`, in a new tree or, when `carried` holds one (whose root position is
+  /// `root`: compact_subtree's result), in that one. `engine` names the caller in errors.
+  sequential_tree(const G& g, const state& root, const search_options& options,
+                  sequential_arrays<G> carried = {}, const char* engine = "sequential_search")
       : g_(g), options_(options), k_(options.playouts_per_leaf), rng_(options.seed) {
-    if (options.rollouts == 0 && !(options.seconds > 0)) {
-      throw std::invalid_argument("sequential_search: set a budget (rollouts > 0 or seconds > 0)");
-    }
-    if (options.playouts_per_leaf == 0) {
-      throw std::invalid_argument("sequential_search: playouts_per_leaf must be at least 1");
-    }
-    check_rave<G>(options, "sequential_search");
+    check_options(options, engine);
     if (options.rave) record_.resize(g.max_moves());
     scratch_.resize(g.max_moves());
-    if (options.rollouts != 0) {  // a quarter of the budget at most
-      std::uint64_t reserved_nodes = std::min<std::uint64_t>(options.rollouts + 1, 1 << 20);
-      if (options.memory_budget != 0) {
-        reserved_nodes =
-            std::min<std::uint64_t>(reserved_nodes, options.memory_budget / 4 / sizeof(node));
-      }
-      nodes_.reserve(std::max<std::uint64_t>(reserved_nodes, 1));
+    if (carried.nodes.empty()) {
+      start_tree(root);
+    } else {
+      adopt_tree(root, std::move(carried));
     }
-    add_node(root, none, none);  // the root and its edges whatever the budget: the result
     if (nodes_[0].edge_count == 0) {
-      throw std::invalid_argument("sequential_search: the game is over in the root position");
+      throw std::invalid_argument(std::string(engine) +
+                                  ": the game is over in the root position");
     }
+  }
+
+  /// Throws std::invalid_argument, naming `engine`, for options no search can run with.
+  static void check_options(const search_options& options, const char* engine) {
+    const std::string name(engine);
+    if (options.rollouts == 0 && !(options.seconds > 0)) {
+      throw std::invalid_argument(name + ": set a budget (rollouts > 0 or seconds > 0)");
+    }
+    if (options.playouts_per_leaf == 0) {
+      throw std::invalid_argument(name + ": playouts_per_leaf must be at least 1");
+    }
+    check_rave<G>(options, engine);
+  }
+  /// Nodes a new tree reserves for a search with `options` (0: none): one per rollout, at
+  /// most 2^20 and a quarter of the memory budget, so that most searches never copy the array.
+  static std::uint64_t nodes_to_reserve(const search_options& options) {
+    if (options.rollouts == 0) return 0;
+    std::uint64_t reserved_nodes = std::min<std::uint64_t>(options.rollouts + 1, 1 << 20);
+    if (options.memory_budget != 0) {
+      reserved_nodes =
+          std::min<std::uint64_t>(reserved_nodes, options.memory_budget / 4 / sizeof(node));
+    }
+    return std::max<std::uint64_t>(reserved_nodes, 1);
+  }
+  /// Whether a tree searched with `options` can be carried into a search with `next`: the same
+  /// kind of edges (the solver prunes them) and statistics (RAVE's).
+  static bool same_kind_of_tree(const sequential_arrays<G>& tree, const search_options& next) {
+    return tree.rave == next.rave && tree.solver == (next.solver && solver_game<G>);
+  }
+
+  /// The tree's arrays, for the next search (sequential_engine); the tree is empty after.
+  sequential_arrays<G> take_arrays() {
+    sequential_arrays<G> taken;
+    taken.nodes = std::move(nodes_);
+    taken.edges = std::move(edges_);
+    taken.amaf = std::move(amaf_);
+    taken.proven_root_edge = proven_root_edge_;
+    taken.rave = options_.rave;
+    taken.solver = options_.solver && solver_game<G>;
+    return taken;
   }
 
   /// Rollouts until the budget, the clock (read every 64 rollouts) or a proof of the root ends
@@ -82,41 +119,12 @@ class sequential_tree {
 
  private:
   using clock = std::chrono::steady_clock;
-  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::uint32_t none = sequential_arrays<G>::none;
 
-  /// A move out of a node. visits == 0 exactly while child == none, until the memory budget is
-  /// reached: a rollout that takes an edge creates its child and adds K visits, or once there
-  /// is no room for the child plays out from the child's position without storing it (the
-  /// edge gains visits, child stays none). wins count for the player choosing the edge.
-  struct edge {
-    move m;
-    bool lost;  ///< with the solver: proven lost for the player choosing it
-    std::uint32_t child;
-    std::uint64_t visits;
-    double wins;
-  };
-  /// A node's edges are edges_[first_edge, first_edge + edge_count), made when a rollout first
-  /// passes through it (first_edge == none before): most nodes stay leaves, and a node's edges
-  /// outweigh its position many times over. edge_count == 0 means the game is over there, with
-  /// `winner` its result; with the solver, a node whose edges were made with `winner` set was
-  /// decided then (moves_to_search), and below the root it is treated as over. visits is the
-  /// sum of its edges' visits plus the playouts made at it (K when it was created, K per
-  /// rollout ending at it while a leaf or when its result is known).
-  struct node {
-    state position;
-    std::uint32_t parent;
-    std::uint32_t in_edge;  ///< the parent's edge leading here
-    std::uint32_t first_edge;
-    std::uint32_t edge_count;
-    std::uint64_t visits;
-    player winner;
-    std::uint32_t lost_edges;  ///< with the solver: how many of its edges are lost
-  };
-  /// With RAVE, the all-moves-as-first results of edges_[i] (same index), for its chooser.
-  struct amaf_edge {
-    std::uint64_t visits;
-    double wins;
-  };
+  using arrays = sequential_arrays<G>;
+  using edge = typename arrays::edge;
+  using node = typename arrays::node;
+  using amaf_edge = typename arrays::amaf_edge;
 
   // ---- selection ----
 
@@ -291,6 +299,26 @@ class sequential_tree {
 
   // ---- the tree's arrays and the result ----
 
+  /// A new tree: the root and its edges whatever the budget (they are the result).
+  void start_tree(const state& root) {
+    if (const std::uint64_t reserved = nodes_to_reserve(options_); reserved != 0) {
+      nodes_.reserve(reserved);
+    }
+    add_node(root, none, none);
+  }
+  /// A carried tree: its statistics count as the reused part of the result, its nodes not as
+  /// this search's. The root takes the caller's `root` (equal to its own position, but a game
+  /// may keep what operator== ignores, as Hex's last move).
+  void adopt_tree(const state& root, sequential_arrays<G> carried) {
+    nodes_ = std::move(carried.nodes);
+    edges_ = std::move(carried.edges);
+    amaf_ = std::move(carried.amaf);
+    proven_root_edge_ = carried.proven_root_edge;
+    nodes_[0].position = root;
+    reused_nodes_ = nodes_.size();
+    reused_visits_ = nodes_[0].visits;
+  }
+
   std::uint32_t legal_moves(const state& position) {
     return static_cast<std::uint32_t>(g_.legal_moves(position, std::span<move>(scratch_)));
   }
@@ -348,7 +376,9 @@ class sequential_tree {
     }
     result.rollouts = rollouts_;
     result.playouts = rollouts_ * k_;
-    result.tree_nodes = nodes_.size();
+    result.tree_nodes = nodes_.size() - reused_nodes_;
+    result.reused_visits = reused_visits_;
+    result.reused_nodes = reused_nodes_;
     result.seconds = elapsed(clock::now());
     result.tree_bytes = tree_bytes();
     result.memory_budget = options_.memory_budget;
@@ -369,6 +399,8 @@ class sequential_tree {
   std::vector<move> scratch_;
   state unstored_{};  // the position of a child played out without a node (budget reached)
   std::uint32_t proven_root_edge_ = none;
+  std::uint64_t reused_nodes_ = 0;   // carried from the previous search (adopt_tree)
+  std::uint64_t reused_visits_ = 0;  // the carried root's visits then
   std::uint64_t rollouts_ = 0;
   clock::time_point start_ = clock::now();
   bool budget_reached_ = false;
@@ -391,5 +423,78 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
                                                   const search_options& options) {
   return detail::sequential_tree<G>(g, root, options).run();
 }
+
+/// The sequential search as an object that can keep its tree between searches
+/// (search_options::reuse_tree): each search() is sequential_search() on its game (the same
+/// result for the same arguments when no tree is carried), and with reuse_tree the tree stays
+/// after it. The next search with reuse_tree whose root is the kept root or up to two moves
+/// after it (detail::moves_between), reached through nodes the tree holds, starts from that
+/// node's subtree with every statistic below it (visits, wins, RAVE's, the solver's proofs and
+/// lost moves): the subtree is copied breadth first into arrays of its exact size (plus the
+/// nodes a new tree reserves for its rollouts) and the old tree is freed, so the subtree is all
+/// the memory kept. Both are held while it copies. The tree is not carried, and the search
+/// starts from an empty tree (the old one freed, result.reused_nodes == 0), when the next
+/// search does not set reuse_tree, when its root is not found that way, when its rave or
+/// solver setting differs from the kept tree's (the edges and statistics would not match), or
+/// when the subtree alone would take more than its memory_budget (the copy counts against the
+/// budget, and the whole subtree or none of it is kept: a subtree over the budget is dropped
+/// and the search starts afresh within the budget). The search's rollouts, playouts and
+/// tree_nodes count its own work (its rollout budget too), reused_visits (the carried root's
+/// visits) and reused_nodes the carried part.
+/// Throws as sequential_search, and std::invalid_argument for reuse_tree on a game whose
+/// states do not compare equal (reusable_game). A search that throws keeps no tree.
+/// Thread-safety: one thread at a time per engine.
+template <game G>
+class sequential_engine {
+ public:
+  using move = typename G::move;    ///< the game's move
+  using state = typename G::state;  ///< the game's position
+
+  /// An engine searching `g` (a copy: the engine holds its own).
+  explicit sequential_engine(G g) : game_(std::move(g)) {}
+
+  /// Searches from `root` within the budget of `options` (see the class comment and
+  /// sequential_search), in the kept subtree when one is carried.
+  search_result<move> search(const state& root, const search_options& options) {
+    arrays kept = std::exchange(kept_, arrays{});  // a search that throws keeps no tree
+    tree_type::check_options(options, "sequential_engine");
+    detail::check_reuse<G>(options, "sequential_engine");
+    tree_type tree(game_, root, options, carry_over(std::move(kept), root, options),
+                   "sequential_engine");
+    search_result<move> result = tree.run();
+    if (options.reuse_tree) kept_ = tree.take_arrays();
+    return result;
+  }
+  /// Frees the kept tree: the next search starts from an empty one.
+  void release_tree() noexcept { kept_.release(); }
+  /// The bytes the kept tree holds (its arrays' capacity; 0 when none is kept).
+  [[nodiscard]] std::uint64_t kept_tree_bytes() const noexcept { return kept_.bytes(); }
+
+ private:
+  using arrays = detail::sequential_arrays<G>;
+  using tree_type = detail::sequential_tree<G>;
+
+  /// The subtree of `kept` for a search from `root` with `options`, compacted, or an empty
+  /// tree; `kept` is freed either way.
+  arrays carry_over(arrays kept, const state& root, const search_options& options) {
+    if (!options.reuse_tree || kept.nodes.empty() || !tree_type::same_kind_of_tree(kept, options)) {
+      return {};
+    }
+    const auto path = detail::moves_between(game_, kept.nodes[0].position, root);
+    if (!path) return {};
+    const auto at = detail::find_subtree(kept, std::span<const move>(*path));
+    if (!at) return {};
+    const auto size = detail::subtree_size(kept, *at);
+    const std::uint64_t bytes = arrays::bytes_for(size, options.rave);
+    const std::uint64_t budget = options.memory_budget;
+    if (budget != 0 && bytes > budget) return {};
+    std::uint64_t spare = tree_type::nodes_to_reserve(options);
+    if (budget != 0) spare = std::min(spare, (budget - bytes) / sizeof(typename arrays::node));
+    return detail::compact_subtree(game_, kept, *at, size, spare);
+  }
+
+  G game_;
+  arrays kept_;  // empty when no tree is kept
+};
 
 }  // namespace seriema::mcts
