@@ -418,6 +418,7 @@ class sequential_tree {
 /// With options.memory_budget, the node and edge arrays (their capacity) stay within it: they
 /// grow by doubling, clamped to the budget, and once an array cannot grow the tree stops
 /// growing (see search_options::memory_budget). While an array grows its old copy is held too.
+/// Ignores reuse_tree (nothing outlives the call): sequential_engine keeps trees.
 template <game G>
 search_result<typename G::move> sequential_search(const G& g, const typename G::state& root,
                                                   const search_options& options) {

@@ -3,6 +3,7 @@
 // fresh arrays (sequential_engine, search_options::reuse_tree).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -93,14 +94,12 @@ std::optional<std::uint32_t> find_subtree(const sequential_arrays<G>& tree,
   std::uint32_t at = 0;
   for (const auto& m : path) {
     const auto& n = tree.nodes[at];
-    std::uint32_t next = arrays::none;
-    for (std::uint32_t e = n.first_edge; n.first_edge != arrays::none &&
-                                         e < n.first_edge + n.edge_count && next == arrays::none;
-         ++e) {
-      if (tree.edges[e].m == m) next = tree.edges[e].child;
-    }
-    if (next == arrays::none) return std::nullopt;
-    at = next;
+    if (n.first_edge == arrays::none) return std::nullopt;
+    const auto first = tree.edges.begin() + n.first_edge;
+    const auto taken =
+        std::find_if(first, first + n.edge_count, [&](const auto& e) { return e.m == m; });
+    if (taken == first + n.edge_count || taken->child == arrays::none) return std::nullopt;
+    at = taken->child;
   }
   return at;
 }
@@ -152,7 +151,9 @@ std::uint32_t find_won_edge(const G& g, const sequential_arrays<G>& tree) {
 /// breadth first: the root at index 0 with no parent, every index renumbered, every statistic
 /// and proof kept (edges out of the subtree's nodes too; an edge's child exists only inside
 /// it). `spare_nodes` more nodes are reserved for the next search (so that its first nodes do
-/// not copy the array again). Then frees `old`. Both trees are held while it copies.
+/// not copy the array again). Then frees `old`. Both trees are held while it copies. An edge
+/// played out without a child (past the old search's memory budget) keeps its visits and may
+/// get its child in the next search, which then starts with fewer visits than its edge.
 template <game G>
 sequential_arrays<G> compact_subtree(const G& g, sequential_arrays<G>& old, std::uint32_t root,
                                      subtree_extent size, std::uint64_t spare_nodes) {
