@@ -148,6 +148,9 @@ class engine {
       options.placement =
           s.placement == "hashed" ? mcts::node_placement::hashed : mcts::node_placement::random;
       distributed_ = std::make_unique<mcts::distributed_search<hex>>(rt, game, options);
+    } else {
+      sequential_ = std::make_unique<mcts::sequential_engine<hex>>(game);
+      sequential_game_ = game;
     }
   }
   // Rank 0. `bar_file`: where a progress bar may go (null: none). `seconds` > 0: a GTP clock's
@@ -168,15 +171,16 @@ class engine {
       if (bar->active()) options.progress = bar->callback();
     }
     auto result = [&] {
+      // GTP's boardsize may have changed the game (then the tree is not reused).
       if (distributed_) {
-        const hex& current = distributed_->game();
-        if (current.size() != game.size() || current.swap_rule() != game.swap_rule() ||
-            current.policy() != game.policy()) {
-          distributed_->set_game(game);  // GTP's boardsize changed it (the tree is not reused)
-        }
+        if (!same_game(distributed_->game(), game)) distributed_->set_game(game);
         return distributed_->search(position, options);
       }
-      return mcts::sequential_search(game, position, options);
+      if (!same_game(sequential_game_, game)) {
+        sequential_ = std::make_unique<mcts::sequential_engine<hex>>(game);
+        sequential_game_ = game;
+      }
+      return sequential_->search(position, options);
     }();
     if (tell_reuse_ && result.reused_nodes != 0) {
       fmt::print(stderr, "seriema-hex: the search started from {} playouts and {} nodes kept "
@@ -210,7 +214,12 @@ class engine {
   bool tell_budget_ = false;
   bool budget_told_ = false;
   bool tell_reuse_ = false;
+  static bool same_game(const hex& a, const hex& b) {
+    return a.size() == b.size() && a.swap_rule() == b.swap_rule() && a.policy() == b.policy();
+  }
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
+  std::unique_ptr<mcts::sequential_engine<hex>> sequential_;  // --engine sequential
+  hex sequential_game_;  // the game sequential_ searches
 };
 
 // A subcommand's --help lists only its own options; the program-wide ones that matter to it

@@ -191,6 +191,9 @@ errors=$(printf '%s' "$reuse" | "${launch[@]}" "$hex" gtp --rollouts 2000 2>&1 >
    <<<"$errors") == 2)) || fail "gtp did not start two searches from kept subtrees: $errors"
 grep -Eq 'the search started from [1-9][0-9]* playouts' <<<"$errors" ||
   fail "gtp kept no playouts: $errors"
+errors=$(printf '%s' "$reuse" | "$hex" gtp --engine sequential --rollouts 2000 2>&1 >/dev/null)
+grep -Eq 'the search started from [1-9][0-9]* playouts' <<<"$errors" ||
+  fail "gtp --engine sequential kept no playouts: $errors"
 errors=$(printf '%s' "$reuse" |
   "${launch[@]}" "$hex" gtp --rollouts 2000 --reuse-tree 0 2>&1 >/dev/null)
 grep -q 'kept' <<<"$errors" && fail "gtp --reuse-tree 0 kept a tree: $errors"
