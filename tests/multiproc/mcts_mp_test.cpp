@@ -450,15 +450,22 @@ TEST(DistributedMcts, TreeReuseKeepsTheSolversProofs) {
     EXPECT_EQ(again.proven_winner, 1);
   }
   EXPECT_EQ(again.best, proven.best);  // the winning edge, whatever its visits
-  EXPECT_EQ(again.rollouts, 0u);       // a proven root starts no rollout
+  EXPECT_EQ(again.rollouts, 1u);  // a proven root starts one rollout: a move to name
+  // White to move against the double threat: lost, decided when its edges were made (a node
+  // below the root then, so no rollout went through its edges). The search still names one of
+  // its (legal) moves.
   auto after = in_three;
   game.apply(after, proven.best);
-  const auto lost = search.search(after, o);  // white to move, lost
+  const auto lost = search.search(after, o);
   EXPECT_GT(lost.reused_nodes, 0u);
   if (root_process) {
     EXPECT_EQ(lost.proven_winner, 1);
+    EXPECT_FALSE(lost.moves.empty());
   }
-  EXPECT_EQ(lost.rollouts, 0u);
+  EXPECT_EQ(lost.rollouts, 1u);
+  const auto legal = seriema::test::hex_legal(game, after);
+  EXPECT_NE(std::find(legal.begin(), legal.end(), lost.best), legal.end())
+      << game.move_name(lost.best) << "\n" << game.render(after);
 }
 
 // With RAVE the all-moves-as-first statistics travel with the copy: a search one move down

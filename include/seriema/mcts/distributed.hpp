@@ -562,7 +562,11 @@ class distributed_search {
     if (credit < w.start_batch) return 0;  // a full share is the common case
     std::uint64_t s = started_.load();
     std::uint64_t batch = 0;
-    if (root_decided()) {  // the solver's proof ends the search
+    // The solver's proof ends the search, after one rollout at least: a root proven before the
+    // search (a kept one, reuse_tree) may have no edge with visits yet, and the result names
+    // its most visited move.
+    const bool decided = root_decided();
+    if (decided && (s & ~stop_bit) > 0) {
       if ((s & stop_bit) == 0) stop(me);
       return 0;
     }
@@ -580,9 +584,10 @@ class distributed_search {
       }
       // A thread that completed others' rollouts may have more credit than its share; it
       // starts at most a share (or 4) at a time and polls in between.
-      batch = std::min<std::uint64_t>(
-          {static_cast<std::uint64_t>(credit), budget_ - s,
-           static_cast<std::uint64_t>(std::max<std::int64_t>(4, w.window_share))});
+      const auto share = static_cast<std::uint64_t>(std::max<std::int64_t>(4, w.window_share));
+      batch = decided ? 1
+                      : std::min<std::uint64_t>(
+                            {static_cast<std::uint64_t>(credit), budget_ - s, share});
       if (started_.compare_exchange_weak(s, s + batch)) break;
     }
     w.started_here += batch;
