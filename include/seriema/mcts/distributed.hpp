@@ -1250,11 +1250,11 @@ class distributed_search {
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
       pending += t->links[i].child.load(std::memory_order_relaxed) != 0 ? 1 : 0;
     }
-    copy->carry_pending = pending;  // before any child is asked: none reports before
     if (pending == 0) {
       report_carried(me, w, copy);
       return;
     }
+    t->carry_pending = pending;  // before any child is asked: none reports before
     const fabric::thread_id owner = me.id();
     const std::uint64_t parent = address_of(copy);
     for (std::uint32_t i = 0; i < t->count; ++i) {
@@ -1295,10 +1295,11 @@ class distributed_search {
   /// nothing (address 0: no room for the child); the last child to report completes `parent`.
   void carried(fabric::thread_context& me, worker& w, node* parent, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
-    link& l = parent->edges.load(std::memory_order_relaxed)->links[index];
+    table& t = *parent->edges.load(std::memory_order_relaxed);
+    link& l = t.links[index];
     l.owner = owner;
     l.child.store(address, std::memory_order_relaxed);
-    if (--parent->carry_pending == 0) report_carried(me, w, parent);
+    if (--t.carry_pending == 0) report_carried(me, w, parent);
   }
 
   // ---- placement and transport ----

@@ -71,6 +71,10 @@ struct edge_table {
   /// last one knows the node is lost.
   std::atomic<std::uint64_t>* lost = nullptr;
   std::atomic<std::uint32_t> lost_count{0};
+  /// While a kept tree is carried into a new one (search_options::reuse_tree), in the new copy:
+  /// the node's children not yet carried (written only by the owner's thread; in padding, so
+  /// the table is no bigger for it). 0 otherwise.
+  std::uint32_t carry_pending = 0;
 };
 
 /// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
@@ -84,9 +88,6 @@ struct tree_node {
   fabric::thread_id owner = 0;
   std::uint32_t index_in_parent = 0;
   player winner = nobody;  ///< the game is over here
-  /// While a kept tree is carried into a new one (search_options::reuse_tree), in the new copy:
-  /// its children not yet carried (written only by the owner's thread). 0 otherwise.
-  std::uint32_t carry_pending = 0;
   std::atomic<std::uint64_t> visits{0};  ///< playouts through this node, virtual ones included
   std::atomic<edge_table<G>*> edges{nullptr};  ///< created by the first selection through here
 };
