@@ -488,6 +488,27 @@ TEST(DistributedMcts, TreeReuseKeepsRaveStatistics) {
   }
 }
 
+// A kept tree grown with another rave or solver setting lacks the statistics or proof words the
+// next search reads: that search starts from an empty tree (same root or a move later).
+TEST(DistributedMcts, TreeReuseStartsAfreshWhenRaveOrSolverChange) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game);
+  search_options o = reuse_budget(2000);
+  const auto s0 = game.initial_state();
+  (void)search.search(s0, o);
+  o.rave = true;
+  const auto with_rave = search.search(s0, o);
+  EXPECT_EQ(with_rave.reused_nodes, 0u);
+  EXPECT_EQ(with_rave.rollouts, 2000u);
+  o.solver = true;
+  auto s1 = s0;
+  game.apply(s1, with_rave.best);
+  const auto with_solver = search.search(s1, o);
+  EXPECT_EQ(with_solver.reused_nodes, 0u);
+  const auto same_again = search.search(s1, o);
+  EXPECT_EQ(same_again.reused_nodes, with_solver.tree_nodes);
+}
+
 // Under a memory budget a reusing search grows its tree to half of it, so that the kept tree
 // and its copy together stay within the budget; the search still runs its rollouts.
 TEST(DistributedMcts, TreeReuseStaysWithinTheMemoryBudget) {

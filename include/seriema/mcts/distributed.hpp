@@ -106,6 +106,7 @@ class distributed_search {
     if (command.kind != detail::command_kind::search) {
       throw std::logic_error("distributed_search: rank 0 closed the service");
     }
+    detail::check_carry(command);
     return run_search(command, rt_.rank() == 0 ? &options : nullptr);
   }
 
@@ -114,6 +115,7 @@ class distributed_search {
     for (;;) {
       const auto command = exchange(detail::search_command<G>{});
       if (command.kind != detail::command_kind::search) return;
+      detail::check_carry(command);
       (void)run_search(command, nullptr);
     }
   }
@@ -219,10 +221,12 @@ class distributed_search {
     return c;
   }
   /// Rank 0: what of the kept tree the search starts from (the kept root, the subtree up to
-  /// two moves below it that holds `root`, or nothing).
+  /// two moves below it that holds `root`, or nothing: also when the tree was grown with another
+  /// rave or solver setting, whose tables lack the AMAF statistics or lost bits this one reads).
   void plan_reuse(detail::search_command<G>& c, const state& root,
                   const search_options& options) const {
     if (!options.reuse_tree || !kept_ || !kept_root_valid_) return;
+    if (options.rave != kept_rave_ || options.solver != kept_solver_) return;
     const auto path = detail::moves_between(game_, kept_root_, root);
     if (!path) return;
     c.carry = path->empty() ? detail::carry_kind::same_root : detail::carry_kind::subtree;
@@ -304,6 +308,7 @@ class distributed_search {
     for (auto& w : workers_) reused_nodes_here_ += w->nodes_held;
     if (rt_.rank() != 0) return;
     if (root_ != nullptr) {
+      root_->state = command.root;  // equal, but the caller's last_move (no thread runs yet)
       reused_visits_ = root_->visits.load(std::memory_order_relaxed);
       return;
     }
@@ -415,6 +420,8 @@ class distributed_search {
     if (rt_.rank() == 0) {
       kept_root_ = root_->state;
       kept_root_valid_ = true;
+      kept_rave_ = command.rave != 0;
+      kept_solver_ = command.solver != 0;
     }
   }
   /// Rank 0: the root's moves, most convincing first, and the solver's proof; elsewhere empty.
@@ -1196,6 +1203,7 @@ class distributed_search {
     const auto image = detail::node_image<G>::read(w.image);
     node* copy = rebuild(me, w, *image, parent_owner, parent, index);
     if (copy == nullptr) {
+      note_budget_reached();
       tell_carried(me, w, parent_owner, parent, index, 0);
       return;
     }
@@ -1221,7 +1229,10 @@ class distributed_search {
     ++w.nodes_carried;
     if (head.count == 0) return copy;
     table* t = allocate_table(w.next_pool, head.count, root);
-    if (t == nullptr) return copy;  // a leaf again: the budget had no room for its edges
+    if (t == nullptr) {  // a leaf again: the budget had no room for its edges
+      note_budget_reached();
+      return copy;
+    }
     t->decided.store(head.decided, std::memory_order_relaxed);
     t->won_edge = head.won_edge;
     for (std::uint32_t i = 0; i < head.count; ++i) copy_edge(*t, i, image.edge(i));
@@ -1416,6 +1427,8 @@ class distributed_search {
   /// (not after set_game).
   state kept_root_{};
   bool kept_root_valid_ = false;
+  bool kept_rave_ = false;    ///< rank 0: the kept tree's search_options::rave
+  bool kept_solver_ = false;  ///< rank 0: the kept tree's search_options::solver
   /// The carry phase (carry_over) is running; during it, rank 0's kept root, and the path.
   bool carrying_ = false;
   const node* carry_from_ = nullptr;

@@ -59,8 +59,10 @@ struct search_options {
   /// reuse_tree and its root is this search's root or a position up to two moves after it
   /// (found by applying the tree's moves and comparing with the state's operator==, so the
   /// game's states must be equality-comparable: reusable_game), that subtree becomes its root
-  /// with every statistic and proof below it, and the rest of the tree is freed. Otherwise the
-  /// next search starts from an empty tree. A kept tree counts against the memory budget.
+  /// with every statistic and proof below it, and the rest of the tree is freed. Otherwise (also
+  /// when `rave` or `solver` differ from the kept tree's) the next search starts from an empty
+  /// tree. A kept tree counts against the memory budget; copying it counts in the next search's
+  /// time.
   bool reuse_tree = false;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.

@@ -103,6 +103,16 @@ TEST(NodeImage, ALeafHasNoEdgesAndABadSizeIsRefused) {
   bytes.resize(bytes.size() + 2);
   EXPECT_FALSE(detail::node_image<hex>::read(bytes).has_value());
   EXPECT_FALSE(detail::node_image<hex>::read({}).has_value());
+
+  // A winning edge past the edges, or a player that does not exist, is refused too.
+  three_edge_node bad(game);
+  bad.t.won_edge = 3;
+  detail::write_image(bad.n, bytes);
+  EXPECT_FALSE(detail::node_image<hex>::read(bytes).has_value());
+  bad.t.won_edge = 2;
+  bad.t.decided.store(7);
+  detail::write_image(bad.n, bytes);
+  EXPECT_FALSE(detail::node_image<hex>::read(bytes).has_value());
 }
 
 TEST(MovesBetween, FindsTheNextRootUpToTwoMovesDown) {

@@ -79,13 +79,18 @@ void write_image(const tree_node<G>& n, std::vector<std::byte>& out) {
 template <class G>
 class node_image {
  public:
-  /// The image in `bytes`; nullopt when its size does not match its edge count (bytes another
-  /// process wrote are checked before use).
+  /// The image in `bytes`; nullopt when its size does not match its edge count, or its winning
+  /// edge or players are out of range (bytes another process wrote are checked before use).
   static std::optional<node_image> read(std::span<const std::byte> bytes) {
     carried_node<G> head;
     if (bytes.size() < sizeof head) return std::nullopt;
     std::memcpy(&head, bytes.data(), sizeof head);
     if (bytes.size() != sizeof head + std::size_t{head.count} * sizeof(carried_edge<G>)) {
+      return std::nullopt;
+    }
+    const auto is_player = [](player p) { return p == nobody || p == 1 || p == 2; };
+    if ((head.count > 0 && head.won_edge >= head.count) || !is_player(head.winner) ||
+        !is_player(head.decided)) {
       return std::nullopt;
     }
     return node_image(head, bytes.subspan(sizeof head));

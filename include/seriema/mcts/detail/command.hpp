@@ -43,6 +43,17 @@ struct search_command {
   typename G::state root{};
 };
 
+/// Throws seriema::error for a command whose carry fields no rank 0 writes (they index the
+/// path and pick the phase every rank runs).
+template <class G>
+void check_carry(const search_command<G>& c) {
+  const auto kind = static_cast<std::uint8_t>(c.carry);
+  if (kind > static_cast<std::uint8_t>(carry_kind::subtree) || c.path_length > reuse_depth ||
+      (c.carry == carry_kind::subtree) != (c.path_length > 0)) {
+    throw error("distributed_search: rank 0 sent a malformed search command (tree reuse)");
+  }
+}
+
 /// A trivially copyable game (its configuration, e.g. a board size) travels with each command,
 /// so rank 0 may change it between searches (GTP's boardsize).
 template <class G, bool = std::is_trivially_copyable_v<G>>
