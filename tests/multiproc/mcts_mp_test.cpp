@@ -208,8 +208,7 @@ TEST(DistributedMcts, TheSolverPlaysTheWinInOneAndTheDoubleThreat) {
   EXPECT_EQ(search.search(in_one, o).best, game.at(1, 2));
   // (2, 2) threatens (3, 1) and (3, 2), and (3, 1) threatens (2, 1) and (2, 2): white can
   // block one.
-  const auto in_three =
-      hex_position(game, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  const auto in_three = seriema::test::hex_win_in_three(game);
   const auto double_threat = [&](hex::move m) {
     auto after = in_three;
     game.apply(after, m);
@@ -436,8 +435,7 @@ TEST(DistributedMcts, TreeReuseKeepsTheSolversProofs) {
   distributed_search<hex> search(rt(), game);
   search_options o = solver_budget(400);
   o.reuse_tree = true;
-  const auto in_three =
-      hex_position(game, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  const auto in_three = seriema::test::hex_win_in_three(game);
   const bool root_process = rt().rank() == 0;  // where the proof is reported
   const auto proven = search.search(in_three, o);
   if (root_process) {

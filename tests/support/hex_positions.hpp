@@ -44,6 +44,12 @@ inline hex_game::state hex_mirrored(const hex_game& g, const hex_game::state& s)
   return m;
 }
 
+/// 5x5, black to move with a win in three: (2, 2) threatens (3, 1) and (3, 2), and (3, 1)
+/// threatens (2, 1) and (2, 2); white can block only one (the solver tests' double threat).
+inline hex_game::state hex_win_in_three(const hex_game& g) {
+  return hex_position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+}
+
 inline std::vector<hex_game::move> hex_legal(const hex_game& g, const hex_game::state& s) {
   std::vector<hex_game::move> moves(g.max_moves());
   moves.resize(g.legal_moves(s, moves));

@@ -275,10 +275,6 @@ TEST(sequential_reuse, TheCopyKeepsEveryStatisticAndProof) {
 hex::state win_in_one(const hex& g) {
   return hex_position(g, {{0, 2}, {2, 2}, {3, 2}, {4, 2}}, {{3, 0}, {3, 1}, {3, 3}, {3, 4}}, 1);
 }
-// Black's (2, 2) threatens both (3, 1) and (3, 2): a win in three (solver_test).
-hex::state double_threat(const hex& g) {
-  return hex_position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
-}
 
 search_options solver_options(std::uint64_t rollouts) {
   search_options o = reuse_options(rollouts);
@@ -300,7 +296,7 @@ TEST(sequential_reuse, AProvenRootStaysProvenAndNamesItsWinningMove) {
   EXPECT_EQ(again.best, g.at(1, 2));
   EXPECT_EQ(again.rollouts, 1u);  // a decided root ends the search after one rollout
 
-  const hex::state threat = double_threat(g);
+  const hex::state threat = seriema::test::hex_win_in_three(g);
   const result proof = e.search(threat, solver_options(400));
   ASSERT_EQ(proof.proven_winner, 1);
   const result same = e.search(threat, solver_options(400));

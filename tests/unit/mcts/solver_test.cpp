@@ -91,8 +91,7 @@ TEST(Solver, BlocksTheOnlyThreatAfterOneRollout) {
 // both (3, 1) and (3, 2), so white can block only one.
 TEST(Solver, FindsTheDoubleThreatOfAWinInThree) {
   const hex g(5);
-  const hex::state s =
-      hex_position(g, {{0, 2}, {1, 2}, {4, 1}, {4, 2}}, {{0, 0}, {1, 0}, {4, 4}}, 1);
+  const hex::state s = seriema::test::hex_win_in_three(g);
   for (const hex::state& p : {s, hex_mirrored(g, s)}) {
     const auto wins = wins_in_three(g, p);
     ASSERT_FALSE(wins.empty()) << g.render(p);
