@@ -150,7 +150,6 @@ class engine {
       distributed_ = std::make_unique<mcts::distributed_search<hex>>(rt, game, options);
     } else {
       sequential_ = std::make_unique<mcts::sequential_engine<hex>>(game);
-      sequential_game_ = game;
     }
   }
   // Rank 0. `bar_file`: where a progress bar may go (null: none). `seconds` > 0: a GTP clock's
@@ -176,9 +175,8 @@ class engine {
         if (!same_game(distributed_->game(), game)) distributed_->set_game(game);
         return distributed_->search(position, options);
       }
-      if (!same_game(sequential_game_, game)) {
+      if (!same_game(sequential_->game(), game)) {
         sequential_ = std::make_unique<mcts::sequential_engine<hex>>(game);
-        sequential_game_ = game;
       }
       return sequential_->search(position, options);
     }();
@@ -219,7 +217,6 @@ class engine {
   }
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
   std::unique_ptr<mcts::sequential_engine<hex>> sequential_;  // --engine sequential
-  hex sequential_game_;  // the game sequential_ searches
 };
 
 // A subcommand's --help lists only its own options; the program-wide ones that matter to it

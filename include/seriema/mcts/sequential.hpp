@@ -468,6 +468,8 @@ class sequential_engine {
   }
   /// Frees the kept tree: the next search starts from an empty one.
   void release_tree() noexcept { kept_.release(); }
+  /// The game searched (as distributed_search::game()).
+  [[nodiscard]] const G& game() const noexcept { return game_; }
   /// The bytes the kept tree holds (its arrays' capacity; 0 when none is kept).
   [[nodiscard]] std::uint64_t kept_tree_bytes() const noexcept { return kept_.bytes(); }
 
