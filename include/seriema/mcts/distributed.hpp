@@ -80,6 +80,11 @@ class distributed_search {
     if (options_.placement == node_placement::hashed && !hashed_game<G>) {
       throw std::invalid_argument("node_placement::hashed needs a game with a hash(state)");
     }
+    if (rt_.placement().thread_count() > detail::max_link_threads) {
+      throw std::invalid_argument(fmt::format(
+          "distributed_search: a tree link names one of at most {} threads; the job has {}",
+          detail::max_link_threads, rt_.placement().thread_count()));
+    }
     const int local = rt_.placement().threads_per_process();
     for (int i = 0; i < local; ++i) workers_.push_back(std::make_unique<worker>(memory_));
   }
@@ -146,7 +151,6 @@ class distributed_search {
 
  private:
   using node = detail::tree_node<G>;
-  using link = detail::tree_link<G>;
   using table = detail::edge_table<G>;
   using call_status = fabric::call_status;
   static constexpr std::uint64_t stop_bit = std::uint64_t{1} << 63;
@@ -430,10 +434,9 @@ class distributed_search {
     if (root_ == nullptr) return result;
     if (const table* t = root_->edges.load(std::memory_order_acquire)) {
       for (std::uint32_t i = 0; i < t->count; ++i) {
-        const std::uint64_t visits = t->statistics[i].visits.load(std::memory_order_relaxed);
+        const auto [visits, points] = t->statistics[i].load();
         if (visits == 0) continue;
-        const std::uint64_t points = t->statistics[i].points.load(std::memory_order_relaxed);
-        result.moves.push_back({t->links[i].move, visits, static_cast<double>(points) / 2});
+        result.moves.push_back({t->moves[i], visits, static_cast<double>(points) / 2});
       }
     }
     std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
@@ -460,7 +463,7 @@ class distributed_search {
     result.proven_winner = root_winner();
     if (result.proven_winner != game_.to_move(root_->state)) return;
     const table& t = *root_->edges.load(std::memory_order_acquire);
-    detail::put_proven_move_first(result, t.links[t.won_edge].move);
+    detail::put_proven_move_first(result, t.moves[t.won_edge]);
   }
 
   /// The memory budget's outcome over every process (collective).
@@ -721,20 +724,20 @@ class distributed_search {
         return;
       }
       const std::uint32_t index = choose(n, t);
-      link& e = t.links[index];
+      std::atomic<std::uint64_t>& child = t.children[index];
       n->visits.fetch_add(K_, std::memory_order_relaxed);  // virtual loss on the way down
-      t.statistics[index].visits.fetch_add(K_, std::memory_order_relaxed);
-      std::uint64_t word = e.child.load(std::memory_order_acquire);
+      t.statistics[index].add_visits(K_);
+      std::uint64_t word = child.load(std::memory_order_acquire);
       for (;;) {
         if (word == 0) {
-          if (e.child.compare_exchange_weak(word, 1, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
-            expand(me, w, n, index, e.move);
+          if (child.compare_exchange_weak(word, 1, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+            expand(me, w, n, index, t.moves[index]);
             return;
           }
         } else if ((word & 1) != 0) {  // being created: wait at the parent for the location
-          if (e.child.compare_exchange_weak(word, word + 2, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
+          if (child.compare_exchange_weak(word, word + 2, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
             ++w.deferred_selections;
             return;
           }
@@ -742,15 +745,16 @@ class distributed_search {
           break;
         }
       }
-      if (word == link::unstored_child) {
+      if (word == detail::unstored_child) {
         play_out_unstored(me, w, n, index);
         return;
       }
-      if (!steps_directly(me, e.owner)) {
-        send_select(me, w, e.owner, word);
+      const fabric::thread_id owner = detail::child_owner(word);
+      if (!steps_directly(me, owner)) {
+        send_select(me, w, owner, detail::child_address(word));
         return;
       }
-      n = reinterpret_cast<node*>(word);
+      n = reinterpret_cast<node*>(detail::child_address(word));
     }
   }
 
@@ -774,16 +778,16 @@ class distributed_search {
       if (t.lost != nullptr && (t.lost[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1)) {
         continue;  // proven lost (solver): never chosen
       }
-      const detail::edge_statistics& e = t.statistics[i];
-      const double wins = 0.5 * static_cast<double>(e.points.load(std::memory_order_relaxed));
-      const std::uint64_t visits = e.visits.load(std::memory_order_relaxed);
-      const double score =
-          rave_ ? rave_score(wins, visits,
-                             0.5 * static_cast<double>(
-                                       t.amaf[i].points.load(std::memory_order_relaxed)),
-                             t.amaf[i].visits.load(std::memory_order_relaxed), log_parent,
-                             exploration_, rave_equivalence_)
-                : ucb1(wins, visits, log_parent, exploration_);
+      const auto [visits, points] = t.statistics[i].load();
+      const double wins = 0.5 * static_cast<double>(points);
+      double score = 0;
+      if (rave_) {
+        const auto amaf = t.amaf[i].load();
+        score = rave_score(wins, visits, 0.5 * static_cast<double>(amaf.points), amaf.visits,
+                           log_parent, exploration_, rave_equivalence_);
+      } else {
+        score = ucb1(wins, visits, log_parent, exploration_);
+      }
       if (score > best_score) {
         best_score = score;
         best = i;
@@ -805,7 +809,7 @@ class distributed_search {
     if (fresh == nullptr) return nullptr;
     shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     fresh->decided.store(made.decided, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < count; ++i) fresh->links[i].move = w.moves[i];
+    std::copy_n(w.moves.data(), count, fresh->moves);
     table* expected = nullptr;
     // A thread that loses the race leaves its table in its pool until the tree is released.
     if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
@@ -821,27 +825,32 @@ class distributed_search {
     const auto take = [&](std::size_t bytes, std::size_t alignment) {
       return root ? pool.allocate(bytes, alignment) : pool.try_allocate(bytes, alignment);
     };
+    using counts = detail::packed_counts;
+    using word = std::atomic<std::uint64_t>;
     void* table_memory = take(sizeof(table), alignof(table));
-    void* statistics = table_memory ? take(sizeof(detail::edge_statistics) * count, 64) : nullptr;
-    void* links = statistics ? take(sizeof(link) * count, alignof(link)) : nullptr;
-    void* amaf = links && rave_ ? take(sizeof(detail::amaf_statistics) * count, 64) : links;
+    void* statistics = table_memory ? take(sizeof(counts) * count, 64) : nullptr;
+    void* children = statistics ? take(sizeof(word) * count, alignof(word)) : nullptr;
+    void* amaf = children && rave_ ? take(sizeof(counts) * count, alignof(counts)) : children;
     const std::size_t lost_words = (count + 63) / 64;
-    using lost_word = std::atomic<std::uint64_t>;
-    void* lost = amaf && solver_ ? take(sizeof(lost_word) * lost_words, alignof(lost_word)) : amaf;
-    if (lost == nullptr) return nullptr;
+    void* lost = amaf && solver_ ? take(sizeof(word) * lost_words, alignof(word)) : amaf;
+    // Last: the 2-byte moves leave the next allocation's alignment to the pool.
+    void* moves = lost ? take(sizeof(move) * count, alignof(move)) : nullptr;
+    if (moves == nullptr) return nullptr;
     auto* fresh = new (table_memory) table{};
     fresh->count = static_cast<std::uint32_t>(count);
     if (solver_) {
-      fresh->lost = static_cast<lost_word*>(lost);
-      for (std::size_t i = 0; i < lost_words; ++i) new (&fresh->lost[i]) lost_word{0};
+      fresh->lost = static_cast<word*>(lost);
+      for (std::size_t i = 0; i < lost_words; ++i) new (&fresh->lost[i]) word{0};
     }
-    fresh->statistics = static_cast<detail::edge_statistics*>(statistics);
-    fresh->links = static_cast<link*>(links);
-    if (rave_) fresh->amaf = static_cast<detail::amaf_statistics*>(amaf);
+    fresh->statistics = static_cast<counts*>(statistics);
+    fresh->children = static_cast<word*>(children);
+    fresh->moves = static_cast<move*>(moves);
+    if (rave_) fresh->amaf = static_cast<counts*>(amaf);
     for (std::size_t i = 0; i < count; ++i) {
-      new (&fresh->statistics[i]) detail::edge_statistics{};
-      if (rave_) new (&fresh->amaf[i]) detail::amaf_statistics{};
-      new (&fresh->links[i]) link{};
+      new (&fresh->statistics[i]) counts{};
+      if (rave_) new (&fresh->amaf[i]) counts{};
+      new (&fresh->children[i]) word{0};
+      new (&fresh->moves[i]) move{};
     }
     return fresh;
   }
@@ -894,7 +903,7 @@ class distributed_search {
     leaf->winner = game_.winner(s);
     ++w.nodes_created;
     ++w.nodes_held;
-    const std::uint64_t address = address_of(leaf);
+    const std::uint64_t address = link_address_of(leaf);
     if (steps_directly(me, parent_owner)) {
       located(me, w, reinterpret_cast<node*>(parent), index, owner, address);
     } else {
@@ -914,9 +923,9 @@ class distributed_search {
   /// selections deferred on it.
   void located(fabric::thread_context& me, worker& w, node* n, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
-    link& e = n->edges.load(std::memory_order_acquire)->links[index];
-    e.owner = owner;
-    const std::uint64_t previous = e.child.exchange(address, std::memory_order_acq_rel);
+    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children[index];
+    const std::uint64_t previous =
+        child.exchange(detail::child_link(address, owner), std::memory_order_acq_rel);
     for (std::uint64_t deferred = previous >> 1; deferred > 0; --deferred) {
       if (steps_directly(me, owner)) {
         select(me, w, reinterpret_cast<node*>(address));
@@ -945,9 +954,8 @@ class distributed_search {
   /// Edge `index` of n will have no child: mark it so (later selections play out from its
   /// position), and play out for the selection that tried to create it and those deferred on it.
   void not_stored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
-    link& e = n->edges.load(std::memory_order_acquire)->links[index];
-    const std::uint64_t previous =
-        e.child.exchange(link::unstored_child, std::memory_order_acq_rel);
+    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children[index];
+    const std::uint64_t previous = child.exchange(detail::unstored_child, std::memory_order_acq_rel);
     for (std::uint64_t waiting = (previous >> 1) + 1; waiting > 0; --waiting) {
       play_out_unstored(me, w, n, index);
     }
@@ -955,7 +963,7 @@ class distributed_search {
   /// K playouts from the position after edge `index` of n, credited as if its child were there.
   void play_out_unstored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
     state s = n->state;
-    game_.apply(s, n->edges.load(std::memory_order_acquire)->links[index].move);
+    game_.apply(s, n->edges.load(std::memory_order_acquire)->moves[index]);
     std::uint32_t points1 = 0;
     std::uint32_t points2 = 0;
     if (rave_) w.record.clear();
@@ -1071,7 +1079,7 @@ class distributed_search {
     const player chooser = game_.to_move(n->state);
     const std::uint32_t points = chooser == 1 ? points1 : points2;
     table& t = *n->edges.load(std::memory_order_acquire);
-    t.statistics[index].points.fetch_add(points, std::memory_order_relaxed);
+    t.statistics[index].add_points(points);
     if constexpr (amaf_game<G>) {
       if (rave_) credit_amaf(w, t, index, chooser, points);
     }
@@ -1100,14 +1108,12 @@ class distributed_search {
   }
   void credit_amaf(worker& w, const table& t, std::uint32_t index, player chooser,
                    std::uint32_t points) requires amaf_game<G> {
-    w.record.play_in_tree(game_.move_index(t.links[index].move), chooser, K_, points);
+    w.record.play_in_tree(game_.move_index(t.moves[index]), chooser, K_, points);
     for (std::uint32_t i = 0; i < t.count; ++i) {
-      const auto move_index = static_cast<std::size_t>(game_.move_index(t.links[i].move));
+      const auto move_index = static_cast<std::size_t>(game_.move_index(t.moves[i]));
       const std::uint32_t played = w.record.played_by(chooser, move_index);
       if (played == 0) continue;
-      t.amaf[i].visits.fetch_add(played, std::memory_order_relaxed);
-      t.amaf[i].points.fetch_add(w.record.points_of(chooser, move_index),
-                                 std::memory_order_relaxed);
+      t.amaf[i].add(played, w.record.points_of(chooser, move_index));
     }
   }
 
@@ -1156,13 +1162,14 @@ class distributed_search {
     }
     const table* t = n->edges.load(std::memory_order_acquire);
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
-      const std::uint64_t word = t->links[i].child.load(std::memory_order_relaxed);
-      if (t->links[i].move != carry_path_[depth] || !detail::names_child(word)) continue;
+      const std::uint64_t word = t->children[i].load(std::memory_order_relaxed);
+      if (t->moves[i] != carry_path_[depth] || !detail::names_child(word)) continue;
       ++w.remote_calls;
-      send(me, t->links[i].owner, [word, depth](fabric::thread_context& target) {
+      const std::uint64_t child = detail::child_address(word);
+      send(me, detail::child_owner(word), [child, depth](fabric::thread_context& target) {
         auto* self = active_;
         self->guarded(target, [&] {
-          self->descend(target, self->worker_of(target), reinterpret_cast<const node*>(word),
+          self->descend(target, self->worker_of(target), reinterpret_cast<const node*>(child),
                         depth + 1);
         });
       });
@@ -1240,26 +1247,21 @@ class distributed_search {
     return copy;
   }
   static void copy_edge(table& t, std::uint32_t i, const detail::carried_edge<G>& e) {
-    t.statistics[i].visits.store(e.visits, std::memory_order_relaxed);
-    t.statistics[i].points.store(e.points, std::memory_order_relaxed);
-    if (t.amaf != nullptr) {
-      t.amaf[i].visits.store(e.amaf_visits, std::memory_order_relaxed);
-      t.amaf[i].points.store(e.amaf_points, std::memory_order_relaxed);
-    }
+    t.statistics[i].store(e.visits, e.points);
+    if (t.amaf != nullptr) t.amaf[i].store(e.amaf_visits, e.amaf_points);
     if (t.lost != nullptr && e.lost != 0) {
       t.lost[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
       t.lost_count.fetch_add(1, std::memory_order_relaxed);
     }
-    t.links[i].move = e.move;
-    t.links[i].owner = e.owner;
-    t.links[i].child.store(detail::names_child(e.child) ? e.child : 0, std::memory_order_relaxed);
+    t.moves[i] = e.move;
+    t.children[i].store(detail::names_child(e.child) ? e.child : 0, std::memory_order_relaxed);
   }
   /// Asks the owner of each kept child of `copy` to copy it; with none, the copy is complete.
   void carry_children(fabric::thread_context& me, worker& w, node* copy) {
     table* t = copy->edges.load(std::memory_order_relaxed);
     std::uint32_t pending = 0;
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
-      pending += t->links[i].child.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+      pending += t->children[i].load(std::memory_order_relaxed) != 0 ? 1 : 0;
     }
     if (pending == 0) {
       report_carried(me, w, copy);
@@ -1269,10 +1271,11 @@ class distributed_search {
     const fabric::thread_id owner = me.id();
     const std::uint64_t parent = address_of(copy);
     for (std::uint32_t i = 0; i < t->count; ++i) {
-      const std::uint64_t kept = t->links[i].child.load(std::memory_order_relaxed);
-      if (kept == 0) continue;
+      const std::uint64_t word = t->children[i].load(std::memory_order_relaxed);
+      if (word == 0) continue;
       ++w.remote_calls;
-      send(me, t->links[i].owner, [kept, owner, parent, i](fabric::thread_context& target) {
+      const std::uint64_t kept = detail::child_address(word);
+      send(me, detail::child_owner(word), [kept, owner, parent, i](fabric::thread_context& target) {
         auto* self = active_;
         self->guarded(target, [&] {
           self->carry_node(target, self->worker_of(target), reinterpret_cast<const node*>(kept),
@@ -1288,7 +1291,7 @@ class distributed_search {
       return;
     }
     tell_carried(me, w, copy->parent_owner, copy->parent, copy->index_in_parent,
-                 address_of(copy));
+                 link_address_of(copy));
   }
   void tell_carried(fabric::thread_context& me, worker& w, fabric::thread_id parent_owner,
                     std::uint64_t parent, std::uint32_t index, std::uint64_t address) {
@@ -1307,9 +1310,8 @@ class distributed_search {
   void carried(fabric::thread_context& me, worker& w, node* parent, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
     table& t = *parent->edges.load(std::memory_order_relaxed);
-    link& l = t.links[index];
-    l.owner = owner;
-    l.child.store(address, std::memory_order_relaxed);
+    t.children[index].store(address == 0 ? 0 : detail::child_link(address, owner),
+                            std::memory_order_relaxed);
     if (--t.carry_pending == 0) report_carried(me, w, parent);
   }
 
@@ -1397,6 +1399,16 @@ class distributed_search {
   }
   static std::uint64_t address_of(const node* n) noexcept {
     return reinterpret_cast<std::uint64_t>(n);
+  }
+  /// A node's address for its parent's link (detail::child_link), which holds 48 bits of it.
+  static std::uint64_t link_address_of(const node* n) {
+    const std::uint64_t address = address_of(n);
+    if (!detail::fits_link(address)) {
+      throw error(fmt::format("mcts: a tree node at {:#x} lies above the 48 address bits a link "
+                              "holds",
+                              address));
+    }
+    return address;
   }
 
   fabric::runtime& rt_;

@@ -23,9 +23,10 @@ using table = detail::edge_table<hex>;
 // A node of three edges with RAVE and solver words: edge 1 lost, edge 2 winning, edge 0's child
 // at a made-up address on thread 5.
 struct three_edge_node {
-  detail::edge_statistics statistics[3];
-  detail::amaf_statistics amaf[3];
-  detail::tree_link<hex> links[3];
+  detail::packed_counts statistics[3];
+  detail::packed_counts amaf[3];
+  std::atomic<std::uint64_t> children[3] = {0, 0, 0};
+  hex::move moves[3] = {4, 5, 6};
   std::atomic<std::uint64_t> lost[1] = {0};
   table t;
   node n;
@@ -34,19 +35,16 @@ struct three_edge_node {
     n.visits.store(90);
     n.winner = nobody;
     for (std::uint32_t i = 0; i < 3; ++i) {
-      statistics[i].visits.store(10 * (i + 1));
-      statistics[i].points.store(7 * (i + 1));
-      amaf[i].visits.store(100 + i);
-      amaf[i].points.store(50 + i);
-      links[i].move = static_cast<hex::move>(4 + i);
+      statistics[i].store(10 * (i + 1), 7 * (i + 1));
+      amaf[i].store(100 + i, 50 + i);
     }
-    links[0].child.store(0x1000);
-    links[0].owner = 5;
-    links[1].child.store(detail::tree_link<hex>::unstored_child);
+    children[0].store(detail::child_link(0x1000, 5));
+    children[1].store(detail::unstored_child);
     lost[0].store(0b010);
     t.count = 3;
     t.statistics = statistics;
-    t.links = links;
+    t.children = children;
+    t.moves = moves;
     t.amaf = amaf;
     t.lost = lost;
     t.lost_count.store(1);
@@ -77,8 +75,8 @@ TEST(NodeImage, KeepsEveryStatisticProofAndLink) {
     EXPECT_EQ(e.move, static_cast<hex::move>(4 + i));
     EXPECT_EQ(e.lost, i == 1 ? 1 : 0);
   }
-  EXPECT_EQ(image->edge(0).child, 0x1000u);
-  EXPECT_EQ(image->edge(0).owner, 5u);
+  EXPECT_EQ(detail::child_address(image->edge(0).child), 0x1000u);
+  EXPECT_EQ(detail::child_owner(image->edge(0).child), 5u);
   EXPECT_TRUE(detail::names_child(image->edge(0).child));
   EXPECT_FALSE(detail::names_child(image->edge(1).child));  // unstored_child
   EXPECT_FALSE(detail::names_child(image->edge(2).child));  // not expanded

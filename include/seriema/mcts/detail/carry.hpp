@@ -26,8 +26,8 @@ struct carried_node {
   player decided = nobody;     ///< edge_table::decided
 };
 
-/// One edge of a node image: its statistics, proof bit and link (child: the word of the kept
-/// tree, an address in the process of `owner` when even and above unstored_child).
+/// One edge of a node image: its statistics, proof bit and link (child: the kept tree's link
+/// word, which names the child's owner and address where names_child says so).
 template <class G>
 struct carried_edge {
   std::uint64_t visits = 0;
@@ -35,7 +35,6 @@ struct carried_edge {
   std::uint64_t amaf_visits = 0;  ///< 0 where the kept tree had no RAVE statistics
   std::uint64_t amaf_points = 0;
   std::uint64_t child = 0;
-  fabric::thread_id owner = 0;
   typename G::move move{};
   std::uint8_t lost = 0;          ///< 1: proven lost for the player choosing it
 };
@@ -58,15 +57,16 @@ void write_image(const tree_node<G>& n, std::vector<std::byte>& out) {
   std::memcpy(out.data(), &head, sizeof head);
   for (std::uint32_t i = 0; i < head.count; ++i) {
     carried_edge<G> e;
-    e.visits = t->statistics[i].visits.load(std::memory_order_relaxed);
-    e.points = t->statistics[i].points.load(std::memory_order_relaxed);
+    const auto statistics = t->statistics[i].load();
+    e.visits = statistics.visits;
+    e.points = statistics.points;
     if (t->amaf != nullptr) {
-      e.amaf_visits = t->amaf[i].visits.load(std::memory_order_relaxed);
-      e.amaf_points = t->amaf[i].points.load(std::memory_order_relaxed);
+      const auto amaf = t->amaf[i].load();
+      e.amaf_visits = amaf.visits;
+      e.amaf_points = amaf.points;
     }
-    e.child = t->links[i].child.load(std::memory_order_relaxed);
-    e.owner = t->links[i].owner;
-    e.move = t->links[i].move;
+    e.child = t->children[i].load(std::memory_order_relaxed);
+    e.move = t->moves[i];
     if (t->lost != nullptr) {
       e.lost = (t->lost[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
     }
@@ -109,11 +109,5 @@ class node_image {
   carried_node<G> head_;
   std::span<const std::byte> edges_;
 };
-
-/// Whether a link word of a kept tree names a child node (not 0, not being created, not
-/// unstored_child).
-[[nodiscard]] inline bool names_child(std::uint64_t word) noexcept {
-  return word > 2 && (word & 1) == 0;
-}
 
 }  // namespace seriema::mcts::detail

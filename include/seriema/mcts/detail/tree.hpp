@@ -16,41 +16,100 @@ namespace detail {
 template <class G>
 struct tree_node;
 
-/// Where one move out of a node leads. `child` is the only word written concurrently:
+/// Where one move out of a node leads: one word per edge, the only one written concurrently:
 ///   0                  not expanded;
-///   odd                being created: (child >> 1) selections are deferred on it (a
-///                      selection CASes +2 onto it);
+///   odd                being created: (word >> 1) selections are deferred on it (a selection
+///                      CASes +2 onto it);
 ///   2 (unstored_child) the owner had no room for the child (memory budget): selections through
 ///                      this edge play out from the child's position without a node;
-///   even, > 2          the child's address in the process of thread `owner`.
+///   even, > 2          the child (child_link): its address in the process of its owner in the
+///                      low 48 bits, the owner's thread id in the high 16.
 /// The creating thread CASes 0 -> 1; the child's location notice exchanges the odd word for the
-/// address (release) after writing `owner`, and resumes the deferred selections it took out;
-/// an owner without room sends a notice that exchanges it for unstored_child instead.
-template <class G>
-struct tree_link {
-  static constexpr std::uint64_t unstored_child = 2;  ///< never a node's address (aligned, > 2)
-  std::atomic<std::uint64_t> child{0};
-  fabric::thread_id owner = 0;
-  typename G::move move{};
+/// child's link (release), and resumes the deferred selections it took out; an owner without
+/// room sends a notice that exchanges it for unstored_child instead. One word holds both halves
+/// so that a reader that sees the address sees its owner (no second field to order).
+constexpr std::uint64_t unstored_child = 2;  ///< never a node's link (aligned address, > 2)
+constexpr int child_address_bits = 48;
+/// Job-wide thread ids a link can name (search validation refuses larger jobs).
+constexpr std::uint64_t max_link_threads = std::uint64_t{1} << (64 - child_address_bits);
+constexpr std::uint64_t child_address_mask = (std::uint64_t{1} << child_address_bits) - 1;
+
+/// Whether a node's address fits a link (user-space addresses of x86-64 and AArch64 with
+/// 4-level page tables do; the search checks each node it makes).
+[[nodiscard]] inline bool fits_link(std::uint64_t address) noexcept {
+  return (address & ~child_address_mask) == 0;
+}
+/// The link word of a child at `address` (fits_link) in the process of thread `owner`
+/// (< max_link_threads).
+[[nodiscard]] inline std::uint64_t child_link(std::uint64_t address,
+                                              fabric::thread_id owner) noexcept {
+  return address | std::uint64_t{owner} << child_address_bits;
+}
+[[nodiscard]] inline std::uint64_t child_address(std::uint64_t link) noexcept {
+  return link & child_address_mask;
+}
+[[nodiscard]] inline fabric::thread_id child_owner(std::uint64_t link) noexcept {
+  return static_cast<fabric::thread_id>(link >> child_address_bits);
+}
+/// Whether a link word names a child node (not 0, not being created, not unstored_child).
+[[nodiscard]] inline bool names_child(std::uint64_t word) noexcept {
+  return word > unstored_child && (word & 1) == 0;
+}
+
+/// Visits and points of one move in one word: visits in the high 32 bits, points (half wins of
+/// the player choosing the move: a won playout is 2, a drawn one 1) in the low 32. A selection's
+/// UCB1 scan reads 8 bytes per move, and a result is one atomic add. For an edge, visits grow
+/// by K on the way down (the virtual loss) and points on the way up; for RAVE's all-moves-as-
+/// first statistics both grow together. Relaxed: they are statistics.
+///
+/// No half wraps: the step whose add takes visits to rescale_at or beyond halves both halves
+/// (a compare-exchange that applies only while visits are still that high, so concurrent
+/// crossers halve once), which keeps the win rate. Visits stay below rescale_at plus what
+/// rollouts in flight add (K each), and points below twice that, far below 2^32. No search
+/// of the tests reaches it; a long analysis does (2^30 playouts through one move: minutes on
+/// many cores), and from then on its counts are relative.
+class packed_counts {
+ public:
+  static constexpr std::uint64_t rescale_at = std::uint64_t{1} << 30;
+
+  struct counts {
+    std::uint64_t visits = 0;
+    std::uint64_t points = 0;
+  };
+  [[nodiscard]] counts load() const noexcept {
+    const std::uint64_t word = word_.load(std::memory_order_relaxed);
+    return {word >> 32, word & low_mask};
+  }
+  void add_visits(std::uint32_t visits) noexcept { add(visits, 0); }
+  void add_points(std::uint32_t points) noexcept {
+    word_.fetch_add(points, std::memory_order_relaxed);
+  }
+  void add(std::uint32_t visits, std::uint32_t points) noexcept {
+    const std::uint64_t before =
+        word_.fetch_add(std::uint64_t{visits} << 32 | points, std::memory_order_relaxed);
+    if ((before >> 32) + visits >= rescale_at) halve();
+  }
+  /// Sets both (a kept tree's copy, before the node is published); counts from a tree that
+  /// kept them below rescale_at plus what was in flight fit.
+  void store(std::uint64_t visits, std::uint64_t points) noexcept {
+    word_.store(visits << 32 | (points & low_mask), std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr std::uint64_t low_mask = 0xffffffffu;
+  void halve() noexcept {
+    std::uint64_t word = word_.load(std::memory_order_relaxed);
+    while ((word >> 32) >= rescale_at &&
+           !word_.compare_exchange_weak(word, (word >> 33) << 32 | (word & low_mask) >> 1,
+                                        std::memory_order_relaxed)) {
+    }
+  }
+  std::atomic<std::uint64_t> word_{0};
 };
 
-/// The statistics of one move, apart from the links so that a selection's UCB1 scan touches 16
-/// bytes per move (the lines other threads update). visits grow by K on the way down (the
-/// virtual loss); points on the way up, in half wins of the player choosing the move (a won
-/// playout is 2, a drawn one 1). Relaxed: they are statistics. 64-bit: no wrap in any search.
-struct edge_statistics {
-  std::atomic<std::uint64_t> visits{0};
-  std::atomic<std::uint64_t> points{0};
-};
-
-/// With RAVE, the all-moves-as-first results of one move for the player choosing it: visits
-/// and points (half wins) of the rollouts through its node in which that player played it
-/// later. Relaxed, like edge_statistics.
-struct amaf_statistics {
-  std::atomic<std::uint64_t> visits{0};
-  std::atomic<std::uint64_t> points{0};
-};
-
+/// An edge table's arrays, each [count]: `statistics` always (UCB1 reads them), `children`
+/// (the links) and `moves` always, `amaf` with RAVE. 18 bytes a move without RAVE, 26 with
+/// (plus a bit with the solver), against 32 and 48 when a link held its own owner and move.
 template <class G>
 struct edge_table {
   std::uint32_t count = 0;
@@ -59,9 +118,10 @@ struct edge_table {
   /// compare-exchange decided it, after it). Read after the search, or by a later search that
   /// keeps the node as its root (search_options::reuse_tree).
   std::uint32_t won_edge = 0;
-  edge_statistics* statistics = nullptr;  ///< [count]
-  tree_link<G>* links = nullptr;          ///< [count]
-  amaf_statistics* amaf = nullptr;        ///< [count] with RAVE, else null
+  packed_counts* statistics = nullptr;           ///< [count] visits and points
+  std::atomic<std::uint64_t>* children = nullptr;  ///< [count] links (see unstored_child)
+  typename G::move* moves = nullptr;             ///< [count] written before publication
+  packed_counts* amaf = nullptr;                 ///< [count] with RAVE, else null
   /// With the solver: the node's result, nobody while undecided. Set when the table is made
   /// (detail::moves_to_search), before it is published, or later once by the compare-exchange of
   /// the step that proves it.

@@ -1,0 +1,89 @@
+// Tests of the distributed search's packed edge words: a link holds a child's address and its
+// owner's thread id in one word and tells the protocol's other states apart; packed_counts
+// holds visits and points in one word, adds them exactly, and halves both (keeping the win
+// rate) once visits reach its rescale point, once also when threads cross it together.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <seriema/mcts/detail/tree.hpp>
+#include <thread>
+#include <vector>
+
+namespace seriema::mcts {
+namespace {
+
+TEST(ChildLink, HoldsAddressAndOwner) {
+  const std::uint64_t address = 0x7ffd'1234'5670;  // a high user-space address, 8-aligned
+  const fabric::thread_id owner = 0xfffe;
+  ASSERT_TRUE(detail::fits_link(address));
+  const std::uint64_t link = detail::child_link(address, owner);
+  EXPECT_EQ(detail::child_address(link), address);
+  EXPECT_EQ(detail::child_owner(link), owner);
+  EXPECT_TRUE(detail::names_child(link));
+  // Thread 0's child is still a child (its word is the bare address).
+  EXPECT_TRUE(detail::names_child(detail::child_link(0x1000, 0)));
+  EXPECT_EQ(detail::child_owner(detail::child_link(0x1000, 0)), 0u);
+}
+
+TEST(ChildLink, OtherStatesNameNoChild) {
+  EXPECT_FALSE(detail::names_child(0));                       // not expanded
+  EXPECT_FALSE(detail::names_child(1));                       // being created
+  EXPECT_FALSE(detail::names_child(1 + 2 * 7));               // being created, 7 deferred
+  EXPECT_FALSE(detail::names_child(detail::unstored_child));  // no room for it
+  EXPECT_FALSE(detail::fits_link(std::uint64_t{1} << 48));
+  EXPECT_EQ(detail::max_link_threads, 65536u);
+}
+
+TEST(PackedCounts, AddsVisitsAndPointsExactly) {
+  detail::packed_counts c;
+  c.add_visits(16);
+  c.add_points(31);
+  c.add(5, 9);
+  const auto counts = c.load();
+  EXPECT_EQ(counts.visits, 21u);
+  EXPECT_EQ(counts.points, 40u);
+  c.store(1000, 1999);
+  EXPECT_EQ(c.load().visits, 1000u);
+  EXPECT_EQ(c.load().points, 1999u);
+}
+
+TEST(PackedCounts, HalvesBothAtTheRescalePointKeepingTheRate) {
+  constexpr std::uint64_t at = detail::packed_counts::rescale_at;
+  detail::packed_counts c;
+  c.store(at - 10, 2 * (at - 10));  // every playout won so far: points = 2 x visits
+  c.add_visits(9);
+  EXPECT_EQ(c.load().visits, at - 1);  // below the point: untouched
+  c.add_points(18);
+  c.add_visits(1);  // reaches it: both halve
+  const auto halved = c.load();
+  EXPECT_EQ(halved.visits, at / 2);
+  EXPECT_EQ(halved.points, at - 1);  // (2 at - 2) / 2: still all won, to one half win
+  c.add(2, 4);
+  EXPECT_EQ(c.load().visits, at / 2 + 2);
+}
+
+TEST(PackedCounts, ThreadsCrossingTogetherHalveOnceAndKeepTheRate) {
+  constexpr std::uint64_t at = detail::packed_counts::rescale_at;
+  constexpr int threads = 4;
+  constexpr int adds = 2000;
+  detail::packed_counts c;
+  c.store(at - 100, 2 * (at - 100));  // every playout won: points = 2 x visits, in each add too
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i = 0; i < adds; ++i) c.add(1, 2);
+    });
+  }
+  for (auto& t : pool) t.join();
+  const auto counts = c.load();
+  // Halved exactly once: after it visits are near at / 2, and 8000 adds do not reach `at`
+  // again; twice would leave them below at / 2 + 3950.
+  EXPECT_GE(counts.visits, at / 2 + (threads * adds - 100) / 2);
+  EXPECT_LE(counts.visits, at / 2 + threads * adds);
+  // The rate survives: a halving rounds points down by at most one half win.
+  EXPECT_GE(counts.points, 2 * counts.visits);
+  EXPECT_LE(counts.points, 2 * counts.visits + 1);
+}
+
+}  // namespace
+}  // namespace seriema::mcts
