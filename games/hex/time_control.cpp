@@ -64,8 +64,38 @@ clock_state after_move(const time_settings& settings, clock_state clock, double 
   return clock;
 }
 
+namespace {
+
+// b's costs added to out's: what two searches took together.
+void add_costs(mcts::search_result<hex::move>& out, const mcts::search_result<hex::move>& b) {
+  out.rollouts += b.rollouts;
+  out.playouts += b.playouts;
+  out.tree_nodes += b.tree_nodes;
+  out.remote_calls += b.remote_calls;
+  out.seconds += b.seconds;
+}
+
+// b went on from a's tree (tree reuse kept a's root): b's statistics, both searches' costs,
+// and what a started from.
+mcts::search_result<hex::move> continued(const mcts::search_result<hex::move>& a,
+                                         const mcts::search_result<hex::move>& b) {
+  mcts::search_result<hex::move> out = b;
+  out.reused_visits = a.reused_visits;
+  out.reused_nodes = a.reused_nodes;
+  out.rollouts = a.rollouts;
+  out.playouts = a.playouts;
+  out.tree_nodes = a.tree_nodes;
+  out.remote_calls = a.remote_calls;
+  out.seconds = a.seconds;
+  add_costs(out, b);
+  return out;
+}
+
+}  // namespace
+
 mcts::search_result<hex::move> merged(const mcts::search_result<hex::move>& a,
                                       const mcts::search_result<hex::move>& b) {
+  if (b.reused_visits != 0) return continued(a, b);
   mcts::search_result<hex::move> out = a;
   for (const auto& m : b.moves) {
     const auto same = std::find_if(out.moves.begin(), out.moves.end(),
@@ -83,11 +113,7 @@ mcts::search_result<hex::move> merged(const mcts::search_result<hex::move>& a,
     out.best = out.moves.front().move;
     out.win_rate = out.moves.front().win_rate();
   }
-  out.rollouts += b.rollouts;
-  out.playouts += b.playouts;
-  out.tree_nodes += b.tree_nodes;
-  out.remote_calls += b.remote_calls;
-  out.seconds += b.seconds;
+  add_costs(out, b);
   return out;
 }
 

@@ -76,8 +76,10 @@ struct time_budget {
 [[nodiscard]] clock_state after_move(const time_settings& settings, clock_state clock,
                                      double spent) noexcept;
 
-// Two searches of the same position as one: per-move visits and wins added, moves re-sorted
-// (more_convincing first), best and win_rate those of the new first, costs added.
+// Two searches of the same position as one, costs added. When b went on from a's tree (tree
+// reuse: b.reused_visits != 0, its root statistics already hold a's), b's moves as they are;
+// else per-move visits and wins added, moves re-sorted (more_convincing first), best and
+// win_rate those of the new first.
 [[nodiscard]] mcts::search_result<hex::move> merged(const mcts::search_result<hex::move>& a,
                                                     const mcts::search_result<hex::move>& b);
 

@@ -734,6 +734,27 @@ TEST(time_control, two_searches_merge_into_one_result) {
   EXPECT_DOUBLE_EQ(both.seconds, 1.5);
 }
 
+TEST(time_control, a_second_search_that_kept_the_first_tree_is_not_counted_twice) {
+  result a = answer(1, 1.0, 0.5, 100);
+  a.moves.push_back({2, 80, 60});
+  a.reused_visits = 40;  // the first search itself went on from the last move's tree
+  // The second search kept the first's root: its statistics hold the first's 180 visits.
+  result b = answer(1, 0.5, 0.55, 50);
+  b.moves[0] = {1, 120, 66};
+  b.moves.push_back({2, 110, 80});
+  b.reused_visits = 180;
+  b.reused_nodes = 90;
+  const result both = seriema::hex::merged(a, b);
+  ASSERT_EQ(both.moves.size(), 2U);
+  EXPECT_EQ(both.moves[0].visits, 120U);  // not 220: the first's 100 are in it
+  EXPECT_EQ(both.moves[1].visits, 110U);
+  EXPECT_EQ(both.best, b.best);
+  EXPECT_DOUBLE_EQ(both.win_rate, b.win_rate);
+  EXPECT_EQ(both.rollouts, a.rollouts + b.rollouts);
+  EXPECT_DOUBLE_EQ(both.seconds, 1.5);
+  EXPECT_EQ(both.reused_visits, 40U);  // what the move's search started from
+}
+
 // The contents of a temporary file written so far.
 std::string contents(std::FILE* file) {
   std::fflush(file);
