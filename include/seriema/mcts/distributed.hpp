@@ -434,9 +434,9 @@ class distributed_search {
     if (root_ == nullptr) return result;
     if (const table* t = root_->edges.load(std::memory_order_acquire)) {
       for (std::uint32_t i = 0; i < t->count; ++i) {
-        const auto [visits, points] = t->statistics[i].load();
+        const auto [visits, points] = t->statistics()[i].load();
         if (visits == 0) continue;
-        result.moves.push_back({t->moves[i], visits, static_cast<double>(points) / 2});
+        result.moves.push_back({t->moves()[i], visits, static_cast<double>(points) / 2});
       }
     }
     std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
@@ -463,7 +463,7 @@ class distributed_search {
     result.proven_winner = root_winner();
     if (result.proven_winner != game_.to_move(root_->state)) return;
     const table& t = *root_->edges.load(std::memory_order_acquire);
-    detail::put_proven_move_first(result, t.moves[t.won_edge]);
+    detail::put_proven_move_first(result, t.moves()[t.won_edge]);
   }
 
   /// The memory budget's outcome over every process (collective).
@@ -724,15 +724,15 @@ class distributed_search {
         return;
       }
       const std::uint32_t index = choose(n, t);
-      std::atomic<std::uint64_t>& child = t.children[index];
+      std::atomic<std::uint64_t>& child = t.children()[index];
       n->visits.fetch_add(K_, std::memory_order_relaxed);  // virtual loss on the way down
-      t.statistics[index].add_visits(K_);
+      t.statistics()[index].add_visits(K_);
       std::uint64_t word = child.load(std::memory_order_acquire);
       for (;;) {
         if (word == 0) {
           if (child.compare_exchange_weak(word, 1, std::memory_order_acq_rel,
                                           std::memory_order_acquire)) {
-            expand(me, w, n, index, t.moves[index]);
+            expand(me, w, n, index, t.moves()[index]);
             return;
           }
         } else if ((word & 1) != 0) {  // being created: wait at the parent for the location
@@ -772,19 +772,22 @@ class distributed_search {
   /// UCB1 over the edges, with the virtual losses of selections in flight counted as visits.
   std::uint32_t choose(const node* n, const table& t) const noexcept {
     const double log_parent = log_visits(n->visits.load(std::memory_order_relaxed));
+    const detail::packed_counts* statistics = t.statistics();
+    const detail::packed_counts* amaf = t.amaf();
+    const std::atomic<std::uint64_t>* lost = t.lost();
     std::uint32_t best = 0;
     double best_score = -1;
     for (std::uint32_t i = 0; i < t.count; ++i) {
-      if (t.lost != nullptr && (t.lost[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1)) {
+      if (lost != nullptr && (lost[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1)) {
         continue;  // proven lost (solver): never chosen
       }
-      const auto [visits, points] = t.statistics[i].load();
+      const auto [visits, points] = statistics[i].load();
       const double wins = 0.5 * static_cast<double>(points);
       double score = 0;
       if (rave_) {
-        const auto amaf = t.amaf[i].load();
-        score = rave_score(wins, visits, 0.5 * static_cast<double>(amaf.points), amaf.visits,
-                           log_parent, exploration_, rave_equivalence_);
+        const auto all_moves = amaf[i].load();
+        score = rave_score(wins, visits, 0.5 * static_cast<double>(all_moves.points),
+                           all_moves.visits, log_parent, exploration_, rave_equivalence_);
       } else {
         score = ucb1(wins, visits, log_parent, exploration_);
       }
@@ -809,7 +812,7 @@ class distributed_search {
     if (fresh == nullptr) return nullptr;
     shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
     fresh->decided.store(made.decided, std::memory_order_relaxed);
-    std::copy_n(w.moves.data(), count, fresh->moves);
+    std::copy_n(w.moves.data(), count, fresh->moves());
     table* expected = nullptr;
     // A thread that loses the race leaves its table in its pool until the tree is released.
     if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
@@ -822,37 +825,11 @@ class distributed_search {
   /// RAVE its AMAF statistics, with the solver its lost bits); null where the pool refuses
   /// (memory budget), except for a root's table, which is always made.
   table* allocate_table(tree_pool& pool, std::size_t count, bool root) {
-    const auto take = [&](std::size_t bytes, std::size_t alignment) {
-      return root ? pool.allocate(bytes, alignment) : pool.try_allocate(bytes, alignment);
-    };
-    using counts = detail::packed_counts;
-    using word = std::atomic<std::uint64_t>;
-    void* table_memory = take(sizeof(table), alignof(table));
-    void* statistics = table_memory ? take(sizeof(counts) * count, 64) : nullptr;
-    void* children = statistics ? take(sizeof(word) * count, alignof(word)) : nullptr;
-    void* amaf = children && rave_ ? take(sizeof(counts) * count, alignof(counts)) : children;
-    const std::size_t lost_words = (count + 63) / 64;
-    void* lost = amaf && solver_ ? take(sizeof(word) * lost_words, alignof(word)) : amaf;
-    // Last: the 2-byte moves leave the next allocation's alignment to the pool.
-    void* moves = lost ? take(sizeof(move) * count, alignof(move)) : nullptr;
-    if (moves == nullptr) return nullptr;
-    auto* fresh = new (table_memory) table{};
-    fresh->count = static_cast<std::uint32_t>(count);
-    if (solver_) {
-      fresh->lost = static_cast<word*>(lost);
-      for (std::size_t i = 0; i < lost_words; ++i) new (&fresh->lost[i]) word{0};
-    }
-    fresh->statistics = static_cast<counts*>(statistics);
-    fresh->children = static_cast<word*>(children);
-    fresh->moves = static_cast<move*>(moves);
-    if (rave_) fresh->amaf = static_cast<counts*>(amaf);
-    for (std::size_t i = 0; i < count; ++i) {
-      new (&fresh->statistics[i]) counts{};
-      if (rave_) new (&fresh->amaf[i]) counts{};
-      new (&fresh->children[i]) word{0};
-      new (&fresh->moves[i]) move{};
-    }
-    return fresh;
+    const std::size_t bytes = table::bytes(count, rave_, solver_);
+    void* memory = root ? pool.allocate(bytes, alignof(table))
+                        : pool.try_allocate(bytes, alignof(table));
+    if (memory == nullptr) return nullptr;
+    return table::create(memory, count, rave_, solver_);
   }
 
   /// Creates the child for edge `index` of n on a thread picked by the placement policy.
@@ -923,7 +900,7 @@ class distributed_search {
   /// selections deferred on it.
   void located(fabric::thread_context& me, worker& w, node* n, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
-    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children[index];
+    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children()[index];
     const std::uint64_t previous =
         child.exchange(detail::child_link(address, owner), std::memory_order_acq_rel);
     for (std::uint64_t deferred = previous >> 1; deferred > 0; --deferred) {
@@ -954,7 +931,7 @@ class distributed_search {
   /// Edge `index` of n will have no child: mark it so (later selections play out from its
   /// position), and play out for the selection that tried to create it and those deferred on it.
   void not_stored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
-    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children[index];
+    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children()[index];
     const std::uint64_t previous = child.exchange(detail::unstored_child, std::memory_order_acq_rel);
     for (std::uint64_t waiting = (previous >> 1) + 1; waiting > 0; --waiting) {
       play_out_unstored(me, w, n, index);
@@ -963,7 +940,7 @@ class distributed_search {
   /// K playouts from the position after edge `index` of n, credited as if its child were there.
   void play_out_unstored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
     state s = n->state;
-    game_.apply(s, n->edges.load(std::memory_order_acquire)->moves[index]);
+    game_.apply(s, n->edges.load(std::memory_order_acquire)->moves()[index]);
     std::uint32_t points1 = 0;
     std::uint32_t points2 = 0;
     if (rave_) w.record.clear();
@@ -1079,7 +1056,7 @@ class distributed_search {
     const player chooser = game_.to_move(n->state);
     const std::uint32_t points = chooser == 1 ? points1 : points2;
     table& t = *n->edges.load(std::memory_order_acquire);
-    t.statistics[index].add_points(points);
+    t.statistics()[index].add_points(points);
     if constexpr (amaf_game<G>) {
       if (rave_) credit_amaf(w, t, index, chooser, points);
     }
@@ -1096,7 +1073,7 @@ class distributed_search {
     if (proven == nobody) return nobody;
     if (proven != chooser) {
       const std::uint64_t bit = std::uint64_t{1} << (index % 64);
-      if ((t.lost[index / 64].fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return nobody;
+      if ((t.lost()[index / 64].fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return nobody;
       if (t.lost_count.fetch_add(1, std::memory_order_acq_rel) + 1 < t.count) return nobody;
     }
     player expected = nobody;
@@ -1106,14 +1083,16 @@ class distributed_search {
     }
     return t.decided.load(std::memory_order_acquire);
   }
-  void credit_amaf(worker& w, const table& t, std::uint32_t index, player chooser,
+  void credit_amaf(worker& w, table& t, std::uint32_t index, player chooser,
                    std::uint32_t points) requires amaf_game<G> {
-    w.record.play_in_tree(game_.move_index(t.moves[index]), chooser, K_, points);
+    const move* moves = t.moves();
+    detail::packed_counts* amaf = t.amaf();
+    w.record.play_in_tree(game_.move_index(moves[index]), chooser, K_, points);
     for (std::uint32_t i = 0; i < t.count; ++i) {
-      const auto move_index = static_cast<std::size_t>(game_.move_index(t.moves[i]));
+      const auto move_index = static_cast<std::size_t>(game_.move_index(moves[i]));
       const std::uint32_t played = w.record.played_by(chooser, move_index);
       if (played == 0) continue;
-      t.amaf[i].add(played, w.record.points_of(chooser, move_index));
+      amaf[i].add(played, w.record.points_of(chooser, move_index));
     }
   }
 
@@ -1162,8 +1141,8 @@ class distributed_search {
     }
     const table* t = n->edges.load(std::memory_order_acquire);
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
-      const std::uint64_t word = t->children[i].load(std::memory_order_relaxed);
-      if (t->moves[i] != carry_path_[depth] || !detail::names_child(word)) continue;
+      const std::uint64_t word = t->children()[i].load(std::memory_order_relaxed);
+      if (t->moves()[i] != carry_path_[depth] || !detail::names_child(word)) continue;
       ++w.remote_calls;
       const std::uint64_t child = detail::child_address(word);
       send(me, detail::child_owner(word), [child, depth](fabric::thread_context& target) {
@@ -1247,21 +1226,21 @@ class distributed_search {
     return copy;
   }
   static void copy_edge(table& t, std::uint32_t i, const detail::carried_edge<G>& e) {
-    t.statistics[i].store(e.visits, e.points);
-    if (t.amaf != nullptr) t.amaf[i].store(e.amaf_visits, e.amaf_points);
-    if (t.lost != nullptr && e.lost != 0) {
-      t.lost[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
+    t.statistics()[i].store(e.visits, e.points);
+    if (t.amaf() != nullptr) t.amaf()[i].store(e.amaf_visits, e.amaf_points);
+    if (t.lost() != nullptr && e.lost != 0) {
+      t.lost()[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_relaxed);
       t.lost_count.fetch_add(1, std::memory_order_relaxed);
     }
-    t.moves[i] = e.move;
-    t.children[i].store(detail::names_child(e.child) ? e.child : 0, std::memory_order_relaxed);
+    t.moves()[i] = e.move;
+    t.children()[i].store(detail::names_child(e.child) ? e.child : 0, std::memory_order_relaxed);
   }
   /// Asks the owner of each kept child of `copy` to copy it; with none, the copy is complete.
   void carry_children(fabric::thread_context& me, worker& w, node* copy) {
     table* t = copy->edges.load(std::memory_order_relaxed);
     std::uint32_t pending = 0;
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
-      pending += t->children[i].load(std::memory_order_relaxed) != 0 ? 1 : 0;
+      pending += t->children()[i].load(std::memory_order_relaxed) != 0 ? 1 : 0;
     }
     if (pending == 0) {
       report_carried(me, w, copy);
@@ -1271,7 +1250,7 @@ class distributed_search {
     const fabric::thread_id owner = me.id();
     const std::uint64_t parent = address_of(copy);
     for (std::uint32_t i = 0; i < t->count; ++i) {
-      const std::uint64_t word = t->children[i].load(std::memory_order_relaxed);
+      const std::uint64_t word = t->children()[i].load(std::memory_order_relaxed);
       if (word == 0) continue;
       ++w.remote_calls;
       const std::uint64_t kept = detail::child_address(word);
@@ -1310,7 +1289,7 @@ class distributed_search {
   void carried(fabric::thread_context& me, worker& w, node* parent, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
     table& t = *parent->edges.load(std::memory_order_relaxed);
-    t.children[index].store(address == 0 ? 0 : detail::child_link(address, owner),
+    t.children()[index].store(address == 0 ? 0 : detail::child_link(address, owner),
                             std::memory_order_relaxed);
     if (--t.carry_pending == 0) report_carried(me, w, parent);
   }

@@ -23,30 +23,21 @@ using table = detail::edge_table<hex>;
 // A node of three edges with RAVE and solver words: edge 1 lost, edge 2 winning, edge 0's child
 // at a made-up address on thread 5.
 struct three_edge_node {
-  detail::packed_counts statistics[3];
-  detail::packed_counts amaf[3];
-  std::atomic<std::uint64_t> children[3] = {0, 0, 0};
-  hex::move moves[3] = {4, 5, 6};
-  std::atomic<std::uint64_t> lost[1] = {0};
-  table t;
+  std::vector<std::uint64_t> storage = std::vector<std::uint64_t>(table::bytes(3, true, true) / 8);
+  table& t = *table::create(storage.data(), 3, true, true);
   node n;
   explicit three_edge_node(const hex& game) {
     n.state = game.initial_state();
     n.visits.store(90);
     n.winner = nobody;
     for (std::uint32_t i = 0; i < 3; ++i) {
-      statistics[i].store(10 * (i + 1), 7 * (i + 1));
-      amaf[i].store(100 + i, 50 + i);
+      t.statistics()[i].store(10 * (i + 1), 7 * (i + 1));
+      t.amaf()[i].store(100 + i, 50 + i);
+      t.moves()[i] = static_cast<hex::move>(4 + i);
     }
-    children[0].store(detail::child_link(0x1000, 5));
-    children[1].store(detail::unstored_child);
-    lost[0].store(0b010);
-    t.count = 3;
-    t.statistics = statistics;
-    t.children = children;
-    t.moves = moves;
-    t.amaf = amaf;
-    t.lost = lost;
+    t.children()[0].store(detail::child_link(0x1000, 5));
+    t.children()[1].store(detail::unstored_child);
+    t.lost()[0].store(0b010);
     t.lost_count.store(1);
     t.decided.store(1);
     t.won_edge = 2;

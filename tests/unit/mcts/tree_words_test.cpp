@@ -1,11 +1,15 @@
 // Tests of the distributed search's packed edge words: a link holds a child's address and its
 // owner's thread id in one word and tells the protocol's other states apart; packed_counts
 // holds visits and points in one word, adds them exactly, and halves both (keeping the win
-// rate) once visits reach its rescale point, once also when threads cross it together.
+// rate) once visits reach its rescale point, once also when threads cross it together; an
+// edge table's arrays follow its header in one allocation, apart and within its size.
 #include <gtest/gtest.h>
+
+#include <hex.hpp>
 
 #include <cstdint>
 #include <seriema/mcts/detail/tree.hpp>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -83,6 +87,46 @@ TEST(PackedCounts, ThreadsCrossingTogetherHalveOnceAndKeepTheRate) {
   // The rate survives: a halving rounds points down by at most one half win.
   EXPECT_GE(counts.points, 2 * counts.visits);
   EXPECT_LE(counts.points, 2 * counts.visits + 1);
+}
+
+using table = detail::edge_table<hex::hex>;
+
+TEST(EdgeTable, IsTheHeaderAndEighteenBytesAMove) {
+  EXPECT_EQ(sizeof(table), 24u);
+  // 11x11's empty board: 121 x (8 statistics + 8 link + 2 move), the moves rounded up to 8.
+  EXPECT_EQ(table::bytes(121, false, false), 24u + 121 * 16 + 248);
+  EXPECT_EQ(table::bytes(121, true, false), 24u + 121 * 24 + 248);       // RAVE
+  EXPECT_EQ(table::bytes(121, true, true), 24u + 121 * 24 + 2 * 8 + 248);  // and the solver
+}
+
+TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
+  for (const std::size_t count : {1, 63, 64, 65, 121}) {
+    for (const bool amaf : {false, true}) {
+      for (const bool lost : {false, true}) {
+        const std::size_t bytes = table::bytes(count, amaf, lost);
+        std::vector<std::uint64_t> storage(bytes / 8 + 1, 0);
+        storage.back() = 0x5eed;  // just past the table
+        table& t = *table::create(storage.data(), count, amaf, lost);
+        ASSERT_EQ(t.amaf() != nullptr, amaf);
+        ASSERT_EQ(t.lost() != nullptr, lost);
+        for (std::size_t i = 0; i < count; ++i) {
+          t.statistics()[i].store(i + 1, 2 * i);
+          t.children()[i].store(detail::child_link(8 * (i + 1), 3));
+          if (amaf) t.amaf()[i].store(1000 + i, i);
+          t.moves()[i] = static_cast<hex::hex::move>(0xffff - i);
+        }
+        for (std::size_t w = 0; lost && w < (count + 63) / 64; ++w) t.lost()[w].store(~0ull);
+        for (std::size_t i = 0; i < count; ++i) {
+          EXPECT_EQ(t.statistics()[i].load().visits, i + 1);
+          EXPECT_EQ(detail::child_address(t.children()[i].load()), 8 * (i + 1));
+          if (amaf) EXPECT_EQ(t.amaf()[i].load().visits, 1000 + i);
+          EXPECT_EQ(t.moves()[i], static_cast<hex::hex::move>(0xffff - i));
+        }
+        EXPECT_EQ(t.count, count);
+        EXPECT_EQ(storage.back(), 0x5eedu) << count << " moves wrote past the table";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -57,18 +57,18 @@ void write_image(const tree_node<G>& n, std::vector<std::byte>& out) {
   std::memcpy(out.data(), &head, sizeof head);
   for (std::uint32_t i = 0; i < head.count; ++i) {
     carried_edge<G> e;
-    const auto statistics = t->statistics[i].load();
+    const auto statistics = t->statistics()[i].load();
     e.visits = statistics.visits;
     e.points = statistics.points;
-    if (t->amaf != nullptr) {
-      const auto amaf = t->amaf[i].load();
+    if (t->amaf() != nullptr) {
+      const auto amaf = t->amaf()[i].load();
       e.amaf_visits = amaf.visits;
       e.amaf_points = amaf.points;
     }
-    e.child = t->children[i].load(std::memory_order_relaxed);
-    e.move = t->moves[i];
-    if (t->lost != nullptr) {
-      e.lost = (t->lost[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
+    e.child = t->children()[i].load(std::memory_order_relaxed);
+    e.move = t->moves()[i];
+    if (t->lost() != nullptr) {
+      e.lost = (t->lost()[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
     }
     std::memcpy(out.data() + sizeof head + i * sizeof e, &e, sizeof e);
   }

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <seriema/fabric/placement.hpp>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
@@ -107,34 +109,99 @@ class packed_counts {
   std::atomic<std::uint64_t> word_{0};
 };
 
-/// An edge table's arrays, each [count]: `statistics` always (UCB1 reads them), `children`
-/// (the links) and `moves` always, `amaf` with RAVE. 18 bytes a move without RAVE, 26 with
-/// (plus a bit with the solver), against 32 and 48 when a link held its own owner and move.
+/// A node's moves and their statistics: this header, then in the same allocation its arrays,
+/// each [count] and 8-aligned: `statistics()` (UCB1 reads them), `children()` (the links),
+/// `amaf()` with RAVE, `lost()` with the solver ((count + 63) / 64 words), `moves()` (2 bytes
+/// each for Hex, written before the table is published). 18 bytes a move without RAVE, 26
+/// with, and 24 for the header, against 32, 48 and 64 when the arrays were apart.
 template <class G>
-struct edge_table {
+struct alignas(8) edge_table {
+  using move = typename G::move;
+  static_assert(alignof(move) <= 8, "a table's moves follow 8-aligned arrays");
   std::uint32_t count = 0;
   /// With the solver, once `decided` names the player choosing here: the edge that wins (0 for a
   /// table made decided, whose only edge is the win; else written by the step whose
   /// compare-exchange decided it, after it). Read after the search, or by a later search that
   /// keeps the node as its root (search_options::reuse_tree).
   std::uint32_t won_edge = 0;
-  packed_counts* statistics = nullptr;           ///< [count] visits and points
-  std::atomic<std::uint64_t>* children = nullptr;  ///< [count] links (see unstored_child)
-  typename G::move* moves = nullptr;             ///< [count] written before publication
-  packed_counts* amaf = nullptr;                 ///< [count] with RAVE, else null
+  /// With the solver: lost_count counts the bits of lost() set (each once, by fetch_or, when
+  /// its edge is proven lost for the player choosing it), so the step that sets the last one
+  /// knows the node is lost.
+  std::atomic<std::uint32_t> lost_count{0};
+  /// While a kept tree is carried into a new one (search_options::reuse_tree), in the new copy:
+  /// the node's children not yet carried (written only by the owner's thread). 0 otherwise.
+  std::uint32_t carry_pending = 0;
   /// With the solver: the node's result, nobody while undecided. Set when the table is made
   /// (detail::moves_to_search), before it is published, or later once by the compare-exchange of
   /// the step that proves it.
   std::atomic<player> decided{nobody};
-  /// With the solver: bit i of lost[i / 64] is set (once, by fetch_or) when edge i is proven
-  /// lost for the player choosing it; lost_count counts the bits set, so the step that sets the
-  /// last one knows the node is lost.
-  std::atomic<std::uint64_t>* lost = nullptr;
-  std::atomic<std::uint32_t> lost_count{0};
-  /// While a kept tree is carried into a new one (search_options::reuse_tree), in the new copy:
-  /// the node's children not yet carried (written only by the owner's thread; in padding, so
-  /// the table is no bigger for it). 0 otherwise.
-  std::uint32_t carry_pending = 0;
+  bool has_amaf = false;  ///< amaf() exists (RAVE)
+  bool has_lost = false;  ///< lost() exists (solver)
+
+  /// The bytes of a table of `count` moves, its arrays included.
+  static constexpr std::size_t bytes(std::size_t count, bool amaf, bool lost) noexcept {
+    const std::size_t words = count * (amaf ? 3 : 2) + (lost ? lost_words(count) : 0);
+    return sizeof(edge_table) + 8 * words + round_up_8(sizeof(move) * count);
+  }
+  /// A table of `count` moves in `memory` (bytes(count, amaf, lost), 8-aligned): every
+  /// statistic zero, every link empty, every move default.
+  static edge_table* create(void* memory, std::size_t count, bool amaf, bool lost) noexcept {
+    auto* t = new (memory) edge_table{};
+    t->count = static_cast<std::uint32_t>(count);
+    t->has_amaf = amaf;
+    t->has_lost = lost;
+    for (std::size_t i = 0; i < count; ++i) {
+      new (&t->statistics()[i]) packed_counts{};
+      new (&t->children()[i]) std::atomic<std::uint64_t>{0};
+      if (amaf) new (&t->amaf()[i]) packed_counts{};
+      new (&t->moves()[i]) move{};
+    }
+    for (std::size_t i = 0; lost && i < lost_words(count); ++i) {
+      new (&t->lost()[i]) std::atomic<std::uint64_t>{0};
+    }
+    return t;
+  }
+
+  packed_counts* statistics() noexcept { return at<packed_counts>(0); }
+  const packed_counts* statistics() const noexcept { return at<packed_counts>(0); }
+  std::atomic<std::uint64_t>* children() noexcept {
+    return at<std::atomic<std::uint64_t>>(8 * count);
+  }
+  const std::atomic<std::uint64_t>* children() const noexcept {
+    return at<std::atomic<std::uint64_t>>(8 * count);
+  }
+  /// Null without RAVE.
+  packed_counts* amaf() noexcept { return has_amaf ? at<packed_counts>(16 * count) : nullptr; }
+  const packed_counts* amaf() const noexcept {
+    return has_amaf ? at<packed_counts>(16 * count) : nullptr;
+  }
+  /// Bit i of lost()[i / 64]: edge i is proven lost for the player choosing it. Null without
+  /// the solver.
+  std::atomic<std::uint64_t>* lost() noexcept {
+    return has_lost ? at<std::atomic<std::uint64_t>>(lost_offset()) : nullptr;
+  }
+  const std::atomic<std::uint64_t>* lost() const noexcept {
+    return has_lost ? at<std::atomic<std::uint64_t>>(lost_offset()) : nullptr;
+  }
+  move* moves() noexcept { return at<move>(moves_offset()); }
+  const move* moves() const noexcept { return at<move>(moves_offset()); }
+
+ private:
+  static constexpr std::size_t lost_words(std::size_t count) noexcept { return (count + 63) / 64; }
+  static constexpr std::size_t round_up_8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
+  [[nodiscard]] std::size_t lost_offset() const noexcept { return 8 * count * (has_amaf ? 3 : 2); }
+  [[nodiscard]] std::size_t moves_offset() const noexcept {
+    return lost_offset() + (has_lost ? 8 * lost_words(count) : 0);
+  }
+  /// The array at `offset` bytes after the header.
+  template <class T>
+  T* at(std::size_t offset) noexcept {
+    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(this + 1) + offset);
+  }
+  template <class T>
+  const T* at(std::size_t offset) const noexcept {
+    return reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(this + 1) + offset);
+  }
 };
 
 /// A node lives in the tree_pool of the thread that created it, in the process of `owner`.
