@@ -539,6 +539,17 @@ TEST(DistributedMcts, TreeReuseNeedsComparableStates) {
   EXPECT_THROW((void)search.search(game.initial_state(), o), std::invalid_argument);
 }
 
+// A game whose positions may have more moves than a node's 16-bit edge index can name.
+struct many_moves_game : seriema::test::claim_game {
+  [[nodiscard]] std::size_t max_moves() const noexcept { return 70000; }
+};
+
+TEST(DistributedMcts, RefusesGamesWithMoreMovesThanANodeIndexes) {
+  // In the constructor, on every rank, before any exchange.
+  EXPECT_THROW(distributed_search<many_moves_game>(rt(), many_moves_game{}),
+               std::invalid_argument);
+}
+
 TEST(DistributedMcts, RejectsAFinishedRootAndAMissingBudget) {
   if (rt().size() != 1) GTEST_SKIP() << "argument errors are raised on rank 0 before any exchange";
   const hex game(3);

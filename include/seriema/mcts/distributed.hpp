@@ -85,6 +85,11 @@ class distributed_search {
           "distributed_search: a tree link names one of at most {} threads; the job has {}",
           detail::max_link_threads, rt_.placement().thread_count()));
     }
+    if (game.max_moves() > detail::max_edges) {
+      throw std::invalid_argument(fmt::format(
+          "distributed_search: a node holds at most {} moves; the game has up to {}",
+          detail::max_edges, game.max_moves()));
+    }
     const int local = rt_.placement().threads_per_process();
     for (int i = 0; i < local; ++i) workers_.push_back(std::make_unique<worker>(memory_));
   }
@@ -319,7 +324,7 @@ class distributed_search {
     worker& first = *workers_[0];
     root_ = first.pool.template create<node>();
     root_->state = command.root;
-    root_->owner = rt_.placement().global_id(0, 0);
+    root_->owner = static_cast<std::uint16_t>(rt_.placement().global_id(0, 0));
     root_->winner = game_.winner(command.root);
     ++first.nodes_created;
     ++first.nodes_held;
@@ -874,9 +879,9 @@ class distributed_search {
     }
     leaf->state = s;
     leaf->parent = parent;
-    leaf->parent_owner = parent_owner;
-    leaf->owner = owner;
-    leaf->index_in_parent = index;
+    leaf->parent_owner = static_cast<std::uint16_t>(parent_owner);  // < max_link_threads
+    leaf->owner = static_cast<std::uint16_t>(owner);
+    leaf->index_in_parent = static_cast<std::uint16_t>(index);  // < max_edges
     leaf->winner = game_.winner(s);
     ++w.nodes_created;
     ++w.nodes_held;
@@ -1207,9 +1212,9 @@ class distributed_search {
     const auto& head = image.head();
     copy->state = head.state;
     copy->parent = parent;
-    copy->parent_owner = parent_owner;
-    copy->owner = me.id();
-    copy->index_in_parent = index;
+    copy->parent_owner = static_cast<std::uint16_t>(parent_owner);
+    copy->owner = static_cast<std::uint16_t>(me.id());
+    copy->index_in_parent = static_cast<std::uint16_t>(index);
     copy->winner = head.winner;
     copy->visits.store(head.visits, std::memory_order_relaxed);
     ++w.nodes_carried;

@@ -119,7 +119,9 @@ TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
         for (std::size_t i = 0; i < count; ++i) {
           EXPECT_EQ(t.statistics()[i].load().visits, i + 1);
           EXPECT_EQ(detail::child_address(t.children()[i].load()), 8 * (i + 1));
-          if (amaf) EXPECT_EQ(t.amaf()[i].load().visits, 1000 + i);
+          if (amaf) {
+            EXPECT_EQ(t.amaf()[i].load().visits, 1000 + i);
+          }
           EXPECT_EQ(t.moves()[i], static_cast<hex::hex::move>(0xffff - i));
         }
         EXPECT_EQ(t.count, count);

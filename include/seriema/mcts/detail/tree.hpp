@@ -32,8 +32,12 @@ struct tree_node;
 /// so that a reader that sees the address sees its owner (no second field to order).
 constexpr std::uint64_t unstored_child = 2;  ///< never a node's link (aligned address, > 2)
 constexpr int child_address_bits = 48;
-/// Job-wide thread ids a link can name (search validation refuses larger jobs).
+/// Job-wide thread ids a link (and a node's owner fields) can name: the search refuses larger
+/// jobs.
 constexpr std::uint64_t max_link_threads = std::uint64_t{1} << (64 - child_address_bits);
+/// Moves a position can have (max_moves()) for a node's index in its parent's table: the
+/// search refuses games with more.
+constexpr std::uint64_t max_edges = std::uint64_t{1} << 16;
 constexpr std::uint64_t child_address_mask = (std::uint64_t{1} << child_address_bits) - 1;
 
 /// Whether a node's address fits a link (user-space addresses of x86-64 and AArch64 with
@@ -211,9 +215,11 @@ template <class G>
 struct tree_node {
   typename G::state state{};
   std::uint64_t parent = 0;  ///< the parent's address in parent_owner's process; 0 at the root
-  fabric::thread_id parent_owner = 0;
-  fabric::thread_id owner = 0;
-  std::uint32_t index_in_parent = 0;
+  /// Thread ids and the edge index in 16 bits each (a search refuses jobs of more than
+  /// max_link_threads threads and games of more than max_edges moves): 8 bytes less a node.
+  std::uint16_t parent_owner = 0;
+  std::uint16_t owner = 0;
+  std::uint16_t index_in_parent = 0;
   player winner = nobody;  ///< the game is over here
   std::atomic<std::uint64_t> visits{0};  ///< playouts through this node, virtual ones included
   std::atomic<edge_table<G>*> edges{nullptr};  ///< created by the first selection through here
