@@ -539,6 +539,30 @@ TEST(DistributedMcts, TreeReuseNeedsComparableStates) {
   EXPECT_THROW((void)search.search(game.initial_state(), o), std::invalid_argument);
 }
 
+// 2x2 Hex with 65535 playouts a leaf: the tree is whole after a few rollouts, and every later
+// rollout ends at a finished game, which counts K visits without playing out, so 40 000
+// rollouts push 2.6 billion visits through the root, past the 2^30 at which a table's packed
+// counts halve (several times) and the 2^32 at which an unhalved count would wrap. Black wins
+// by b1 or a2 (each touches both cells of the other row).
+TEST(DistributedMcts, RootCountsHalveInsteadOfWrappingOnALongSearch) {
+  const hex game(2);
+  distributed_search<hex> search(rt(), game);
+  search_options o = budget(40000);
+  o.playouts_per_leaf = 65535;
+  const auto result = search.search(game.initial_state(), o);
+  if (rt().rank() != 0) return;
+  std::uint64_t total = 0;
+  for (const auto& m : result.moves) {
+    total += m.visits;
+    EXPECT_LE(m.wins, static_cast<double>(m.visits)) << game.move_name(m.move);
+    EXPECT_LT(m.visits, std::uint64_t{1} << 31) << game.move_name(m.move);
+  }
+  EXPECT_LT(total, std::uint64_t{40000} * 65535);  // halved at least once
+  EXPECT_TRUE(result.best == game.at(0, 1) || result.best == game.at(1, 0))
+      << game.move_name(result.best);
+  EXPECT_GT(result.win_rate, 0.9);
+}
+
 // A game whose positions may have more moves than a node's 16-bit edge index can name.
 struct many_moves_game : seriema::test::claim_game {
   [[nodiscard]] std::size_t max_moves() const noexcept { return 70000; }

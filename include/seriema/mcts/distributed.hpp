@@ -441,7 +441,10 @@ class distributed_search {
       for (std::uint32_t i = 0; i < t->count; ++i) {
         const auto [visits, points] = t->statistics()[i].load();
         if (visits == 0) continue;
-        result.moves.push_back({t->moves()[i], visits, static_cast<double>(points) / 2});
+        // Rollouts in flight when a table halved add their whole points to halved visits
+        // (packed_counts): a win rate can pass 1 by that much, reported as 1.
+        const double wins = static_cast<double>(std::min(points, 2 * visits)) / 2;
+        result.moves.push_back({t->moves()[i], visits, wins});
       }
     }
     std::stable_sort(result.moves.begin(), result.moves.end(), more_convincing<move>);
@@ -731,7 +734,9 @@ class distributed_search {
       const std::uint32_t index = choose(n, t);
       std::atomic<std::uint64_t>& child = t.children()[index];
       n->visits.fetch_add(K_, std::memory_order_relaxed);  // virtual loss on the way down
-      t.statistics()[index].add_visits(K_);
+      if (t.statistics()[index].add(K_, 0)) {  // its visits reached 2^30: the table's halve
+        detail::packed_counts::halve_all(t.statistics(), t.count);
+      }
       std::uint64_t word = child.load(std::memory_order_acquire);
       for (;;) {
         if (word == 0) {
@@ -1093,12 +1098,14 @@ class distributed_search {
     const move* moves = t.moves();
     detail::packed_counts* amaf = t.amaf();
     w.record.play_in_tree(game_.move_index(moves[index]), chooser, K_, points);
+    bool rescale = false;
     for (std::uint32_t i = 0; i < t.count; ++i) {
       const auto move_index = static_cast<std::size_t>(game_.move_index(moves[i]));
       const std::uint32_t played = w.record.played_by(chooser, move_index);
       if (played == 0) continue;
-      amaf[i].add(played, w.record.points_of(chooser, move_index));
+      rescale |= amaf[i].add(played, w.record.points_of(chooser, move_index));
     }
+    if (rescale) detail::packed_counts::halve_all(amaf, t.count);
   }
 
   // ---- carrying a kept tree into the next search (search_options::reuse_tree) ----

@@ -73,7 +73,10 @@ struct search_options {
 template <class Move>
 struct move_statistics {
   Move move{};               ///< the move
-  std::uint64_t visits = 0;  ///< playouts through this move
+  /// Playouts through this move. In the distributed search every move's visits and wins are
+  /// halved together each time one move's visits reach 2^30 (detail::packed_counts; minutes of
+  /// a long search on many cores), so past that they are relative: win rates and order stay.
+  std::uint64_t visits = 0;
   double wins = 0;           ///< of them, won by the player to move at the root
   [[nodiscard]] double win_rate() const noexcept {  ///< wins / visits (0 without visits)
     return visits == 0 ? 0.0 : wins / static_cast<double>(visits);

@@ -1,12 +1,14 @@
 // Tests of the distributed search's packed edge words: a link holds a child's address and its
 // owner's thread id in one word and tells the protocol's other states apart; packed_counts
-// holds visits and points in one word, adds them exactly, and halves both (keeping the win
-// rate) once visits reach its rescale point, once also when threads cross it together; an
-// edge table's arrays follow its header in one allocation, apart and within its size.
+// holds visits and points in one word, adds them exactly, names the one add that reaches its
+// rescale point (also when threads cross it together), and halving a table keeps each rate
+// and the order of the visits; an edge table's arrays follow its header in one allocation,
+// apart and within its size.
 #include <gtest/gtest.h>
 
 #include <hex.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <seriema/mcts/detail/tree.hpp>
 #include <set>
@@ -40,9 +42,9 @@ TEST(ChildLink, OtherStatesNameNoChild) {
 
 TEST(PackedCounts, AddsVisitsAndPointsExactly) {
   detail::packed_counts c;
-  c.add_visits(16);
+  EXPECT_FALSE(c.add(16, 0));
   c.add_points(31);
-  c.add(5, 9);
+  EXPECT_FALSE(c.add(5, 9));
   const auto counts = c.load();
   EXPECT_EQ(counts.visits, 21u);
   EXPECT_EQ(counts.points, 40u);
@@ -51,42 +53,52 @@ TEST(PackedCounts, AddsVisitsAndPointsExactly) {
   EXPECT_EQ(c.load().points, 1999u);
 }
 
-TEST(PackedCounts, HalvesBothAtTheRescalePointKeepingTheRate) {
+TEST(PackedCounts, TheAddThatReachesTheRescalePointSaysSoOnce) {
   constexpr std::uint64_t at = detail::packed_counts::rescale_at;
   detail::packed_counts c;
-  c.store(at - 10, 2 * (at - 10));  // every playout won so far: points = 2 x visits
-  c.add_visits(9);
-  EXPECT_EQ(c.load().visits, at - 1);  // below the point: untouched
-  c.add_points(18);
-  c.add_visits(1);  // reaches it: both halve
-  const auto halved = c.load();
-  EXPECT_EQ(halved.visits, at / 2);
-  EXPECT_EQ(halved.points, at - 1);  // (2 at - 2) / 2: still all won, to one half win
-  c.add(2, 4);
-  EXPECT_EQ(c.load().visits, at / 2 + 2);
+  c.store(at - 10, 2 * (at - 10));
+  EXPECT_FALSE(c.add(9, 18));  // at - 1
+  EXPECT_TRUE(c.add(16, 32));  // crosses it
+  EXPECT_FALSE(c.add(1, 2));   // already past: not again
+  EXPECT_EQ(c.load().visits, at + 16);
 }
 
-TEST(PackedCounts, ThreadsCrossingTogetherHalveOnceAndKeepTheRate) {
+TEST(PackedCounts, HalvingATableKeepsEachRateAndTheOrder) {
+  constexpr std::uint64_t at = detail::packed_counts::rescale_at;
+  detail::packed_counts words[3];
+  words[0].store(at - 1, at);          // the most visited, half won
+  words[1].store(at / 2 + 3, at / 2);  // the runner-up
+  words[2].store(7, 14);
+  ASSERT_TRUE(words[0].add(1, 0));
+  detail::packed_counts::halve_all(words, 3);
+  EXPECT_EQ(words[0].load().visits, at / 2);
+  EXPECT_EQ(words[0].load().points, at / 2);
+  EXPECT_EQ(words[1].load().visits, at / 4 + 1);
+  EXPECT_EQ(words[1].load().points, at / 4);
+  EXPECT_EQ(words[2].load().visits, 3u);
+  EXPECT_EQ(words[2].load().points, 7u);
+  EXPECT_GT(words[0].load().visits, words[1].load().visits);  // still the most visited
+}
+
+TEST(PackedCounts, ThreadsCrossingTogetherSeeOneCrossingAndLoseNoAdd) {
   constexpr std::uint64_t at = detail::packed_counts::rescale_at;
   constexpr int threads = 4;
   constexpr int adds = 2000;
   detail::packed_counts c;
-  c.store(at - 100, 2 * (at - 100));  // every playout won: points = 2 x visits, in each add too
+  c.store(at - 100, 2 * (at - 100));
+  std::atomic<int> crossings{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      for (int i = 0; i < adds; ++i) c.add(1, 2);
+      for (int i = 0; i < adds; ++i) {
+        if (c.add(1, 2)) crossings.fetch_add(1);
+      }
     });
   }
   for (auto& t : pool) t.join();
-  const auto counts = c.load();
-  // Halved exactly once: after it visits are near at / 2, and 8000 adds do not reach `at`
-  // again; twice would leave them below at / 2 + 3950.
-  EXPECT_GE(counts.visits, at / 2 + (threads * adds - 100) / 2);
-  EXPECT_LE(counts.visits, at / 2 + threads * adds);
-  // The rate survives: a halving rounds points down by at most one half win.
-  EXPECT_GE(counts.points, 2 * counts.visits);
-  EXPECT_LE(counts.points, 2 * counts.visits + 1);
+  EXPECT_EQ(crossings.load(), 1);
+  EXPECT_EQ(c.load().visits, at - 100 + threads * adds);
+  EXPECT_EQ(c.load().points, 2 * (at - 100 + threads * adds));
 }
 
 using table = detail::edge_table<hex::hex>;

@@ -68,12 +68,14 @@ constexpr std::uint64_t child_address_mask = (std::uint64_t{1} << child_address_
 /// by K on the way down (the virtual loss) and points on the way up; for RAVE's all-moves-as-
 /// first statistics both grow together. Relaxed: they are statistics.
 ///
-/// No half wraps: the step whose add takes visits to rescale_at or beyond halves both halves
-/// (a compare-exchange that applies only while visits are still that high, so concurrent
-/// crossers halve once), which keeps the win rate. Visits stay below rescale_at plus what
-/// rollouts in flight add (K each), and points below twice that, far below 2^32. No search
-/// of the tests reaches it; a long analysis does (2^30 playouts through one move: minutes on
-/// many cores), and from then on its counts are relative.
+/// No half wraps: the one add that takes a word's visits to rescale_at (each crossing is one
+/// add, fetch_add orders them) says so, and its caller halves every word of that array
+/// (halve_all), which keeps each move's win rate and the order of their visits. Visits stay
+/// below rescale_at plus what rollouts in flight add (K each), and points below twice that,
+/// far below 2^32. A long analysis gets there (2^30 playouts through one move: minutes on
+/// many cores), and from then on a table's counts are relative. The virtual loss of rollouts
+/// in flight across a halving is halved, their points are not: such a move's points can pass
+/// twice its visits by up to 2K per such rollout.
 class packed_counts {
  public:
   static constexpr std::uint64_t rescale_at = std::uint64_t{1} << 30;
@@ -86,27 +88,32 @@ class packed_counts {
     const std::uint64_t word = word_.load(std::memory_order_relaxed);
     return {word >> 32, word & low_mask};
   }
-  void add_visits(std::uint32_t visits) noexcept { add(visits, 0); }
-  void add_points(std::uint32_t points) noexcept {
-    word_.fetch_add(points, std::memory_order_relaxed);
-  }
-  void add(std::uint32_t visits, std::uint32_t points) noexcept {
+  /// Adds both; true for the add that takes visits to rescale_at: then halve_all the array.
+  [[nodiscard]] bool add(std::uint32_t visits, std::uint32_t points) noexcept {
     const std::uint64_t before =
         word_.fetch_add(std::uint64_t{visits} << 32 | points, std::memory_order_relaxed);
-    if ((before >> 32) + visits >= rescale_at) halve();
+    return (before >> 32) < rescale_at && (before >> 32) + visits >= rescale_at;
+  }
+  /// Points alone (a result coming up): visits do not grow, so no rescale is due.
+  void add_points(std::uint32_t points) noexcept {
+    word_.fetch_add(points, std::memory_order_relaxed);
   }
   /// Sets both (a kept tree's copy, before the node is published); counts from a tree that
   /// kept them below rescale_at plus what was in flight fit.
   void store(std::uint64_t visits, std::uint64_t points) noexcept {
     word_.store(visits << 32 | (points & low_mask), std::memory_order_relaxed);
   }
+  /// Halves visits and points of each of `count` words (adds that race with it land before or
+  /// after its compare-exchange, none is lost).
+  static void halve_all(packed_counts* words, std::size_t count) noexcept {
+    for (std::size_t i = 0; i < count; ++i) words[i].halve();
+  }
 
  private:
   static constexpr std::uint64_t low_mask = 0xffffffffu;
   void halve() noexcept {
     std::uint64_t word = word_.load(std::memory_order_relaxed);
-    while ((word >> 32) >= rescale_at &&
-           !word_.compare_exchange_weak(word, (word >> 33) << 32 | (word & low_mask) >> 1,
+    while (!word_.compare_exchange_weak(word, (word >> 33) << 32 | (word & low_mask) >> 1,
                                         std::memory_order_relaxed)) {
     }
   }
