@@ -732,11 +732,17 @@ class distributed_search {
         return;
       }
       const std::uint32_t index = choose(n, t);
-      std::atomic<std::uint64_t>& child = t.children()[index];
       n->visits.fetch_add(K_, std::memory_order_relaxed);  // virtual loss on the way down
       if (t.statistics()[index].add(K_, 0)) {  // its visits reached 2^30: the table's halve
         detail::packed_counts::halve_all(t.statistics(), t.count);
       }
+      std::atomic<std::uint64_t>* slot = child_slot(w, t, index);
+      if (slot == nullptr) {  // no room for its link (memory budget): played out unstored
+        note_budget_reached();
+        play_out_unstored(me, w, n, index);
+        return;
+      }
+      std::atomic<std::uint64_t>& child = *slot;
       std::uint64_t word = child.load(std::memory_order_acquire);
       for (;;) {
         if (word == 0) {
@@ -831,6 +837,13 @@ class distributed_search {
     }
     return fresh;
   }
+  /// Edge `index`'s link word in t, its child block made in w's pool when absent (the edge is
+  /// about to be expanded); null where the budget has no room for the block.
+  std::atomic<std::uint64_t>* child_slot(worker& w, table& t, std::uint32_t index) {
+    if (t.has_block(index)) return t.child_slot(index, nullptr);
+    return t.child_slot(index, w.pool.try_allocate(sizeof(detail::child_block),
+                                                   alignof(detail::child_block)));
+  }
   /// An edge table of `count` edges in `pool`, every statistic zero and every link empty (with
   /// RAVE its AMAF statistics, with the solver its lost bits); null where the pool refuses
   /// (memory budget), except for a root's table, which is always made.
@@ -910,7 +923,7 @@ class distributed_search {
   /// selections deferred on it.
   void located(fabric::thread_context& me, worker& w, node* n, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
-    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children()[index];
+    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->child_word(index);
     const std::uint64_t previous =
         child.exchange(detail::child_link(address, owner), std::memory_order_acq_rel);
     for (std::uint64_t deferred = previous >> 1; deferred > 0; --deferred) {
@@ -941,7 +954,7 @@ class distributed_search {
   /// Edge `index` of n will have no child: mark it so (later selections play out from its
   /// position), and play out for the selection that tried to create it and those deferred on it.
   void not_stored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
-    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->children()[index];
+    std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->child_word(index);
     const std::uint64_t previous = child.exchange(detail::unstored_child, std::memory_order_acq_rel);
     for (std::uint64_t waiting = (previous >> 1) + 1; waiting > 0; --waiting) {
       play_out_unstored(me, w, n, index);
@@ -1153,7 +1166,7 @@ class distributed_search {
     }
     const table* t = n->edges.load(std::memory_order_acquire);
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
-      const std::uint64_t word = t->children()[i].load(std::memory_order_relaxed);
+      const std::uint64_t word = t->child(i, std::memory_order_relaxed);
       if (t->moves()[i] != carry_path_[depth] || !detail::names_child(word)) continue;
       ++w.remote_calls;
       const std::uint64_t child = detail::child_address(word);
@@ -1233,11 +1246,13 @@ class distributed_search {
     }
     t->decided.store(head.decided, std::memory_order_relaxed);
     t->won_edge = head.won_edge;
-    for (std::uint32_t i = 0; i < head.count; ++i) copy_edge(*t, i, image.edge(i));
+    for (std::uint32_t i = 0; i < head.count; ++i) copy_edge(w, *t, i, image.edge(i));
     copy->edges.store(t, std::memory_order_release);
     return copy;
   }
-  static void copy_edge(table& t, std::uint32_t i, const detail::carried_edge<G>& e) {
+  /// Edge i of the copy from its image; a kept child whose block the budget has no room for is
+  /// dropped (the edge keeps its statistics and is expanded again when chosen).
+  void copy_edge(worker& w, table& t, std::uint32_t i, const detail::carried_edge<G>& e) {
     t.statistics()[i].store(e.visits, e.points);
     if (t.amaf() != nullptr) t.amaf()[i].store(e.amaf_visits, e.amaf_points);
     if (t.lost() != nullptr && e.lost != 0) {
@@ -1245,14 +1260,23 @@ class distributed_search {
       t.lost_count.fetch_add(1, std::memory_order_relaxed);
     }
     t.moves()[i] = e.move;
-    t.children()[i].store(detail::names_child(e.child) ? e.child : 0, std::memory_order_relaxed);
+    if (!detail::names_child(e.child)) return;
+    std::atomic<std::uint64_t>* slot =
+        t.has_block(i) ? t.child_slot(i, nullptr)
+                       : t.child_slot(i, w.next_pool.try_allocate(sizeof(detail::child_block),
+                                                                  alignof(detail::child_block)));
+    if (slot == nullptr) {
+      note_budget_reached();
+      return;
+    }
+    slot->store(e.child, std::memory_order_relaxed);
   }
   /// Asks the owner of each kept child of `copy` to copy it; with none, the copy is complete.
   void carry_children(fabric::thread_context& me, worker& w, node* copy) {
     table* t = copy->edges.load(std::memory_order_relaxed);
     std::uint32_t pending = 0;
     for (std::uint32_t i = 0; t != nullptr && i < t->count; ++i) {
-      pending += t->children()[i].load(std::memory_order_relaxed) != 0 ? 1 : 0;
+      pending += t->child(i, std::memory_order_relaxed) != 0 ? 1 : 0;
     }
     if (pending == 0) {
       report_carried(me, w, copy);
@@ -1262,7 +1286,7 @@ class distributed_search {
     const fabric::thread_id owner = me.id();
     const std::uint64_t parent = address_of(copy);
     for (std::uint32_t i = 0; i < t->count; ++i) {
-      const std::uint64_t word = t->children()[i].load(std::memory_order_relaxed);
+      const std::uint64_t word = t->child(i, std::memory_order_relaxed);
       if (word == 0) continue;
       ++w.remote_calls;
       const std::uint64_t kept = detail::child_address(word);
@@ -1301,7 +1325,7 @@ class distributed_search {
   void carried(fabric::thread_context& me, worker& w, node* parent, std::uint32_t index,
                fabric::thread_id owner, std::uint64_t address) {
     table& t = *parent->edges.load(std::memory_order_relaxed);
-    t.children()[index].store(address == 0 ? 0 : detail::child_link(address, owner),
+    t.child_word(index).store(address == 0 ? 0 : detail::child_link(address, owner),
                             std::memory_order_relaxed);
     if (--t.carry_pending == 0) report_carried(me, w, parent);
   }

@@ -25,6 +25,7 @@ using table = detail::edge_table<hex>;
 struct three_edge_node {
   std::vector<std::uint64_t> storage = std::vector<std::uint64_t>(table::bytes(3, true, true) / 8);
   table& t = *table::create(storage.data(), 3, true, true);
+  detail::child_block block;  // the links of edges 0..7
   node n;
   explicit three_edge_node(const hex& game) {
     n.state = game.initial_state();
@@ -35,8 +36,8 @@ struct three_edge_node {
       t.amaf()[i].store(100 + i, 50 + i);
       t.moves()[i] = static_cast<hex::move>(4 + i);
     }
-    t.children()[0].store(detail::child_link(0x1000, 5));
-    t.children()[1].store(detail::unstored_child);
+    t.child_slot(0, &block)->store(detail::child_link(0x1000, 5));
+    t.child_slot(1, nullptr)->store(detail::unstored_child);
     t.lost()[0].store(0b010);
     t.lost_count.store(1);
     t.decided.store(1);

@@ -3,7 +3,7 @@
 // holds visits and points in one word, adds them exactly, names the one add that reaches its
 // rescale point (also when threads cross it together), and halving a table keeps each rate
 // and the order of the visits; an edge table's arrays follow its header in one allocation,
-// apart and within its size.
+// apart and within its size, and its links live in blocks of 8 made when first needed.
 #include <gtest/gtest.h>
 
 #include <hex.hpp>
@@ -103,34 +103,39 @@ TEST(PackedCounts, ThreadsCrossingTogetherSeeOneCrossingAndLoseNoAdd) {
 
 using table = detail::edge_table<hex::hex>;
 
-TEST(EdgeTable, IsTheHeaderAndEighteenBytesAMove) {
+TEST(EdgeTable, IsTheHeaderAndElevenBytesAMove) {
   EXPECT_EQ(sizeof(table), 24u);
-  // 11x11's empty board: 121 x (8 statistics + 8 link + 2 move), the moves rounded up to 8.
-  EXPECT_EQ(table::bytes(121, false, false), 24u + 121 * 16 + 248);
-  EXPECT_EQ(table::bytes(121, true, false), 24u + 121 * 24 + 248);       // RAVE
-  EXPECT_EQ(table::bytes(121, true, true), 24u + 121 * 24 + 2 * 8 + 248);  // and the solver
+  EXPECT_EQ(sizeof(detail::child_block), 64u);
+  // 11x11's empty board: 121 x (8 statistics + 2 move) and 16 block pointers, the moves
+  // rounded up to 8.
+  EXPECT_EQ(table::bytes(121, false, false), 24u + 121 * 8 + 16 * 8 + 248);
+  EXPECT_EQ(table::bytes(121, true, false), 24u + 121 * 16 + 16 * 8 + 248);       // RAVE
+  EXPECT_EQ(table::bytes(121, true, true), 24u + 121 * 16 + 16 * 8 + 2 * 8 + 248);  // solver
 }
 
 TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
-  for (const std::size_t count : {1, 63, 64, 65, 121}) {
+  for (const std::size_t count : {1, 7, 8, 9, 63, 64, 65, 121}) {
     for (const bool amaf : {false, true}) {
       for (const bool lost : {false, true}) {
         const std::size_t bytes = table::bytes(count, amaf, lost);
         std::vector<std::uint64_t> storage(bytes / 8 + 1, 0);
         storage.back() = 0x5eed;  // just past the table
         table& t = *table::create(storage.data(), count, amaf, lost);
+        std::vector<detail::child_block> blocks((count + 7) / 8);
         ASSERT_EQ(t.amaf() != nullptr, amaf);
         ASSERT_EQ(t.lost() != nullptr, lost);
         for (std::size_t i = 0; i < count; ++i) {
+          EXPECT_EQ(t.child(i, std::memory_order_relaxed), 0u);  // no block yet
           t.statistics()[i].store(i + 1, 2 * i);
-          t.children()[i].store(detail::child_link(8 * (i + 1), 3));
+          t.child_slot(i, &blocks[i / 8])->store(detail::child_link(8 * (i + 1), 3));
           if (amaf) t.amaf()[i].store(1000 + i, i);
           t.moves()[i] = static_cast<hex::hex::move>(0xffff - i);
         }
         for (std::size_t w = 0; lost && w < (count + 63) / 64; ++w) t.lost()[w].store(~0ull);
         for (std::size_t i = 0; i < count; ++i) {
           EXPECT_EQ(t.statistics()[i].load().visits, i + 1);
-          EXPECT_EQ(detail::child_address(t.children()[i].load()), 8 * (i + 1));
+          EXPECT_EQ(detail::child_address(t.child(i, std::memory_order_relaxed)), 8 * (i + 1));
+          EXPECT_EQ(&t.child_word(i), &blocks[i / 8].words[i % 8]);
           if (amaf) {
             EXPECT_EQ(t.amaf()[i].load().visits, 1000 + i);
           }
@@ -141,6 +146,20 @@ TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
       }
     }
   }
+}
+
+TEST(EdgeTable, TheFirstBlockInstalledForAnEdgeIsKept) {
+  std::vector<std::uint64_t> storage(table::bytes(16, false, false) / 8);
+  table& t = *table::create(storage.data(), 16, false, false);
+  detail::child_block first;
+  detail::child_block second;
+  EXPECT_EQ(t.child_slot(9, nullptr), nullptr);  // no block, no memory: no slot
+  EXPECT_FALSE(t.has_block(9));
+  std::atomic<std::uint64_t>* slot = t.child_slot(9, &first);
+  EXPECT_EQ(slot, &first.words[1]);
+  EXPECT_TRUE(t.has_block(15));  // same block
+  EXPECT_FALSE(t.has_block(7));
+  EXPECT_EQ(t.child_slot(10, &second), &first.words[2]);  // a second offer is not installed
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ void write_image(const tree_node<G>& n, std::vector<std::byte>& out) {
       e.amaf_visits = amaf.visits;
       e.amaf_points = amaf.points;
     }
-    e.child = t->children()[i].load(std::memory_order_relaxed);
+    e.child = t->child(i, std::memory_order_relaxed);
     e.move = t->moves()[i];
     if (t->lost() != nullptr) {
       e.lost = (t->lost()[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;

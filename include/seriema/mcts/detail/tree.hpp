@@ -120,11 +120,20 @@ class packed_counts {
   std::atomic<std::uint64_t> word_{0};
 };
 
+/// The links of 8 consecutive edges of a table (see unstored_child for a word's states). Made
+/// when the first of them is expanded: most moves of most tables never are.
+struct child_block {
+  static constexpr std::size_t edges = 8;
+  std::atomic<std::uint64_t> words[edges] = {};
+};
+
 /// A node's moves and their statistics: this header, then in the same allocation its arrays,
-/// each [count] and 8-aligned: `statistics()` (UCB1 reads them), `children()` (the links),
-/// `amaf()` with RAVE, `lost()` with the solver ((count + 63) / 64 words), `moves()` (2 bytes
-/// each for Hex, written before the table is published). 18 bytes a move without RAVE, 26
-/// with, and 24 for the header, against 32, 48 and 64 when the arrays were apart.
+/// 8-aligned: `statistics()` [count] (UCB1 reads them), `blocks()` [(count + 7) / 8] (pointers
+/// to the child_blocks that hold the links, null until one of its edges is expanded), `amaf()`
+/// [count] with RAVE, `lost()` [(count + 63) / 64] with the solver, `moves()` [count] (2 bytes
+/// each for Hex, written before the table is published). 11 bytes a move without RAVE, 19
+/// with, plus 64 bytes per block in use, and 24 for the header (32, 48 and 64 when each edge
+/// had its own link and the arrays were apart).
 template <class G>
 struct alignas(8) edge_table {
   using move = typename G::move;
@@ -149,13 +158,14 @@ struct alignas(8) edge_table {
   bool has_amaf = false;  ///< amaf() exists (RAVE)
   bool has_lost = false;  ///< lost() exists (solver)
 
-  /// The bytes of a table of `count` moves, its arrays included.
+  /// The bytes of a table of `count` moves, its arrays included (not its child blocks).
   static constexpr std::size_t bytes(std::size_t count, bool amaf, bool lost) noexcept {
-    const std::size_t words = count * (amaf ? 3 : 2) + (lost ? lost_words(count) : 0);
+    const std::size_t words =
+        count * (amaf ? 2 : 1) + block_count(count) + (lost ? lost_words(count) : 0);
     return sizeof(edge_table) + 8 * words + round_up_8(sizeof(move) * count);
   }
   /// A table of `count` moves in `memory` (bytes(count, amaf, lost), 8-aligned): every
-  /// statistic zero, every link empty, every move default.
+  /// statistic zero, no child block, every move default.
   static edge_table* create(void* memory, std::size_t count, bool amaf, bool lost) noexcept {
     auto* t = new (memory) edge_table{};
     t->count = static_cast<std::uint32_t>(count);
@@ -163,9 +173,11 @@ struct alignas(8) edge_table {
     t->has_lost = lost;
     for (std::size_t i = 0; i < count; ++i) {
       new (&t->statistics()[i]) packed_counts{};
-      new (&t->children()[i]) std::atomic<std::uint64_t>{0};
       if (amaf) new (&t->amaf()[i]) packed_counts{};
       new (&t->moves()[i]) move{};
+    }
+    for (std::size_t b = 0; b < block_count(count); ++b) {
+      new (&t->blocks()[b]) std::atomic<child_block*>{nullptr};
     }
     for (std::size_t i = 0; lost && i < lost_words(count); ++i) {
       new (&t->lost()[i]) std::atomic<std::uint64_t>{0};
@@ -173,18 +185,49 @@ struct alignas(8) edge_table {
     return t;
   }
 
+  /// Edge i's link word (0, not expanded, while its block is absent).
+  [[nodiscard]] std::uint64_t child(std::size_t i, std::memory_order order) const noexcept {
+    const child_block* block = blocks()[i / child_block::edges].load(std::memory_order_acquire);
+    return block == nullptr ? 0 : block->words[i % child_block::edges].load(order);
+  }
+  /// Edge i's link word in its block, which exists (the edge was expanded, or is being).
+  std::atomic<std::uint64_t>& child_word(std::size_t i) noexcept {
+    return blocks()[i / child_block::edges].load(std::memory_order_acquire)
+        ->words[i % child_block::edges];
+  }
+  /// Edge i's link word, its block made in `memory` (sizeof(child_block), from the caller's
+  /// pool) when absent; null when absent and memory is null. A thread that loses the race to
+  /// install a block leaves its memory unused.
+  std::atomic<std::uint64_t>* child_slot(std::size_t i, void* memory) noexcept {
+    std::atomic<child_block*>& entry = blocks()[i / child_block::edges];
+    child_block* block = entry.load(std::memory_order_acquire);
+    if (block == nullptr) {
+      if (memory == nullptr) return nullptr;
+      auto* fresh = new (memory) child_block{};
+      if (entry.compare_exchange_strong(block, fresh, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+        block = fresh;
+      }
+    }
+    return &block->words[i % child_block::edges];
+  }
+  /// Whether edge i's block exists (then child_slot needs no memory).
+  [[nodiscard]] bool has_block(std::size_t i) const noexcept {
+    return blocks()[i / child_block::edges].load(std::memory_order_acquire) != nullptr;
+  }
+
   packed_counts* statistics() noexcept { return at<packed_counts>(0); }
   const packed_counts* statistics() const noexcept { return at<packed_counts>(0); }
-  std::atomic<std::uint64_t>* children() noexcept {
-    return at<std::atomic<std::uint64_t>>(8 * count);
+  std::atomic<child_block*>* blocks() noexcept {
+    return at<std::atomic<child_block*>>(8 * count);
   }
-  const std::atomic<std::uint64_t>* children() const noexcept {
-    return at<std::atomic<std::uint64_t>>(8 * count);
+  const std::atomic<child_block*>* blocks() const noexcept {
+    return at<std::atomic<child_block*>>(8 * count);
   }
   /// Null without RAVE.
-  packed_counts* amaf() noexcept { return has_amaf ? at<packed_counts>(16 * count) : nullptr; }
+  packed_counts* amaf() noexcept { return has_amaf ? at<packed_counts>(amaf_offset()) : nullptr; }
   const packed_counts* amaf() const noexcept {
-    return has_amaf ? at<packed_counts>(16 * count) : nullptr;
+    return has_amaf ? at<packed_counts>(amaf_offset()) : nullptr;
   }
   /// Bit i of lost()[i / 64]: edge i is proven lost for the player choosing it. Null without
   /// the solver.
@@ -198,9 +241,19 @@ struct alignas(8) edge_table {
   const move* moves() const noexcept { return at<move>(moves_offset()); }
 
  private:
+  static constexpr std::size_t block_count(std::size_t count) noexcept {
+    return (count + child_block::edges - 1) / child_block::edges;
+  }
   static constexpr std::size_t lost_words(std::size_t count) noexcept { return (count + 63) / 64; }
-  static constexpr std::size_t round_up_8(std::size_t n) noexcept { return (n + 7) & ~std::size_t{7}; }
-  [[nodiscard]] std::size_t lost_offset() const noexcept { return 8 * count * (has_amaf ? 3 : 2); }
+  static constexpr std::size_t round_up_8(std::size_t n) noexcept {
+    return (n + 7) & ~std::size_t{7};
+  }
+  [[nodiscard]] std::size_t amaf_offset() const noexcept {
+    return 8 * (count + block_count(count));
+  }
+  [[nodiscard]] std::size_t lost_offset() const noexcept {
+    return amaf_offset() + (has_amaf ? 8 * count : 0);
+  }
   [[nodiscard]] std::size_t moves_offset() const noexcept {
     return lost_offset() + (has_lost ? 8 * lost_words(count) : 0);
   }
