@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -105,14 +104,6 @@ std::optional<bool> parse_bool(std::string_view text) {
   if (value == "1" || value == "true") return true;
   if (value == "0" || value == "false") return false;
   return std::nullopt;
-}
-
-int empty_cells(const hex::state& position) noexcept {
-  int stones = 0;
-  for (const auto& rows : position.stones) {
-    for (const std::uint32_t row : rows) stones += std::popcount(row);
-  }
-  return position.size * position.size - stones;
 }
 
 std::optional<player> parse_color(std::string_view text) {
@@ -354,7 +345,8 @@ gtp_session::reply gtp_session::genmove(const std::vector<std::string_view>& arg
 mcts::search_result<hex::move> gtp_session::search(const hex::state& position) {
   if (!clock_set_) return timed_search(position, 0);
   const time_budget budget =
-      plan_move_time(time_settings_, clocks_[position.to_move - 1], empty_cells(position));
+      plan_move_time(time_settings_, clocks_[position.to_move - 1],
+                     game_.empty_cells(position));
   mcts::search_result<hex::move> first = timed_search(position, budget.base);
   const double more = budget.maximum - first.seconds;
   if (more < time_policy{}.min_seconds || !worth_extending(first.moves)) return first;

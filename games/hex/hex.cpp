@@ -1,5 +1,5 @@
-// Hex (hex.hpp): the rules on bitboard rows, the fill-the-board playout, move names, the text
-// board and the Zobrist hash.
+// Hex (hex.hpp): the rules on packed cell sets and bitboard rows, the fill-the-board playout,
+// move names, the text board and the Zobrist hash.
 #include "hex.hpp"
 
 #include "bitboard.hpp"
@@ -22,40 +22,19 @@ constexpr std::uint64_t mix(std::uint64_t x) noexcept {
 constexpr std::uint64_t zobrist_seed = 0x4865785a6f627269ULL;  // "HexZobri"
 constexpr std::uint64_t second_to_move_key = mix(0x5365636f6e64ULL);
 
-// Whether `stones` (n rows) hold a chain from row 0 to row n-1. Flood fill from the whole top
-// row, alternating downward and upward sweeps. From row r-1 cell (r, c) is touched by bits c
-// and c+1, from row r+1 by bits c and c-1. Reached rows always form a prefix 0..depth-1 (a stone
-// is reached through every row above it), so a downward sweep stops at the first unreached row.
-// After the first sweep, a sweep that reaches nothing new means the fill is complete.
-bool joins_top_bottom(const std::uint32_t* stones, int n) noexcept {
-  board_rows reach{};
-  reach[0] = stones[0];
-  if (reach[0] == 0) return false;
-  int depth = 1;
-  for (bool downward = true, first = true;; downward = !downward, first = false) {
-    bool grew = false;
-    if (downward) {
-      for (int r = 1; r < n; ++r) {
-        const std::uint32_t above = reach[r - 1];
-        const std::uint32_t x = spread_in_row(reach[r] | ((above | above >> 1) & stones[r]),
-                                              stones[r]);
-        if (x == 0) break;
-        grew |= x != reach[r];
-        reach[r] = x;
-        if (r + 1 > depth) depth = r + 1;
-      }
-    } else {
-      for (int r = depth - 2; r >= 0; --r) {
-        const std::uint32_t below = reach[r + 1];
-        const std::uint32_t x = spread_in_row(reach[r] | ((below | below << 1) & stones[r]),
-                                              stones[r]);
-        grew |= x != reach[r];
-        reach[r] = x;
-      }
-    }
-    if (depth == n) return true;
-    if (!grew && !first) return false;
-  }
+// Cell `index` (row * size + column) of a packed set.
+bool contains(const hex::cell_set& cells, int index) noexcept {
+  const auto i = static_cast<unsigned>(index);
+  return (cells[i / 64] >> (i % 64) & 1) != 0;
+}
+void insert(hex::cell_set& cells, int index) noexcept {
+  const auto i = static_cast<unsigned>(index);
+  cells[i / 64] |= std::uint64_t{1} << (i % 64);
+}
+int popcount(const hex::cell_set& cells) noexcept {
+  int count = 0;
+  for (const std::uint64_t word : cells) count += std::popcount(word);
+  return count;
 }
 
 // The bridges playout's board: one byte per cell on a grid with a border of off-board cells, so
@@ -67,12 +46,14 @@ class padded_board {
   static constexpr int stride = hex::max_size + 2;
   static constexpr std::uint8_t off_board = 3;  // neither player's, never empty
 
-  padded_board(const hex::state& s, int size) noexcept {
+  // The empty cells are listed row by row, each row from column 0 up (the draws of a playout
+  // depend on this order).
+  padded_board(const board_rows& black_rows, const board_rows& white_rows, int size) noexcept {
     cells_.fill(off_board);
     const std::uint32_t row_mask = (std::uint32_t{1} << size) - 1;
     for (int r = 0; r < size; ++r) {
-      const std::uint32_t black = s.stones[0][static_cast<std::size_t>(r)];
-      const std::uint32_t white = s.stones[1][static_cast<std::size_t>(r)];
+      const std::uint32_t black = black_rows[static_cast<std::size_t>(r)];
+      const std::uint32_t white = white_rows[static_cast<std::size_t>(r)];
       std::uint8_t* row = &cells_[static_cast<std::size_t>(grid_cell(r, 0))];
       for (int c = 0; c < size; ++c) {
         row[c] = static_cast<std::uint8_t>((black >> c & 1) | (white >> c & 1) << 1);
@@ -151,7 +132,7 @@ int checked_size(int size) {
 // recording existed.
 struct hex::no_record {
   static constexpr bool records = false;
-  void operator()(int /*row*/, int /*column*/, player /*who*/) const noexcept {}
+  void operator()(int /*cell*/, player /*who*/) const noexcept {}
 };
 
 // The recording playout's: the caller's span, of max_moves() entries or more, gets `who` at each
@@ -159,10 +140,7 @@ struct hex::no_record {
 struct hex::record_into {
   static constexpr bool records = true;
   player* played_by;
-  int size;
-  void operator()(int row, int column, player who) const noexcept {
-    played_by[row * size + column] = who;
-  }
+  void operator()(int cell, player who) const noexcept { played_by[cell] = who; }
 };
 
 hex::hex(int size, bool swap_rule, playout_policy policy)
@@ -170,11 +148,20 @@ hex::hex(int size, bool swap_rule, playout_policy policy)
       swap_rule_(swap_rule),
       policy_(policy),
       row_mask_((std::uint32_t{1} << size_) - 1) {
-  // A fixed seed: every process of a distributed search computes the same hashes.
+  // A fixed seed: every process of a distributed search computes the same hashes. The keys of
+  // the largest board, drawn row by row; this board keeps those of its cells.
   mcts::random rng(zobrist_seed);
   for (auto& keys : zobrist_) {
-    for (auto& key : keys) key = rng();
+    std::array<std::uint64_t, max_size * max_size> largest;
+    for (auto& key : largest) key = rng();
+    for (int r = 0; r < size_; ++r) {
+      for (int c = 0; c < size_; ++c) {
+        keys[static_cast<std::size_t>(at(r, c))] =
+            largest[static_cast<std::size_t>(r * max_size + c)];
+      }
+    }
   }
+  for (int cell = 0; cell < size_ * size_; ++cell) insert(board_mask_, cell);
 }
 
 hex::state hex::initial_state() const noexcept {
@@ -191,22 +178,16 @@ std::size_t hex::max_moves() const noexcept {
 // since positions set up with place() need not agree with moves_played).
 bool hex::swap_available(const state& s) const noexcept {
   if (!swap_rule_ || s.moves_played != 1 || s.to_move != 2 || s.swapped) return false;
-  int black = 0;
-  for (int r = 0; r < size_; ++r) {
-    if (s.stones[1][static_cast<std::size_t>(r)] != 0) return false;
-    black += std::popcount(s.stones[0][static_cast<std::size_t>(r)]);
-  }
-  return black == 1;
+  return popcount(s.stones[1]) == 0 && popcount(s.stones[0]) == 1;
 }
 
 std::size_t hex::legal_moves(const state& s, std::span<move> out) const noexcept {
   if (winner(s) != mcts::nobody) return 0;
   std::size_t count = 0;
-  for (int r = 0; r < size_; ++r) {
-    const auto row = static_cast<std::size_t>(r);
-    for (std::uint32_t free = row_mask_ & ~(s.stones[0][row] | s.stones[1][row]); free != 0;
+  for (std::size_t w = 0; w < cell_words; ++w) {
+    for (std::uint64_t free = board_mask_[w] & ~(s.stones[0][w] | s.stones[1][w]); free != 0;
          free &= free - 1) {
-      out[count++] = at(r, std::countr_zero(free));
+      out[count++] = static_cast<move>(w * 64 + static_cast<unsigned>(std::countr_zero(free)));
     }
   }
   if (swap_available(s)) out[count++] = swap_move;
@@ -216,17 +197,16 @@ std::size_t hex::legal_moves(const state& s, std::span<move> out) const noexcept
 void hex::apply(state& s, move m) const noexcept {
   if (m == swap_move) {
     // Player 1's only stone (r, c) becomes player 2's stone at (c, r).
-    for (int r = 0; r < size_; ++r) {
-      const std::uint32_t bits = s.stones[0][static_cast<std::size_t>(r)];
-      if (bits == 0) continue;
-      const int c = std::countr_zero(bits);
-      s.stones[0][static_cast<std::size_t>(r)] = 0;
-      s.stones[1][static_cast<std::size_t>(c)] |= std::uint32_t{1} << r;
+    for (std::size_t w = 0; w < cell_words; ++w) {
+      if (s.stones[0][w] == 0) continue;
+      const auto cell = static_cast<int>(w * 64) + std::countr_zero(s.stones[0][w]);
+      s.stones[0][w] = 0;
+      insert(s.stones[1], at(cell % size_, cell / size_));
       break;
     }
     s.swapped = true;
   } else {
-    s.stones[s.to_move - 1][m / size_] |= std::uint32_t{1} << (m % size_);
+    insert(s.stones[s.to_move - 1], m);
   }
   ++s.moves_played;
   s.last_move = m;
@@ -235,8 +215,8 @@ void hex::apply(state& s, move m) const noexcept {
 
 // Player 2's left-right question is player 1's top-bottom question on the mirrored board.
 bool hex::connected(const state& s, player who) const noexcept {
-  if (who == 1) return joins_top_bottom(s.stones[0].data(), size_);
-  const board_rows columns = transposed(s.stones[1], size_);
+  if (who == 1) return joins_top_bottom(unpacked(s.stones[0], size_).data(), size_);
+  const board_rows columns = transposed(unpacked(s.stones[1], size_), size_);
   return joins_top_bottom(columns.data(), size_);
 }
 
@@ -257,18 +237,23 @@ player hex::playout(const state& s, mcts::random& rng) const noexcept {
 
 // The same filling, the same draws: only the record differs.
 player hex::playout(const state& s, mcts::random& rng, std::span<player> played_by) const noexcept {
-  const record_into record{played_by.data(), size_};
+  const record_into record{played_by.data()};
   if (policy_ == playout_policy::bridges) return bridge_fill(s, rng, record);
   return random_fill(s, rng, record);
 }
 
 template <class Recorder>
 player hex::random_fill(const state& s, mcts::random& rng, Recorder record) const noexcept {
-  std::array<std::uint16_t, max_size * max_size> empty;  // row << 5 | column
+  // The rows, unpacked once: the empty cells (as row << 5 | column) are listed row by row, each
+  // row from column 0 up, the order the draws below depend on; player 1's stones grow in rows,
+  // over many words, so that successive ones rarely wait on the store of the one before.
+  board_rows black = unpacked(s.stones[0], size_);
+  const board_rows white = unpacked(s.stones[1], size_);
+  std::array<std::uint16_t, max_size * max_size> empty;
   std::uint32_t count = 0;
   for (int r = 0; r < size_; ++r) {
     const auto row = static_cast<std::size_t>(r);
-    for (std::uint32_t free = row_mask_ & ~(s.stones[0][row] | s.stones[1][row]); free != 0;
+    for (std::uint32_t free = row_mask_ & ~(black[row] | white[row]); free != 0;
          free &= free - 1) {
       empty[count++] = static_cast<std::uint16_t>(r << 5 | std::countr_zero(free));
     }
@@ -277,14 +262,15 @@ player hex::random_fill(const state& s, mcts::random& rng, Recorder record) cons
   // the rest, every split equally likely: a partial Fisher-Yates shuffle drawing player 1's
   // share is the same distribution with half the draws.
   const std::uint32_t black_share = s.to_move == 1 ? (count + 1) / 2 : count / 2;
-  board_rows black = s.stones[0];
   for (std::uint32_t i = 0; i < black_share; ++i) {
     std::swap(empty[i], empty[i + rng.below(count - i)]);
     black[empty[i] >> 5] |= std::uint32_t{1} << (empty[i] & 31);
-    record(empty[i] >> 5, empty[i] & 31, 1);
+    record(at(empty[i] >> 5, empty[i] & 31), 1);
   }
   if constexpr (Recorder::records) {
-    for (std::uint32_t i = black_share; i < count; ++i) record(empty[i] >> 5, empty[i] & 31, 2);
+    for (std::uint32_t i = black_share; i < count; ++i) {
+      record(at(empty[i] >> 5, empty[i] & 31), 2);
+    }
   }
   return joins_top_bottom(black.data(), size_) ? 1 : 2;
 }
@@ -295,8 +281,8 @@ player hex::random_fill(const state& s, mcts::random& rng, Recorder record) cons
 // for the one connection check at the end.
 template <class Recorder>
 player hex::bridge_fill(const state& s, mcts::random& rng, Recorder record) const noexcept {
-  padded_board board(s, size_);
-  board_rows black = s.stones[0];
+  board_rows black = unpacked(s.stones[0], size_);
+  padded_board board(black, unpacked(s.stones[1], size_), size_);
   player mover = s.to_move;
   int last = -1;  // the opponent's last stone, as a grid cell (-1: none to answer)
   if (s.last_move < size_ * size_) {
@@ -310,7 +296,7 @@ player hex::bridge_fill(const state& s, mcts::random& rng, Recorder record) cons
     const int row = padded_board::row_of(cell);
     const int column = padded_board::column_of(cell);
     if (mover == 1) black[static_cast<std::size_t>(row)] |= std::uint32_t{1} << column;
-    record(row, column, mover);
+    record(row * size_ + column, mover);
     last = cell;
     mover = mcts::opponent(mover);
   }
@@ -389,10 +375,9 @@ std::string hex::render(const state& s) const {
 std::uint64_t hex::hash(const state& s) const noexcept {
   std::uint64_t h = mix(s.size) ^ (s.to_move == 2 ? second_to_move_key : 0);
   for (std::size_t p = 0; p < 2; ++p) {
-    for (int r = 0; r < size_; ++r) {
-      for (std::uint32_t bits = s.stones[p][static_cast<std::size_t>(r)]; bits != 0;
-           bits &= bits - 1) {
-        h ^= zobrist_[p][static_cast<std::size_t>(r * max_size + std::countr_zero(bits))];
+    for (std::size_t w = 0; w < cell_words; ++w) {
+      for (std::uint64_t bits = s.stones[p][w]; bits != 0; bits &= bits - 1) {
+        h ^= zobrist_[p][w * 64 + static_cast<unsigned>(std::countr_zero(bits))];
       }
     }
   }
@@ -401,9 +386,8 @@ std::uint64_t hex::hash(const state& s) const noexcept {
 
 player hex::cell(const state& s, int row, int column) const noexcept {
   if (row < 0 || row >= size_ || column < 0 || column >= size_) return mcts::nobody;
-  const std::uint32_t bit = std::uint32_t{1} << column;
-  if (s.stones[0][static_cast<std::size_t>(row)] & bit) return 1;
-  if (s.stones[1][static_cast<std::size_t>(row)] & bit) return 2;
+  if (contains(s.stones[0], at(row, column))) return 1;
+  if (contains(s.stones[1], at(row, column))) return 2;
   return mcts::nobody;
 }
 
@@ -412,9 +396,13 @@ bool hex::place(state& s, int row, int column, player who) const noexcept {
       cell(s, row, column) != mcts::nobody) {
     return false;
   }
-  s.stones[who - 1][static_cast<std::size_t>(row)] |= std::uint32_t{1} << column;
+  insert(s.stones[who - 1], at(row, column));
   s.last_move = no_move;  // a set-up stone is no move to answer
   return true;
+}
+
+int hex::empty_cells(const state& s) const noexcept {
+  return size_ * size_ - popcount(s.stones[0]) - popcount(s.stones[1]);
 }
 
 }  // namespace seriema::hex

@@ -1,6 +1,7 @@
 // Hex, the reference game specification of the MCTS framework (seriema::mcts::game): boards of
-// 2x2 to 19x19, bitboard rows, fill-the-board playouts, optional swap rule, move names as in
-// Hex programs ("a1" is the top-left corner; the letter is the column, the number the row).
+// 2x2 to 19x19, stones packed in bit sets, fill-the-board playouts, optional swap rule, move
+// names as in Hex programs ("a1" is the top-left corner; the letter is the column, the number
+// the row).
 #pragma once
 
 #include <array>
@@ -36,10 +37,16 @@ class hex {
   static constexpr move swap_move = 0xfffe;
   static constexpr move no_move = 0xffff;  // state::last_move before any move, and after place()
 
-  // A position. Row r of player p's stones is bit c of stones[p-1][r]. Trivially copyable:
-  // it travels between threads and machines as bytes.
+  // The cells of a board as a set of bits: cell (r, c) of a size x size board is bit
+  // r * size + c (its move value), word i / 64, bit i % 64; bits from size * size on are 0.
+  static constexpr int cell_words = (max_size * max_size + 63) / 64;
+  using cell_set = std::array<std::uint64_t, cell_words>;
+
+  // A position. Player p's stones are stones[p-1] (a cell_set: 2 x 48 bytes whatever the board
+  // size, where rows of 32 bits took 2 x 76). Trivially copyable: it travels between threads
+  // and machines as bytes.
   struct state {
-    std::array<std::array<std::uint32_t, max_size>, 2> stones{};
+    std::array<cell_set, 2> stones{};
     std::uint16_t moves_played = 0;
     // The move that made this position (apply), for the bridges playout's first answer; not
     // part of the position: hash() and winner() ignore it.
@@ -105,6 +112,8 @@ class hex {
   bool place(state& s, int row, int column, player who) const noexcept;
   // Whether `who` has a chain joining their two edges.
   [[nodiscard]] bool connected(const state& s, player who) const noexcept;
+  // The number of empty cells on the board.
+  [[nodiscard]] int empty_cells(const state& s) const noexcept;
 
  private:
   // Whether `s` is the second move of a game with the swap rule, after a single stone.
@@ -123,13 +132,17 @@ class hex {
   bool swap_rule_;
   playout_policy policy_;
   std::uint32_t row_mask_;
+  cell_set board_mask_{};  // the size * size cells
+  // Player p's key of cell (r, c) is zobrist_[p-1][r * size + c] (the keys of a 19x19 table
+  // drawn row by row, so a cell's key does not depend on the board size).
   std::array<std::array<std::uint64_t, max_size * max_size>, 2> zobrist_{};
 };
 
 static_assert(mcts::hashed_game<hex>);
 static_assert(mcts::solver_game<hex>);
 static_assert(mcts::amaf_game<hex>);
-// A position travels in every remote call of a distributed search: keep it small.
-static_assert(sizeof(hex::state) <= 160);
+// A position travels in every remote call of a distributed search and sits in every node of
+// its tree: keep it small (2 x 48 bytes of stones and 7 of fields, padded to 104).
+static_assert(sizeof(hex::state) <= 104);
 
 }  // namespace seriema::hex

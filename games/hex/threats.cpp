@@ -47,14 +47,21 @@ board_rows top_bottom_threats(const board_rows& stones, const board_rows& empty,
 }  // namespace
 
 std::size_t hex::threats(const state& s, player who, std::span<move> out) const noexcept {
-  if (winner(s) != mcts::nobody || swap_available(s)) return 0;
+  if (swap_available(s)) return 0;
+  // The rows once, for the winner (as winner(s)) and the threats: player 2's left-right
+  // question is player 1's top-bottom question on the mirrored board.
+  const board_rows black = unpacked(s.stones[0], size_);
+  const board_rows white = unpacked(s.stones[1], size_);
+  const board_rows white_columns = transposed(white, size_);
+  if (joins_top_bottom(black.data(), size_) || joins_top_bottom(white_columns.data(), size_)) {
+    return 0;  // the game is over
+  }
   board_rows empty{};
   for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
-    empty[r] = row_mask_ & ~(s.stones[0][r] | s.stones[1][r]);
+    empty[r] = row_mask_ & ~(black[r] | white[r]);
   }
-  // Player 2's left-right question is player 1's top-bottom question on the mirrored board.
-  board_rows wins = who == 1 ? top_bottom_threats(s.stones[0], empty, size_)
-                             : transposed(top_bottom_threats(transposed(s.stones[1], size_),
+  board_rows wins = who == 1 ? top_bottom_threats(black, empty, size_)
+                             : transposed(top_bottom_threats(white_columns,
                                                              transposed(empty, size_), size_),
                                           size_);
   std::size_t count = 0;

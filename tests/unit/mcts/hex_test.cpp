@@ -1,5 +1,6 @@
 // Tests of the Hex game specification: winner detection against a plain breadth-first search,
-// hand-made chains, the playout's distribution, move names, legal moves, swap, render, hash.
+// hand-made chains, the playout's distribution, move names, legal moves, swap, render, hash,
+// every cell and row of every size, and seeded results pinned across the stones' layout.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -427,8 +428,12 @@ TEST(HexTest, WindingChainNeedsUpwardSweeps) {
   for (int r = 1; r <= 6; ++r) g.place(s, r, 4, 1);
   ASSERT_TRUE(bfs_connects(g, s, 1));
   EXPECT_TRUE(g.connected(s, 1));
-  hex::state cut = s;
-  cut.stones[0][3] &= ~(1u << 2);  // (3, 2): the chain's way up
+  hex::state cut = g.initial_state();  // the chain without (3, 2), its way up
+  for (int r = 0; r < 7; ++r) {
+    for (int c = 0; c < 7; ++c) {
+      if (g.cell(s, r, c) == 1 && (r != 3 || c != 2)) g.place(cut, r, c, 1);
+    }
+  }
   ASSERT_FALSE(bfs_connects(g, cut, 1));
   EXPECT_FALSE(g.connected(cut, 1));
 
@@ -600,6 +605,116 @@ TEST(HexTest, BadSizesThrow) {
   EXPECT_NO_THROW(hex(2));
   EXPECT_NO_THROW(hex(19));
   EXPECT_EQ(hex().size(), hex::default_size);
+}
+
+// Every cell of every size alone on the board: read back at its place only, counted, and the
+// one cell missing from the legal moves, which come in increasing order (cells on both sides of
+// a word boundary of the packed stones included: 63 and 64 on boards of 9x9 and more).
+TEST(HexTest, EveryCellOfEverySizeIsItsOwnCell) {
+  for (int n = hex::min_size; n <= hex::max_size; ++n) {
+    const hex g(n);
+    const auto cells = static_cast<std::size_t>(n * n);
+    std::vector<hex::move> moves(g.max_moves());
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < n; ++c) {
+        hex::state s = g.initial_state();
+        ASSERT_TRUE(g.place(s, r, c, 2));
+        EXPECT_FALSE(g.place(s, r, c, 1));
+        int occupied = 0;
+        for (int row = 0; row < n; ++row) {
+          for (int column = 0; column < n; ++column) {
+            if (g.cell(s, row, column) == nobody) continue;
+            ++occupied;
+            EXPECT_EQ(g.at(row, column), g.at(r, c)) << "size " << n;
+          }
+        }
+        EXPECT_EQ(occupied, 1) << "size " << n;
+        EXPECT_EQ(g.cell(s, r, c), 2);
+        EXPECT_EQ(g.empty_cells(s), n * n - 1);
+        ASSERT_EQ(g.legal_moves(s, moves), cells - 1);
+        const auto legal_end = moves.begin() + static_cast<std::ptrdiff_t>(cells - 1);
+        EXPECT_EQ(std::find(moves.begin(), legal_end, g.at(r, c)), legal_end);
+        EXPECT_TRUE(std::is_sorted(moves.begin(), legal_end));
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+// At every size, a full row joins left and right for player 2 and a full column top and bottom
+// for player 1; a row with one gap off the edges has that gap as player 2's only threat (rows
+// straddling two words of the packed stones included).
+TEST(HexTest, FullRowsAndColumnsConnectAtEverySize) {
+  for (int n = hex::min_size; n <= hex::max_size; ++n) {
+    const hex g(n);
+    std::vector<hex::move> threats(g.max_moves());
+    for (int i = 0; i < n; ++i) {
+      const int gap_column = n > 2 ? 1 + i % (n - 2) : -1;  // none on 2x2: no column off the edges
+      hex::state row = g.initial_state();
+      hex::state column = g.initial_state();
+      hex::state gap = g.initial_state();
+      for (int j = 0; j < n; ++j) {
+        g.place(row, i, j, 2);
+        g.place(column, j, i, 1);
+        if (j != gap_column) g.place(gap, i, j, 2);
+      }
+      EXPECT_EQ(g.winner(row), 2) << "size " << n << " row " << i;
+      EXPECT_FALSE(g.connected(row, 1));
+      EXPECT_EQ(g.winner(column), 1) << "size " << n << " column " << i;
+      EXPECT_FALSE(g.connected(column, 2));
+      if (gap_column < 0) continue;
+      EXPECT_EQ(g.winner(gap), nobody);
+      threats.resize(g.max_moves());
+      threats.resize(g.threats(gap, 2, threats));
+      EXPECT_EQ(threats, std::vector<hex::move>{g.at(i, gap_column)})
+          << "size " << n << " row " << i;
+    }
+  }
+}
+
+// A digest (FNV-1a) of what seeded games show of the rules: hashes, both playouts (winners and
+// records) from fixed seeds, both players' threats and the legal moves, over every position of
+// 20 random games on each of nine sizes (odd ones with the swap rule).
+std::uint64_t behaviour_digest(playout_policy policy) {
+  std::uint64_t digest = 0xcbf29ce484222325ULL;
+  const auto fold = [&digest](std::uint64_t value) {
+    for (int i = 0; i < 8; ++i, value >>= 8) digest = (digest ^ (value & 0xff)) * 0x100000001b3ULL;
+  };
+  mcts::random choices(2026);
+  for (int n : {2, 3, 5, 7, 8, 11, 13, 16, 19}) {
+    const hex g(n, /*swap_rule=*/n % 2 == 1, policy);
+    std::vector<hex::move> moves(g.max_moves());
+    std::vector<player> played_by(g.max_moves());
+    for (int game = 0; game < 20; ++game) {
+      for (hex::state s = g.initial_state();;) {
+        fold(g.hash(s));
+        mcts::random rng(static_cast<std::uint64_t>(n * 1000 + game));
+        fold(g.playout(s, rng));
+        std::fill(played_by.begin(), played_by.end(), player{7});
+        fold(g.playout(s, rng, played_by));
+        for (const player who : played_by) fold(who);
+        for (const player who : {player{1}, player{2}}) {
+          moves.resize(g.max_moves());
+          moves.resize(g.threats(s, who, moves));
+          for (const hex::move m : moves) fold(m);
+        }
+        moves.resize(g.max_moves());
+        moves.resize(g.legal_moves(s, moves));
+        fold(moves.size());
+        if (moves.empty()) break;
+        g.apply(s, moves[choices.below(static_cast<std::uint32_t>(moves.size()))]);
+      }
+    }
+  }
+  return digest;
+}
+
+// The values of the code before the stones were packed (rows of 32 bits): the same seed gives
+// the same playouts, the same hashes and the same move order, so searches with a seed repeat
+// across that change. Change these only for a change of the rules' results that is meant.
+TEST(HexTest, SeededResultsAreThoseOfTheRowLayout) {
+  EXPECT_EQ(behaviour_digest(playout_policy::random), 0x404c9f2127702d41ULL);
+  EXPECT_EQ(behaviour_digest(playout_policy::bridges), 0x43a9c28e3cb47be6ULL);
 }
 
 TEST(HexTest, HashIdentifiesPositions) {
