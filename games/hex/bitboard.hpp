@@ -20,7 +20,8 @@ namespace detail {
 
 // Row `row` of a board of N x N packed in `cells` (bit r * N + c): N bits from offset row * N,
 // which run on into the next word when they pass bit 63 (N <= 19 < 64: into one word at most,
-// and a row that does has a next word).
+// a row that does has a next word as N * N <= 64 * cell_words, and its shift is above 0, so
+// no shift count reaches 64).
 template <unsigned N>
 std::uint32_t packed_row(const hex::cell_set& cells, unsigned row) noexcept {
   const unsigned word = row * N / 64;
