@@ -206,10 +206,25 @@ class distributed_search {
     }
     detail::check_rave<G>(options, "search");
     detail::check_reuse<G>(options, "search");
+    const std::uint64_t in_flight = std::uint64_t{window_for(rt_.placement().thread_count())} *
+                                    options.playouts_per_leaf;
+    if (in_flight > detail::packed_counts::max_in_flight_visits) {
+      throw std::invalid_argument(fmt::format(
+          "search: {} rollouts in flight x {} playouts per leaf may add {} visits to one move "
+          "while its counts halve, more than the {} they leave room for; lower "
+          "distributed_options::rollouts_in_flight or playouts_per_leaf",
+          window_for(rt_.placement().thread_count()), options.playouts_per_leaf, in_flight,
+          detail::packed_counts::max_in_flight_visits));
+    }
     std::vector<move> moves(game_.max_moves());
     if (game_.legal_moves(root, std::span<move>(moves)) == 0) {
       throw std::invalid_argument("search: the game is over in the root position");
     }
+  }
+  /// The rollouts in flight at most: distributed_options::rollouts_in_flight, or 16 per thread.
+  [[nodiscard]] std::uint32_t window_for(fabric::thread_id threads) const noexcept {
+    return options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
+                                            : 16 * static_cast<std::uint32_t>(threads);
   }
   static detail::search_command<G> make_command(detail::command_kind kind, const state& root,
                                                 const search_options& options) {
@@ -279,8 +294,7 @@ class distributed_search {
     solver_ = command.solver != 0;
     expansion_visits_ = command.expansion_visits;
     thread_count_ = rt_.placement().thread_count();
-    window_ = options_.rollouts_in_flight != 0 ? options_.rollouts_in_flight
-                                               : 16 * static_cast<std::uint32_t>(thread_count_);
+    window_ = window_for(thread_count_);
     budget_ = command.rollouts == 0 ? ~stop_bit : command.rollouts;
     start_ = std::chrono::steady_clock::now();
     has_deadline_ = command.seconds > 0;
@@ -736,7 +750,7 @@ class distributed_search {
       if (t.statistics()[index].add(K_, 0)) {  // its visits reached 2^30: the table's halve
         detail::packed_counts::halve_all(t.statistics(), t.count);
       }
-      std::atomic<std::uint64_t>* slot = child_slot(w, t, index);
+      std::atomic<std::uint64_t>* slot = child_slot(w.pool, t, index);
       if (slot == nullptr) {  // no room for its link (memory budget): played out unstored
         note_budget_reached();
         play_out_unstored(me, w, n, index);
@@ -837,12 +851,12 @@ class distributed_search {
     }
     return fresh;
   }
-  /// Edge `index`'s link word in t, its child block made in w's pool when absent (the edge is
-  /// about to be expanded); null where the budget has no room for the block.
-  std::atomic<std::uint64_t>* child_slot(worker& w, table& t, std::uint32_t index) {
+  /// Edge `index`'s link word in t, its child block made in `pool` (the calling thread's) when
+  /// absent; null where the budget has no room for the block.
+  static std::atomic<std::uint64_t>* child_slot(tree_pool& pool, table& t, std::uint32_t index) {
     if (t.has_block(index)) return t.child_slot(index, nullptr);
-    return t.child_slot(index, w.pool.try_allocate(sizeof(detail::child_block),
-                                                   alignof(detail::child_block)));
+    return t.child_slot(index, pool.try_allocate(sizeof(detail::child_block),
+                                                 alignof(detail::child_block)));
   }
   /// An edge table of `count` edges in `pool`, every statistic zero and every link empty (with
   /// RAVE its AMAF statistics, with the solver its lost bits); null where the pool refuses
@@ -955,7 +969,8 @@ class distributed_search {
   /// position), and play out for the selection that tried to create it and those deferred on it.
   void not_stored(fabric::thread_context& me, worker& w, node* n, std::uint32_t index) {
     std::atomic<std::uint64_t>& child = n->edges.load(std::memory_order_acquire)->child_word(index);
-    const std::uint64_t previous = child.exchange(detail::unstored_child, std::memory_order_acq_rel);
+    const std::uint64_t previous =
+        child.exchange(detail::unstored_child, std::memory_order_acq_rel);
     for (std::uint64_t waiting = (previous >> 1) + 1; waiting > 0; --waiting) {
       play_out_unstored(me, w, n, index);
     }
@@ -1261,10 +1276,7 @@ class distributed_search {
     }
     t.moves()[i] = e.move;
     if (!detail::names_child(e.child)) return;
-    std::atomic<std::uint64_t>* slot =
-        t.has_block(i) ? t.child_slot(i, nullptr)
-                       : t.child_slot(i, w.next_pool.try_allocate(sizeof(detail::child_block),
-                                                                  alignof(detail::child_block)));
+    std::atomic<std::uint64_t>* slot = child_slot(w.next_pool, t, i);
     if (slot == nullptr) {
       note_budget_reached();
       return;

@@ -27,6 +27,8 @@ struct three_edge_node {
   table& t = *table::create(storage.data(), 3, true, true);
   detail::child_block block;  // the links of edges 0..7
   node n;
+  three_edge_node(const three_edge_node&) = delete;  // t refers into storage
+  three_edge_node& operator=(const three_edge_node&) = delete;
   explicit three_edge_node(const hex& game) {
     n.state = game.initial_state();
     n.visits.store(90);

@@ -744,6 +744,13 @@ TEST(time_control, a_second_search_that_kept_the_first_tree_is_not_counted_twice
   b.moves.push_back({2, 110, 80});
   b.reused_visits = 180;
   b.reused_nodes = 90;
+  a.reused_nodes = 20;
+  a.playouts = 100;
+  a.tree_nodes = 90;
+  a.remote_calls = 7;
+  b.playouts = 50;
+  b.tree_nodes = 45;
+  b.remote_calls = 5;
   const result both = seriema::hex::merged(a, b);
   ASSERT_EQ(both.moves.size(), 2U);
   EXPECT_EQ(both.moves[0].visits, 120U);  // not 220: the first's 100 are in it
@@ -752,7 +759,11 @@ TEST(time_control, a_second_search_that_kept_the_first_tree_is_not_counted_twice
   EXPECT_DOUBLE_EQ(both.win_rate, b.win_rate);
   EXPECT_EQ(both.rollouts, a.rollouts + b.rollouts);
   EXPECT_DOUBLE_EQ(both.seconds, 1.5);
+  EXPECT_EQ(both.playouts, 150U);
+  EXPECT_EQ(both.tree_nodes, 135U);
+  EXPECT_EQ(both.remote_calls, 12U);
   EXPECT_EQ(both.reused_visits, 40U);  // what the move's search started from
+  EXPECT_EQ(both.reused_nodes, 20U);
 }
 
 // The contents of a temporary file written so far.

@@ -73,11 +73,15 @@ TEST(PackedCounts, HalvingATableKeepsEachRateAndTheOrder) {
   detail::packed_counts::halve_all(words, 3);
   EXPECT_EQ(words[0].load().visits, at / 2);
   EXPECT_EQ(words[0].load().points, at / 2);
-  EXPECT_EQ(words[1].load().visits, at / 4 + 1);
+  EXPECT_EQ(words[1].load().visits, at / 4 + 2);  // (at / 2 + 3) / 2, rounded up
   EXPECT_EQ(words[1].load().points, at / 4);
-  EXPECT_EQ(words[2].load().visits, 3u);
+  EXPECT_EQ(words[2].load().visits, 4u);
   EXPECT_EQ(words[2].load().points, 7u);
   EXPECT_GT(words[0].load().visits, words[1].load().visits);  // still the most visited
+  detail::packed_counts once;
+  once.store(1, 2);
+  detail::packed_counts::halve_all(&once, 1);
+  EXPECT_EQ(once.load().visits, 1u);  // a visited move stays visited
 }
 
 TEST(PackedCounts, ThreadsCrossingTogetherSeeOneCrossingAndLoseNoAdd) {

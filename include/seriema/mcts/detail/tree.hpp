@@ -70,15 +70,21 @@ constexpr std::uint64_t child_address_mask = (std::uint64_t{1} << child_address_
 ///
 /// No half wraps: the one add that takes a word's visits to rescale_at (each crossing is one
 /// add, fetch_add orders them) says so, and its caller halves every word of that array
-/// (halve_all), which keeps each move's win rate and the order of their visits. Visits stay
-/// below rescale_at plus what rollouts in flight add (K each), and points below twice that,
-/// far below 2^32. A long analysis gets there (2^30 playouts through one move: minutes on
-/// many cores), and from then on a table's counts are relative. The virtual loss of rollouts
-/// in flight across a halving is halved, their points are not: such a move's points can pass
-/// twice its visits by up to 2K per such rollout.
+/// (halve_all), which keeps each move's win rate and the order of their visits. Let F be the
+/// visits the rollouts in flight can add (window x K; the search refuses more than
+/// max_in_flight_visits). Visits stay below rescale_at + F (the crossing add, and those of
+/// the rollouts in flight before the halving reaches the word). Points stay below twice that
+/// plus 2F: the virtual loss of a rollout in flight across a halving is halved, its points are
+/// not, and each halving halves that excess too. With F <= 2^28 that is under 2^32 - 2^29.
+/// A long analysis gets to rescale_at (2^30 playouts through one move: minutes on many cores),
+/// and from then on a table's counts are relative: UCB1's exploration term of its moves grows
+/// by sqrt(2) at each halving (the node's own visits are not halved), negligible there
+/// (sqrt(ln N / n) is about 1e-4 at n = 2^29).
 class packed_counts {
  public:
   static constexpr std::uint64_t rescale_at = std::uint64_t{1} << 30;
+  /// The most visits rollouts in flight may add to one word (see above).
+  static constexpr std::uint64_t max_in_flight_visits = std::uint64_t{1} << 28;
 
   struct counts {
     std::uint64_t visits = 0;
@@ -103,8 +109,8 @@ class packed_counts {
   void store(std::uint64_t visits, std::uint64_t points) noexcept {
     word_.store(visits << 32 | (points & low_mask), std::memory_order_relaxed);
   }
-  /// Halves visits and points of each of `count` words (adds that race with it land before or
-  /// after its compare-exchange, none is lost).
+  /// Halves visits (rounded up: a visited move stays visited) and points of each of `count`
+  /// words (adds that race with it land before or after its compare-exchange, none is lost).
   static void halve_all(packed_counts* words, std::size_t count) noexcept {
     for (std::size_t i = 0; i < count; ++i) words[i].halve();
   }
@@ -113,12 +119,17 @@ class packed_counts {
   static constexpr std::uint64_t low_mask = 0xffffffffu;
   void halve() noexcept {
     std::uint64_t word = word_.load(std::memory_order_relaxed);
-    while (!word_.compare_exchange_weak(word, (word >> 33) << 32 | (word & low_mask) >> 1,
-                                        std::memory_order_relaxed)) {
+    for (;;) {
+      const std::uint64_t visits = ((word >> 32) + 1) / 2;
+      const std::uint64_t points = (word & low_mask) / 2;
+      if (word_.compare_exchange_weak(word, visits << 32 | points, std::memory_order_relaxed)) {
+        return;
+      }
     }
   }
   std::atomic<std::uint64_t> word_{0};
 };
+static_assert(sizeof(packed_counts) == 8 && std::atomic<std::uint64_t>::is_always_lock_free);
 
 /// The links of 8 consecutive edges of a table (see unstored_child for a word's states). Made
 /// when the first of them is expanded: most moves of most tables never are.
@@ -126,6 +137,8 @@ struct child_block {
   static constexpr std::size_t edges = 8;
   std::atomic<std::uint64_t> words[edges] = {};
 };
+static_assert(sizeof(std::atomic<child_block*>) == 8 &&
+              std::atomic<child_block*>::is_always_lock_free);
 
 /// A node's moves and their statistics: this header, then in the same allocation its arrays,
 /// 8-aligned: `statistics()` [count] (UCB1 reads them), `blocks()` [(count + 7) / 8] (pointers
@@ -190,7 +203,9 @@ struct alignas(8) edge_table {
     const child_block* block = blocks()[i / child_block::edges].load(std::memory_order_acquire);
     return block == nullptr ? 0 : block->words[i % child_block::edges].load(order);
   }
-  /// Edge i's link word in its block, which exists (the edge was expanded, or is being).
+  /// Edge i's link word in its block, which exists: its callers (a location or no-room notice,
+  /// a carried child's report) answer the compare-exchange of that word from 0 to 1, or the
+  /// copy of a child into it, each made after the block was installed.
   std::atomic<std::uint64_t>& child_word(std::size_t i) noexcept {
     return blocks()[i / child_block::edges].load(std::memory_order_acquire)
         ->words[i % child_block::edges];
