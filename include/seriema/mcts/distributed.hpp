@@ -385,8 +385,11 @@ class distributed_search {
     const bool failed_here = run_error != nullptr || aborted_.load();
     if (rt_.allreduce_sum(failed_here ? 1 : 0) == 0) return;
     release_tree();
-    if (run_error) std::rethrow_exception(run_error);
+    if (run_error && failure_.empty()) failure_ = reason_of(run_error);
+    // Every rank joins the allgather before any throws: a rank that threw first would leave
+    // the others waiting in it until its deadline, and they would not learn why.
     const auto reasons = rt_.allgather(std::as_bytes(std::span(failure_)));
+    if (run_error) std::rethrow_exception(run_error);  // its own type, on the rank it hit
     for (const auto& reason : reasons) {
       if (!reason.empty()) {
         throw error("distributed_search: " +
@@ -394,6 +397,19 @@ class distributed_search {
       }
     }
     throw error("distributed_search: the search was aborted");
+  }
+
+  /// What a failure that ended runtime::run on this rank says, for the other ranks.
+  std::string reason_of(const std::exception_ptr& failure) const {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      return fmt::format("the search failed on rank {}: {}", rt_.rank(), e.what());
+    } catch (...) {
+      return fmt::format("the search failed on rank {}: an exception that is not a "
+                         "std::exception",
+                         rt_.rank());
+    }
   }
 
   /// The result (rank 0: the root's statistics and the proof), the job-wide counters and the
