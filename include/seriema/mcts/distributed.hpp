@@ -206,14 +206,14 @@ class distributed_search {
     }
     detail::check_rave<G>(options, "search");
     detail::check_reuse<G>(options, "search");
-    const std::uint64_t in_flight = std::uint64_t{window_for(rt_.placement().thread_count())} *
-                                    options.playouts_per_leaf;
+    const std::uint32_t window = window_for(rt_.placement().thread_count());
+    const std::uint64_t in_flight = std::uint64_t{window} * options.playouts_per_leaf;
     if (in_flight > detail::packed_counts::max_in_flight_visits) {
       throw std::invalid_argument(fmt::format(
           "search: {} rollouts in flight x {} playouts per leaf may add {} visits to one move "
           "while its counts halve, more than the {} they leave room for; lower "
           "distributed_options::rollouts_in_flight or playouts_per_leaf",
-          window_for(rt_.placement().thread_count()), options.playouts_per_leaf, in_flight,
+          window, options.playouts_per_leaf, in_flight,
           detail::packed_counts::max_in_flight_visits));
     }
     std::vector<move> moves(game_.max_moves());
@@ -870,9 +870,9 @@ class distributed_search {
   /// Edge `index`'s link word in t, its child block made in `pool` (the calling thread's) when
   /// absent; null where the budget has no room for the block.
   static std::atomic<std::uint64_t>* child_slot(tree_pool& pool, table& t, std::uint32_t index) {
-    if (t.has_block(index)) return t.child_slot(index, nullptr);
-    return t.child_slot(index, pool.try_allocate(sizeof(detail::child_block),
-                                                 alignof(detail::child_block)));
+    return t.child_slot(index, [&pool] {
+      return pool.try_allocate(sizeof(detail::child_block), alignof(detail::child_block));
+    });
   }
   /// An edge table of `count` edges in `pool`, every statistic zero and every link empty (with
   /// RAVE its AMAF statistics, with the solver its lost bits); null where the pool refuses

@@ -38,8 +38,9 @@ struct three_edge_node {
       t.amaf()[i].store(100 + i, 50 + i);
       t.moves()[i] = static_cast<hex::move>(4 + i);
     }
-    t.child_slot(0, &block)->store(detail::child_link(0x1000, 5));
-    t.child_slot(1, nullptr)->store(detail::unstored_child);
+    t.child_slot(0, [&] { return static_cast<void*>(&block); })
+        ->store(detail::child_link(0x1000, 5));
+    t.child_slot(1, [] { return static_cast<void*>(nullptr); })->store(detail::unstored_child);
     t.lost()[0].store(0b010);
     t.lost_count.store(1);
     t.decided.store(1);

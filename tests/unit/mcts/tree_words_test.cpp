@@ -107,6 +107,12 @@ TEST(PackedCounts, ThreadsCrossingTogetherSeeOneCrossingAndLoseNoAdd) {
 
 using table = detail::edge_table<hex::hex>;
 
+// The allocation a table's child_slot makes a block in: `block`, or none.
+auto offer(detail::child_block& block) {
+  return [&block] { return static_cast<void*>(&block); };
+}
+void* no_memory() { return nullptr; }
+
 TEST(EdgeTable, IsTheHeaderAndElevenBytesAMove) {
   EXPECT_EQ(sizeof(table), 24u);
   EXPECT_EQ(sizeof(detail::child_block), 64u);
@@ -131,7 +137,7 @@ TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
         for (std::size_t i = 0; i < count; ++i) {
           EXPECT_EQ(t.child(i, std::memory_order_relaxed), 0u);  // no block yet
           t.statistics()[i].store(i + 1, 2 * i);
-          t.child_slot(i, &blocks[i / 8])->store(detail::child_link(8 * (i + 1), 3));
+          t.child_slot(i, offer(blocks[i / 8]))->store(detail::child_link(8 * (i + 1), 3));
           if (amaf) t.amaf()[i].store(1000 + i, i);
           t.moves()[i] = static_cast<hex::hex::move>(0xffff - i);
         }
@@ -157,13 +163,12 @@ TEST(EdgeTable, TheFirstBlockInstalledForAnEdgeIsKept) {
   table& t = *table::create(storage.data(), 16, false, false);
   detail::child_block first;
   detail::child_block second;
-  EXPECT_EQ(t.child_slot(9, nullptr), nullptr);  // no block, no memory: no slot
-  EXPECT_FALSE(t.has_block(9));
-  std::atomic<std::uint64_t>* slot = t.child_slot(9, &first);
+  EXPECT_EQ(t.child_slot(9, no_memory), nullptr);  // no block, no memory: no slot
+  std::atomic<std::uint64_t>* slot = t.child_slot(9, offer(first));
   EXPECT_EQ(slot, &first.words[1]);
-  EXPECT_TRUE(t.has_block(15));  // same block
-  EXPECT_FALSE(t.has_block(7));
-  EXPECT_EQ(t.child_slot(10, &second), &first.words[2]);  // a second offer is not installed
+  EXPECT_EQ(t.child_slot(15, no_memory), &first.words[7]);  // same block: needs no memory
+  EXPECT_EQ(t.child_slot(7, no_memory), nullptr);  // edges 0..7: another block, not made
+  EXPECT_EQ(t.child_slot(10, offer(second)), &first.words[2]);  // a second offer: not taken
 }
 
 }  // namespace

@@ -210,13 +210,16 @@ struct alignas(8) edge_table {
     return blocks()[i / child_block::edges].load(std::memory_order_acquire)
         ->words[i % child_block::edges];
   }
-  /// Edge i's link word, its block made in `memory` (sizeof(child_block), from the caller's
-  /// pool) when absent; null when absent and memory is null. A thread that loses the race to
-  /// install a block leaves its memory unused.
-  std::atomic<std::uint64_t>* child_slot(std::size_t i, void* memory) noexcept {
+  /// Edge i's link word, its block made when absent in the memory `allocate()` returns
+  /// (sizeof(child_block), 8-aligned, from the caller's pool; called only then); null when
+  /// absent and allocate() returns null. A thread that loses the race to install a block
+  /// leaves its memory unused.
+  template <class Allocate>
+  std::atomic<std::uint64_t>* child_slot(std::size_t i, Allocate&& allocate) noexcept {
     std::atomic<child_block*>& entry = blocks()[i / child_block::edges];
     child_block* block = entry.load(std::memory_order_acquire);
     if (block == nullptr) {
+      void* memory = allocate();
       if (memory == nullptr) return nullptr;
       auto* fresh = new (memory) child_block{};
       if (entry.compare_exchange_strong(block, fresh, std::memory_order_acq_rel,
@@ -225,10 +228,6 @@ struct alignas(8) edge_table {
       }
     }
     return &block->words[i % child_block::edges];
-  }
-  /// Whether edge i's block exists (then child_slot needs no memory).
-  [[nodiscard]] bool has_block(std::size_t i) const noexcept {
-    return blocks()[i / child_block::edges].load(std::memory_order_acquire) != nullptr;
   }
 
   packed_counts* statistics() noexcept { return at<packed_counts>(0); }
