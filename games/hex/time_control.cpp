@@ -66,13 +66,14 @@ clock_state after_move(const time_settings& settings, clock_state clock, double 
 
 namespace {
 
-// b's costs added to out's: what two searches took together.
-void add_costs(mcts::search_result<hex::move>& out, const mcts::search_result<hex::move>& b) {
-  out.rollouts += b.rollouts;
-  out.playouts += b.playouts;
-  out.tree_nodes += b.tree_nodes;
-  out.remote_calls += b.remote_calls;
-  out.seconds += b.seconds;
+// `more`'s costs added to out's: what two searches took together.
+void add_costs(mcts::search_result<hex::move>& out,
+               const mcts::search_result<hex::move>& more) {
+  out.rollouts += more.rollouts;
+  out.playouts += more.playouts;
+  out.tree_nodes += more.tree_nodes;
+  out.remote_calls += more.remote_calls;
+  out.seconds += more.seconds;
 }
 
 // b went on from a's tree (tree reuse kept a's root): b's statistics, both searches' costs,
@@ -82,12 +83,7 @@ mcts::search_result<hex::move> continued(const mcts::search_result<hex::move>& a
   mcts::search_result<hex::move> out = b;
   out.reused_visits = a.reused_visits;
   out.reused_nodes = a.reused_nodes;
-  out.rollouts = a.rollouts;
-  out.playouts = a.playouts;
-  out.tree_nodes = a.tree_nodes;
-  out.remote_calls = a.remote_calls;
-  out.seconds = a.seconds;
-  add_costs(out, b);
+  add_costs(out, a);
   return out;
 }
 
