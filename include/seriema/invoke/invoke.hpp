@@ -357,13 +357,13 @@ class aggregator_to {
       constexpr std::size_t stride = fabric::closure_stride(sizeof(F));
       // One branch for the three checks: the compiler then lays the join out as the straight
       // path of the caller's loop.
-      const bool joins = (view_.function == id) & (view_.at + stride <= view_.limit) &
+      const bool joins = (view_.function == id) & (view_.at + stride <= view_.quiet_limit) &
                          messenger_->join_view_current(view_);
       if (__builtin_expect(joins, 1)) {
         messenger_->join_through(view_, detail::bytes_of(f), stride);
         return call_status::ok;
       }
-      const general_result r = send_general<Policy>(*messenger_, id, detail::bytes_of(f));
+      const general_result r = send_general<Policy>(*messenger_, id, f);
       view_ = r.view;
       return r.status;
     } else {
@@ -394,11 +394,13 @@ class aggregator_to {
   };
   /// A trad call that does not join through the view: out of line, so that the join stays a
   /// straight run of instructions in the caller's loop; static, so that this object's address
-  /// does not escape (its copy of the window then stays in registers).
-  template <class Policy>
+  /// does not escape (its copy of the window then stays in registers); the closure by value, so
+  /// that the caller's does not escape either: a closure whose address an out-of-line call may
+  /// keep is stored to the stack on every call, another store-buffer entry per call.
+  template <class Policy, class F>
   [[gnu::noinline]] static general_result send_general(messenger& m, fabric::function_id id,
-                                                       std::span<const std::byte> closure) {
-    const call_status status = write_or_send<Policy>(m, id, closure);
+                                                       const F f) {
+    const call_status status = write_or_send<Policy>(m, id, detail::bytes_of(f));
     return {status, m.view_join_window()};
   }
   /// A plain call through the messenger: its inline direct write, else its general path.
