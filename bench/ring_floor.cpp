@@ -10,6 +10,9 @@
 // (where seriema-run puts the two ranks). bench/run-paper.sh runs it in the same run as
 // invoke_rate:
 //   ring_floor --json bench/results/ring_floor-shm.json
+// --extra-stores N (1 or 2) adds N 8-byte stores per record to a word of the writer's own (like
+// a messenger's write offset, or a closure built on the stack before it is copied): what one
+// more store-buffer entry per record costs the same ring (docs/performance.md, issue 24).
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
@@ -33,6 +36,7 @@ struct options {
   std::size_t ring_bytes = std::size_t{4} << 20;  // two 2 MiB chunks, as a messenger's first ring
   std::size_t publish_bytes = 4096;               // SERIEMA_FLUSH_SIZE's default
   int reps = 5;
+  int extra_stores = 0;
   double seconds = 0.25;
   std::string json;
 };
@@ -56,11 +60,18 @@ void pin_to(int cpu) {
   }
 }
 
+// The writer's own words for --extra-stores (atomic, so that no store is left out; relaxed, so
+// that each is a plain store), on lines the reader never touches.
+struct alignas(128) writer_words {
+  std::atomic<std::uint64_t> word[2];
+};
+writer_words extra_words;
+
 // Hands `records` records of `Words` 8-byte words (0: `size` bytes, known at run time only) from
 // a thread on cpus[0] to one on cpus[1]; returns the seconds from the first store to the
 // reader's last read. Positions wrap by comparison, not by division (the ring's size is a
 // multiple of every record size).
-template <std::size_t Words>
+template <std::size_t Words, int Extra>
 double hand_over(const options& opt, std::size_t size, std::uint64_t records,
                  const std::vector<int>& cpus) {
   ring_state state(opt.ring_bytes);
@@ -94,6 +105,7 @@ double hand_over(const options& opt, std::size_t size, std::uint64_t records,
       room_until = state.consumed.load(std::memory_order_relaxed) + opt.ring_bytes;
     }
     for (std::size_t w = 0; w < record_words; ++w) ring[at + w] = i;
+    for (int e = 0; e < Extra; ++e) extra_words.word[e].store(i, std::memory_order_relaxed);
     at += record_words;
     if (at == state.words) at = 0;
     written += size;
@@ -111,17 +123,30 @@ double hand_over(const options& opt, std::size_t size, std::uint64_t records,
   return seconds;
 }
 
-double hand_over_any(const options& opt, std::size_t size, std::uint64_t records,
-                     const std::vector<int>& cpus) {
+template <int Extra>
+double hand_over_sized(const options& opt, std::size_t size, std::uint64_t records,
+                       const std::vector<int>& cpus) {
   switch (size) {
     case 8:
-      return hand_over<1>(opt, size, records, cpus);
+      return hand_over<1, Extra>(opt, size, records, cpus);
     case 64:
-      return hand_over<8>(opt, size, records, cpus);
+      return hand_over<8, Extra>(opt, size, records, cpus);
     case 256:
-      return hand_over<32>(opt, size, records, cpus);
+      return hand_over<32, Extra>(opt, size, records, cpus);
     default:
-      return hand_over<0>(opt, size, records, cpus);
+      return hand_over<0, Extra>(opt, size, records, cpus);
+  }
+}
+
+double hand_over_any(const options& opt, std::size_t size, std::uint64_t records,
+                     const std::vector<int>& cpus) {
+  switch (opt.extra_stores) {
+    case 1:
+      return hand_over_sized<1>(opt, size, records, cpus);
+    case 2:
+      return hand_over_sized<2>(opt, size, records, cpus);
+    default:
+      return hand_over_sized<0>(opt, size, records, cpus);
   }
 }
 
@@ -137,6 +162,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "timed repetitions per size (median reported)")
       ->check(CLI::Range(1, 100));
   app.add_option("--seconds", opt.seconds, "target duration of one repetition");
+  app.add_option("--extra-stores", opt.extra_stores,
+                 "8-byte stores per record to a word of the writer's own (0; 1 or 2: what a "
+                 "store-buffer entry per record costs)")
+      ->check(CLI::Range(0, 2));
   app.add_option("--json", opt.json, "write results here");
   CLI11_PARSE(app, argc, argv);
   for (std::size_t size : opt.sizes) {
@@ -156,8 +185,9 @@ int main(int argc, char** argv) {
 
   const machine_info machine = machine_info::here();
   fmt::print("# ring_floor: one core hands records to another through a shared ring (CPUs {} "
-             "and {}), published every {} B, ring {} KiB\n{}\n",
-             cpus[0], cpus[1], opt.publish_bytes, opt.ring_bytes >> 10, machine.line());
+             "and {}), published every {} B, ring {} KiB, {} extra stores per record\n{}\n",
+             cpus[0], cpus[1], opt.publish_bytes, opt.ring_bytes >> 10, opt.extra_stores,
+             machine.line());
   report_json points = report_json::array();
   for (std::size_t size : opt.sizes) {
     // Calibrate the count to about --seconds per repetition.
@@ -185,6 +215,7 @@ int main(int argc, char** argv) {
                             {"cpus", {cpus[0], cpus[1]}},
                             {"ring_bytes", opt.ring_bytes},
                             {"publish_bytes", opt.publish_bytes},
+                            {"extra_stores", opt.extra_stores},
                             {"repetitions", opt.reps},
                             {"points", points}});
   }
