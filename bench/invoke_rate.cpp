@@ -82,7 +82,8 @@ channel mode_of(const std::string& name) {
 // whose address escapes lives on the stack, a load and a store per call that ring_floor's loop
 // does not pay.
 [[noreturn, gnu::noinline]] void throw_failed(channel c, std::uint64_t call, call_status st) {
-  throw error(fmt::format("{} call {} failed: {}", invoke::to_string(c), call, fabric::to_string(st)));
+  throw error(
+      fmt::format("{} call {} failed: {}", invoke::to_string(c), call, fabric::to_string(st)));
 }
 
 // Sends `n` calls of `Bytes` in mode C, then one call_return that comes back once all ran (FIFO);
