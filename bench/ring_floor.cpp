@@ -13,9 +13,15 @@
 // --extra-stores N (1 or 2) adds N 8-byte stores per record to a word of the writer's own (like
 // a messenger's write offset, or a closure built on the stack before it is copied): what one
 // more store-buffer entry per record costs the same ring (docs/performance.md, issue 24).
+// --copy writes each record as a call writes its closure: the record is built on the stack
+// (its first word stored there) and copied into the ring in 16-byte pieces, each loaded as two
+// 8-byte halves (as seriema's copy_in_pieces does on x86-64), instead of stored from a register.
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -37,6 +43,7 @@ struct options {
   std::size_t publish_bytes = 4096;               // SERIEMA_FLUSH_SIZE's default
   int reps = 5;
   int extra_stores = 0;
+  bool copy = false;
   double seconds = 0.25;
   std::string json;
 };
@@ -71,7 +78,22 @@ writer_words extra_words;
 // a thread on cpus[0] to one on cpus[1]; returns the seconds from the first store to the
 // reader's last read. Positions wrap by comparison, not by division (the ring's size is a
 // multiple of every record size).
-template <std::size_t Words, int Extra>
+// --copy: the record `source` (Words 8-byte words, on the writer's stack) stored at `to`.
+template <std::size_t Words>
+[[gnu::always_inline]] inline void copy_record(std::uint64_t* to, const std::uint64_t* source) {
+  std::size_t w = 0;
+#if defined(__SSE2__) && defined(__GNUC__)
+#pragma GCC unroll 16
+  for (; w + 2 <= Words; w += 2) {
+    __m128i pair;  // two 8-byte loads, not one 16-byte load (see copy_in_pieces)
+    asm("movq %1, %0\n\tmovhps %2, %0" : "=&x"(pair) : "m"(source[w]), "m"(source[w + 1]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + w), pair);
+  }
+#endif
+  for (; w < Words; ++w) to[w] = source[w];
+}
+
+template <std::size_t Words, int Extra, bool Copy>
 double hand_over(const options& opt, std::size_t size, std::uint64_t records,
                  const std::vector<int>& cpus) {
   ring_state state(opt.ring_bytes);
@@ -94,6 +116,7 @@ double hand_over(const options& opt, std::size_t size, std::uint64_t records,
     state.checksum = sum;
   });
   pin_to(cpus[0]);
+  alignas(16) std::uint64_t source[Words != 0 ? Words : 1] = {};
   const auto start = clock_type::now();
   std::uint64_t written = 0, last_published = 0, room_until = opt.ring_bytes;
   std::size_t at = 0;
@@ -104,7 +127,13 @@ double hand_over(const options& opt, std::size_t size, std::uint64_t records,
       }
       room_until = state.consumed.load(std::memory_order_relaxed) + opt.ring_bytes;
     }
-    for (std::size_t w = 0; w < record_words; ++w) ring[at + w] = i;
+    if constexpr (Copy && Words != 0) {
+      // The record's first word changes, as a closure's captures do; the rest stays on the stack.
+      std::atomic_ref<std::uint64_t>(source[0]).store(i, std::memory_order_relaxed);
+      copy_record<Words>(ring + at, source);
+    } else {
+      for (std::size_t w = 0; w < record_words; ++w) ring[at + w] = i;
+    }
     for (int e = 0; e < Extra; ++e) extra_words.word[e].store(i, std::memory_order_relaxed);
     at += record_words;
     if (at == state.words) at = 0;
@@ -123,31 +152,38 @@ double hand_over(const options& opt, std::size_t size, std::uint64_t records,
   return seconds;
 }
 
-template <int Extra>
+template <int Extra, bool Copy>
 double hand_over_sized(const options& opt, std::size_t size, std::uint64_t records,
                        const std::vector<int>& cpus) {
   switch (size) {
     case 8:
-      return hand_over<1, Extra>(opt, size, records, cpus);
+      return hand_over<1, Extra, Copy>(opt, size, records, cpus);
     case 64:
-      return hand_over<8, Extra>(opt, size, records, cpus);
+      return hand_over<8, Extra, Copy>(opt, size, records, cpus);
     case 256:
-      return hand_over<32, Extra>(opt, size, records, cpus);
+      return hand_over<32, Extra, Copy>(opt, size, records, cpus);
     default:
-      return hand_over<0, Extra>(opt, size, records, cpus);
+      return hand_over<0, Extra, Copy>(opt, size, records, cpus);
+  }
+}
+
+template <bool Copy>
+double hand_over_copying(const options& opt, std::size_t size, std::uint64_t records,
+                         const std::vector<int>& cpus) {
+  switch (opt.extra_stores) {
+    case 1:
+      return hand_over_sized<1, Copy>(opt, size, records, cpus);
+    case 2:
+      return hand_over_sized<2, Copy>(opt, size, records, cpus);
+    default:
+      return hand_over_sized<0, Copy>(opt, size, records, cpus);
   }
 }
 
 double hand_over_any(const options& opt, std::size_t size, std::uint64_t records,
                      const std::vector<int>& cpus) {
-  switch (opt.extra_stores) {
-    case 1:
-      return hand_over_sized<1>(opt, size, records, cpus);
-    case 2:
-      return hand_over_sized<2>(opt, size, records, cpus);
-    default:
-      return hand_over_sized<0>(opt, size, records, cpus);
-  }
+  return opt.copy ? hand_over_copying<true>(opt, size, records, cpus)
+                  : hand_over_copying<false>(opt, size, records, cpus);
 }
 
 }  // namespace
@@ -166,6 +202,9 @@ int main(int argc, char** argv) {
                  "8-byte stores per record to a word of the writer's own (0; 1 or 2: what a "
                  "store-buffer entry per record costs)")
       ->check(CLI::Range(0, 2));
+  app.add_flag("--copy", opt.copy,
+               "copy each record from the stack in 16-byte pieces, as a call copies its closure "
+               "(8, 64 and 256 B)");
   app.add_option("--json", opt.json, "write results here");
   CLI11_PARSE(app, argc, argv);
   for (std::size_t size : opt.sizes) {
@@ -185,9 +224,9 @@ int main(int argc, char** argv) {
 
   const machine_info machine = machine_info::here();
   fmt::print("# ring_floor: one core hands records to another through a shared ring (CPUs {} "
-             "and {}), published every {} B, ring {} KiB, {} extra stores per record\n{}\n",
+             "and {}), published every {} B, ring {} KiB, {} extra stores per record{}\n{}\n",
              cpus[0], cpus[1], opt.publish_bytes, opt.ring_bytes >> 10, opt.extra_stores,
-             machine.line());
+             opt.copy ? ", records copied from the stack" : "", machine.line());
   report_json points = report_json::array();
   for (std::size_t size : opt.sizes) {
     // Calibrate the count to about --seconds per repetition.
@@ -216,6 +255,7 @@ int main(int argc, char** argv) {
                             {"ring_bytes", opt.ring_bytes},
                             {"publish_bytes", opt.publish_bytes},
                             {"extra_stores", opt.extra_stores},
+                            {"copy", opt.copy},
                             {"repetitions", opt.reps},
                             {"points", points}});
   }
