@@ -14,19 +14,17 @@
 // a messenger's write offset, or a closure built on the stack before it is copied): what one
 // more store-buffer entry per record costs the same ring (docs/performance.md, issue 24).
 // --copy writes each record as a call writes its closure: the record is built on the stack
-// (its first word stored there) and copied into the ring in 16-byte pieces, each loaded as two
-// 8-byte halves (as seriema's copy_in_pieces does on x86-64), instead of stored from a register.
+// (its first word stored there) and copied into the ring by the messenger's own copy
+// (invoke::detail::copy_in_pieces), instead of stored from a register.
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <seriema/invoke/detail/messenger.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,21 +76,6 @@ writer_words extra_words;
 // a thread on cpus[0] to one on cpus[1]; returns the seconds from the first store to the
 // reader's last read. Positions wrap by comparison, not by division (the ring's size is a
 // multiple of every record size).
-// --copy: the record `source` (Words 8-byte words, on the writer's stack) stored at `to`.
-template <std::size_t Words>
-[[gnu::always_inline]] inline void copy_record(std::uint64_t* to, const std::uint64_t* source) {
-  std::size_t w = 0;
-#if defined(__SSE2__) && defined(__GNUC__)
-#pragma GCC unroll 16
-  for (; w + 2 <= Words; w += 2) {
-    __m128i pair;  // two 8-byte loads, not one 16-byte load (see copy_in_pieces)
-    asm("movq %1, %0\n\tmovhps %2, %0" : "=&x"(pair) : "m"(source[w]), "m"(source[w + 1]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + w), pair);
-  }
-#endif
-  for (; w < Words; ++w) to[w] = source[w];
-}
-
 template <std::size_t Words, int Extra, bool Copy>
 double hand_over(const options& opt, std::size_t size, std::uint64_t records,
                  const std::vector<int>& cpus) {
@@ -130,7 +113,9 @@ double hand_over(const options& opt, std::size_t size, std::uint64_t records,
     if constexpr (Copy && Words != 0) {
       // The record's first word changes, as a closure's captures do; the rest stays on the stack.
       std::atomic_ref<std::uint64_t>(source[0]).store(i, std::memory_order_relaxed);
-      copy_record<Words>(ring + at, source);
+      seriema::invoke::detail::copy_in_pieces<8>(reinterpret_cast<std::byte*>(ring + at),
+                                                  reinterpret_cast<const std::byte*>(source),
+                                                  Words * 8);
     } else {
       for (std::size_t w = 0; w < record_words; ++w) ring[at + w] = i;
     }
@@ -208,6 +193,11 @@ int main(int argc, char** argv) {
   app.add_option("--json", opt.json, "write results here");
   CLI11_PARSE(app, argc, argv);
   for (std::size_t size : opt.sizes) {
+    if (opt.copy && size != 8 && size != 64 && size != 256) {
+      fmt::print(stderr, "ring_floor: --copy is built for 8, 64 and 256 B records, not {}\n",
+                 size);
+      return 2;
+    }
     if (size % 8 != 0 || opt.ring_bytes % size != 0) {
       fmt::print(stderr, "ring_floor: --sizes {}: must be a multiple of 8 dividing --ring-bytes\n",
                  size);
