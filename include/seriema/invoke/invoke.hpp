@@ -12,6 +12,7 @@
 #include <seriema/invoke/detail/primitives.hpp>
 #include <seriema/invoke/synchronizer.hpp>
 #include <span>
+#include <type_traits>
 
 namespace seriema::invoke {
 
@@ -398,7 +399,13 @@ class aggregator_to {
   template <class Policy, class Closure>
   [[gnu::noinline]] static general_result send_general(messenger& m, fabric::function_id id,
                                                        const Closure closure) {
-    const call_status status = write_or_send<Policy>(m, id, closure_bytes(closure));
+    std::span<const std::byte> bytes;
+    if constexpr (std::is_same_v<Closure, std::span<const std::byte>>) {
+      bytes = closure;
+    } else {
+      bytes = detail::bytes_of(closure);
+    }
+    const call_status status = write_or_send<Policy>(m, id, bytes);
     return {status, m.view_join_window()};
   }
   /// How send_general gets the closure. One under 16 bytes is copied into registers whole, so
@@ -413,13 +420,6 @@ class aggregator_to {
     } else {
       return detail::bytes_of(f);
     }
-  }
-  static std::span<const std::byte> closure_bytes(std::span<const std::byte> bytes) noexcept {
-    return bytes;
-  }
-  template <class F>
-  static std::span<const std::byte> closure_bytes(const F& f) noexcept {
-    return detail::bytes_of(f);
   }
   /// A plain call through the messenger: its inline direct write, else its general path.
   template <class Policy>
