@@ -201,14 +201,22 @@ def summary(directory):
                               load(directory, f"ring_floor-{transport}.json")) if f is not None]
         floor_sizes = sorted({p["size"] for f in floors for p in f["points"]})
         if floors:
+            each = load(directory, f"ring_floor-{transport}-each.json")
             add_table(lines, "The same hand-off with no call machinery: a hand-written ring "
                       "between the two cores (`bench/ring_floor`, same run, right before and "
-                      "right after `invoke_rate`; median of both runs' repetitions).",
-                      ["size", "ring records/s", "trad / ring", "write / ring"])
+                      "right after `invoke_rate`; median of both runs' repetitions), publishing "
+                      "every 4 KiB as a trad batch does; and once more publishing after every "
+                      "record (`--publish-bytes 8`, measured after them), as each write-mode "
+                      "call does: what a mode that makes every call visible on its own can "
+                      "reach.",
+                      ["size", "ring records/s", "trad / ring", "write / ring",
+                       "ring, each record published", "write / that ring"])
             for s in floor_sizes:
                 f = floor_rate(floors, s)
+                e = floor_rate([each], s) if each is not None else None
                 t, w = rate(data, "trad", s), rate(data, "write", s)
-                lines.append(f"| {s} B | {fmt_rate(f)} | {fmt_ratio(t, f)} | {fmt_ratio(w, f)} |")
+                lines.append(f"| {s} B | {fmt_rate(f)} | {fmt_ratio(t, f)} | {fmt_ratio(w, f)} | "
+                             f"{fmt_rate(e)} | {fmt_ratio(w, e)} |")
         flush4k = load(directory, f"invoke_rate-{transport}-flush4k.json")
         if flush4k is not None and mpi is not None:
             add_table(lines, "trad with `SERIEMA_FLUSH_SIZE=4K` (the MPI baseline's batch size; "

@@ -4,7 +4,8 @@
 // the same run, though not at the same moment: the VM's spells can fall between them), and
 // the context for "trad >= 3 x MPI batched" at 8 B. A writer thread stores each record in
 // 8-byte words (its first word a sequence number) and publishes the ring's end every
-// --publish-bytes with a release store, like a trad flush; a reader thread reads the first word
+// --publish-bytes with a release store, like a trad flush (--publish-bytes 8: after every
+// record, as a write-mode call publishes itself); a reader thread reads the first word
 // of every record it sees published and hands its position back, which the writer waits on
 // when the ring is full. The two threads are pinned to the first two CPUs this process may use
 // (where seriema-run puts the two ranks). bench/run-paper.sh runs it in the same run as
@@ -179,7 +180,8 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", opt.sizes, "record sizes in bytes, multiples of 8 (8, 64, 256)")
       ->check(CLI::Range(std::size_t{8}, std::size_t{4096}));
   app.add_option("--ring-bytes", opt.ring_bytes, "bytes of the ring (4 MiB)");
-  app.add_option("--publish-bytes", opt.publish_bytes, "bytes between publishes (4096)");
+  app.add_option("--publish-bytes", opt.publish_bytes, "bytes between publishes (4096; 8: after every record, as write mode publishes "
+                 "every call)");
   app.add_option("--reps", opt.reps, "timed repetitions per size (median reported)")
       ->check(CLI::Range(1, 100));
   app.add_option("--seconds", opt.seconds, "target duration of one repetition");

@@ -5,7 +5,8 @@
 # the MPI baseline (mpi_rate, unbatched and batched into 4 KiB), and invoke_latency (call_return
 # round trip vs ucx_perftest ucp_am_lat x 2); over shared memory and over TCP between two
 # emulated machines; ring_floor (a hand-written ring between the same two cores: what they
-# move with no call machinery), before and after invoke_rate; and over tcp trad again with
+# move with no call machinery), before and after invoke_rate, and once publishing after every
+# record (write mode's floor); and over tcp trad again with
 # 4 KiB batches (the MPI baseline's; the default there is 32 KiB). Prints the tables, writes
 # JSON, PNG plots and paper-summary.md.
 #
@@ -60,6 +61,11 @@ mpirun -np 2 --mca btl self,vader "$build/bench/mpi_rate" "${mpi_args[@]}" --tra
   --json "$out/mpi_rate-shm.json" || status=$?
 echo
 "$build/bench/ring_floor" "${floor_args[@]}" --json "$out/ring_floor-shm.json" || status=$?
+echo
+# The ring again, publishing after every record as write mode publishes every call: the floor
+# of a mode that makes each call visible on its own (write / this ring, next to write / ring).
+"$build/bench/ring_floor" "${floor_args[@]}" --publish-bytes 8 \
+  --json "$out/ring_floor-shm-each.json" || status=$?
 echo
 "$launcher" -n 2 -- "$build/bench/invoke_latency" "${lat_args[@]}" --transport shm \
   --json "$out/invoke_latency-shm.json" || status=$?
