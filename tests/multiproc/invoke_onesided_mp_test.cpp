@@ -1018,6 +1018,52 @@ TEST(InvokeOneSided, TradBatchesFollowTheFlushSize) {
   expect_ran_in_order(receiver, calls - 1);
 }
 
+// A write call publishes itself without restarting the trad batches' flush limit
+// (messenger::note_published): the trad batch after it is due where the limit was left, early,
+// and its publish restarts the limit, so the batches after it follow the flush size again.
+// Rounds of one write call and a run of trad calls through one aggregator: at most one early
+// publish a round, where a limit that was never restarted would publish every trad call.
+TEST(InvokeOneSided, TradBatchesFollowTheFlushSizeBetweenWriteCalls) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id sender = 0;
+  const fabric::thread_id receiver = threads() - 1;
+  constexpr std::uint64_t rounds = 8;
+  constexpr std::uint64_t per_round = 20000;
+  std::uint64_t flush = 0;
+  std::uint64_t unit = 0;
+  invoke::messenger_counters sent{};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != sender) return;
+    auto nothing = [](thread_context&) {};
+    ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, nothing), call_status::ok);
+    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
+    const invoke::messenger_counters before = m.counters();
+    flush = invoke::channels_of(ctx).options().flush_size_for(m.publishes_by_message());
+    unit = invoke::channels_of(ctx).options().staging_size;
+    invoke::aggregator_to<channel::trad> to(ctx, receiver);
+    std::uint64_t seq = 0;
+    for (std::uint64_t round = 0; round < rounds; ++round) {
+      ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, nothing), call_status::ok);
+      for (std::uint64_t k = 0; k < per_round; ++k) {
+        ASSERT_EQ(to.call<invoke::policy::retry>(run_call{seq++}), call_status::ok);
+      }
+    }
+    to.flush();
+    sent = m.counters().since(before);
+  });
+  if (rt.rank() == rt.placement().locate(sender).process) {
+    ASSERT_GT(flush, 0u);
+    EXPECT_EQ(sent.calls, rounds * (per_round + 1));
+    // Each round: its write call's publish and at most one early trad publish; then batches of
+    // the flush size, with the early publishes of TradBatchesFollowTheFlushSize.
+    EXPECT_GE(sent.publishes, sent.bytes / (flush + sizeof(run_call)));
+    EXPECT_LE(sent.publishes,
+              2 * rounds + sent.bytes / flush + 2 + sent.full + sent.bytes / unit);
+  }
+  expect_ran_in_order(receiver, rounds * per_round - 1);
+}
+
 // Write messages (fabric::am_id_write) land only in a live allocation of the receiving process's
 // allocation service, exactly as allocated and in range; anything else is counted and dropped.
 TEST(InvokeOneSided, ForgedWriteMessagesAreRejected) {

@@ -350,9 +350,13 @@ class messenger {
   // Whether a record just written in `mode` is to be published now: at once, or (trad) once
   // the written bytes reach publish_limit_.
   [[nodiscard]] bool publish_due(channel mode) const noexcept;
-  // After a publish's word went out: the written bytes are published, the next trad batch is
-  // due flush_size bytes later.
-  void note_published() noexcept;
+  // After a publish's word went out: the written bytes are published and, with restart_flush,
+  // the next trad batch is due flush_size bytes later. A direct write (or ovfl) call publishes
+  // itself without restarting the limit: the trad batch after it is due where the limit was
+  // left (at most flush_size bytes after the last trad publish; at once if write calls went
+  // past it), and its publish restarts it. An early batch at a change of mode spares every
+  // write call a store and a look at the options (docs/messenger.md).
+  void note_published(bool restart_flush = true) noexcept;
   bool advance_chunk(bool may_grow, space& why);
   [[nodiscard]] bool slot_free(const slot& s) const noexcept;
   void start_fill(std::size_t index);
@@ -368,7 +372,8 @@ class messenger {
   // transmitter and staging units those need.
   void choose_publishing(bool direct, transfer::ucx_endpoint& endpoint);
   // Release-stores the published word of the current (mapped) chunk: write_offset_ and its lap.
-  [[gnu::always_inline]] void publish_word(bool full, bool splice) noexcept;
+  [[gnu::always_inline]] void publish_word(bool full, bool splice,
+                                           bool restart_flush = true) noexcept;
   void publish_staged(bool full, bool splice);
   // Sends the staged bytes [staged_batch_, staged_batch_ + pending) to `remote_offset` of the
   // current chunk and then `word` to its published word (put, fence, put; or one write
@@ -773,17 +778,18 @@ template <std::size_t Width>
   std::memset(at + closure.size(), 0, stride - closure.size());
 }
 
-[[gnu::always_inline]] inline void messenger::publish_word(bool full, bool splice) noexcept {
+[[gnu::always_inline]] inline void messenger::publish_word(bool full, bool splice,
+                                                          bool restart_flush) noexcept {
   end_open_record();
   slot& s = ring_[current_];
   std::atomic_ref<std::uint64_t>(*s.direct_word)
       .store(wire::make_published(write_offset_, s.lap, full, splice), std::memory_order_release);
-  note_published();
+  note_published(restart_flush);
 }
 
-inline void messenger::note_published() noexcept {
+inline void messenger::note_published(bool restart_flush) noexcept {
   published_ = write_offset_;
-  publish_limit_ = published_ + owner_.options().flush_size_for(by_message_);
+  if (restart_flush) publish_limit_ = published_ + owner_.options().flush_size_for(by_message_);
   ++counters_.publishes;
 }
 
@@ -823,7 +829,7 @@ inline void messenger::note_published() noexcept {
   write_offset_ += size;
   count_record(size);
   if (publish_due(mode)) {
-    publish_word(false, false);
+    publish_word(false, false, mode == channel::trad);
   } else {
     open_join_window();
   }
