@@ -973,6 +973,36 @@ TEST(InvokeOneSided, RemotePublishFollowsTheSetting) {
   });
 }
 
+// What a sender's trad calls to `receiver` published: the sender's counters from after a first
+// write call (which makes the messenger) to the end of `calls(ctx, to)`, and the flush size and
+// staging unit in force. Counted on the sender's process only (flush is 0 elsewhere).
+struct published_batches {
+  invoke::messenger_counters sent{};
+  std::uint64_t flush = 0;
+  std::uint64_t unit = 0;
+  bool by_message = false;  // the messenger publishes with write messages
+};
+template <class Calls>
+published_batches count_batches(fabric::thread_id sender, fabric::thread_id receiver,
+                                Calls calls) {
+  published_batches seen;
+  test::rt().run([&](thread_context& ctx) {
+    if (ctx.id() != sender) return;
+    ASSERT_EQ((invoke::call<channel::write>(ctx, receiver, [](thread_context&) {})),
+              call_status::ok);
+    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
+    const invoke::messenger_counters before = m.counters();
+    seen.flush = invoke::channels_of(ctx).options().flush_size_for(m.publishes_by_message());
+    seen.unit = invoke::channels_of(ctx).options().staging_size;
+    seen.by_message = m.publishes_by_message();
+    invoke::aggregator_to<channel::trad> to(ctx, receiver);
+    calls(ctx, to);
+    to.flush();
+    seen.sent = m.counters().since(before);
+  });
+  return seen;
+}
+
 // A run of trad calls is published in batches of the flush size: SERIEMA_FLUSH_SIZE when set,
 // else 4 KiB to a mapped ring (or by put) and 32 KiB where batches travel as write messages.
 // The batches are counted from the sender's counters: every publish but the last carries at
@@ -983,37 +1013,26 @@ TEST(InvokeOneSided, TradBatchesFollowTheFlushSize) {
   const fabric::thread_id sender = 0;
   const fabric::thread_id receiver = threads() - 1;
   constexpr std::uint64_t calls = 100000;
-  const std::optional<std::string> setting = seriema::config::raw("SERIEMA_FLUSH_SIZE");
-  std::uint64_t flush = 0;
-  std::uint64_t unit = 0;
-  invoke::messenger_counters sent{};
-  rt.run([&](thread_context& ctx) {
-    if (ctx.id() != sender) return;
-    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
-    ASSERT_EQ((invoke::call<channel::write>(ctx, receiver, [](thread_context&) {})),
-              call_status::ok);
-    const invoke::messenger_counters before = m.counters();
-    flush = invoke::channels_of(ctx).options().flush_size_for(m.publishes_by_message());
-    unit = invoke::channels_of(ctx).options().staging_size;
-    if (setting) {
-      EXPECT_EQ(flush, seriema::config::parse_bytes("SERIEMA_FLUSH_SIZE", *setting));
-    } else {
-      EXPECT_EQ(flush, m.publishes_by_message() ? 32768u : 4096u);
-    }
-    invoke::aggregator_to<channel::trad> to(ctx, receiver);
-    for (std::uint64_t seq = 0; seq < calls; ++seq) {
-      ASSERT_EQ(to.call<invoke::policy::retry>(run_call{seq}), call_status::ok);
-    }
-    to.flush();
-    sent = m.counters().since(before);
-  });
+  const published_batches seen = count_batches(
+      sender, receiver, [](thread_context&, invoke::aggregator_to<channel::trad>& to) {
+        for (std::uint64_t seq = 0; seq < calls; ++seq) {
+          ASSERT_EQ(to.call<invoke::policy::retry>(run_call{seq}), call_status::ok);
+        }
+      });
   if (rt.rank() == rt.placement().locate(sender).process) {
-    ASSERT_GT(flush, 0u);
+    ASSERT_GT(seen.flush, 0u);
+    const std::optional<std::string> setting = seriema::config::raw("SERIEMA_FLUSH_SIZE");
+    if (setting) {
+      EXPECT_EQ(seen.flush, seriema::config::parse_bytes("SERIEMA_FLUSH_SIZE", *setting));
+    } else {
+      EXPECT_EQ(seen.flush, seen.by_message ? 32768u : 4096u);
+    }
+    const invoke::messenger_counters& sent = seen.sent;
     EXPECT_EQ(sent.calls, calls);
     // Early publishes: a full ring's retry, a staging unit's end (staged path), a chunk's end
     // (2 MiB chunks hold this run twice over: at most one).
-    EXPECT_GE(sent.publishes, sent.bytes / (flush + sizeof(run_call)));
-    EXPECT_LE(sent.publishes, sent.bytes / flush + 2 + sent.full + sent.bytes / unit);
+    EXPECT_GE(sent.publishes, sent.bytes / (seen.flush + sizeof(run_call)));
+    EXPECT_LE(sent.publishes, sent.bytes / seen.flush + 2 + sent.full + sent.bytes / seen.unit);
   }
   expect_ran_in_order(receiver, calls - 1);
 }
@@ -1030,36 +1049,26 @@ TEST(InvokeOneSided, TradBatchesFollowTheFlushSizeBetweenWriteCalls) {
   const fabric::thread_id receiver = threads() - 1;
   constexpr std::uint64_t rounds = 8;
   constexpr std::uint64_t per_round = 20000;
-  std::uint64_t flush = 0;
-  std::uint64_t unit = 0;
-  invoke::messenger_counters sent{};
-  rt.run([&](thread_context& ctx) {
-    if (ctx.id() != sender) return;
-    auto nothing = [](thread_context&) {};
-    ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, nothing), call_status::ok);
-    invoke::messenger& m = invoke::channels_of(ctx).to(receiver);
-    const invoke::messenger_counters before = m.counters();
-    flush = invoke::channels_of(ctx).options().flush_size_for(m.publishes_by_message());
-    unit = invoke::channels_of(ctx).options().staging_size;
-    invoke::aggregator_to<channel::trad> to(ctx, receiver);
-    std::uint64_t seq = 0;
-    for (std::uint64_t round = 0; round < rounds; ++round) {
-      ASSERT_EQ(invoke::call<channel::write>(ctx, receiver, nothing), call_status::ok);
-      for (std::uint64_t k = 0; k < per_round; ++k) {
-        ASSERT_EQ(to.call<invoke::policy::retry>(run_call{seq++}), call_status::ok);
-      }
-    }
-    to.flush();
-    sent = m.counters().since(before);
-  });
+  const published_batches seen = count_batches(
+      sender, receiver, [&](thread_context& ctx, invoke::aggregator_to<channel::trad>& to) {
+        std::uint64_t seq = 0;
+        for (std::uint64_t round = 0; round < rounds; ++round) {
+          ASSERT_EQ((invoke::call<channel::write>(ctx, receiver, [](thread_context&) {})),
+                    call_status::ok);
+          for (std::uint64_t k = 0; k < per_round; ++k) {
+            ASSERT_EQ(to.call<invoke::policy::retry>(run_call{seq++}), call_status::ok);
+          }
+        }
+      });
   if (rt.rank() == rt.placement().locate(sender).process) {
-    ASSERT_GT(flush, 0u);
+    ASSERT_GT(seen.flush, 0u);
+    const invoke::messenger_counters& sent = seen.sent;
     EXPECT_EQ(sent.calls, rounds * (per_round + 1));
     // Each round: its write call's publish and at most one early trad publish; then batches of
     // the flush size, with the early publishes of TradBatchesFollowTheFlushSize.
-    EXPECT_GE(sent.publishes, sent.bytes / (flush + sizeof(run_call)));
+    EXPECT_GE(sent.publishes, sent.bytes / (seen.flush + sizeof(run_call)));
     EXPECT_LE(sent.publishes,
-              2 * rounds + sent.bytes / flush + 2 + sent.full + sent.bytes / unit);
+              2 * rounds + sent.bytes / seen.flush + 2 + sent.full + sent.bytes / seen.unit);
   }
   expect_ran_in_order(receiver, rounds * per_round - 1);
 }
