@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", opt.sizes, "record sizes in bytes, multiples of 8 (8, 64, 256)")
       ->check(CLI::Range(std::size_t{8}, std::size_t{4096}));
   app.add_option("--ring-bytes", opt.ring_bytes, "bytes of the ring (4 MiB)");
-  app.add_option("--publish-bytes", opt.publish_bytes, "bytes between publishes (4096; 8: after every record, as write mode publishes "
+  app.add_option("--publish-bytes", opt.publish_bytes,
+                 "bytes between publishes (4096; 8: after every record, as write mode publishes "
                  "every call)");
   app.add_option("--reps", opt.reps, "timed repetitions per size (median reported)")
       ->check(CLI::Range(1, 100));
