@@ -36,7 +36,11 @@ std::string thread_counters_json(thread_context& self) {
   entry["one_sided_consumed"] =
       self.rt().local_state(self.id()).one_sided_consumed.load(std::memory_order_acquire);
   // The layer's object (invoke: "sent" per destination, "received") joins the entry's fields.
-  if (self.extension() != nullptr) entry.update(json::parse(self.extension()->counters_json()));
+  for (std::size_t slot = 0; slot < layer_slot::count; ++slot) {
+    if (thread_extension* layer = self.extension(slot)) {
+      entry.update(json::parse(layer->counters_json()));
+    }
+  }
   return entry.dump();
 }
 
@@ -56,7 +60,12 @@ json process_counters(const invocation_counters& c) {
               {"rejected_writes", value(c.rejected_writes)},
               {"rejected_arguments", value(c.rejected_arguments)},
               {"handed_to_poller", value(c.handed_to_poller)},
-              {"replies_direct", value(c.replies_direct)}};
+              {"replies_direct", value(c.replies_direct)},
+              {"deferred_started", value(c.deferred_started)},
+              {"deferred_finished", value(c.deferred_finished)},
+              {"rejected_results", value(c.rejected_results)},
+              {"exceptions_returned", value(c.exceptions_returned)},
+              {"failed_futures_unobserved", value(c.failed_futures_unobserved)}};
 }
 
 }  // namespace

@@ -450,7 +450,9 @@ void runtime::progress_shared() noexcept {
 }
 
 std::uint64_t runtime::messages_sent() const noexcept {
-  std::uint64_t total = counters_.sent.load(std::memory_order_acquire);
+  // A deferred reply (or spawned task) not finished yet counts as a message in flight.
+  std::uint64_t total = counters_.sent.load(std::memory_order_acquire) +
+                        counters_.deferred_started.load(std::memory_order_acquire);
   for (const auto& state : local_states_) {
     total += state->one_sided_sent.load(std::memory_order_acquire);
   }
@@ -458,7 +460,8 @@ std::uint64_t runtime::messages_sent() const noexcept {
 }
 
 std::uint64_t runtime::messages_consumed() const noexcept {
-  std::uint64_t total = counters_.consumed();
+  std::uint64_t total = counters_.consumed() +
+                        counters_.deferred_finished.load(std::memory_order_acquire);
   for (const auto& state : local_states_) {
     total += state->one_sided_consumed.load(std::memory_order_acquire);
   }

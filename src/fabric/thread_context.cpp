@@ -59,12 +59,49 @@ send_result send_message(thread_context& self, transfer::ucx_endpoint& endpoint,
       [&](void* request) { return progress_request(self, request, process, deadline); });
 }
 
-std::atomic<thread_extension_factory> installed_extension{nullptr};
+// The registered layers by slot. Written before main (static initializers, serialized by
+// layers_mutex), read by every thread_context constructor after that.
+struct layer_registry {
+  std::mutex mutex;
+  std::array<thread_layer, layer_slot::count> by_slot{};
+};
+layer_registry& layers() {
+  static layer_registry registry;
+  return registry;
+}
 
 }  // namespace
 
+std::size_t register_thread_layer(const thread_layer& layer) noexcept {
+  layer_registry& registry = layers();
+  std::lock_guard lock(registry.mutex);
+  if (layer.slot >= layer_slot::count || layer.make == nullptr) {
+    std::fprintf(stderr, "seriema: layer '%.*s' asks for slot %zu (there are %zu) or has no "
+                 "factory: a build error\n", static_cast<int>(layer.name.size()),
+                 layer.name.data(), layer.slot, layer_slot::count);
+    std::abort();
+  }
+  thread_layer& taken = registry.by_slot[layer.slot];
+  if (taken.make != nullptr && taken.make != layer.make) {
+    std::fprintf(stderr, "seriema: layers '%.*s' and '%.*s' both registered in slot %zu: give "
+                 "one another slot (fabric/detail/thread_extension.hpp)\n",
+                 static_cast<int>(taken.name.size()), taken.name.data(),
+                 static_cast<int>(layer.name.size()), layer.name.data(), layer.slot);
+    std::abort();
+  }
+  taken = layer;
+  return layer.slot;
+}
+
+thread_layer registered_thread_layer(std::size_t slot) noexcept {
+  layer_registry& registry = layers();
+  std::lock_guard lock(registry.mutex);
+  return slot < layer_slot::count ? registry.by_slot[slot] : thread_layer{};
+}
+
 void install_thread_extension(thread_extension_factory factory) noexcept {
-  installed_extension.store(factory, std::memory_order_release);
+  (void)register_thread_layer(
+      {"invoke.channels", layer_slot::invoke_channels, layer_scope::workers, factory});
 }
 
 const char* to_string(call_status status) noexcept {
@@ -148,22 +185,81 @@ std::size_t call_queue::take_all(std::vector<item>& out) {
   return out.size();
 }
 
+namespace {
+// Failure details kept at most per thread: a peer sending details for slots nobody collects
+// cannot grow the list without bound (the oldest are dropped).
+constexpr std::size_t max_failure_details = 4096;
+}  // namespace
+
 bool local_thread_state::deliver_reply(std::uint32_t index, std::uint32_t generation,
                                        std::span<const std::byte> value, outcome result) noexcept {
   const bool ok = result == outcome::done;
   if (!ok && !is_reply_failure(result)) return false;
-  if ((index & reply_cell::index_bit) != 0) return cells.deliver(index, generation, value, result);
+  const bool details = !ok && !value.empty();
+  if (details && !keep_failure_details(index, generation, value)) return false;
+  if ((index & reply_cell::index_bit) != 0) {
+    if (cells.deliver(index, generation, ok ? value : std::span<const std::byte>{}, result)) {
+      return true;
+    }
+    if (details) (void)take_failure_details(index, generation);
+    return false;
+  }
   std::lock_guard lock(replies_mutex);
+  const bool delivered = deliver_to_entry(index, generation, value, result);
+  if (!delivered && details) std::erase_if(failures, [&](const failure_details& f) {
+    return f.index == index && f.generation == generation;
+  });
+  return delivered;
+}
+
+bool local_thread_state::deliver_to_entry(std::uint32_t index, std::uint32_t generation,
+                                          std::span<const std::byte> value,
+                                          outcome result) noexcept {
+  const bool ok = result == outcome::done;
   if (index == 0 || index >= replies.size()) return false;
   reply_entry& entry = replies[index];
   if (entry.state == nullptr || entry.generation != generation) return false;  // stale/forged
-  if (ok && value.size() != entry.size) return false;
-  if (ok) std::memcpy(entry.value, value.data(), value.size());
+  if (ok && entry.bytes != nullptr) {
+    try {
+      entry.bytes->assign(value.begin(), value.end());
+    } catch (...) {  // out of memory: the reply is lost, the caller's future waits for it
+      return false;
+    }
+  } else if (ok) {
+    if (value.size() != entry.size) return false;
+    std::memcpy(entry.value, value.data(), value.size());
+  }
   entry.state->store(static_cast<int>(result), std::memory_order_release);
   entry.state = nullptr;
   entry.value = nullptr;
+  entry.bytes = nullptr;
   free_replies.push_back(index);
   return true;
+}
+
+bool local_thread_state::keep_failure_details(std::uint32_t index, std::uint32_t generation,
+                                              std::span<const std::byte> details) noexcept {
+  std::lock_guard lock(replies_mutex);
+  try {
+    if (failures.size() >= max_failure_details) failures.erase(failures.begin());
+    failures.push_back({index, generation, {details.begin(), details.end()}});
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::byte> local_thread_state::take_failure_details(std::uint32_t index,
+                                                                std::uint32_t generation) noexcept {
+  std::lock_guard lock(replies_mutex);
+  for (auto it = failures.begin(); it != failures.end(); ++it) {
+    if (it->index == index && it->generation == generation) {
+      std::vector<std::byte> out = std::move(it->bytes);
+      failures.erase(it);
+      return out;
+    }
+  }
+  return {};
 }
 
 std::size_t local_thread_state::fail_pending_to(int process, outcome why) noexcept {
@@ -175,6 +271,7 @@ std::size_t local_thread_state::fail_pending_to(int process, outcome why) noexce
     entry.state->store(static_cast<int>(why), std::memory_order_release);
     entry.state = nullptr;
     entry.value = nullptr;
+    entry.bytes = nullptr;
     free_replies.push_back(index);
     ++failed;
   }
@@ -189,6 +286,7 @@ void abandon_reply(local_thread_state& owner, std::uint32_t index,
   if (entry.state == nullptr || entry.generation != generation) return;  // delivered meanwhile
   entry.state = nullptr;
   entry.value = nullptr;
+  entry.bytes = nullptr;
   owner.free_replies.push_back(index);
 }
 
@@ -224,10 +322,19 @@ thread_context::thread_context(runtime& rt, thread_id id)
   }
   worker_ = state_.worker.get();
   run_epoch_ = rt.run_epoch();
-  thread_extension_factory factory = installed_extension.load(std::memory_order_acquire);
-  // The layer above's state is for workers: service roles and attached threads send-based only.
-  if (factory != nullptr && (id & service_bit) == 0 && !rt.is_attached_id(id)) {
-    extension_ = factory(*this);
+  make_layers();
+}
+
+void thread_context::make_layers() {
+  // Service roles run no layer; attached threads only the layers that serve them.
+  if ((id_ & service_bit) != 0) return;
+  const bool attached = rt_.is_attached_id(id_);
+  for (std::size_t slot = 0; slot < layer_slot::count; ++slot) {
+    const thread_layer layer = registered_thread_layer(slot);
+    if (layer.make == nullptr) continue;
+    if (attached && layer.scope != layer_scope::workers_and_attached) continue;
+    layers_[slot] = layer.make(*this);
+    in_order_[layer_count_++] = layers_[slot].get();
   }
 }
 
@@ -242,7 +349,10 @@ std::size_t thread_context::release_owner_thread() noexcept {
 
 thread_context::~thread_context() {
   log::set_thread(-1);
-  extension_.reset();  // the worker and endpoints stay with state_ for the next run
+  // Upper layers first (they may use the lower ones); the worker and endpoints stay with state_
+  // for the next run.
+  for (std::size_t slot = layer_slot::count; slot-- > 0;) layers_[slot].reset();
+  layer_count_ = 0;
   // Calls received but not run (the thread's body ended by an exception mid-batch) go back to
   // the thread's queue, where the runtime's teardown releases them.
   for (const auto& item : pending_) state_.incoming.push(item);
@@ -296,7 +406,7 @@ transfer::ucx_endpoint& thread_context::endpoint_to(int process) {
 }
 
 void thread_context::flush_endpoints() {
-  if (extension_) extension_->flush(*this);
+  flush_layers();
   for (std::size_t process = 0; process < endpoints_.size(); ++process) {
     auto& endpoint = endpoints_[process];
     if (!endpoint || endpoint->failed()) continue;
@@ -347,10 +457,29 @@ std::pair<std::uint32_t, std::uint32_t> thread_context::open_reply(void* value, 
   auto& entry = state_.replies[index];
   entry.value = value;
   entry.size = size;
+  entry.bytes = nullptr;
   entry.state = state;
   entry.process = process;
   ++entry.generation;
   return {index, entry.generation};
+}
+
+thread_context::opened_reply thread_context::open_reply_raw(thread_id dest, std::size_t size,
+                                                            void* value,
+                                                            std::atomic<int>* state) {
+  const int process = process_of(dest);
+  if (auto cell = cells_.open(size, process)) return {cell->first, cell->second, true};
+  auto [index, generation] = open_reply(value, size, state, process);
+  return {index, generation, false};
+}
+
+thread_context::opened_reply thread_context::open_variable_reply(thread_id dest,
+                                                                 std::vector<std::byte>* bytes,
+                                                                 std::atomic<int>* state) {
+  auto [index, generation] = open_reply(nullptr, 0, state, process_of(dest));
+  std::lock_guard lock(state_.replies_mutex);
+  state_.replies[index].bytes = bytes;
+  return {index, generation, false};
 }
 
 void thread_context::fail_unsent_reply(std::uint32_t index) noexcept {
@@ -365,6 +494,7 @@ void thread_context::fail_unsent_reply(std::uint32_t index) noexcept {
   }
   entry.state = nullptr;
   entry.value = nullptr;
+  entry.bytes = nullptr;
   state_.free_replies.push_back(index);
 }
 
@@ -436,11 +566,11 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
   reply.function = function;
   reply.destination = caller;
   reply.source = id_;
-  // 0: the value follows; else the failure's outcome (threw, not_executed), no data.
+  // 0: the value follows; else the failure's outcome (threw, not_executed), and the data its
+  // details (what the caller's future learns of an exception; usually none).
   reply.buffer_size = ok ? 0 : static_cast<std::uint32_t>(result);
   reply.reply_slot = slot;
   reply.reply_generation = generation;
-  if (!ok) value = {};
   const int caller_process = rt_.process_of_thread(caller);
   if (caller_process < 0) return;  // the receive path checked the source: never here
   rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
@@ -453,7 +583,8 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
     }
     return;
   }
-  if ((slot & reply_cell::index_bit) != 0) {
+  // A cell holds an outcome, not a failure's details: those travel as a message.
+  if ((slot & reply_cell::index_bit) != 0 && (ok || value.empty())) {
     // The caller's cell, written with plain stores when its process's region maps here.
     std::span<std::byte> cells = rt_.reply_cells_of(caller_process);
     if (!cells.empty()) {
@@ -479,8 +610,28 @@ void thread_context::send_reply(thread_id caller, function_id function, std::uin
 }
 
 void thread_context::send_failure(thread_id caller, std::uint32_t slot, std::uint32_t generation,
-                                  outcome why) {
-  send_reply(caller, 0, slot, generation, {}, why);
+                                  outcome why, std::span<const std::byte> details) {
+  // Details beyond the send limit are cut: the caller then learns the failure without them.
+  if (details.size() > rt_.options().send_limit) details = {};
+  send_reply(caller, 0, slot, generation, details, why);
+}
+
+void thread_context::send_reply_value(thread_id caller, std::uint32_t slot,
+                                      std::uint32_t generation, std::span<const std::byte> value) {
+  send_reply(caller, 0, slot, generation, value, outcome::done);
+}
+
+void thread_context::finish_reply(thread_id caller, function_id function,
+                                  const reply_channel& reply, std::span<const std::byte> value) {
+  if (reply.deferred) return;
+  if (reply.result != outcome::done) {
+    if (reply.result == outcome::threw) {
+      rt_.counters().exceptions_returned.fetch_add(1, std::memory_order_relaxed);
+    }
+    send_failure(caller, reply.slot, reply.generation, reply.result, reply.details);
+    return;
+  }
+  send_reply(caller, function, reply.slot, reply.generation, value, outcome::done);
 }
 
 std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queue::item>& pending) {
@@ -513,7 +664,7 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
     alignas(16) std::byte result[256];
     std::vector<std::byte> big_result;
     std::span<std::byte> result_span;
-    if (entry->result_size > 0) {
+    if (entry->result_size > 0 && entry->result_size != variable_result_size) {
       if (entry->result_size <= sizeof result) {
         result_span = {result, entry->result_size};
       } else {
@@ -521,7 +672,9 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
         result_span = big_result;
       }
     }
-    invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span};
+    reply_channel reply{h.reply_slot, h.reply_generation};
+    invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span,
+                    h.reply_slot != 0 ? &reply : nullptr};
     try {
       thread_context::deferring_scope running(self);
       entry->invoke(payload, call);
@@ -535,10 +688,8 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
     }
     ++ran;
     rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
-    if (h.reply_slot != 0) {
-      self.send_reply(h.source, h.function, h.reply_slot, h.reply_generation, result_span,
-                      outcome::done);
-    }
+    // The wrapper may have pointed the result at bytes of its own (a serialized value).
+    if (h.reply_slot != 0) self.finish_reply(h.source, h.function, reply, call.result);
     item.release(rt.worker().handle());
   }
   return ran;
@@ -572,15 +723,18 @@ std::size_t thread_context::poll_once() {
     batch_.clear();
   }
   if (!pending_.empty()) ran += run_calls(*this, pending_);
-  if (extension_) ran += extension_->poll(*this);
+  for (std::uint8_t i = 0; i < layer_count_; ++i) {
+    thread_extension* layer = in_order_[i];
+    if (layer->wants_poll()) ran += layer->poll(*this);
+  }
   return ran;
 }
 
 void thread_context::notice_peer_failures() {
   failures_seen_ = rt_.failure_epoch();
-  // The layer above first: what its queues hold provably never ran (not_executed); whatever
+  // The layers above first: what their queues hold provably never ran (not_executed); whatever
   // else still waits for a dead process may have run there.
-  if (extension_) extension_->peers_failed(*this);
+  for (std::uint8_t i = 0; i < layer_count_; ++i) in_order_[i]->peers_failed(*this);
   for (int rank = 0; rank < rt_.size(); ++rank) {
     if (rt_.peer_failed(rank)) (void)state_.fail_pending_to(rank, outcome::may_have_executed);
   }

@@ -171,7 +171,7 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     alignas(16) std::byte result[256];
     std::vector<std::byte> big_result;
     std::span<std::byte> result_span;
-    if (rec.entry->result_size > 0) {
+    if (rec.entry->result_size > 0 && rec.entry->result_size != fabric::variable_result_size) {
       if (rec.entry->result_size <= sizeof result) {
         result_span = {result, rec.entry->result_size};
       } else {
@@ -179,7 +179,10 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         result_span = big_result;
       }
     }
-    fabric::invocation call{&self, sender_, rec.buffer, result_span};
+    const bool wants_reply = (rec.header.flags & wire::flag_reply) != 0;
+    fabric::reply_channel reply{rec.reply.slot, rec.reply.generation};
+    fabric::invocation call{&self, sender_, rec.buffer, result_span,
+                            wants_reply ? &reply : nullptr};
     {
       // Counted once the function returned or threw (see run_repeated).
       on_exit counted{[&] {
@@ -200,9 +203,8 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         throw;
       }
     }
-    if ((rec.header.flags & wire::flag_reply) != 0) {
-      detail::send_reply(self, sender_, rec.reply.slot, rec.reply.generation, result_span);
-    }
+    // The wrapper may have pointed the result at bytes of its own (a serialized value).
+    if (wants_reply) detail::finish_reply(self, sender_, reply, call.result);
     if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
   }
   return ran;

@@ -187,6 +187,20 @@ void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
   }
 }
 
+void finish_reply(thread_context& self, thread_id caller, const fabric::reply_channel& reply,
+                  std::span<const std::byte> value) {
+  if (reply.deferred) return;
+  if (reply.result == fabric::outcome::done) {
+    send_reply(self, caller, reply.slot, reply.generation, value);
+    return;
+  }
+  if (reply.result == fabric::outcome::threw) {
+    self.rt().counters().exceptions_returned.fetch_add(1, std::memory_order_relaxed);
+  }
+  // As a failure always goes: through fabric's reply path, which runs no calls while it waits.
+  self.send_failure(caller, reply.slot, reply.generation, reply.result, reply.details);
+}
+
 bool settle_left(thread_context& self, int process, fabric::deadline_clock::time_point deadline) {
   fabric::detail::staged_sends& staged = self.state().staged;
   if (!staged.left_in_flight(process)) return true;

@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/channel.hpp>
+#include <seriema/invoke/detail/future_calls.hpp>
 #include <seriema/invoke/detail/primitives.hpp>
+#include <seriema/invoke/future.hpp>
+#include <seriema/invoke/task.hpp>
 #include <seriema/invoke/synchronizer.hpp>
 #include <span>
 #include <type_traits>
@@ -90,6 +93,21 @@ call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync,
   detail::serialize_arguments(scratch.bytes(), args...);
   return detail::dispatch<Policy, fabric::invocation_shape>(self, C, dest, wrapper{f},
                                                            scratch.bytes(), &sync, When);
+}
+
+/// `dest` runs f(args...) (or f(ctx, args...); the arguments, if any, of any type cereal
+/// serializes, as for call); returns a future of its value, whatever its type: a trivially
+/// copyable value comes back as its bytes (a reply cell when it fits 56 bytes), any other type
+/// cereal serializes (std::string, std::vector, user types) serialized, one over 64 KiB through
+/// registered memory. A function that returns a task<V> or a future<V> makes a deferred reply:
+/// the future gets V once that ended (the callee's thread stays free meanwhile). A function that
+/// throws fails the future with its exception (get() throws it: a registered type as itself,
+/// else remote_error); it is not raised at the destination. Works on every channel, from
+/// workers, and (channel::send) from attached threads.
+template <channel C = channel::write, class Policy = policy::fail, class F, class... Args>
+  requires(!(detail::is_return_slot_v<Args> || ...) && !(detail::is_synchronizer_v<Args> || ...))
+auto call_return(thread_context& self, thread_id dest, F f, const Args&... args) {
+  return detail::call_returning_future<C, Policy>(self, dest, f, args...);
 }
 
 /// `dest` runs f(args...) (or f(ctx, args...)) with serialized arguments (as call above); the

@@ -44,6 +44,10 @@ std::span<const std::byte> bytes_of(const F& f) noexcept {
 // one is full: a reply is never dropped for lack of room).
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value);
+// After a one-sided call that expected a reply ran: sends what its reply channel says (nothing
+// when deferred; a failure with its details; else `value` through send_reply).
+void finish_reply(thread_context& self, thread_id caller, const fabric::reply_channel& reply,
+                  std::span<const std::byte> value);
 
 // Always inlined into the typed caller: the record's sizes are then constants, and the common
 // case (try_write_direct) compiles to a few stores.
@@ -328,6 +332,12 @@ struct returning_with_arguments {
 
 template <class T>
 constexpr bool is_synchronizer_v = std::is_same_v<std::remove_cvref_t<T>, synchronizer>;
+template <class T>
+struct is_return_slot : std::false_type {};
+template <class R>
+struct is_return_slot<return_slot<R>> : std::true_type {};
+template <class T>
+constexpr bool is_return_slot_v = is_return_slot<std::remove_cvref_t<T>>::value;
 
 }  // namespace detail
 
