@@ -24,6 +24,7 @@
 #include <seriema/transfer/remote_memory.hpp>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -161,6 +162,20 @@ class runtime {
   /// keep serving calls until then). Collective: every process calls it. Rethrows the first
   /// exception a body threw, after the others finished.
   void run(const std::function<void(thread_context&)>& body);
+  /// run() with a body that returns something to drive rather than nothing: a coroutine
+  /// (`[](thread_context& me) -> seriema::task<> { co_await ...; }`, include
+  /// <seriema/invoke/task.hpp>). Each worker starts its task and serves calls until it ended;
+  /// what the task threw is rethrown as a plain body's exception is.
+  template <class Body>
+    requires(!std::is_void_v<std::invoke_result_t<Body&, thread_context&>>)
+  void run(Body body) {
+    using returned = std::invoke_result_t<Body&, thread_context&>;
+    static_assert(requires(returned r, thread_context& me) { drive_body(std::move(r), me); },
+                  "runtime::run: a body returns void or a seriema::task<> (include "
+                  "<seriema/invoke/task.hpp>); this one returns something else");
+    run(std::function<void(thread_context&)>(
+        [&body](thread_context& me) { drive_body(body(me), me); }));
+  }
 
   /// Gives the calling thread (not one of run()'s workers: a pool thread, main, a short-lived
   /// std::thread) one of this process's SERIEMA_ATTACH_SLOTS contexts until the returned handle

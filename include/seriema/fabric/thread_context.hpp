@@ -257,6 +257,15 @@ class thread_context {
     return call_return_by_id(dest, function, closure, {}, slot);
   }
 
+  /// Test hook: a call naming `function` whatever it is, replying to an opened slot (index,
+  /// generation); an unregistered id tests the receiver's refusal.
+  [[nodiscard]] call_status call_with_reply_raw_for_testing(thread_id dest, function_id function,
+                                                            std::span<const std::byte> closure,
+                                                            std::uint32_t index,
+                                                            std::uint32_t generation) {
+    return send_call(dest, function, closure, {}, index, generation);
+  }
+
   /// Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply
   /// (index, generation) fills; fail_unsent_reply(index) fails it (the call was not sent).
   template <class R>

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <seriema/fabric/function_registry.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/detail/argument_archive.hpp>
@@ -153,6 +154,7 @@ struct deferred_reply_node {
   thread_id caller;
   std::uint32_t slot;
   std::uint32_t generation;
+  std::shared_ptr<void> keep;  ///< the closure and arguments a coroutine handler refers to
 
   static void fire(void* context, future_record&) {
     std::unique_ptr<deferred_reply_node> node(static_cast<deferred_reply_node*>(context));
@@ -179,7 +181,8 @@ struct deferred_reply_node {
 /// Turns what the function returned into a future of the callee's thread, marks the call's
 /// reply deferred, and sends it once that future ended.
 template <class R>
-void defer_reply(thread_context& self, R&& pending, const fabric::invocation& call) {
+void defer_reply(thread_context& self, R&& pending, const fabric::invocation& call,
+                 std::shared_ptr<void> keep) {
   using D = std::decay_t<R>;
   using T = unwrapped_t<D>;
   future_table& table = futures_of(self);
@@ -191,7 +194,7 @@ void defer_reply(thread_context& self, R&& pending, const fabric::invocation& ca
   }
   note_deferred_started(self);
   auto* node = new deferred_reply_node<T>{std::move(f), call.source, call.reply->slot,
-                                          call.reply->generation};
+                                          call.reply->generation, std::move(keep)};
   call.reply->deferred = true;
   table.watch(*node->pending.record(), {&deferred_reply_node<T>::fire, node});
 }
@@ -248,10 +251,18 @@ struct future_call {
     F copy = f;
     return apply_arguments(copy, *call.self, args);
   }
+  // A deferred reply's function runs on a copy of the closure and arguments that lives until
+  // the reply went: a coroutine lambda refers to its captures, and a coroutine's reference
+  // parameters to the arguments, long after this call returned.
+  struct kept_call {
+    F f;
+    std::tuple<Args...> args;
+  };
   void respond(fabric::invocation& call, std::tuple<Args...>& args) const {
     thread_context& self = *call.self;
     if constexpr (deferred) {
-      defer_reply(self, run(call, args), call);
+      auto kept = std::make_shared<kept_call>(kept_call{f, std::move(args)});
+      defer_reply(self, apply_arguments(kept->f, self, kept->args), call, kept);
     } else if constexpr (std::is_void_v<returned>) {
       (void)run(call, args);
       std::memset(call.result.data(), 0, call.result.size());
