@@ -495,12 +495,10 @@ void send_deferred_failure(thread_context& self, thread_id caller, std::uint32_t
   details.clear();
   try {
     std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    describe_current_exception(details, &e);
   } catch (...) {
-    try {
-      describe_current_exception(details);
-    } catch (...) {
-      details.clear();
-    }
+    describe_current_exception(details, nullptr);
   }
   self.rt().counters().exceptions_returned.fetch_add(1, std::memory_order_relaxed);
   try {

@@ -13,6 +13,7 @@
 #include <seriema/invoke/errors.hpp>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace seriema::invoke::detail {
@@ -22,7 +23,7 @@ namespace {
 struct registered_exception {
   std::uint32_t id;
   std::string name;  // mangled
-  exception_thrower thrower;
+  exception_maker maker;
   exception_matcher matcher;
 };
 
@@ -38,7 +39,7 @@ exception_registry& registry() {
 
 template <class E>
 void add_standard() {
-  add_remote_exception(typeid(E).name(), &throw_as<E>, &holds<E>);
+  add_remote_exception(typeid(E).name(), &make_rebuilt<E>, &holds<E>);
 }
 
 // The standard exceptions, bases before the types derived from them: the matcher probes the
@@ -64,6 +65,14 @@ std::string demangle(const char* mangled) {
                                                                   &status),
                                               std::free);
   return status == 0 && name ? std::string(name.get()) : std::string(mangled);
+}
+
+// The demangled name of `type`, remembered per thread (demangling allocates and parses).
+const std::string& demangled(const std::type_info& type) {
+  thread_local std::unordered_map<const std::type_info*, std::string> names;
+  auto [at, added] = names.try_emplace(&type);
+  if (added) at->second = demangle(type.name());
+  return at->second;
 }
 
 // Details on the wire: version, registered id, then the type name and what(), each as a 32-bit
@@ -126,11 +135,11 @@ std::uint32_t registered_id_of_current(const std::type_info* type) {
   return 0;
 }
 
-exception_thrower thrower_of(std::uint32_t id) {
+exception_maker maker_of(std::uint32_t id) {
   exception_registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (const registered_exception& e : r.types) {
-    if (e.id == id) return e.thrower;
+    if (e.id == id) return e.maker;
   }
   return nullptr;
 }
@@ -141,7 +150,7 @@ std::string target_text(fabric::thread_id destination, int process) {
 
 }  // namespace
 
-void add_remote_exception(const char* type_name, exception_thrower thrower,
+void add_remote_exception(const char* type_name, exception_maker maker,
                           exception_matcher matcher) {
   const std::uint32_t id = fabric::function_id_of_name(type_name) | 1u;  // never 0
   exception_registry& r = registry();
@@ -154,24 +163,22 @@ void add_remote_exception(const char* type_name, exception_thrower thrower,
                               demangle(e.name.c_str()), demangle(type_name)));
     }
   }
-  r.types.push_back({id, type_name, thrower, matcher});
+  r.types.push_back({id, type_name, maker, matcher});
 }
 
-void describe_current_exception(std::vector<std::byte>& out) {
+void describe_current_exception(std::vector<std::byte>& out, const std::exception* caught) {
   const std::type_info* type = abi::__cxa_current_exception_type();
-  std::string type_name = type != nullptr ? demangle(type->name()) : std::string("unknown");
-  std::string what;
   try {
-    throw;
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-    type_name = fmt::format("{} (not a std::exception)", type_name);
+    std::string type_name = type != nullptr ? demangled(*type) : std::string("unknown");
+    if (caught == nullptr) type_name += " (not a std::exception)";
+    out.push_back(static_cast<std::byte>(details_version));
+    put_u32(out, registered_id_of_current(type));
+    put_text(out, type_name, max_type_name);
+    put_text(out, caught != nullptr ? std::string_view(caught->what()) : std::string_view(),
+             max_what);
+  } catch (...) {  // out of memory: the caller learns the failure without its details
+    out.clear();
   }
-  out.push_back(static_cast<std::byte>(details_version));
-  put_u32(out, registered_id_of_current(type));
-  put_text(out, type_name, max_type_name);
-  put_text(out, what, max_what);
 }
 
 std::exception_ptr rebuild_remote_exception(std::span<const std::byte> details,
@@ -192,18 +199,10 @@ std::exception_ptr rebuild_remote_exception(std::span<const std::byte> details,
   const std::string text =
       fmt::format("{} threw {}{}{}", target_text(destination, process), type_name,
                   what.empty() ? "" : ": ", what);
-  const exception_thrower thrower = id != 0 ? thrower_of(id) : nullptr;
-  try {
-    throw remote_error(text, status, destination, process, type_name, what);
-  } catch (...) {
-    if (thrower == nullptr) return std::current_exception();
-    try {
-      thrower(what);  // throws the registered type with the remote_error nested
-    } catch (...) {
-      return std::current_exception();
-    }
-  }
-  return nullptr;  // unreachable: a thrower always throws
+  const exception_maker maker = id != 0 ? maker_of(id) : nullptr;
+  if (maker != nullptr) return maker(what, remote_origin(destination, process, type_name, what));
+  return std::make_exception_ptr(
+      remote_error(text, status, destination, process, std::move(type_name), std::move(what)));
 }
 
 std::exception_ptr outcome_exception(fabric::outcome why, fabric::call_status status,

@@ -546,7 +546,7 @@ struct when_any_result {
 
 namespace detail {
 
-/// when_all's and when_any's state: the futures, until enough of them ended.
+/// when_any's state base: every future watched at once (any may end first).
 template <class Derived>
 struct combinator_base {
   struct child_context {
@@ -554,17 +554,15 @@ struct combinator_base {
     std::size_t index;
   };
   std::vector<child_context> contexts;
-  std::size_t remaining = 0;
   future_record* out = nullptr;
   future_table* table = nullptr;
 
-  void watch_children(std::size_t count, future_record* (Derived::*record)(std::size_t)) {
+  void watch_children(std::size_t count) {
     contexts.resize(count);
-    remaining = count;
     auto* self = static_cast<Derived*>(this);
     for (std::size_t i = 0; i < count; ++i) {
       contexts[i] = {self, i};
-      table->watch(*(self->*record)(i), {&fire, &contexts[i]});
+      table->watch(*self->record_of(i), {&fire, &contexts[i]});
     }
   }
   static void fire(void* context, future_record&) {
@@ -574,22 +572,45 @@ struct combinator_base {
   }
 };
 
+/// when_all's state base: the futures waited for in order, one watched at a time (as a loop
+/// over hand-polled slots would): a poll then reads one reply, not every one still pending.
+template <class Derived>
+struct in_order_base {
+  std::size_t next = 0;  ///< the first future not known to have ended
+  future_record* out = nullptr;
+  future_table* table = nullptr;
+
+  /// Watches the first future not ended yet; once none is left, makes the result and goes.
+  void advance() {
+    auto* self = static_cast<Derived*>(this);
+    for (; next < self->count(); ++next) {
+      future_record& r = *self->record_of(next);
+      if (!table->ended(r)) {
+        table->watch(r, {&fire, self});
+        return;
+      }
+    }
+    self->finish();
+    delete self;
+  }
+  static void fire(void* context, future_record&) {
+    auto* node = static_cast<Derived*>(context);
+    ++node->next;
+    node->advance();
+  }
+};
+
 /// when_all over futures of several types.
 template <class... T>
-struct when_all_node : combinator_base<when_all_node<T...>> {
+struct when_all_node : in_order_base<when_all_node<T...>> {
   std::tuple<future<T>...> children;
 
+  static constexpr std::size_t count() { return sizeof...(T); }
   future_record* record_of(std::size_t i) {
     future_record* found = nullptr;
     std::size_t at = 0;
     std::apply([&](auto&... f) { ((at++ == i ? (found = f.record(), 0) : 0), ...); }, children);
     return found;
-  }
-  // True once every child ended (and the result was made): the node is done.
-  bool child_ended(std::size_t) {
-    if (--this->remaining > 0) return false;
-    finish();
-    return true;
   }
   void finish() {
     future_record* failed = nullptr;
@@ -610,29 +631,24 @@ struct when_all_node : combinator_base<when_all_node<T...>> {
 
 /// when_all over a vector of futures of one type.
 template <class T>
-struct when_all_vector_node : combinator_base<when_all_vector_node<T>> {
+struct when_all_vector_node : in_order_base<when_all_vector_node<T>> {
   std::vector<future<T>> children;
+  [[nodiscard]] std::size_t count() const noexcept { return children.size(); }
   future_record* record_of(std::size_t i) { return children[i].record(); }
-  bool child_ended(std::size_t) {
-    if (--this->remaining > 0) return false;
+  void finish() {
     for (auto& f : children) {
       f.record()->observed = true;
       if (f.record()->outcome() != outcome::done) {
         fail_like(*this->table, *this->out, *f.record());
-        return true;
+        return;
       }
     }
     std::vector<value_of<T>> values;
     values.reserve(children.size());
     for (auto& f : children) values.push_back(take_value<value_of<T>>(*f.record()));
     fulfil<std::vector<value_of<T>>>(*this->table, *this->out, std::move(values));
-    return true;
   }
 };
-
-}  // namespace detail
-
-namespace detail {
 
 template <class T>
 struct when_any_node : combinator_base<when_any_node<T>> {
@@ -664,7 +680,7 @@ future<std::tuple<detail::value_of<T>...>> when_all(future<T>&&... futures) {
   node->children = std::tuple<future<T>...>(std::move(futures)...);
   node->out = out.record();
   node->table = &table;
-  node->watch_children(sizeof...(T), &detail::when_all_node<T...>::record_of);
+  node->advance();
   return out;
 }
 
@@ -684,7 +700,7 @@ future<std::vector<detail::value_of<T>>> when_all(thread_context& self,
   node->children = std::move(futures);
   node->out = out.record();
   node->table = &table;
-  node->watch_children(node->children.size(), &detail::when_all_vector_node<T>::record_of);
+  node->advance();
   return out;
 }
 
@@ -700,7 +716,7 @@ future<when_any_result<T>> when_any(std::vector<future<T>>&& futures) {
   node->children = std::move(futures);
   node->out = out.record();
   node->table = &table;
-  node->watch_children(node->children.size(), &detail::when_any_node<T>::record_of);
+  node->watch_children(node->children.size());
   return out;
 }
 
