@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
+#include <seriema/fabric/detail/scratch.hpp>
 #include "runtime_internal.hpp"
 #include <seriema/fabric/thread_context.hpp>
 #include <thread>
@@ -673,6 +675,8 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
       }
     }
     reply_channel reply{h.reply_slot, h.reply_generation};
+    std::optional<detail::scratch_lease> reply_bytes;  // a serialized value's, until it went
+    if (entry->result_size == variable_result_size) reply.storage = &reply_bytes.emplace().bytes();
     invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span,
                     h.reply_slot != 0 ? &reply : nullptr};
     try {

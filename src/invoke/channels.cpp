@@ -10,6 +10,8 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/fabric/detail/scratch.hpp>
+#include <optional>
 
 namespace seriema::invoke {
 
@@ -181,6 +183,12 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     }
     const bool wants_reply = (rec.header.flags & wire::flag_reply) != 0;
     fabric::reply_channel reply{rec.reply.slot, rec.reply.generation};
+    // A serialized value's bytes, kept until the reply went: its send may wait for room and run
+    // calls meanwhile, whose replies lease buffers of their own.
+    std::optional<fabric::detail::scratch_lease> reply_bytes;
+    if (rec.entry->result_size == fabric::variable_result_size) {
+      reply.storage = &reply_bytes.emplace().bytes();
+    }
     fabric::invocation call{&self, sender_, rec.buffer, result_span,
                             wants_reply ? &reply : nullptr};
     {

@@ -439,11 +439,6 @@ void note_deferred_finished(thread_context& self) noexcept {
   self.rt().counters().deferred_finished.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::vector<std::byte>& reply_scratch() {
-  thread_local std::vector<std::byte> bytes;
-  return bytes;
-}
-
 std::vector<std::byte>& failure_scratch() {
   thread_local std::vector<std::byte> bytes;
   return bytes;
@@ -468,8 +463,7 @@ transfer::registered_buffer allocate_piece(thread_context& self, std::size_t siz
 
 }  // namespace
 
-std::span<std::byte> finish_serialized_reply(thread_context& self) {
-  std::vector<std::byte>& out = reply_scratch();
+std::span<std::byte> finish_serialized_reply(thread_context& self, std::vector<std::byte>& out) {
   const std::size_t size = out.size() - 1;
   if (size <= large_reply_bytes) return out;
   std::vector<large_piece> pieces;

@@ -100,24 +100,6 @@ fabric::outcome synchronizer::wait_until(fabric::deadline_clock::time_point dead
 
 namespace detail {
 
-namespace {
-// Scratch buffers of serialized arguments, one per nesting level of this thread.
-struct scratch_stack {
-  std::vector<std::unique_ptr<std::vector<std::byte>>> buffers;
-  std::size_t depth = 0;
-};
-thread_local scratch_stack scratch;
-}  // namespace
-
-argument_scratch::argument_scratch() {
-  if (scratch.depth == scratch.buffers.size()) {
-    scratch.buffers.push_back(std::make_unique<std::vector<std::byte>>());
-  }
-  bytes_ = scratch.buffers[scratch.depth++].get();
-}
-
-argument_scratch::~argument_scratch() { --scratch.depth; }
-
 void reject_arguments(thread_context& self, std::uint32_t source, const char* what) noexcept {
   const std::uint64_t before =
       self.rt().counters().rejected_arguments.fetch_add(1, std::memory_order_relaxed);

@@ -144,6 +144,32 @@ TEST(Futures, ValuesOfEveryKindTrad) { values_of_every_kind<channel::trad>(); }
 TEST(Futures, ValuesOfEveryKindOvfl) { values_of_every_kind<channel::ovfl>(); }
 TEST(Futures, ValuesOfEveryKindSend) { values_of_every_kind<channel::send>(); }
 
+// A serialized reply keeps its bytes while its send waits: every thread asks thread 0 at once,
+// on messengers made in this run, so thread 0's first reply to each caller waits for its
+// reverse messenger's chunks and runs the other callers' calls meanwhile (whose replies are
+// serialized too). Each caller must get exactly its own answers. Several runs, fresh messengers
+// each.
+TEST(Futures, SerializedRepliesKeepTheirBytesWhileTheirSendWaits) {
+  for (int round = 0; round < 3; ++round) {
+    test::rt().run([&](thread_context& me) {
+      std::vector<invoke::future<std::string>> answers;
+      for (int i = 0; i < 8; ++i) {
+        answers.push_back(invoke::call_return<channel::write, invoke::policy::retry>(
+            me, 0,
+            [](thread_context&, std::uint32_t from, int index) {
+              return "for " + std::to_string(from) + "#" + std::to_string(index) +
+                     std::string(static_cast<std::size_t>(from * 8 + index), '.');
+            },
+            me.id(), i));
+      }
+      for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(answers[i].get(), "for " + std::to_string(me.id()) + "#" + std::to_string(i) +
+                                        std::string(me.id() * 8 + i, '.'));
+      }
+    });
+  }
+}
+
 // The callee's exceptions come back to the caller: registered types as themselves (the
 // standard ones and the test's) with their origin, a type derived from a registered one as that
 // base, others as remote_error naming the type; the destination does not see them.

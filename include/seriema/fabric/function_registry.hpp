@@ -38,6 +38,9 @@ struct reply_channel {
   outcome result = outcome::done;      ///< done, threw or not_executed
   std::span<const std::byte> details;  ///< a failure's details (may be empty)
   bool deferred = false;               ///< the wrapper answers later
+  /// A function of variable_result_size: a buffer the receive path leased for the reply's bytes,
+  /// valid until the reply went (its send may wait and run calls that make replies too).
+  std::vector<std::byte>* storage = nullptr;
 };
 
 /// What a function receives when it runs on its destination thread.

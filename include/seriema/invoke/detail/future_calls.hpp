@@ -47,19 +47,19 @@ struct large_piece {
   std::uint64_t size = 0;
 };
 
-/// This thread's buffers for the reply being made (a serialized value) and for a failure's
-/// details; valid until the next call of this thread that makes a reply.
-std::vector<std::byte>& reply_scratch();
+/// This thread's buffer for a failure's details: valid until the next failure this thread
+/// describes (failures are sent at once by a path that runs no calls meanwhile).
 std::vector<std::byte>& failure_scratch();
 
-/// The reply bytes of a serialized value in reply_scratch() (tag, then the bytes inline, or a
-/// large_reply after copying them into registered memory of this thread's zone). Throws
+/// The reply bytes of a serialized value in `out` (its tag, then the bytes inline, or where
+/// they lie after copying them into registered memory of this thread's zone). Throws
 /// seriema::error when that memory cannot be had.
-std::span<std::byte> finish_serialized_reply(thread_context& self);
+std::span<std::byte> finish_serialized_reply(thread_context& self, std::vector<std::byte>& out);
 
+/// Serializes `value` into `out` as a reply (see finish_serialized_reply).
 template <class V>
-std::span<std::byte> serialize_reply(thread_context& self, const V& value) {
-  std::vector<std::byte>& out = reply_scratch();
+std::span<std::byte> serialize_reply(thread_context& self, const V& value,
+                                     std::vector<std::byte>& out) {
   out.clear();
   out.push_back(static_cast<std::byte>(reply_tag::inline_bytes));
   byte_sink sink(out);
@@ -68,7 +68,7 @@ std::span<std::byte> serialize_reply(thread_context& self, const V& value) {
     cereal::BinaryOutputArchive archive(stream);
     archive(value);
   }
-  return finish_serialized_reply(self);
+  return finish_serialized_reply(self, out);
 }
 
 /// Decodes a serialized V (the bytes after the tag) into r's object; false when the bytes are
@@ -129,16 +129,16 @@ void note_sent(future<T>& f, call_status status) {
   }
 }
 
-/// Sends V's value back as the deferred reply of a call: the reply bytes of `value`.
+/// The reply bytes of `value` for a deferred reply, in `out`.
 template <class V>
-std::span<const std::byte> reply_bytes_of(thread_context& self, const V& value) {
+std::span<const std::byte> reply_bytes_of(thread_context& self, const V& value,
+                                          std::vector<std::byte>& out) {
   if constexpr (fixed_reply_v<V>) {
-    std::vector<std::byte>& out = reply_scratch();
     out.resize(sizeof(V));
     std::memcpy(out.data(), &value, sizeof(V));
     return out;
   } else {
-    return serialize_reply(self, value);
+    return serialize_reply(self, value, out);
   }
 }
 
@@ -167,7 +167,8 @@ struct deferred_reply_node {
     try {
       if (r.outcome() == outcome::done) {
         const value_of<T> value = take_value<value_of<T>>(r);
-        self.send_reply_value(caller, slot, generation, reply_bytes_of(self, value));
+        fabric::detail::scratch_lease bytes;
+        self.send_reply_value(caller, slot, generation, reply_bytes_of(self, value, bytes.bytes()));
       } else {
         send_deferred_failure(self, caller, slot, generation, failure_of(r));
       }
@@ -277,7 +278,8 @@ struct future_call {
       std::memcpy(call.result.data(), &value, sizeof value);
     } else {
       const value_type value = run(call, args);
-      call.result = serialize_reply(self, value);
+      // The receive path leased the buffer for a function of variable_result_size.
+      call.result = serialize_reply(self, value, *call.reply->storage);
     }
   }
 };

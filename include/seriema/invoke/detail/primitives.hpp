@@ -21,6 +21,7 @@
 #include <streambuf>
 #include <tuple>
 #include <vector>
+#include <seriema/fabric/detail/scratch.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/detail/argument_archive.hpp>
 #include <seriema/invoke/channel.hpp>
@@ -205,19 +206,9 @@ call_status call_return_registered_id(thread_context& self, thread_id dest, fabr
 
 // ---- Serialized arguments (cereal): non-trivially-copyable values travel as the call's buffer.
 
-// Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the
-// returned lease is destroyed (leases nest: a Retry call serves calls that serialize too).
-class argument_scratch {
- public:
-  argument_scratch();
-  ~argument_scratch();
-  argument_scratch(const argument_scratch&) = delete;
-  argument_scratch& operator=(const argument_scratch&) = delete;
-  [[nodiscard]] std::vector<std::byte>& bytes() noexcept { return *bytes_; }
-
- private:
-  std::vector<std::byte>* bytes_;
-};
+// Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the lease
+// is destroyed (leases nest: a Retry call serves calls that serialize too).
+using argument_scratch = fabric::detail::scratch_lease;
 
 // std::streambuf appending to a byte vector (the scratch buffer: no allocation once warm).
 class byte_sink final : public std::streambuf {
