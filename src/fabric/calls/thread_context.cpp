@@ -10,7 +10,7 @@
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 #include <seriema/fabric/thread_context.hpp>
 #include <thread>
 
