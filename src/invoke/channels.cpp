@@ -1,6 +1,8 @@
 // The receiving side of the Messenger protocol (FIFO consumption, release pushes, splicing of
 // new chunks) and MessengerGlobal (channels): the per-thread table the invoke layer installs as
-// fabric's thread extension.
+// fabric's thread extension. One file for both (their classes have a header each): every poll
+// goes from channels::poll into inbound_channel::poll, and in two translation units the compiler
+// generates other code for both (it no longer sees what the other one touches).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>

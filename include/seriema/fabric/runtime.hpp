@@ -58,7 +58,7 @@ struct runtime_options {
 };
 
 struct write_message;    // detail/messages.hpp
-struct barrier_message;  // src/fabric/runtime_collectives.cpp
+struct barrier_message;  // src/fabric/runtime/runtime_collectives.cpp
 
 /// The per-process runtime: bootstrap, placement and binding, the UCX context and process
 /// worker, endpoints to every rank, registered arenas per NUMA zone, collectives, and run(),
@@ -274,7 +274,8 @@ class runtime {
   /// @endcond
 
  private:
-  class run_loop;  ///< the threads and the coordinator of one run() (src/fabric/run_loop.cpp)
+  /// The threads and the coordinator of one run() (src/fabric/runtime/run_loop.cpp).
+  class run_loop;
   /// Construction steps: placement of the job and binding of this process; the active-message
   /// handlers on the process worker; the startup exchange of reply-region locators and worker
   /// addresses.
@@ -282,7 +283,8 @@ class runtime {
   void register_handlers();
   void exchange_addresses();
 
-  /// The active-message handlers registered on the process worker (src/fabric/am_handlers.hpp).
+  /// The active-message handlers registered on the process worker
+  /// (src/fabric/runtime/runtime_internal.hpp).
   struct am_handlers;
   friend struct am_handlers;
 
@@ -374,11 +376,12 @@ class runtime {
   std::vector<bool> failures_announced_;  ///< the collective's thread: dead ranks announced
   std::atomic<std::uint64_t> failure_epoch_{0};
   std::atomic<int> running_runs_{0};  ///< inside run(): finalize is refused
-  /// Attach slots (src/fabric/attach.cpp): `held` is taken by CAS and given back (release) by
-  /// the holder; `context` is made by the slot's first holder and kept until teardown, so the
-  /// pairing state peers keep with the slot's id outlives each holder. While no thread holds
-  /// the slot its context is offered to the helper threads (the helped_section protocol on the
-  /// slot's poller word). attach_signal_ is bumped and notified whenever a slot is given back.
+  /// Attach slots (src/fabric/runtime/attach.cpp): `held` is taken by CAS and given back
+  /// (release) by the holder; `context` is made by the slot's first holder and kept until
+  /// teardown, so the pairing state peers keep with the slot's id outlives each holder. While no
+  /// thread holds the slot its context is offered to the helper threads (the helped_section
+  /// protocol on the slot's poller word). attach_signal_ is bumped and notified whenever a slot
+  /// is given back.
   struct attach_slot;
   std::unique_ptr<attach_slot[]> attach_slots_;
   std::atomic<std::uint32_t> attach_signal_{0};

@@ -3,7 +3,7 @@
 // progresses the worker for a thread and runs the service calls.
 #include <cstring>
 #include <seriema/base/error.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace seriema::fabric {
 

@@ -1,118 +1,29 @@
-// The sending side of the one-sided Messenger protocol (paper §4.4.1): chunk allocation by
-// no-setup service calls, serialization straight into the receiver's chunk (same machine) or a
-// registered staging unit (put, fence, then the published word), ring growth with the splice
-// mark, the full-buffer policies and the local queue. docs/messenger.md has the invariants.
+// The sending side of the one-sided Messenger protocol (paper §4.4.1): serialization straight
+// into the receiver's chunk (same machine) or a registered staging unit (put, fence, then the
+// published word), publishing, the move to the next chunk of the ring, the full-buffer policies,
+// the local queue and its drain, and the messenger's failure. Growth is messenger_growth.cpp,
+// the options channel.cpp; docs/messenger.md has the invariants.
+// The local queue (detail/exceeding_queue.hpp) is defined here, not in a file of its own: in one
+// translation unit with the queue path (copy_queued_record, send_queued_run, settle_failure) the
+// compiler inlines its accessors there, and the code of that path stays what it was.
 #include <fmt/format.h>
 
-#include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/transfer/arena.hpp>
 #include <seriema/transfer/ucx.hpp>
-#include <seriema/base/log.hpp>
-#include <seriema/base/settings.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
 
-#include "chunk_service.hpp"
-
 namespace seriema::invoke {
 
 namespace {
-
-using detail::chunk_grant;
-using detail::chunk_request;
-using detail::grant_chunks;
 
 std::uint64_t load_acquire(const std::uint64_t* word) noexcept {
   return std::atomic_ref<const std::uint64_t>(*word).load(std::memory_order_acquire);
 }
 
 }  // namespace
-
-const char* to_string(channel c) noexcept {
-  static constexpr enum_name_entry<channel> names[] = {
-      {channel::send, "send"},
-      {channel::write, "write"},
-      {channel::trad, "trad"},
-      {channel::ovfl, "ovfl"},
-  };
-  return name_in(names, c);
-}
-
-std::optional<channel> channel_from_string(std::string_view name) noexcept {
-  for (channel c : {channel::send, channel::write, channel::trad, channel::ovfl}) {
-    if (name == to_string(c)) return c;
-  }
-  return std::nullopt;
-}
-
-namespace {
-
-// SERIEMA_FLUSH_SIZE: 0 for auto (unset, or "auto"), else the size.
-std::size_t flush_size_from_environment() {
-  const std::optional<std::string> flush = config::raw("SERIEMA_FLUSH_SIZE");
-  if (!flush || *flush == "auto") return 0;
-  try {
-    return config::parse_bytes("SERIEMA_FLUSH_SIZE", *flush);
-  } catch (const config_error&) {
-    throw config_error(fmt::format(
-        "SERIEMA_FLUSH_SIZE={}: expected auto or a size such as 4096, 32K or 64K", *flush));
-  }
-}
-
-}  // namespace
-
-messenger_options messenger_options::from_environment() {
-  messenger_options options;
-  options.chunk_size = config::get_bytes("SERIEMA_CHUNK_SIZE");
-  options.chunks_per_allocation = static_cast<std::uint32_t>(config::get_unsigned(
-      "SERIEMA_CHUNKS_PER_ALLOCATION", 1, max_chunks_per_allocation));
-  options.max_chunks = static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_MAX_CHUNKS", 1, 4096));
-  options.flush_size = flush_size_from_environment();
-  options.exceeding_limit = config::get_bytes("SERIEMA_EXCEEDING_LIMIT");
-  options.staging_size = config::get_bytes("SERIEMA_STAGING_SIZE");
-  static constexpr std::string_view publish_choices[] = {"auto", "put", "message"};
-  options.publish_remote =
-      static_cast<remote_publish>(config::get_choice("SERIEMA_REMOTE_PUBLISH", publish_choices));
-  static constexpr std::string_view notice_choices[] = {"auto", "atomic", "message"};
-  options.notices_remote =
-      static_cast<remote_notice>(config::get_choice("SERIEMA_REMOTE_NOTICES", notice_choices));
-  static constexpr std::string_view copy_choices[] = {"auto", "always"};
-  options.copy_exceeding =
-      static_cast<exceeding_copy>(config::get_choice("SERIEMA_EXCEEDING_COPY", copy_choices));
-  options.validate();
-  return options;
-}
-
-void messenger_options::validate() const {
-  if (chunk_size < 8192 || chunk_size > transfer::block_size || chunk_size % 4096 != 0) {
-    throw config_error(fmt::format(
-        "SERIEMA_CHUNK_SIZE={}: expected a multiple of 4K between 8K and 2M", chunk_size));
-  }
-  if (chunks_per_allocation < 1 || chunks_per_allocation > max_chunks_per_allocation) {
-    throw config_error(fmt::format("SERIEMA_CHUNKS_PER_ALLOCATION={}: expected 1..{}",
-                                   chunks_per_allocation, max_chunks_per_allocation));
-  }
-  if (max_chunks < chunks_per_allocation) {
-    throw config_error(fmt::format(
-        "SERIEMA_MAX_CHUNKS={}: must be at least SERIEMA_CHUNKS_PER_ALLOCATION ({})", max_chunks,
-        chunks_per_allocation));
-  }
-  if (flush_size != 0 && (flush_size < 64 || flush_size > chunk_size - wire::chunk_header_size)) {
-    throw config_error(fmt::format(
-        "SERIEMA_FLUSH_SIZE={}: expected auto or 64 bytes .. the chunk's data area ({} bytes)",
-        flush_size, chunk_size - wire::chunk_header_size));
-  }
-  if (exceeding_limit < 4096) {
-    throw config_error(fmt::format("SERIEMA_EXCEEDING_LIMIT={}: expected at least 4K",
-                                   exceeding_limit));
-  }
-  if (staging_size < 4096 || staging_size > transfer::block_size) {
-    throw config_error(
-        fmt::format("SERIEMA_STAGING_SIZE={}: expected 4K .. 2M", staging_size));
-  }
-}
 
 // ---------------------------------------------------------------- exceeding_queue
 
@@ -267,18 +178,6 @@ std::vector<std::uint64_t> messenger::chunk_addresses() const {
   return out;
 }
 
-void messenger::setup() {
-  if (!ring_.empty()) return;
-  busy_ = true;
-  space why;
-  bool ok = advance_chunk(true, why);
-  busy_ = false;
-  if (!ok) {
-    throw error(fmt::format("messenger to thread {}: {}", destination_,
-                            failed_ ? "its process failed" : "could not allocate chunks"));
-  }
-}
-
 bool messenger::check_peer() {
   if (failed_) {
     if (!busy_) settle_failure();
@@ -341,131 +240,6 @@ void messenger::fail_unpublished_replies(fabric::local_thread_state& state) noex
                                 fabric::outcome::not_executed);
     }
     unpublished = unpublished.subspan(rec.size());
-  }
-}
-
-bool messenger::grow() {
-  const messenger_options& options = owner_.options();
-  const auto count = static_cast<std::uint32_t>(
-      std::min<std::size_t>(options.chunks_per_allocation, options.max_chunks - ring_.size()));
-  if (count == 0) return false;
-  chunk_grant grant;
-  if (!request_chunks(count, grant)) return false;
-  if (grant.count != count) {
-    warn_no_memory(count);
-    return false;
-  }
-  ++batches_;
-  adopt_chunks(grant, count);
-  return true;
-}
-
-bool messenger::request_chunks(std::uint32_t count, chunk_grant& grant) {
-  thread_context& self = owner_.self();
-  const chunk_request request{self.id(),
-                              destination_,
-                              batches_,
-                              count,
-                              self.run_epoch(),
-                              owner_.options().chunk_size,
-                              owner_.feedback_locator()};
-  fabric::return_slot<chunk_grant> reply;
-  // No-setup service call on the destination's process: the receiving thread is not involved.
-  fabric::call_status status = self.service_call_return(
-      destination_process_,
-      [request](thread_context& server) { return grant_chunks(server, request); }, reply);
-  if (status != fabric::call_status::ok) {
-    if (status == fabric::call_status::peer_failed) fail_all();
-    return false;
-  }
-  {
-    // Not abandoned half-way by a call that throws meanwhile (the grant would be lost).
-    thread_context::deferring_scope waiting(self);
-    self.wait_until(
-        [&] { return reply.done() || self.endpoint_to(destination_process_).failed(); });
-  }
-  const bool peer_gone = self.rt().peer_failed(destination_process_) ||
-                         self.endpoint_to(destination_process_).failed();
-  if (!reply.ready() && !peer_gone &&
-      (!reply.done() || reply.result() == fabric::outcome::deadline_exceeded)) {
-    // The deadline in force passed first: no chunks this time (a grant arriving later stays in
-    // the receiver's map until its run ends). The call's policy decides what "full" means.
-    reply.cancel();
-    return false;
-  }
-  if (!reply.ready()) {
-    reply.cancel();
-    fail_all();
-    return false;
-  }
-  grant = reply.value();
-  return true;
-}
-
-void messenger::warn_no_memory(std::uint32_t count) {
-  // The destination's process is out of registered memory: the calls wait (queued, or refused
-  // as full) until a ring frees room, which for a first ring never comes. Say so once per
-  // messenger instead of leaving a silent stall.
-  if (warned_no_memory_) return;
-  warned_no_memory_ = true;
-  log::warning("thread {}: rank {} has no registered memory for {} more chunk(s) of {} bytes for "
-               "calls to thread {} (ring of {} chunk(s)); calls to it wait for room "
-               "(SERIEMA_ARENA_LIMIT, SERIEMA_CHUNK_SIZE, SERIEMA_MAX_CHUNKS)",
-               owner_.self().id(), destination_process_, count, owner_.options().chunk_size,
-               destination_, ring_.size());
-}
-
-void messenger::adopt_chunks(const chunk_grant& grant, std::uint32_t count) {
-  thread_context& self = owner_.self();
-  const std::uint64_t chunk_size = owner_.options().chunk_size;
-  transfer::ucx_endpoint& endpoint = self.endpoint_to(destination_process_);
-  const bool same_machine = self.rt().same_machine(destination_process_);
-  std::vector<slot> fresh(count);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    slot& s = fresh[i];
-    s.locator = grant.chunks[i];
-    s.remote = std::make_unique<transfer::remote_memory>(endpoint, s.locator, same_machine);
-    s.capacity = chunk_size - wire::chunk_header_size;
-    if (s.remote->direct() != nullptr) {
-      s.direct_word = reinterpret_cast<std::uint64_t*>(s.remote->direct());
-      s.direct_data = s.remote->direct() + wire::chunk_header_size;
-    }
-  }
-  if (ring_.empty()) choose_publishing(fresh[0].direct_data != nullptr, endpoint);
-  for (const slot& s : fresh) {
-    if ((s.direct_data != nullptr) != direct_) {
-      throw error(fmt::format("messenger to thread {}: chunks of one ring must all be mappable "
-                              "or all not (memory sources differ?)", destination_));
-    }
-  }
-  counters_.chunks_grown += count;
-  const std::size_t position = ring_.empty() ? 0 : current_ + 1;
-  ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(position),
-               std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
-}
-
-void messenger::choose_publishing(bool direct, transfer::ucx_endpoint& endpoint) {
-  const messenger_options& options = owner_.options();
-  fabric::runtime& rt = owner_.self().rt();
-  direct_ = direct;
-  by_message_ = !direct_ && (options.publish_remote == remote_publish::message ||
-                             (options.publish_remote == remote_publish::automatic &&
-                              !rt.context().network_rdma()));
-  if (direct_) return;
-  transfer::transmitter_options topts = transfer::transmitter_options::from_environment();
-  transmitter_ = std::make_unique<transfer::transmitter>(endpoint, topts);
-  transfer::circular_allocator_config sconfig;
-  sconfig.unit_size = options.staging_size;
-  sconfig.initial_units = 2;
-  sconfig.max_bytes = std::max<std::size_t>(16 * options.staging_size, std::size_t{8} << 20);
-  staging_ = std::make_unique<transfer::circular_allocator>(rt.local_arena(), sconfig);
-  if (options.copy_exceeding == exceeding_copy::automatic) {
-    // Pages at least as large as any record (max_record < staging_size); the registered memory
-    // the queue may take is its limit (SERIEMA_EXCEEDING_LIMIT) plus one block for the records
-    // queued past it without a limit (replies, calls made inside a wait).
-    queue_.use_registered(rt.local_arena(),
-                          std::max<std::size_t>(std::size_t{64} << 10, options.staging_size),
-                          options.exceeding_limit + transfer::block_size);
   }
 }
 

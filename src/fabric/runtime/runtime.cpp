@@ -10,10 +10,10 @@
 #include <seriema/base/log.hpp>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/detail/settings.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 #include <thread>
 
-#include "counters_report.hpp"
+#include "runtime/counters_report.hpp"
 
 namespace seriema::fabric {
 

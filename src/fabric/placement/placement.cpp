@@ -12,10 +12,10 @@
 #include <seriema/fabric/placement.hpp>
 #include <utility>
 
-#include "placement_net_devices.hpp"
-#include "placement_planner.hpp"
-#include "placement_text.hpp"
-#include "topology_hwloc.hpp"
+#include "placement/placement_net_devices.hpp"
+#include "placement/placement_planner.hpp"
+#include "placement/placement_text.hpp"
+#include "placement/topology_hwloc.hpp"
 
 namespace seriema::fabric {
 

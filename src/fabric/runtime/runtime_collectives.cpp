@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <seriema/base/error.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 #include <thread>
 
 namespace seriema::fabric {

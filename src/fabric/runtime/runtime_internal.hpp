@@ -35,10 +35,10 @@ struct runtime::am_handlers {
                                        const ucp_am_recv_param_t* param);
 };
 
-// One attach slot (src/fabric/attach.cpp). `held`: taken by CAS false -> true by the attaching
-// thread, given back (release) by the same thread when it detaches. `context`: made by the
-// slot's first holder, read and used only by the holder, or by a helper thread while the slot
-// is offered to helpers (the poller word orders the hand-over); destroyed at teardown.
+// One attach slot (attach.cpp). `held`: taken by CAS false -> true by the attaching thread, given
+// back (release) by the same thread when it detaches. `context`: made by the slot's first holder,
+// read and used only by the holder, or by a helper thread while the slot is offered to helpers
+// (the poller word orders the hand-over); destroyed at teardown.
 struct runtime::attach_slot {
   std::atomic<bool> held{false};
   std::unique_ptr<thread_context> context;

@@ -1,6 +1,6 @@
 // The text of placement: helpers for numbers, nouns and labels; parsing job shapes (MxPxT) and
 // the placement settings.
-#include "placement_text.hpp"
+#include "placement/placement_text.hpp"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/detail/scratch.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 #include <seriema/fabric/thread_context.hpp>
 #include <thread>
 

@@ -1,11 +1,11 @@
 // The pure placement planner (see placement_planner.hpp for the five steps of a plan).
-#include "placement_planner.hpp"
+#include "placement/placement_planner.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "placement_text.hpp"
+#include "placement/placement_text.hpp"
 
 namespace seriema::fabric::detail {
 

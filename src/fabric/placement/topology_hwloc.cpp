@@ -1,6 +1,6 @@
 // This machine through one process-wide hwloc topology: detecting zones, cores, PUs and network
 // devices, and binding processes and threads.
-#include "topology_hwloc.hpp"
+#include "placement/topology_hwloc.hpp"
 
 #include <fmt/format.h>
 #include <hwloc.h>
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "placement_text.hpp"
+#include "placement/placement_text.hpp"
 
 namespace seriema::fabric {
 namespace {

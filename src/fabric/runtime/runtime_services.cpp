@@ -6,7 +6,7 @@
 #include <cstring>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace seriema::fabric {
 

@@ -1,5 +1,5 @@
 // SERIEMA_COUNTERS: writing a process's counters as JSON (nlohmann-json) when run() ends.
-#include "counters_report.hpp"
+#include "runtime/counters_report.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <seriema/base/error.hpp>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace seriema::fabric::detail {
 

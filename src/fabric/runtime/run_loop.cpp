@@ -5,12 +5,12 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "counters_report.hpp"
+#include "runtime/counters_report.hpp"
 
 namespace seriema::fabric {
 

@@ -1,6 +1,6 @@
 // The network devices of each process: candidates by locality (own zone, else unknown locality,
 // else every device of the kind), shared out among the processes with the same candidates.
-#include "placement_net_devices.hpp"
+#include "placement/placement_net_devices.hpp"
 
 #include <fmt/format.h>
 

@@ -15,7 +15,7 @@
 #include <seriema/base/log.hpp>
 #include <thread>
 
-#include "runtime_internal.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace seriema::fabric {
 
