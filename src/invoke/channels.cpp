@@ -26,7 +26,8 @@ std::unique_ptr<fabric::thread_extension> make_channels(thread_context& self) {
 // Installed before main: every worker thread_context gets its channels, so a thread receives
 // one-sided calls whether or not it ever sends one.
 const bool installed = [] {
-  fabric::install_thread_extension(&make_channels);
+  (void)fabric::register_thread_layer({"invoke.channels", fabric::layer_slot::invoke_channels,
+                                       fabric::layer_scope::workers, &make_channels});
   return true;
 }();
 
@@ -295,7 +296,7 @@ std::size_t inbound_channel::poll(thread_context& self) {
 // ---------------------------------------------------------------- channels
 
 channels::channels(thread_context& self)
-    : fabric::thread_extension(&kind_tag), self_(self), options_(environment_options()) {
+    : self_(self), options_(environment_options()) {
   fabric::runtime& rt = self.rt();
   const std::size_t threads = rt.placement().thread_count();
   first_synchronizer_word_ = static_cast<std::uint32_t>(threads + 1);

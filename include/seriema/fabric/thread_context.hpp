@@ -428,10 +428,6 @@ class thread_context {
   [[nodiscard]] thread_extension* extension(std::size_t slot) const noexcept {
     return layers_[slot].get();
   }
-  /// The invoke layer's channels (null for service and attached threads, or without invoke).
-  [[nodiscard]] thread_extension* extension() const noexcept {
-    return extension(layer_slot::invoke_channels);
-  }
   /// Asks every layer to publish what it batched (aggregators), so that it will be received.
   void flush_layers() {
     for (std::uint8_t i = 0; i < layer_count_; ++i) in_order_[i]->flush(*this);

@@ -60,7 +60,7 @@ void wait_serving_calls(thread_context& ctx, Pred pred, deadline_clock::time_poi
       idle = 0;
       continue;
     }
-    if (idle == 0 && ctx.extension() != nullptr) ctx.extension()->flush(ctx);
+    if (idle == 0) ctx.flush_layers();
     if (deadline != no_deadline && deadline_clock::now() >= deadline) return;
     thread_context::back_off(idle);
   }

@@ -101,11 +101,6 @@ thread_layer registered_thread_layer(std::size_t slot) noexcept {
   return slot < layer_slot::count ? registry.by_slot[slot] : thread_layer{};
 }
 
-void install_thread_extension(thread_extension_factory factory) noexcept {
-  (void)register_thread_layer(
-      {"invoke.channels", layer_slot::invoke_channels, layer_scope::workers, factory});
-}
-
 const char* to_string(call_status status) noexcept {
   static constexpr enum_name_entry<call_status> names[] = {
       {call_status::ok, "ok"},

@@ -128,7 +128,7 @@ class runtime::run_loop {
       std::size_t ran = 0;
       try {
         ran = is_service ? rt_.serve(ctx) + ctx.poll() : ctx.poll();
-        if (ran == 0 && idle == 0 && ctx.extension() != nullptr) ctx.extension()->flush(ctx);
+        if (ran == 0 && idle == 0) ctx.flush_layers();
       } catch (...) {
         record_error();
         ran = 1;

@@ -18,9 +18,6 @@ class thread_context;
 class thread_extension {
  public:
   thread_extension() noexcept = default;
-  // `kind`: an address unique to the layer's class (the channels' lookup compares it).
-  explicit thread_extension(const void* kind) noexcept : kind_(kind) {}
-  [[nodiscard]] const void* kind() const noexcept { return kind_; }
   virtual ~thread_extension() = default;
   thread_extension(const thread_extension&) = delete;
   thread_extension& operator=(const thread_extension&) = delete;
@@ -44,7 +41,6 @@ class thread_extension {
   void set_wants_poll(bool wanted) noexcept { wants_poll_ = wanted; }
 
  private:
-  const void* kind_ = nullptr;
   bool wants_poll_ = true;
 };
 using thread_extension_factory = std::unique_ptr<thread_extension> (*)(thread_context& self);
@@ -81,8 +77,5 @@ std::size_t register_thread_layer(const thread_layer& layer) noexcept;
 
 // The registered layer in `slot`, or a layer with a null factory.
 thread_layer registered_thread_layer(std::size_t slot) noexcept;
-
-// Registers `factory` as the invoke layer's channels (slot invoke_channels, workers only).
-void install_thread_extension(thread_extension_factory factory) noexcept;
 
 }  // namespace seriema::fabric

@@ -29,7 +29,6 @@ class messenger;  // detail/messenger.hpp, which includes this header
 class channels final : public fabric::thread_extension {
  public:
   static constexpr std::size_t synchronizer_words = 1024;  // per thread
-  static inline const char kind_tag = 0;  // this class's thread_extension kind
 
   explicit channels(thread_context& self);
   ~channels() override;
@@ -170,8 +169,8 @@ namespace detail {
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
 // service thread's context.
 [[gnu::always_inline]] inline channels& channels_of(thread_context& self) {
-  fabric::thread_extension* ext = self.extension();
-  if (ext == nullptr || ext->kind() != &channels::kind_tag) detail::throw_no_channels(self);
+  fabric::thread_extension* ext = self.extension(fabric::layer_slot::invoke_channels);
+  if (ext == nullptr) detail::throw_no_channels(self);
   return *static_cast<channels*>(ext);
 }
 

@@ -31,7 +31,7 @@ inline void distributed_search<G>::thread_main(fabric::thread_context& me) {
       if (starts_rollouts) work += start_rollouts(me, w);
     });
     if (options_.channel == invoke::channel::trad) {
-      if (auto* extension = me.extension()) extension->flush(me);
+      me.flush_layers();
     }
     if (reports) {
       const auto now = std::chrono::steady_clock::now();
