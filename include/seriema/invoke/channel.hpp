@@ -86,9 +86,11 @@ struct messenger_options {
                     chunk_size - wire::chunk_header_size);
   }
 
-  /// Throws config_error naming the setting.
+  /// From the SERIEMA_* settings of the invoke layer. Throws config_error naming every bad
+  /// setting, one line each.
   static messenger_options from_environment();
-  void validate() const;  ///< Throws config_error naming the setting whose value cannot work.
+  /// Throws config_error naming every setting whose value cannot work, one line each.
+  void validate() const;
   /// Largest record (header + closure + buffer) one call may have.
   [[nodiscard]] std::size_t max_record() const noexcept {
     // It must fit a chunk's data area and a staging unit (with the published word's slot).
