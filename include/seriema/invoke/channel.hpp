@@ -26,6 +26,13 @@ enum class channel : std::uint8_t { send, write, trad, ovfl };
 const char* to_string(channel c) noexcept;  ///< "send", "write", "trad" or "ovfl"
 /// The channel named as to_string names it ("send", "write", "trad", "ovfl"), or nullopt.
 std::optional<channel> channel_from_string(std::string_view name) noexcept;
+/// What `status`, returned by a call of thread `self` on channel `c`, means there, naming the
+/// setting that applies with its value in effect: fabric::to_string(status), except for
+/// too_large, whose limit depends on the path: SERIEMA_SEND_LIMIT for channel::send; for the
+/// one-sided channels the largest record, from SERIEMA_CHUNK_SIZE (the chunk's data area) and
+/// SERIEMA_STAGING_SIZE (a staging unit, for calls to another machine). Never throws: on any
+/// failure it falls back to fabric::to_string(status).
+[[nodiscard]] std::string describe(thread_context& self, call_status status, channel c) noexcept;
 
 /// What a call does when the destination's ring is full and cannot grow.
 namespace policy {

@@ -685,9 +685,10 @@ class distributed_search {
         workers_[local_index(t)]->finished.store(true, std::memory_order_release);
       } else {
         ++self.remote_calls;
-        check(t, me.call(t, [](fabric::thread_context& target) {  // send-based: never full
-          active_->worker_of(target).finished.store(true, std::memory_order_release);
-        }));
+        check(me, invoke::channel::send, t,
+              me.call(t, [](fabric::thread_context& target) {  // send-based: never full
+                active_->worker_of(target).finished.store(true, std::memory_order_release);
+              }));
       }
     }
   }
@@ -1396,14 +1397,14 @@ class distributed_search {
   }
   template <class F>
   void send(fabric::thread_context& me, fabric::thread_id dest, const F& f) {
-    check(dest, dispatch(options_.channel, [&]<invoke::channel C>() {
+    check(me, options_.channel, dest, dispatch(options_.channel, [&]<invoke::channel C>() {
             return invoke::call<C, invoke::policy::retry_async>(me, dest, f);
           }));
   }
   template <class F>
   void invoke_buffer(fabric::thread_context& me, fabric::thread_id dest, const F& f,
                      std::span<const std::byte> bytes) {
-    check(dest, dispatch(options_.channel, [&]<invoke::channel C>() {
+    check(me, options_.channel, dest, dispatch(options_.channel, [&]<invoke::channel C>() {
             return invoke::call_buffer<C, invoke::policy::retry_async>(me, dest, f, bytes);
           }));
   }
@@ -1422,11 +1423,13 @@ class distributed_search {
     return call_status::error;
   }
   /// A rollout whose call could not be sent would never come back: the search cannot finish.
-  static void check(fabric::thread_id dest, call_status status) {
+  /// The message says what `status` means on channel `c` (which limit, for too_large).
+  static void check(fabric::thread_context& me, invoke::channel c, fabric::thread_id dest,
+                    call_status status) {
     if (status != call_status::ok) {
       throw error(fmt::format(
           "mcts: a call to thread {} failed ({}); the search cannot go on{}", dest,
-          fabric::to_string(status),
+          invoke::describe(me, status, c),
           status == call_status::full
               ? " (queue room: raise SERIEMA_EXCEEDING_LIMIT or SERIEMA_MAX_CHUNKS, or lower "
                 "rollouts_in_flight)"
