@@ -52,7 +52,7 @@ class problems {
 };
 
 /// Reads every setting of one layer with the parsers and checks the layer uses, adding what is
-/// wrong to `found` (a layer's validate_settings in <seriema/<layer>/detail/settings.hpp>).
+/// wrong to `found` (each layer's validate_settings, declared in its detail/settings.hpp).
 using settings_validator = void (*)(problems& found);
 
 /// Adds `table`, the settings of layer `layer`, to the registry, with `validate`, the check of
