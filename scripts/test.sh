@@ -36,10 +36,11 @@ echo "== build (RelWithDebInfo)"
 "$root/scripts/build.sh" "$root/build" -DSERIEMA_DOCS_WERROR=ON "${normal_debug_info[@]}"
 echo "== tests"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs" --timeout 600)
-echo "== installed library (cmake --install, find_package, pkg-config, add_subdirectory, .deb)"
-"$root/scripts/check-install.sh" "$root/build"
 echo "== API reference (Doxygen over the public headers; any warning fails)"
 cmake --build "$root/build" --target docs
+echo "== installed library (cmake --install, find_package, pkg-config, add_subdirectory, .deb," \
+     "the API reference)"
+"$root/scripts/check-install.sh" "$root/build"
 
 if [ $quick -eq 0 ]; then
   echo "== build (ASan+UBSan)"
