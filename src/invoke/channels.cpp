@@ -729,4 +729,29 @@ void throw_no_channels(thread_context& self) {
 }
 }  // namespace detail
 
+std::string describe(thread_context& self, call_status status, channel c) noexcept {
+  try {
+    if (status != call_status::too_large) return fabric::to_string(status);
+    if (c == channel::send) {
+      return fmt::format(
+          "call larger than SERIEMA_SEND_LIMIT ({} bytes of closure and buffer for a send-based "
+          "call), or a put variant's target smaller than its bytes",
+          self.rt().options().send_limit);
+    }
+    // The options of this thread's messengers when it has them (they may have been set), else
+    // the environment's, which they start from.
+    fabric::thread_extension* ext = self.extension();
+    const messenger_options& options = ext != nullptr && ext->kind() == &channels::kind_tag
+                                           ? static_cast<channels*>(ext)->options()
+                                           : environment_options();
+    return fmt::format(
+        "call larger than a one-sided record may be ({} bytes with its header: the chunk's data "
+        "area, SERIEMA_CHUNK_SIZE={} less {}, and a staging unit for calls to another machine, "
+        "SERIEMA_STAGING_SIZE={} less 64), or a put variant's target smaller than its bytes",
+        options.max_record(), options.chunk_size, wire::chunk_header_size, options.staging_size);
+  } catch (...) {
+    return fabric::to_string(status);
+  }
+}
+
 }  // namespace seriema::invoke

@@ -52,8 +52,9 @@ struct runtime_options {
   transfer::context_options ucx;   ///< The UCX context: peer-error handling, keepalive.
   transfer::arena_options memory;  ///< Registered arenas: memory source, pages, segment size.
   bootstrap_options boot;          ///< How ranks find each other (PMIx, seriema-run, single).
-  /// Reads every SERIEMA_* setting; throws config_error naming the first bad one (including
-  /// unknown SERIEMA_* variables).
+  /// Reads every SERIEMA_* setting after config::check_environment() checked the settings of
+  /// every linked layer; throws config_error naming every bad or contradicting one, and every
+  /// unknown SERIEMA_* variable, one line each.
   static runtime_options from_environment();
 };
 

@@ -35,8 +35,11 @@ class runtime;
 enum class call_status : std::uint8_t {
   ok,
   bad_destination,  ///< no such thread
-  too_large,        ///< closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT), or
-                    ///< a one-sided record does not fit in a chunk
+  too_large,        ///< closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT), a
+                    ///< one-sided record does not fit a chunk's data area (SERIEMA_CHUNK_SIZE)
+                    ///< or, to another machine, a staging unit (SERIEMA_STAGING_SIZE), or a put
+                    ///< variant's target is smaller than its bytes (invoke::describe says which
+                    ///< limit applies to a channel, with its value)
   full,             ///< one-sided: the channel's ring is at its maximum and the call's policy
                     ///< is to fail (the call was not sent)
   peer_failed,      ///< the destination's process is dead (endpoint error): nothing was sent

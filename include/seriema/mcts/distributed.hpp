@@ -337,7 +337,10 @@ class distributed_search {
                      std::span<const std::byte> bytes);
   template <class Body>
   static call_status dispatch(invoke::channel c, Body&& body);
-  static void check(fabric::thread_id dest, call_status status);
+  /// A rollout whose call could not be sent would never come back: the search cannot finish.
+  /// The message says what `status` means on channel `c` (which limit, for too_large).
+  static void check(fabric::thread_context& me, invoke::channel c, fabric::thread_id dest,
+                    call_status status);
   [[nodiscard]] std::size_t local_index(fabric::thread_id t) const noexcept;
   worker& worker_of(const fabric::thread_context& me) noexcept;
   static std::uint64_t address_of(const node* n) noexcept;

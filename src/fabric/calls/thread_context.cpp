@@ -105,7 +105,11 @@ const char* to_string(call_status status) noexcept {
   static constexpr enum_name_entry<call_status> names[] = {
       {call_status::ok, "ok"},
       {call_status::bad_destination, "no such destination thread"},
-      {call_status::too_large, "call larger than SERIEMA_SEND_LIMIT"},
+      {call_status::too_large,
+       "call too large for its path: send-based, over SERIEMA_SEND_LIMIT; one-sided, over the "
+       "chunk's data area (SERIEMA_CHUNK_SIZE) or, to another machine, a staging unit "
+       "(SERIEMA_STAGING_SIZE); or a put variant's target smaller than its bytes "
+       "(invoke::describe names the one that applies)"},
       {call_status::peer_failed, "destination process failed"},
       {call_status::full, "destination's chunks are full (channel at its maximum)"},
       {call_status::error, "UCX error"},

@@ -179,17 +179,25 @@ net_device_selection net_device_selection::parse(std::string_view text) {
 placement_options placement_options::from_environment() {
   static constexpr std::string_view hyperthread_choices[] = {"avoid", "use"};
   static constexpr std::string_view bind_choices[] = {"yes", "none"};
+  config::problems found;  // every setting read, so that one message names every problem
   placement_options options;
-  options.hyperthreads = config::get_choice("SERIEMA_HYPERTHREADS", hyperthread_choices) == 1
-                             ? hyperthread_policy::use
-                             : hyperthread_policy::avoid;
-  options.bind = config::get_choice("SERIEMA_BIND", bind_choices) == 0;
-  if (auto zones = config::raw("SERIEMA_PROCESS_ZONES")) {
-    options.process_zones = parse_process_zones(*zones);
-  }
-  if (auto devices = config::raw("SERIEMA_NET_DEVICES")) {
-    options.net_devices = net_device_selection::parse(*devices);
-  }
+  found.check([&] {
+    options.hyperthreads = config::get_choice("SERIEMA_HYPERTHREADS", hyperthread_choices) == 1
+                               ? hyperthread_policy::use
+                               : hyperthread_policy::avoid;
+  });
+  found.check([&] { options.bind = config::get_choice("SERIEMA_BIND", bind_choices) == 0; });
+  found.check([&] {
+    if (auto zones = config::raw("SERIEMA_PROCESS_ZONES")) {
+      options.process_zones = parse_process_zones(*zones);
+    }
+  });
+  found.check([&] {
+    if (auto devices = config::raw("SERIEMA_NET_DEVICES")) {
+      options.net_devices = net_device_selection::parse(*devices);
+    }
+  });
+  found.throw_if_any();
   // UCX's own variable: when the user set it, seriema leaves UCX's device choice alone.
   if (const char* ucx_devices = std::getenv("UCX_NET_DEVICES"); ucx_devices != nullptr) {
     options.user_ucx_net_devices = ucx_devices;

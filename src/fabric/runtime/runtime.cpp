@@ -18,28 +18,44 @@
 namespace seriema::fabric {
 
 runtime_options runtime_options::from_environment() {
-  config::reject_unknown_environment_settings();
+  // Every layer's settings first, all problems in one message; then this layer's, each read
+  // even when another is bad (this is also what the fabric layer's check of the settings runs).
+  config::check_environment();
+  config::problems found;
   runtime_options options;
-  options.threads_per_process =
-      static_cast<int>(config::get_unsigned("SERIEMA_THREADS", 1, 4096));
-  options.service_threads =
-      static_cast<int>(config::get_unsigned("SERIEMA_SERVICE_THREADS", 0, 1));
-  options.helper_threads =
-      static_cast<int>(config::get_unsigned("SERIEMA_HELPER_THREADS", 0, 64));
-  options.attach_slots =
-      static_cast<int>(config::get_unsigned("SERIEMA_ATTACH_SLOTS", 0, 1024));
-  options.reply_cells =
-      static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_REPLY_CELLS", 0, 65536));
-  options.send_limit = config::get_bytes("SERIEMA_SEND_LIMIT");
-  if (options.send_limit < 64 || options.send_limit > (std::size_t{1} << 30)) {
-    throw config_error(fmt::format("SERIEMA_SEND_LIMIT={}: expected 64 bytes .. 1G",
-                                   options.send_limit));
-  }
-  options.timeout = config::get_duration("SERIEMA_TIMEOUT");
-  options.counters_path = config::raw("SERIEMA_COUNTERS").value_or("");
-  options.placement = placement_options::from_environment();
-  options.ucx = transfer::context_options::from_environment();
-  options.memory = transfer::arena_options::from_environment();
+  found.check([&] {
+    options.threads_per_process =
+        static_cast<int>(config::get_unsigned("SERIEMA_THREADS", 1, 4096));
+  });
+  found.check([&] {
+    options.service_threads =
+        static_cast<int>(config::get_unsigned("SERIEMA_SERVICE_THREADS", 0, 1));
+  });
+  found.check([&] {
+    options.helper_threads =
+        static_cast<int>(config::get_unsigned("SERIEMA_HELPER_THREADS", 0, 64));
+  });
+  found.check([&] {
+    options.attach_slots =
+        static_cast<int>(config::get_unsigned("SERIEMA_ATTACH_SLOTS", 0, 1024));
+  });
+  found.check([&] {
+    options.reply_cells =
+        static_cast<std::uint32_t>(config::get_unsigned("SERIEMA_REPLY_CELLS", 0, 65536));
+  });
+  found.check([&] {
+    options.send_limit = config::get_bytes("SERIEMA_SEND_LIMIT");
+    if (options.send_limit < 64 || options.send_limit > (std::size_t{1} << 30)) {
+      throw config_error(fmt::format("SERIEMA_SEND_LIMIT={}: expected 64 bytes .. 1G",
+                                     options.send_limit));
+    }
+  });
+  found.check([&] { options.timeout = config::get_duration("SERIEMA_TIMEOUT"); });
+  found.check([&] { options.counters_path = config::raw("SERIEMA_COUNTERS").value_or(""); });
+  found.check([&] { options.placement = placement_options::from_environment(); });
+  found.check([&] { options.ucx = transfer::context_options::from_environment(); });
+  found.check([&] { options.memory = transfer::arena_options::from_environment(); });
+  found.throw_if_any();
   return options;
 }
 

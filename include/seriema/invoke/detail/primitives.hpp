@@ -329,6 +329,17 @@ template <class R>
 struct is_return_slot<return_slot<R>> : std::true_type {};
 template <class T>
 constexpr bool is_return_slot_v = is_return_slot<std::remove_cvref_t<T>>::value;
+// A pointer to a synchronizer: `&sync` where `sync` belongs.
+template <class T>
+constexpr bool is_synchronizer_pointer_v =
+    std::is_pointer_v<std::remove_cvref_t<T>> &&
+    std::is_same_v<std::remove_cv_t<std::remove_pointer_t<std::remove_cvref_t<T>>>, synchronizer>;
+// A synchronizer, or what a caller may have meant as one (a pointer to it).
+template <class T>
+constexpr bool is_synchronizer_like_v = is_synchronizer_v<T> || is_synchronizer_pointer_v<T>;
+// Compile-time false that depends on T, for static_asserts of overloads that only fail.
+template <class... T>
+constexpr bool dependent_false = false;
 
 }  // namespace detail
 

@@ -148,9 +148,10 @@ inline void distributed_search<G>::finish(fabric::thread_context& me) {
       workers_[local_index(t)]->finished.store(true, std::memory_order_release);
     } else {
       ++self.remote_calls;
-      check(t, me.call(t, [](fabric::thread_context& target) {  // send-based: never full
-        active_->worker_of(target).finished.store(true, std::memory_order_release);
-      }));
+      check(me, invoke::channel::send, t,
+            me.call(t, [](fabric::thread_context& target) {  // send-based: never full
+              active_->worker_of(target).finished.store(true, std::memory_order_release);
+            }));
     }
   }
 }

@@ -52,7 +52,7 @@ template <game G>
 template <class F>
 inline void distributed_search<G>::send(fabric::thread_context& me, fabric::thread_id dest,
                                         const F& f) {
-  check(dest, dispatch(options_.channel, [&]<invoke::channel C>() {
+  check(me, options_.channel, dest, dispatch(options_.channel, [&]<invoke::channel C>() {
           return invoke::call<C, invoke::policy::retry_async>(me, dest, f);
         }));
 }
@@ -61,7 +61,7 @@ template <game G>
 template <class F>
 inline void distributed_search<G>::invoke_buffer(fabric::thread_context& me, fabric::thread_id dest,
                                                  const F& f, std::span<const std::byte> bytes) {
-  check(dest, dispatch(options_.channel, [&]<invoke::channel C>() {
+  check(me, options_.channel, dest, dispatch(options_.channel, [&]<invoke::channel C>() {
           return invoke::call_buffer<C, invoke::policy::retry_async>(me, dest, f, bytes);
         }));
 }
@@ -84,11 +84,12 @@ inline auto distributed_search<G>::dispatch(invoke::channel c, Body&& body) -> c
 
 /// A rollout whose call could not be sent would never come back: the search cannot finish.
 template <game G>
-inline void distributed_search<G>::check(fabric::thread_id dest, call_status status) {
+inline void distributed_search<G>::check(fabric::thread_context& me, invoke::channel c,
+                                         fabric::thread_id dest, call_status status) {
   if (status != call_status::ok) {
     throw error(fmt::format(
         "mcts: a call to thread {} failed ({}); the search cannot go on{}", dest,
-        fabric::to_string(status),
+        invoke::describe(me, status, c),
         status == call_status::full
             ? " (queue room: raise SERIEMA_EXCEEDING_LIMIT or SERIEMA_MAX_CHUNKS, or lower "
               "rollouts_in_flight)"
