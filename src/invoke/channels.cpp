@@ -740,10 +740,9 @@ std::string describe(thread_context& self, call_status status, channel c) noexce
     }
     // The options of this thread's messengers when it has them (they may have been set), else
     // the environment's, which they start from.
-    fabric::thread_extension* ext = self.extension();
-    const messenger_options& options = ext != nullptr && ext->kind() == &channels::kind_tag
-                                           ? static_cast<channels*>(ext)->options()
-                                           : environment_options();
+    fabric::thread_extension* ext = self.extension(fabric::layer_slot::invoke_channels);
+    const messenger_options& options =
+        ext != nullptr ? static_cast<channels*>(ext)->options() : environment_options();
     return fmt::format(
         "call larger than a one-sided record may be ({} bytes with its header: the chunk's data "
         "area, SERIEMA_CHUNK_SIZE={} less {}, and a staging unit for calls to another machine, "
