@@ -120,10 +120,12 @@ void future_table::report_unobserved(future_record& r) noexcept {
       1, std::memory_order_relaxed);
   if (before != 0) return;
   try {
-    log::warning("thread {}: a future ({}) was destroyed without anyone asking how it ended "
-                 "(get, try_get, result, wait, then or co_await); later ones are only counted "
-                 "(counters: failed_futures_unobserved)",
-                 self_.id(), fabric::describe(r.outcome(), r.destination, r.process));
+    const std::string thrown = summarize_remote_exception(r.details);
+    log::warning("thread {}: a future ({}{}{}) was destroyed without anyone asking how it "
+                 "ended (get, try_get, result, wait, then or co_await); later ones are only "
+                 "counted (counters: failed_futures_unobserved)",
+                 self_.id(), fabric::describe(r.outcome(), r.destination, r.process),
+                 thrown.empty() ? "" : ": ", thrown);
   } catch (...) {  // the log is best effort
   }
 }

@@ -181,17 +181,32 @@ void describe_current_exception(std::vector<std::byte>& out, const std::exceptio
   }
 }
 
-std::exception_ptr rebuild_remote_exception(std::span<const std::byte> details,
-                                            fabric::call_status status,
-                                            fabric::thread_id destination, int process) {
+namespace {
+// The parts of a failure's details; false when the bytes are not details.
+bool parse_details(std::span<const std::byte> details, std::uint32_t& id, std::string& type_name,
+                   std::string& what) {
   details_reader in(details);
   std::uint8_t version = 0;
+  return in.u8(version) && version == details_version && in.u32(id) && in.text(type_name) &&
+         in.text(what) && in.finished();
+}
+}  // namespace
+
+std::string summarize_remote_exception(std::span<const std::byte> details) {
   std::uint32_t id = 0;
   std::string type_name;
   std::string what;
-  const bool parsed = in.u8(version) && version == details_version && in.u32(id) &&
-                      in.text(type_name) && in.text(what) && in.finished();
-  if (!parsed) {
+  if (!parse_details(details, id, type_name, what)) return {};
+  return what.empty() ? type_name : type_name + ": " + what;
+}
+
+std::exception_ptr rebuild_remote_exception(std::span<const std::byte> details,
+                                            fabric::call_status status,
+                                            fabric::thread_id destination, int process) {
+  std::uint32_t id = 0;
+  std::string type_name;
+  std::string what;
+  if (!parse_details(details, id, type_name, what)) {
     id = 0;
     type_name = "unknown (the callee sent no description)";
     what.clear();

@@ -360,6 +360,49 @@ TEST(Futures, WhenAnyGivesTheFirstAndHandsBackTheRest) {
   });
 }
 
+// Aggregators give futures too (trad: the batch is published when the caller waits).
+TEST(Futures, AggregatorsGiveFutures) {
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id dest = next_of(me);
+    invoke::aggregator<channel::trad> batch(me);
+    auto a = batch.call_return<invoke::policy::retry>(dest, [](int x) { return x + 1; }, 41);
+    auto to = batch.to(dest);
+    auto b = to.call_return<invoke::policy::retry>([](thread_context& self) {
+      return std::to_string(self.id());
+    });
+    EXPECT_EQ(a.get(), 42);
+    EXPECT_EQ(b.get(), std::to_string(dest));
+  });
+}
+
+// A failed future nobody looked at is counted (and the first in a process logged); one whose
+// failure was asked for, or that was cancelled, is not.
+TEST(Futures, FailedFuturesNobodyLookedAtAreCounted) {
+  const std::uint64_t before = test::rt().counters().failed_futures_unobserved.load();
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id dest = next_of(me);
+    {
+      auto dropped = invoke::call_return<channel::send>(me, dest, []() -> int {
+        throw std::runtime_error("nobody will know");
+      });
+      // Wait for it to end without asking how (ready() does not count as looking).
+      EXPECT_TRUE(me.wait_until([&] { return dropped.ready(); }));
+    }
+    {
+      auto seen = invoke::call_return<channel::send>(me, dest, []() -> int {
+        throw std::runtime_error("looked at");
+      });
+      EXPECT_EQ(seen.wait(), outcome::threw);
+    }
+    {
+      auto cancelled = invoke::call_return<channel::send>(me, dest, [] { return 1; });
+      cancelled.cancel();
+    }
+  });
+  EXPECT_EQ(test::rt().counters().failed_futures_unobserved.load() - before,
+            static_cast<std::uint64_t>(test::rt().options().threads_per_process));
+}
+
 // A thread that is not a worker calls through an attach slot (send-based).
 TEST(Futures, AttachedThreadsGetFutures) {
   auto& rt = test::rt();

@@ -182,6 +182,9 @@ std::exception_ptr rebuild_remote_exception(std::span<const std::byte> details,
                                             fabric::call_status status,
                                             fabric::thread_id destination, int process);
 
+/// "std::out_of_range: key 17" for a failure's details ("" when they do not parse).
+std::string summarize_remote_exception(std::span<const std::byte> details);
+
 /// The exception get() throws for a call that ended with `why` (anything but done and threw).
 std::exception_ptr outcome_exception(fabric::outcome why, fabric::call_status status,
                                      fabric::thread_id destination, int process);

@@ -339,6 +339,12 @@ class aggregator {
   call_status call_return(thread_id dest, const F& f, return_slot<R>& slot) {
     return invoke::call_return<Mode, Policy>(self_, dest, f, slot);
   }
+  /// invoke::call_return's future form through this aggregator's mode.
+  template <class Policy = policy::fail, class F, class... Args>
+    requires(!(detail::is_return_slot_v<Args> || ...))
+  auto call_return(thread_id dest, const F& f, const Args&... args) {
+    return invoke::call_return<Mode, Policy>(self_, dest, f, args...);
+  }
   /// Publishes every batched call of this thread (all destinations).
   void flush() { channels_of(self_).flush(self_); }
 
@@ -407,6 +413,14 @@ class aggregator_to {
   template <class Policy = policy::fail, class F, class R>
   call_status call_return(const F& f, return_slot<R>& slot) {
     return renew(invoke::call_return<Mode, Policy>(self_, dest_, f, slot));
+  }
+  /// invoke::call_return's future form to the destination.
+  template <class Policy = policy::fail, class F, class... Args>
+    requires(!(detail::is_return_slot_v<Args> || ...))
+  auto call_return(const F& f, const Args&... args) {
+    auto result = invoke::call_return<Mode, Policy>(self_, dest_, f, args...);
+    renew(call_status::ok);
+    return result;
   }
   /// Publishes the calls batched for this destination (and moves its queued ones on).
   void flush() {
