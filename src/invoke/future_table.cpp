@@ -33,12 +33,17 @@ const std::size_t registered = fabric::register_thread_layer(
 // are seen within 16 polls (a poll is tens of nanoseconds when idle).
 constexpr unsigned clock_period = 16;
 
-// Service call that frees a large reply's memory once its caller read it (fire and forget: a
-// lost free leaks until the runtime ends, and the caller does not wait for it).
+// Service call that gives back a large reply's piece once its caller read it (fire and forget:
+// a lost one leaks until the runtime ends, and the caller does not wait for it). Only memory the
+// callee's process lent is freed, once: any other return frees nothing and is counted.
 struct free_large_reply {
   std::uint64_t address;
   std::uint64_t size;
-  void operator()(thread_context& server) const { (void)server.rt().service_free(address, size); }
+  void operator()(thread_context& server) const {
+    if (!server.rt().service_return(address, size)) {
+      server.rt().counters().rejected_returns.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
 };
 
 }  // namespace
@@ -468,14 +473,29 @@ transfer::registered_buffer allocate_piece(thread_context& self, std::size_t siz
 std::span<std::byte> finish_serialized_reply(thread_context& self, std::vector<std::byte>& out) {
   const std::size_t size = out.size() - 1;
   if (size <= large_reply_bytes) return out;
+  fabric::runtime& rt = self.rt();
   std::vector<large_piece> pieces;
+  pieces.reserve((size + large_piece_bytes - 1) / large_piece_bytes);  // push_back cannot throw
   for (std::size_t at = 0; at < size; at += large_piece_bytes) {
     const std::size_t piece = std::min(large_piece_bytes, size - at);
     transfer::registered_buffer memory = allocate_piece(self, piece, pieces);
     std::memcpy(memory.data, out.data() + 1 + at, piece);
-    large_piece p{transfer::remote_memory_locator::make(self.rt().rank(), memory), piece};
-    p.where.size = memory.size;  // the caller frees (address, size) as allocated
+    large_piece p{transfer::remote_memory_locator::make(rt.rank(), memory), piece};
+    p.where.size = memory.size;  // the caller gives back (address, size) as allocated
     pieces.push_back(p);
+  }
+  // Lent only once every piece is written: the caller's return (free_large_reply) frees memory
+  // this process lent, and the lending's lock orders these writes before the memory's reuse
+  // here (the real order, through the caller, is one ThreadSanitizer cannot see).
+  try {
+    for (const large_piece& p : pieces) rt.service_lend(p.where.address, p.where.size);
+  } catch (...) {  // no memory for the entry: nothing goes out, every piece is freed
+    for (const large_piece& p : pieces) {
+      if (!rt.service_return(p.where.address, p.where.size)) {
+        (void)rt.service_free(p.where.address, p.where.size);
+      }
+    }
+    throw;
   }
   const large_reply head{size, static_cast<std::uint32_t>(pieces.size()), 0};
   out.resize(1 + sizeof head + pieces.size() * sizeof(large_piece));

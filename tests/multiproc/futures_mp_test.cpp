@@ -403,6 +403,30 @@ TEST(Futures, FailedFuturesNobodyLookedAtAreCounted) {
             static_cast<std::uint64_t>(test::rt().options().threads_per_process));
 }
 
+// A large value's pieces are lent to the caller and given back once it read them; the callee's
+// process frees only memory it lent, and only once.
+TEST(Futures, LargeValuePiecesAreGivenBackOnce) {
+  auto& rt = test::rt();
+  const std::uint64_t before = rt.counters().rejected_returns.load();
+  rt.run([&](thread_context& me) {
+    auto large = invoke::call_return<channel::send>(
+        me, next_of(me), [](std::uint64_t n) { return std::vector<std::uint8_t>(n, 7); },
+        std::uint64_t{300} << 10);
+    EXPECT_EQ(large.get().size(), std::size_t{300} << 10);
+  });
+  EXPECT_EQ(rt.counters().rejected_returns.load(), before);
+  const transfer::registered_buffer memory =
+      rt.service_allocate(rt.placement().zone_of_process(rt.rank()), 4096);
+  ASSERT_TRUE(memory);
+  const auto address = reinterpret_cast<std::uint64_t>(memory.data);
+  EXPECT_FALSE(rt.service_return(address, memory.size)) << "never lent";
+  rt.service_lend(address, memory.size);
+  EXPECT_FALSE(rt.service_return(address, memory.size + 1)) << "another size";
+  EXPECT_TRUE(rt.service_return(address, memory.size));
+  EXPECT_FALSE(rt.service_return(address, memory.size)) << "given back twice";
+  EXPECT_FALSE(rt.service_free(address, memory.size)) << "the return freed it";
+}
+
 // A thread that is not a worker calls through an attach slot (send-based).
 TEST(Futures, AttachedThreadsGetFutures) {
   auto& rt = test::rt();

@@ -115,6 +115,13 @@ class runtime {
   /// Frees what service_allocate returned at `address` (`size` as allocated); false when no
   /// such allocation is live (nothing freed).
   [[nodiscard]] bool service_free(std::uint64_t address, std::uint64_t size);
+  /// Lends what service_allocate returned at `address` (`size` as allocated), after this
+  /// process wrote it, to a peer that reads it and then gives it back with service_return (the
+  /// pieces of a large call_return value). Thread-safe.
+  void service_lend(std::uint64_t address, std::uint64_t size);
+  /// Frees memory lent by service_lend, once; false (nothing freed) when it is not lent now: a
+  /// duplicate or stale return, or a peer naming memory nobody lent it.
+  [[nodiscard]] bool service_return(std::uint64_t address, std::uint64_t size);
   /// Applies a write message: when [m.base, m.base + m.size) is a live allocation of the
   /// service, exactly as service_allocate returned it, and both ranges lie inside it, copies
   /// `data` to m.base + m.data_offset and then stores m.word there (release). False (nothing
@@ -308,6 +315,13 @@ class runtime {
   /// allocation and removed before the free.
   std::mutex writable_mutex_;
   std::unordered_map<std::uint64_t, std::uint64_t> writable_;
+  /// Service allocations lent to a peer (start -> size), until it gives them back. The lender
+  /// enters an allocation after writing it and the return takes it out before the free, both
+  /// under this lock: so the lender's writes happen before the free, and before whatever the
+  /// memory is allocated for next, in this process's own synchronization too (the real order
+  /// runs through the peer, which ThreadSanitizer does not see).
+  std::mutex lent_mutex_;
+  std::unordered_map<std::uint64_t, std::uint64_t> lent_;
   void check_registries();
   /// Throws seriema::error naming the dead ranks when any rank has failed.
   void throw_if_peers_failed();

@@ -65,7 +65,8 @@ json process_counters(const invocation_counters& c) {
               {"deferred_finished", value(c.deferred_finished)},
               {"rejected_results", value(c.rejected_results)},
               {"exceptions_returned", value(c.exceptions_returned)},
-              {"failed_futures_unobserved", value(c.failed_futures_unobserved)}};
+              {"failed_futures_unobserved", value(c.failed_futures_unobserved)},
+              {"rejected_returns", value(c.rejected_returns)}};
 }
 
 }  // namespace

@@ -56,6 +56,21 @@ bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
   return false;
 }
 
+void runtime::service_lend(std::uint64_t address, std::uint64_t size) {
+  std::lock_guard lock(lent_mutex_);
+  lent_[address] = size;
+}
+
+bool runtime::service_return(std::uint64_t address, std::uint64_t size) {
+  {
+    std::lock_guard lock(lent_mutex_);
+    auto it = lent_.find(address);
+    if (it == lent_.end() || it->second != size) return false;
+    lent_.erase(it);
+  }
+  return service_free(address, size);
+}
+
 bool runtime::service_write(const write_message& m, std::span<const std::byte> data) {
   // Overflow-safe range checks: every operand is at most m.size once the first test passed.
   const bool in_range = m.data_offset <= m.size && data.size() <= m.size - m.data_offset &&

@@ -59,6 +59,9 @@ struct invocation_counters {
   std::atomic<std::uint64_t> exceptions_returned{0};
   // Futures that failed and were destroyed without anyone looking at how (the first is logged).
   std::atomic<std::uint64_t> failed_futures_unobserved{0};
+  // Returns of a large reply's piece naming memory this process has not lent (never, or given
+  // back already): nothing freed (not messages: the service call that carried it was consumed).
+  std::atomic<std::uint64_t> rejected_returns{0};
 
   // Messages that arrived and were dealt with: run, or rejected.
   [[nodiscard]] std::uint64_t consumed() const noexcept {
