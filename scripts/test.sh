@@ -80,10 +80,13 @@ if [ $quick -eq 0 ] && [ $tsan -eq 0 ]; then
   # polling for threads in a helped_section (invoke_features), attach slots handed between
   # short-lived threads and the helpers (attach), the failure paths that every
   # rank survives (deadlines, cancel, calls and throws from handlers after the body, a stalled
-  # peer), and the distributed MCTS in 1 process x 2 threads (its relaxed statistics, RAVE
-  # and the solver's proofs written by whichever thread steps there; one process, since TSan
-  # sees no ordering that passes through another process: a node's fields written by one
-  # thread and read by another after a round trip through a peer are reported as a race).
+  # peer), futures and coroutines over every channel in 2 processes (replies of every size,
+  # large values lent from the callee's memory and given back, continuations, deferred replies
+  # from coroutine handlers, attached threads), and the distributed MCTS in 1 process x 2
+  # threads (its relaxed statistics, RAVE and the solver's proofs written by whichever thread
+  # steps there; one process, since TSan sees no ordering that passes through another process:
+  # a node's fields written by one thread and read by another after a round trip through a
+  # peer are reported as a race).
   # Only what these need is built.
   echo "== build (TSan, stress subset)"
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -92,11 +95,11 @@ if [ $quick -eq 0 ] && [ $tsan -eq 0 ]; then
     -DSERIEMA_WERROR="$([ "${CI:-}" = true ] && echo ON || echo OFF)" >/dev/null
   cmake --build "$root/build-tsan" -j "$jobs" --target seriema-run invoke_onesided_mp_test \
     invoke_features_mp_test failure_handling_mp_test incoming_memory_map_test attach_mp_test \
-    mcts_mp_test
+    mcts_mp_test futures_mp_test coroutines_mp_test
   echo "== tests under TSan (stress subset)"
   (cd "$root/build-tsan" && export_tsan_environment && TEST_STRESS_CALLS=200000 \
      ctest --output-on-failure -j "$jobs" --timeout 900 \
-       -R "^(mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm|attach\.np2\.shm|mcts\.np1x2\.shm)|unit\.fabric\.incoming_memory_map_test)$")
+       -R "^(mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm|attach\.np2\.shm|mcts\.np1x2\.shm|futures\.np2\.shm|coroutines\.np2\.shm)|unit\.fabric\.incoming_memory_map_test)$")
 fi
 if [ $quick -eq 0 ]; then
   # The libFuzzer targets of every parser of untrusted bytes, 30 s each (docs/fuzzing.md).
