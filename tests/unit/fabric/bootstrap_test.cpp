@@ -205,6 +205,14 @@ TEST(launcher_protocol, round_trips_every_message) {
   auto abort = read_back(proto::encode_abort("out of memory"));
   ASSERT_EQ(abort.type, proto::message_type::abort);
   EXPECT_EQ(proto::decode_text(abort.payload), "out of memory");
+
+  EXPECT_EQ(read_back(proto::encode_running()).type, proto::message_type::running);
+  EXPECT_EQ(read_back(proto::encode_finalized()).type, proto::message_type::finalized);
+  auto left = read_back(proto::encode_rank_failed(5, "exited with status 0 before finalize"));
+  ASSERT_EQ(left.type, proto::message_type::rank_failed);
+  auto l = proto::decode_rank_failed(left.payload);
+  EXPECT_EQ(l.rank, 5);
+  EXPECT_EQ(l.how, "exited with status 0 before finalize");
 }
 
 TEST(launcher_protocol, reader_reassembles_frames_fed_byte_by_byte) {
@@ -247,6 +255,10 @@ TEST(launcher_protocol, rejects_bad_headers_before_buffering_the_payload) {
   expect_bad_header(4, 3);                             // result needs a count
   expect_bad_header(4, 0xffffffffu);                   // too long
   expect_bad_header(5, proto::max_text_bytes + 1);     // text too long
+  expect_bad_header(6, 1);                             // running has no payload
+  expect_bad_header(7, 4);                             // finalized has no payload
+  expect_bad_header(8, 3);                             // a rank failure needs the rank
+  expect_bad_header(8, proto::max_text_bytes + 5);     // text too long
   // A header alone is not a frame yet, and an incomplete header is just "need more".
   proto::frame_reader reader;
   reader.feed(header(5, 10));
@@ -291,6 +303,10 @@ TEST(launcher_protocol, rejects_malformed_payloads) {
   truncated.pop_back();
   EXPECT_THROW(proto::decode_result(truncated, 2), proto::protocol_error);
   EXPECT_EQ(proto::decode_result(result, 2), blobs);
+  // Rank failure: a negative rank.
+  auto left = payload_of(proto::encode_rank_failed(1, "gone"));
+  left[3] = std::byte{0x80};
+  EXPECT_THROW(proto::decode_rank_failed(left), proto::protocol_error);
 }
 
 // ---- the launcher client against a scripted fake launcher ----
