@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <seriema/fabric/bootstrap.hpp>
 #include <string>
@@ -436,6 +437,48 @@ TEST(launcher_client, a_failure_from_the_launcher_is_thrown_and_sticks) {
   auto b = bootstrap::create();
   EXPECT_EQ(message_of([&] { b->allgather(to_bytes("x")); }), why);
   EXPECT_EQ(message_of([&] { b->barrier(); }), why);
+}
+
+TEST(launcher_client, tells_its_lifecycle_and_hears_of_ranks_that_left) {
+  std::vector<proto::message_type> seen;
+  fake_launcher launcher([&](int fd) {
+    proto::frame_reader reader;
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // hello
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // running
+    // One notice perhaps before the handler is installed, one while a collective waits; one
+    // naming the rank itself and one naming no rank of the job, both ignored.
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(2, "exited with status 0 before "
+                                                                "finalize"));
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // barrier
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(0, "itself"));
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(9, "no such rank"));
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(3, "killed by signal 9 (SIGKILL) "
+                                                                "before finalize"));
+    fake_launcher::write_frame(fd, proto::encode_result(std::vector<bytes>(4)));
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // finalized
+  });
+  auto env = launcher_env(launcher.path(), 0, 4);
+  auto b = bootstrap::create();
+  b->mark_running();
+  std::mutex mutex;
+  std::vector<std::pair<int, std::string>> heard;
+  b->watch_peers([&](int rank, const std::string& how) {
+    std::lock_guard lock(mutex);
+    heard.emplace_back(rank, how);
+  });
+  b->barrier();  // the notices sent before its answer were handled before it returned
+  b->mark_finalized();
+  b->watch_peers(nullptr);
+  b.reset();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0], std::make_pair(2, std::string("seriema-run: exited with status 0 before "
+                                                    "finalize")));
+  EXPECT_EQ(heard[1], std::make_pair(3, std::string("seriema-run: killed by signal 9 (SIGKILL) "
+                                                    "before finalize")));
+  EXPECT_EQ(seen, (std::vector<proto::message_type>{
+                      proto::message_type::hello, proto::message_type::running,
+                      proto::message_type::contribute, proto::message_type::finalized}));
 }
 
 TEST(launcher_client, a_vanished_launcher_is_named) {
