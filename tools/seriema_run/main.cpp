@@ -1,8 +1,9 @@
 // seriema-run: starts N ranks of a program on this host (optionally as M emulated machines),
 // serves their bootstrap rendezvous over a private Unix socket, and turns the failure of any rank
-// into a prompt, named failure of the whole job instead of a hang. This file holds the job: the
-// event loop that joins the process group (process_group.hpp) and the rendezvous server
-// (rendezvous_server.hpp); the command line is in cli.hpp.
+// (a death, or an exit before its runtime finalized) into a prompt, named failure of the whole
+// job instead of a hang. This file holds the job: the event loop that joins the process group
+// (process_group.hpp) and the rendezvous server (rendezvous_server.hpp); the command line is in
+// cli.hpp.
 #include <fmt/format.h>
 #include <poll.h>
 
@@ -81,9 +82,13 @@ class job final : public rendezvous_events {
   }
 
   void on_rank_exit(int r) {
-    const bool failed = group_.judge_exit(r);
-    // A rank that is gone can join no further collective.
-    server_.rank_left(r, group_.how_it_ended(r));
+    bool failed = group_.judge_exit(r);
+    // A rank that is gone can join no further collective; one that leaves between its runtime's
+    // start and its finalize has failed whatever its status (the server tells the others).
+    if (server_.rank_left(r, group_.how_it_ended(r), group_.stopped_by_us(r)) && !failed) {
+      group_.record_failure(1);  // it exited with status 0
+      failed = true;
+    }
     if (failed && options_.kill_on_failure) group_.start_termination();
   }
 

@@ -287,6 +287,10 @@ std::string process_group::how_it_ended(int r) const {
   return describe_wait_status(ranks_[static_cast<std::size_t>(r)].wait_status);
 }
 
+bool process_group::stopped_by_us(int r) const {
+  return ranks_[static_cast<std::size_t>(r)].signaled_by_us;
+}
+
 std::string process_group::who(int r) const {
   return fmt::format("rank {} (pid {})", r, ranks_[static_cast<std::size_t>(r)].pid);
 }

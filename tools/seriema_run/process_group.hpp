@@ -48,6 +48,10 @@ class process_group {
   bool judge_exit(int r);
   // How rank `r` ended ("exited with status 3", "killed by signal 9 (SIGKILL)"); once reaped.
   [[nodiscard]] std::string how_it_ended(int r) const;
+  // Whether a signal of ours (termination, the launcher's signals, the time limit) ended it.
+  [[nodiscard]] bool stopped_by_us(int r) const;
+  // Records `code` as the job's exit status unless one was recorded before (the first cause).
+  void record_failure(int code) { record_exit_code(code); }
   // Rank `r` was told that the job failed (or aborted it): it gets the grace period to report and
   // exit by itself before start_termination signals it.
   void give_grace(int r);
