@@ -203,6 +203,10 @@ class runtime {
   /// `reported_by`: the survivor that announced it (a collective's failure notice), or -1.
   void note_peer_failure(int rank, transfer::ucx_status_code status,
                          int reported_by = -1) noexcept;
+  /// Records that the launcher reported `rank` gone before it finalized (`how` it left, e.g.
+  /// "seriema-run: exited with status 0 before finalize"), as note_peer_failure does. The
+  /// bootstrap's watch (bootstrap::watch_peers) calls it; any thread.
+  void note_peer_left(int rank, const std::string& how) noexcept;
   /// The ranks known dead, for messages ("rank 1 (Connection reset by remote peer)").
   [[nodiscard]] std::string describe_failed_peers() const;
   /// "rank 1 (Connection reset by remote peer)" for one dead rank.
@@ -356,6 +360,11 @@ class runtime {
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::unique_ptr<std::atomic<int>[]> dead_status_;
   std::unique_ptr<std::atomic<int>[]> dead_reporter_;
+  /// How the launcher said each rank left (note_peer_left), for describe_failed_peer.
+  mutable std::mutex left_mutex_;
+  std::vector<std::string> left_how_;
+  /// Stops the bootstrap's calls into note_peer_left (teardown, a failed constructor).
+  void stop_watching_peers() noexcept;
   std::vector<bool> failures_announced_;  ///< the collective's thread: dead ranks announced
   std::atomic<std::uint64_t> failure_epoch_{0};
   std::atomic<int> running_runs_{0};  ///< inside run(): finalize is refused
