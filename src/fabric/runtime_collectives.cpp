@@ -135,7 +135,7 @@ std::string runtime::ranks_missing_from(std::uint64_t epoch) const {
   return missing.empty() ? "none (the last arrival came as the deadline passed)" : missing;
 }
 
-void runtime::throw_if_peers_failed() {
+void runtime::throw_if_peers_failed(const char* what) {
   // Every survivor leaves the collective, not only the ones whose own peer died: rank 0 would
   // never release the others. So the survivors learn it too, whether or not they talked to
   // the dead rank: each dead rank is announced to every live one (once; best effort).
@@ -153,8 +153,8 @@ void runtime::throw_if_peers_failed() {
       }
     }
   }
-  throw error(fmt::format("collective on rank {}: {} failed; the job cannot complete it",
-                          rank(), describe_failed_peers()));
+  throw error(fmt::format("{} on rank {}: {} failed; the job cannot complete it", what, rank(),
+                          describe_failed_peers()));
 }
 
 std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
@@ -172,7 +172,7 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
     return std::chrono::duration<double>(deadline_clock::now() - started).count();
   };
   auto check_peers = [&] {
-    throw_if_peers_failed();
+    throw_if_peers_failed(what);
     return false;
   };
   if (rank() == 0) {

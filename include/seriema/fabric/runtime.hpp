@@ -160,7 +160,28 @@ class runtime {
   /// returned and the whole job is quiet: every call sent anywhere has been executed (threads
   /// keep serving calls until then). Collective: every process calls it. Rethrows the first
   /// exception a body threw, after the others finished.
-  void run(const std::function<void(thread_context&)>& body);
+  ///
+  /// Its end has no deadline (not even SERIEMA_TIMEOUT: other ranks' bodies may rightly run for
+  /// long); it ends early only when a rank fails: throws seriema::error naming it, once UCX
+  /// reports it dead or the launcher reports that it left the job before finalize()
+  /// (docs/failures.md). Use run(body, deadline) to bound the wait for stalled ranks.
+  void run(const std::function<void(thread_context&)>& body) { run(body, no_deadline); }
+  /// run(body) whose end is bounded: the termination rounds (the job-wide check that every call
+  /// sent was executed), the flushes they ask of this process's threads, and the exit barrier
+  /// end by `deadline`. Past it, throws seriema::deadline_error: on rank 0 naming the ranks that
+  /// did not arrive ("run()'s termination round #4 on rank 0: deadline passed after 5.000 s
+  /// with rank(s) 1 not arrived"), on the others saying that rank 0 did not release them. The
+  /// collectives are broken after that, as after any collective's deadline: the job should end.
+  /// The bodies themselves are not interrupted (bound their waits with deadline_scope): a body
+  /// still running at the deadline makes its process late for the rounds.
+  void run(const std::function<void(thread_context&)>& body, deadline_clock::time_point deadline);
+  /// run(body, now + `timeout`).
+  template <class Rep, class Period>
+  void run(const std::function<void(thread_context&)>& body,
+           std::chrono::duration<Rep, Period> timeout) {
+    run(body,
+        deadline_clock::now() + std::chrono::duration_cast<deadline_clock::duration>(timeout));
+  }
 
   /// Gives the calling thread (not one of run()'s workers: a pool thread, main, a short-lived
   /// std::thread) one of this process's SERIEMA_ATTACH_SLOTS contexts until the returned handle
@@ -295,8 +316,9 @@ class runtime {
   std::mutex writable_mutex_;
   std::unordered_map<std::uint64_t, std::uint64_t> writable_;
   void check_registries();
-  /// Throws seriema::error naming the dead ranks when any rank has failed.
-  void throw_if_peers_failed();
+  /// Throws seriema::error naming the dead ranks when any rank has failed (`what`: the
+  /// collective, for the message).
+  void throw_if_peers_failed(const char* what);
 
   /// Barrier state: written by the AM handler on whichever thread progresses the process worker
   /// (worker threads taking the service role, too), read by the thread inside barrier(): atomic.
