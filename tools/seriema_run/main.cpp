@@ -1,9 +1,9 @@
 // seriema-run: starts N ranks of a program on this host (optionally as M emulated machines),
 // serves their bootstrap rendezvous over a private Unix socket, and turns the failure of any rank
 // (a death, or an exit before its runtime finalized) into a prompt, named failure of the whole
-// job instead of a hang. This file holds the job: the event loop that joins the process group
-// (process_group.hpp) and the rendezvous server (rendezvous_server.hpp); the command line is in
-// cli.hpp.
+// job instead of a hang; --time-limit bounds the whole job. This file holds the job: the event
+// loop that joins the process group (process_group.hpp) and the rendezvous server
+// (rendezvous_server.hpp); the command line is in cli.hpp.
 #include <fmt/format.h>
 #include <poll.h>
 
@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <seriema/base/error.hpp>
 #include <system_error>
 #include <utility>
@@ -37,6 +38,7 @@ class job final : public rendezvous_events {
   // Starts the ranks and serves them until the last one exited; returns the job's exit status.
   int run(const std::string& program_path) {
     if (!group_.start(program_path, directory_.socket_path())) return finish();
+    if (options_.time_limit) time_limit_at_ = clock_type::now() + *options_.time_limit;
     while (group_.any_running()) {
       wait_for_events();
       auto reaped = group_.reap();
@@ -46,6 +48,7 @@ class job final : public rendezvous_events {
       for (int r : reaped) on_rank_exit(r);
       const auto now = clock_type::now();
       server_.check_deadline(now);
+      check_time_limit(now);
       group_.check_timers(now);
     }
     group_.drain_output();
@@ -66,8 +69,8 @@ class job final : public rendezvous_events {
     group_.add_poll_fds(fds);
     server_.add_poll_fds(fds);
     auto next = group_.next_timer();
-    if (auto deadline = server_.deadline(); deadline && (!next || *deadline < *next)) {
-      next = deadline;
+    for (auto deadline : {server_.deadline(), time_limit_at_}) {
+      if (deadline && (!next || *deadline < *next)) next = deadline;
     }
     int timeout_ms = -1;
     if (next) {
@@ -92,6 +95,15 @@ class job final : public rendezvous_events {
     if (failed && options_.kill_on_failure) group_.start_termination();
   }
 
+  void check_time_limit(clock_type::time_point now) {
+    if (!time_limit_at_ || now < *time_limit_at_) return;
+    time_limit_at_.reset();
+    const auto limit = *options_.time_limit;
+    group_.stop_at_time_limit(limit.count() % 1000 == 0
+                                  ? fmt::format("{}s", limit.count() / 1000)
+                                  : fmt::format("{}ms", limit.count()));
+  }
+
   int finish() const {
     int code = group_.exit_code().value_or(server_.failed() ? 1 : 0);
     if (code != 0 && code != exit_usage) {
@@ -104,6 +116,7 @@ class job final : public rendezvous_events {
   socket_directory directory_;  // first: the server listens in it, the ranks are told of it
   process_group group_;
   rendezvous_server server_;
+  std::optional<clock_type::time_point> time_limit_at_;  // --time-limit, until it passed
 };
 
 }  // namespace
