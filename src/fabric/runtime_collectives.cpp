@@ -166,6 +166,9 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
         what, rank(), collectives_broken_));
   }
   if (size() == 1) return value;
+  // A rank known dead can join no collective: fail before sending anything (an arrival sent to a
+  // survivor that already left would fail on its own, naming the wrong rank).
+  throw_if_peers_failed(what);
   const std::uint64_t epoch = barrier_epoch_++;
   const auto started = deadline_clock::now();
   auto waited = [&] {
