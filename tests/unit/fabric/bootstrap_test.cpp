@@ -441,7 +441,8 @@ TEST(launcher_client, a_failure_from_the_launcher_is_thrown_and_sticks) {
 
 TEST(launcher_client, tells_its_lifecycle_and_hears_of_ranks_that_left) {
   std::vector<proto::message_type> seen;
-  fake_launcher launcher([&](int fd) {
+  std::optional<fake_launcher> launcher;
+  launcher.emplace([&](int fd) {
     proto::frame_reader reader;
     seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // hello
     seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // running
@@ -457,7 +458,7 @@ TEST(launcher_client, tells_its_lifecycle_and_hears_of_ranks_that_left) {
     fake_launcher::write_frame(fd, proto::encode_result(std::vector<bytes>(4)));
     seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // finalized
   });
-  auto env = launcher_env(launcher.path(), 0, 4);
+  auto env = launcher_env(launcher->path(), 0, 4);
   auto b = bootstrap::create();
   b->mark_running();
   std::mutex mutex;
@@ -470,6 +471,7 @@ TEST(launcher_client, tells_its_lifecycle_and_hears_of_ranks_that_left) {
   b->mark_finalized();
   b->watch_peers(nullptr);
   b.reset();
+  launcher.reset();  // its script has read everything the client sent
   std::lock_guard lock(mutex);
   ASSERT_EQ(heard.size(), 2u);
   EXPECT_EQ(heard[0], std::make_pair(2, std::string("seriema-run: exited with status 0 before "
