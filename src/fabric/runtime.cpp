@@ -92,9 +92,7 @@ runtime::runtime(const runtime_options& options)
                  "waits addressed to it may hang until their deadline (SERIEMA_TIMEOUT)");
   }
   try {
-    // From here the launcher counts this rank leaving before finalize() as a failure, and tells
-    // us when another rank does: UCX cannot see the death of a rank we have no endpoint to.
-    boot_->watch_peers([this](int r, const std::string& how) { note_peer_left(r, how); });
+    // From here the launcher counts this rank leaving before finalize() as a failure.
     boot_->mark_running();
     place_and_bind();
     options_.ucx.net_devices = placement_->net_devices(boot_->rank());
@@ -111,6 +109,11 @@ runtime::runtime(const runtime_options& options)
     reply_peers_ = std::make_unique<reply_peer[]>(static_cast<std::size_t>(boot_->size()));
     endpoints_.resize(static_cast<std::size_t>(boot_->size()));
     check_registries();
+    // Now that every member note_peer_left touches is complete (the service role's reply cells
+    // were attached above), hear from the launcher which ranks left: UCX cannot see the death of
+    // a rank we have no endpoint to. Notices that came during startup are delivered here; a
+    // death during startup also failed the bootstrap's collectives above.
+    boot_->watch_peers([this](int r, const std::string& how) { note_peer_left(r, how); });
   } catch (const std::exception& e) {
     stop_watching_peers();  // the members the watch uses go with this constructor
     boot_->abort(e.what());
