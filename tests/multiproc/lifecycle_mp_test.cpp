@@ -128,6 +128,24 @@ void expect_deadline(int rank, const char* what, Step step, const std::string& e
   }
 }
 
+// A survivor that exits at once could be seen dying by another before that one heard of rank 1
+// (over tcp a reset is seen at once): then its error would name the wrong rank. So every rank
+// says when it is past the step under test (a file next to the marker), and waits, within
+// 20 s, until every rank in `ranks` is.
+void reached(const char* step, int rank) {
+  std::ofstream(fmt::format("{}.{}.{}", marker_path, step, rank)) << "\n";
+}
+void wait_until_all_reached(const char* step, const std::vector<int>& ranks) {
+  for (int r : ranks) {
+    const std::string path = fmt::format("{}.{}.{}", marker_path, step, r);
+    bool there = false;
+    for (int i = 0; i < 2000 && !(there = std::ifstream(path).good()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!there) fail("rank {} never got past {}", r, step);
+  }
+}
+
 // Rank 0 outlives the others (its exit could end their waits as a peer failure instead of the
 // way the test expects): waits until their processes ended.
 void wait_for_the_others(const std::vector<int>& pids) {
@@ -176,10 +194,16 @@ int leave_scenarios(const std::string& scenario) {
       }
     }
   };
+  std::vector<int> survivors;
+  for (int r = 0; r < rt->size(); ++r) {
+    if (r != leaver) survivors.push_back(r);
+  }
   if (rank == leaver || scenario == "return-before-finalize") {
     rt->run(body);
   } else {
     expect_failure_naming_the_leaver(rank, "run()", [&] { rt->run(body); });
+    reached("reported", rank);
+    wait_until_all_reached("reported", survivors);
   }
   if (scenario == "return-before-finalize" && rank == leaver) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others are in finalize
@@ -188,6 +212,8 @@ int leave_scenarios(const std::string& scenario) {
   }
   if (scenario == "return-before-finalize") {
     expect_failure_naming_the_leaver(rank, "finalize()", [&] { rt->finalize(); });
+    reached("reported", rank);
+    wait_until_all_reached("reported", survivors);
   }
   delete rt;
   watchdog.leave();
@@ -258,8 +284,14 @@ int stall_scenario(const std::string& scenario) {
   if (rank == 0) {
     if (rt.peer_failed(leaver)) fail("the stalled rank {} was declared dead", leaver);
     if (::kill(pids[leaver], SIGCONT) != 0) fail("cannot resume rank {}", leaver);
-    wait_for_the_others(pids);
   }
+  // The ranks' deadlines differ a little (each took now + 4 s): none leaves before every run()
+  // ended its own way.
+  std::vector<int> everyone(pids.size());
+  for (std::size_t r = 0; r < pids.size(); ++r) everyone[r] = static_cast<int>(r);
+  reached("ended", rank);
+  wait_until_all_reached("ended", everyone);
+  if (rank == 0) wait_for_the_others(pids);
   // The collectives are broken now: finalize() is refused at once, naming the first cause.
   try {
     rt.finalize();

@@ -16,7 +16,7 @@ unset SERIEMA_TIMEOUT
 job() {
   scenario=$1
   shift
-  rm -f "$work/marker"
+  rm -f "$work"/marker*
   local start=$SECONDS
   out=$(timeout 60 "$mpirun" --allow-run-as-root --oversubscribe -np 3 -x SERIEMA_THREADS "$@" \
           "$program" "$scenario" "$work/marker" 2>&1)

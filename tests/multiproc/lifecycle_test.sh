@@ -22,7 +22,7 @@ unset SERIEMA_TIMEOUT
 job() {
   scenario=$1
   shift
-  rm -f "$work/marker"
+  rm -f "$work"/marker*
   local start=$SECONDS
   out=$(timeout 60 "$launcher" -n 3 "$@" --tag-output -- "$program" "$scenario" "$work/marker" 2>&1)
   rc=$?
