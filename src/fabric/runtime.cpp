@@ -397,8 +397,12 @@ void runtime::finalize(deadline_clock::time_point deadline) {
   // Our one-sided traffic lands first, then we meet: after the barrier nobody writes into
   // memory a peer is about to tear down. A dead rank's endpoint is not flushed (it failed), and
   // the barrier then ends with an error naming it.
+  // A rank that dies meanwhile (the launcher's notice, another endpoint's error) ends its flush:
+  // UCX may keep a flush to a dead peer pending, and the barrier then names it.
   for (std::size_t r = 0; r < endpoints_.size(); ++r) {
-    if (endpoints_[r] && !peer_failed(static_cast<int>(r))) (void)endpoints_[r]->flush_blocking(deadline);
+    const int peer = static_cast<int>(r);
+    if (!endpoints_[r] || peer_failed(peer)) continue;
+    (void)endpoints_[r]->flush_blocking(deadline, [this, peer] { return peer_failed(peer); });
   }
   flush_attach_slots(deadline);
   barrier(deadline);
