@@ -2,7 +2,8 @@
 #
 # cmake --install <build> [--prefix P] puts the headers, the static libraries, the tools (when
 # built), seriemaConfig.cmake with its version file and targets (seriema::base, ::transfer,
-# ::fabric, ::invoke, ::mcts and ::seriema for all), and seriema.pc. Both files locate the prefix relative
+# ::fabric, ::invoke, ::mcts and ::seriema for all), seriema.pc, and the API reference when the
+# docs target built it. Both files locate the prefix relative
 # to themselves, so an installed tree can be moved. `cpack -G DEB` in the build directory makes
 # the Debian package of the same tree (prefix /usr).
 include(CMakePackageConfigHelpers)
@@ -23,6 +24,10 @@ foreach(tool seriema-run seriema-info seriema-hex)
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The API reference when it was built before installing (cmake --build <build> --target docs,
+# cmake/SeriemaDocs.cmake): <prefix>/share/doc/seriema/api/index.html. Without it, nothing.
+install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/html/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/api
+        OPTIONAL)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/seriemaConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/seriemaConfig.cmake

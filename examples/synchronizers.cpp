@@ -16,7 +16,6 @@ using seriema::fabric::thread_context;
 namespace invoke = seriema::invoke;
 using invoke::call_status;
 using invoke::channel;
-using invoke::notify_on;
 
 namespace {
 std::atomic<std::uint64_t> failures{0};
@@ -42,12 +41,12 @@ int main() try {
     check(invoke::call_buffer<channel::write>(me, next, verify, data, near_next) == call_status::ok);
 
     // Get variant: `next` reads our registered copy. The synchronizer counts the two reads down
-    // when they were consumed; until then our copy must not change.
+    // when they were consumed (the default for a synchronizer: the call ran; notify_on::transmit
+    // as a template argument counts it once sent instead); until then our copy must not change.
     auto ours = me.allocate_remote(me.id(), data.size());
     std::memcpy(reinterpret_cast<void*>(ours.address), data.data(), data.size());
     invoke::synchronizer reads(me, 2);
-    check(invoke::call_buffer_get<channel::write, invoke::policy::fail, notify_on::consume>(
-              me, next, verify, ours, reads) == call_status::ok);
+    check(invoke::call_buffer_get(me, next, verify, ours, reads) == call_status::ok);
     check(invoke::call_buffer_get_async<channel::write>(me, next, verify, ours, reads) ==
           call_status::ok);
     check(reads.wait());  // serves incoming calls while it waits
@@ -57,8 +56,8 @@ int main() try {
     // computes while a helper thread sends them on and runs the calls addressed to it.
     invoke::synchronizer done(me, 10000);
     for (int i = 0; i < 10000; ++i) {
-      check(invoke::call<channel::write, invoke::policy::retry_async, notify_on::consume>(
-                me, next, [] {}, done) == call_status::ok);
+      check(invoke::call<channel::write, invoke::policy::retry_async>(me, next, [] {}, done) ==
+            call_status::ok);
     }
     {
       seriema::fabric::helped_section computing(me);

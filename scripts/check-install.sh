@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks seriema as an installed library: scripts/check-install.sh [build-dir]
-#   1. cmake --install into a temporary prefix; examples/ built out of tree against it through
-#      find_package (cmake -S examples) and through pkg-config (a plain g++ line); one example
-#      run by the installed seriema-run.
+#   1. cmake --install into a temporary prefix (with the API reference when the build has it);
+#      examples/ built out of tree against it through find_package (cmake -S examples) and
+#      through pkg-config (a plain g++ line); one example run by the installed seriema-run.
 #   2. A project using seriema through add_subdirectory gets the library only (configured, not
 #      built: no tools, tests, benchmarks or examples of seriema's own).
 #   3. cpack -G DEB; the package installed with dpkg (as root, only when no seriema package is
@@ -45,6 +45,19 @@ echo "== install into a temporary prefix"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 prefix=$work/prefix
 echo "check-install: $(find "$prefix" -type f | wc -l) files installed"
+# The API reference goes with the installed tree whenever the build has it (the docs target;
+# scripts/test.sh builds it first).
+if [ -f "$build/docs/html/index.html" ]; then
+  api=$(find "$prefix" -path '*/doc/seriema/api/index.html')
+  if [ -z "$api" ]; then
+    echo "check-install: $build has the API reference, but the install did not put it under" \
+         "share/doc/seriema/api" >&2; exit 1
+  fi
+  echo "check-install: API reference installed: ${api#"$prefix"/}"
+else
+  echo "check-install: API reference not checked: $build has none" \
+       "(cmake --build $build --target docs)"
+fi
 build_with_find_package "$work/find-package" -DCMAKE_PREFIX_PATH="$prefix"
 run_example "$prefix/bin/seriema-run" "$work/find-package/$example"
 pc_dir=$(dirname "$(find "$prefix" -name seriema.pc)")
@@ -83,6 +96,9 @@ deb=$(ls "$work"/package/seriema_*.deb)
 echo "check-install: built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 installed_package=1
 dpkg -i "$deb" >/dev/null
+if [ -f "$build/docs/html/index.html" ] && [ ! -f /usr/share/doc/seriema/api/index.html ]; then
+  echo "check-install: the .deb lacks the API reference (/usr/share/doc/seriema/api)" >&2; exit 1
+fi
 build_with_find_package "$work/deb-find-package"
 run_example /usr/bin/seriema-run "$work/deb-find-package/$example"
 build_with_pkg_config "$work/deb-pkg-config-$example"

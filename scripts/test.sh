@@ -36,10 +36,11 @@ echo "== build (RelWithDebInfo)"
 "$root/scripts/build.sh" "$root/build" -DSERIEMA_DOCS_WERROR=ON "${normal_debug_info[@]}"
 echo "== tests"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs" --timeout 600)
-echo "== installed library (cmake --install, find_package, pkg-config, add_subdirectory, .deb)"
-"$root/scripts/check-install.sh" "$root/build"
 echo "== API reference (Doxygen over the public headers; any warning fails)"
 cmake --build "$root/build" --target docs
+echo "== installed library (cmake --install, find_package, pkg-config, add_subdirectory, .deb," \
+     "the API reference)"
+"$root/scripts/check-install.sh" "$root/build"
 
 if [ $quick -eq 0 ]; then
   echo "== build (ASan+UBSan)"
@@ -60,11 +61,13 @@ if [ $quick -eq 0 ]; then
   # layer's include view and checks that it fails or passes; the probes do not get the sanitizer
   # flags (seriema_build_flags is private to the layers), so they would repeat the normal pass's
   # compiles exactly, each with ctest's RUN_SERIAL holding every other test back meanwhile.
+  # The same for the compile-time diagnostics probes (diagnostics.*), and the README's commands
+  # (docs.readme_commands: they check what the README says, which the normal pass did).
   (cd "$root/build-asan" && UCX_MEM_EVENTS=n TEST_FIFO_CALLS=100000 TEST_STRESS_CALLS=400000 \
      TEST_TRANSFER_PUTS=2000 ASAN_OPTIONS=detect_leaks=1 \
      LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
      UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" --timeout 900 \
-       -E '^(mp\.transfer_ops\.mpirun_np2\.tcp|layering\..*)$')
+       -E '^(mp\.transfer_ops\.mpirun_np2\.tcp|layering\..*|diagnostics\..*|docs\.readme_.*)$')
 fi
 # UCX's memory hooks crash TSan; only third-party libraries are suppressed (tests/tsan.supp).
 export_tsan_environment() {

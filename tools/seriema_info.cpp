@@ -1,11 +1,12 @@
 // seriema-info: what this machine looks like to seriema (zones, cores, network devices), where a
 // given MxPxT would place threads and which network devices each process would use, the UCX
 // version and transports, the pages arena segments obtain, and the
-// effective configuration, as text or (--json) as one JSON document. Exits non-zero with one
-// line naming the setting on bad configuration.
+// effective configuration, as text or (--json) as one JSON document. Checks every set SERIEMA_*
+// value as the layers do and exits non-zero with one line per bad setting.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -42,17 +43,20 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// Every registered setting with its value in effect (SERIEMA_RUN_* only when set).
+// Every registered setting with its layer and value in effect (SERIEMA_RUN_* only when set).
 json settings_json() {
   json settings = json::array();
-  for (const auto& s : config::all_settings()) {
-    auto value = config::raw(s.name);
-    if (s.name.starts_with("SERIEMA_RUN_") && !value) continue;
-    settings.push_back({{"name", s.name},
-                        {"value", value ? *value : std::string(s.default_value)},
-                        {"set", value.has_value()},
-                        {"default", s.default_value},
-                        {"help", s.help}});
+  for (std::string_view layer : config::registered_layers()) {
+    for (const auto& s : config::registered_table(layer)) {
+      auto value = config::raw(s.name);
+      if (s.name.starts_with("SERIEMA_RUN_") && !value) continue;
+      settings.push_back({{"name", s.name},
+                          {"layer", layer},
+                          {"value", value ? *value : std::string(s.default_value)},
+                          {"set", value.has_value()},
+                          {"default", s.default_value},
+                          {"help", s.help}});
+    }
   }
   return settings;
 }
@@ -292,16 +296,20 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (settings_only) {
+    // The list first (it is where a user looks up a refused name), then the same check as below.
     if (as_json) fmt::print("{}\n", json{{"settings", settings_json()}}.dump(2));
     else print_settings(settings_json(), true);
+    std::fflush(stdout);
+    config::check_environment();
     return 0;
   }
-  config::reject_unknown_environment_settings();
+  // Every set SERIEMA_* variable through the parsers and checks of the layer that reads it (this
+  // program links every layer): what a program would refuse is refused here, all at once.
+  config::check_environment();
   auto placement_options = fabric::placement_options::from_environment();
   auto context_options = transfer::context_options::from_environment();
   auto arena_options = transfer::arena_options::from_environment();
   int threads = static_cast<int>(config::get_unsigned("SERIEMA_THREADS", 1, 4096));
-  (void)config::get_duration("SERIEMA_BOOTSTRAP_TIMEOUT");
   fabric::job_shape shape = shape_text.empty() ? fabric::job_shape{1, 1, threads}
                                                : fabric::job_shape::parse(shape_text);
 

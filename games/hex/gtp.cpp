@@ -126,9 +126,33 @@ bool well_formed_cell(std::string_view text) noexcept {
   return number && *number <= hex::max_size;
 }
 
+// What an error shows of the input it refuses: all of a short token, else its first bytes and
+// its length (a refused 100 MB move name must not come back whole).
+std::string shown(std::string_view text) {
+  constexpr std::size_t shown_bytes = 32;
+  if (text.size() <= shown_bytes) return std::string(text);
+  return fmt::format("{}... ({} bytes)", text.substr(0, shown_bytes), text.size());
+}
+
+// The longest failure text sent back: a backstop for messages that carry input (an exception's
+// text, say), beyond the tokens shown() cuts.
+constexpr std::size_t max_error_bytes = 512;
+
+// The id of a command line (its leading number, as handle() takes it), from the part kept of
+// a line too long to handle; empty when it has none.
+std::string_view id_of(std::string_view line) {
+  const std::size_t start = line.find_first_not_of(" \t");
+  if (start == std::string_view::npos) return {};
+  std::size_t end = start;
+  while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
+  if (end == start || (end < line.size() && line[end] != ' ' && line[end] != '\t')) return {};
+  return line.substr(start, end - start);
+}
+
 // One response in GTP framing. The text loses its trailing newlines and any empty line inside
-// it, since an empty line ends a response.
+// it, since an empty line ends a response. A failure's text is cut at max_error_bytes.
 std::string framed(bool success, std::string_view id, std::string_view text) {
+  if (!success && text.size() > max_error_bytes) text = text.substr(0, max_error_bytes);
   std::string out(success ? "=" : "?");
   out += id;
   out += ' ';
@@ -139,6 +163,38 @@ std::string framed(bool success, std::string_view id, std::string_view text) {
   while (out.back() == '\n') out.pop_back();
   out += "\n\n";
   return out;
+}
+
+// The answer to a line of `length` bytes, longer than the session takes; `kept` is its start.
+std::string line_too_long(std::string_view kept, std::size_t length) {
+  return framed(false, id_of(kept),
+                fmt::format("line too long ({} bytes, limit {})", length,
+                            gtp_session::max_line_bytes));
+}
+
+// Reads one line of `in` (up to '\n', which is dropped) into `line`, keeping its first `limit`
+// bytes and reading the rest in fixed chunks without keeping it. Returns the line's whole length,
+// or nullopt at the end of the input (or when it cannot be read).
+std::optional<std::size_t> read_line(std::istream& in, std::string& line, std::size_t limit) {
+  line.clear();
+  std::size_t length = 0;
+  bool read_any = false;
+  std::array<char, 4096> chunk;
+  while (true) {
+    in.getline(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (in.bad()) return std::nullopt;
+    auto got = static_cast<std::size_t>(in.gcount());
+    const bool ended = !in.fail();  // the delimiter was extracted (counted in gcount), or EOF
+    const bool full = in.fail() && !in.eof();  // the chunk filled before the line ended
+    if (ended && !in.eof()) --got;  // the '\n'
+    if (got > 0 || ended) read_any = true;
+    line.append(chunk.data(), std::min(got, limit - std::min(limit, line.size())));
+    length += got;
+    if (!full) break;
+    in.clear();  // go on with the rest of the line
+  }
+  if (!read_any) return std::nullopt;
+  return length;
 }
 
 }  // namespace
@@ -158,6 +214,9 @@ gtp_session::gtp_session(engine genmove, std::string name, std::string version,
       position_(game_.initial_state()) {}
 
 std::string gtp_session::handle(std::string_view line) {
+  if (line.size() > max_line_bytes) {
+    return line_too_long(line.substr(0, max_line_bytes), line.size());
+  }
   std::string id;
   try {
     const std::string text = preprocess(line);
@@ -181,8 +240,11 @@ std::string gtp_session::handle(std::string_view line) {
 
 void gtp_session::run(std::istream& in, std::ostream& out) {
   std::string line;
-  while (!quit_requested_ && std::getline(in, line)) {
-    const std::string response = handle(line);
+  while (!quit_requested_) {
+    const std::optional<std::size_t> length = read_line(in, line, max_line_bytes);
+    if (!length) break;
+    const std::string response =
+        *length > max_line_bytes ? line_too_long(line, *length) : handle(line);
     if (response.empty()) continue;
     out << response << std::flush;
   }
@@ -280,12 +342,12 @@ gtp_session::reply gtp_session::boardsize(const std::vector<std::string_view>& a
 gtp_session::reply gtp_session::play(const std::vector<std::string_view>& args) {
   if (args.size() != 2) return {false, "syntax error: expected play COLOR MOVE"};
   const std::optional<player> color = parse_color(args[0]);
-  if (!color) return {false, "syntax error: invalid color '" + std::string(args[0]) + "'"};
+  if (!color) return {false, "syntax error: invalid color '" + shown(args[0]) + "'"};
   const std::string text = lowered(args[1]);
   if (text == resign_answer) return {true, ""};  // the game record's business, not the board's
   const bool swap = text == game_.move_name(hex::swap_move);
   if (!swap && !well_formed_cell(text)) {
-    return {false, "syntax error: invalid move text '" + std::string(args[1]) + "'"};
+    return {false, "syntax error: invalid move text '" + shown(args[1]) + "'"};
   }
   if (game_over()) return {false, "game is over"};
 
@@ -309,7 +371,7 @@ gtp_session::reply gtp_session::play(const std::vector<std::string_view>& args) 
 gtp_session::reply gtp_session::genmove(const std::vector<std::string_view>& args) {
   if (args.size() != 1) return {false, "syntax error: expected genmove COLOR"};
   const std::optional<player> color = parse_color(args[0]);
-  if (!color) return {false, "syntax error: invalid color '" + std::string(args[0]) + "'"};
+  if (!color) return {false, "syntax error: invalid color '" + shown(args[0]) + "'"};
   if (game_over()) return {true, std::string(resign_answer)};
 
   hex::state next = position_;
@@ -408,7 +470,7 @@ gtp_session::reply gtp_session::param_game(const std::vector<std::string_view>& 
     return {true, fmt::format("\n[bool] allow_swap {}", game_.swap_rule() ? 1 : 0)};
   }
   if (args.size() != 2) return {false, "syntax error: expected param_game [NAME VALUE]"};
-  if (args[0] != "allow_swap") return {false, "unknown parameter: " + std::string(args[0])};
+  if (args[0] != "allow_swap") return {false, "unknown parameter: " + shown(args[0])};
   const std::optional<bool> allow = parse_bool(args[1]);
   if (!allow) return {false, "syntax error: allow_swap takes 0 or 1"};
   options_.swap_rule = *allow;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <functional>
 #include <iosfwd>
 #include <seriema/mcts/search.hpp>
@@ -38,6 +39,12 @@ struct gtp_options {
 // Thread-safety: none (one session per connection).
 class gtp_session {
  public:
+  // The longest input line a session takes: a longer one is answered "? line too long (N bytes,
+  // limit 65536)" (run() reads and drops its rest in bounded memory), and an error never echoes
+  // more than a short prefix of what it refuses, so one huge line costs kilobytes, not copies
+  // of itself.
+  static constexpr std::size_t max_line_bytes = std::size_t{64} << 10;
+
   // The engine: called with the position where the colour asked for is to move (the game not
   // over) and a time budget in seconds (0: the engine's own budget, no clock is set); returns
   // its search's result, whose best move is legal in that position.
@@ -50,9 +57,11 @@ class gtp_session {
   gtp_session(engine genmove, std::string name, std::string version, gtp_options options);
 
   // The full response to one input line, or "" for a line that is blank once comments are
-  // stripped. Never throws: a failure of any kind is answered with "?".
+  // stripped. Never throws: a failure of any kind is answered with "?" (a line longer than
+  // max_line_bytes with "? line too long").
   std::string handle(std::string_view line);
-  // Reads commands until "quit" or the end of `in`, flushing `out` after every response.
+  // Reads commands until "quit" or the end of `in`, flushing `out` after every response. Keeps
+  // at most max_line_bytes of a line: the rest of a longer one is read and dropped.
   void run(std::istream& in, std::ostream& out);
 
   [[nodiscard]] bool quit_requested() const noexcept { return quit_requested_; }

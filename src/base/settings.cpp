@@ -1,4 +1,5 @@
-// The registry of SERIEMA_* settings (each layer's table) and the typed, validating parsers.
+// The registry of SERIEMA_* settings (each layer's table and check), the check of the whole
+// environment, and the typed, validating parsers.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,7 +12,9 @@
 #include <limits>
 #include <mutex>
 #include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
 #include <seriema/base/settings.hpp>
+#include <set>
 
 extern char** environ;
 
@@ -22,12 +25,15 @@ struct layer_table {
   std::string_view layer;
   int order;
   std::span<const setting> table;
+  settings_validator validate;
 };
 
 // The registry. Written by register_settings (before main, or by tests), read on setup paths.
 struct registry {
   std::mutex mutex;
   std::vector<layer_table> layers;  // sorted by order
+  // Settings of layers this program does not link that were already said to be ignored.
+  std::set<std::string, std::less<>> noted_foreign;
 };
 
 registry& the_registry() {
@@ -45,6 +51,57 @@ std::optional<setting> find_setting(std::string_view name) {
   }
   return std::nullopt;
 }
+
+// The layer of seriema whose setting `name` is, registered here or not; empty when none is.
+std::string_view layer_known_for(std::string_view name) {
+  for (const auto& layer : every_layer_setting_names()) {
+    for (std::string_view known : layer.names) {
+      if (known == name) return layer.layer;
+    }
+  }
+  return {};
+}
+
+// Edit distance (insertions, deletions, substitutions) between two short names.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known name nearest to `name` when it is close enough to be what was meant: at most a third
+// of the part after SERIEMA_ differs (SERIEMA_TREADS -> SERIEMA_THREADS). Empty otherwise.
+std::string nearest_known_name(std::string_view name) {
+  std::vector<std::string_view> candidates;
+  for (const auto& layer : every_layer_setting_names()) {
+    candidates.insert(candidates.end(), layer.names.begin(), layer.names.end());
+  }
+  for (const setting& s : all_settings()) candidates.push_back(s.name);
+  std::string_view best;
+  std::size_t best_distance = std::string_view::npos;
+  for (std::string_view candidate : candidates) {
+    const std::size_t d = edit_distance(name, candidate);
+    if (d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  const std::size_t tail = name.size() > 8 ? name.size() - 8 : 1;
+  return best_distance <= std::max<std::size_t>(1, tail / 3) ? std::string(best) : std::string();
+}
+
+// Nonzero while check_environment() runs on this thread: the validators it calls may reach it
+// again through a from_environment().
+thread_local int checking_environment = 0;
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
@@ -81,7 +138,25 @@ std::uint64_t checked_multiply(std::string_view what, std::string_view text, std
 
 }  // namespace
 
-void register_settings(std::string_view layer, int order, std::span<const setting> table) {
+void problems::add(std::string_view problem) {
+  while (!problem.empty()) {
+    const std::size_t end = problem.find('\n');
+    const std::string_view line = problem.substr(0, end);
+    if (!line.empty() && std::find(lines_.begin(), lines_.end(), line) == lines_.end()) {
+      lines_.emplace_back(line);
+    }
+    if (end == std::string_view::npos) break;
+    problem.remove_prefix(end + 1);
+  }
+}
+
+void problems::throw_if_any() const {
+  if (lines_.empty()) return;
+  throw config_error(fmt::format("{}", fmt::join(lines_, "\n")));
+}
+
+void register_settings(std::string_view layer, int order, std::span<const setting> table,
+                       settings_validator validate) {
   registry& r = the_registry();
   std::lock_guard lock(r.mutex);
   for (const auto& known : r.layers) {
@@ -89,7 +164,7 @@ void register_settings(std::string_view layer, int order, std::span<const settin
   }
   auto at = std::find_if(r.layers.begin(), r.layers.end(),
                          [order](const layer_table& t) { return t.order > order; });
-  r.layers.insert(at, layer_table{layer, order, table});
+  r.layers.insert(at, layer_table{layer, order, table, validate});
 }
 
 std::vector<setting> all_settings() {
@@ -108,18 +183,75 @@ std::vector<std::string_view> registered_layers() {
   return layers;
 }
 
-void reject_unknown_environment_settings() {
+std::span<const setting> registered_table(std::string_view layer) {
+  registry& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& known : r.layers) {
+    if (known.layer == layer) return known.table;
+  }
+  return {};
+}
+
+namespace {
+
+// Adds a problem for each SERIEMA_* variable of the environment that no layer of seriema has;
+// notes once each one of a layer this program does not link.
+void check_environment_names(problems& found) {
   for (char** env = environ; env != nullptr && *env != nullptr; ++env) {
     std::string_view entry(*env);
     if (!entry.starts_with("SERIEMA_")) continue;
-    std::string_view name = entry.substr(0, entry.find('='));
-    if (!find_setting(name)) {
-      throw config_error(fmt::format(
-          "{}: unknown setting (this program links the layers {}); seriema-info "
-          "--settings lists every SERIEMA_* variable",
-          name, fmt::join(registered_layers(), ", ")));
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (find_setting(name)) continue;
+    if (const std::string_view layer = layer_known_for(name); !layer.empty()) {
+      // One environment for a job of several programs: not a typo, so not an error; said once.
+      registry& r = the_registry();
+      bool first = false;
+      {
+        std::lock_guard lock(r.mutex);
+        first = r.noted_foreign.emplace(name).second;
+      }
+      if (first) {
+        log::info("{}: a setting of the {} layer, which this program does not link (it links {}): "
+                  "ignored here",
+                  entry, layer, fmt::join(registered_layers(), ", "));
+      }
+      continue;
+    }
+    const std::string nearest = nearest_known_name(name);
+    found.add(fmt::format(
+        "{}: unknown setting: no layer of seriema has it{} (this program links the layers {}); "
+        "seriema-info --settings lists every SERIEMA_* variable",
+        name, nearest.empty() ? "" : fmt::format("; did you mean {}?", nearest),
+        fmt::join(registered_layers(), ", ")));
+  }
+}
+
+}  // namespace
+
+void reject_unknown_environment_settings() {
+  problems found;
+  check_environment_names(found);
+  found.throw_if_any();
+}
+
+void check_environment() {
+  if (checking_environment != 0) return;  // reached again from a validator: the outer one checks
+  ++checking_environment;
+  struct leave {
+    ~leave() { --checking_environment; }
+  } leaving;
+  problems found;
+  check_environment_names(found);
+  std::vector<settings_validator> validators;
+  {
+    registry& r = the_registry();
+    std::lock_guard lock(r.mutex);
+    for (const auto& layer : r.layers) {
+      if (layer.validate != nullptr) validators.push_back(layer.validate);
     }
   }
+  for (settings_validator validate : validators) validate(found);
+  found.throw_if_any();
 }
 
 std::optional<std::string> raw(std::string_view name) {

@@ -1,5 +1,8 @@
 // The fabric layer's SERIEMA_* settings (bootstrap, placement, threads, timeouts, seriema-run).
+#include <fmt/format.h>
+
 #include <seriema/fabric/detail/settings.hpp>
+#include <seriema/fabric/runtime.hpp>
 
 namespace seriema::fabric::detail {
 namespace {
@@ -54,5 +57,25 @@ constexpr config::setting table[] = {
 }  // namespace
 
 std::span<const config::setting> settings() noexcept { return table; }
+
+void validate_settings(config::problems& found) {
+  // Threads, limits, placement, and the transfer layer's UCX and memory settings (a problem
+  // the transfer layer reports too is listed once).
+  found.check([] { (void)runtime_options::from_environment(); });
+  // Read where the bootstrap and the function registry start; the same parsers and rules.
+  found.check([] {
+    if (config::get_duration("SERIEMA_BOOTSTRAP_TIMEOUT").count() <= 0) {
+      throw config_error(fmt::format(
+          "SERIEMA_BOOTSTRAP_TIMEOUT={}: a bootstrap collective needs a positive timeout; use "
+          "e.g. 30s",
+          config::raw("SERIEMA_BOOTSTRAP_TIMEOUT").value_or("")));
+    }
+  });
+  found.check([] {
+    static constexpr std::string_view modes[] = {"hash", "address"};
+    (void)config::get_choice("SERIEMA_FUNCTION_IDS", modes);
+  });
+  // SERIEMA_RUN_* are seriema-run's to the processes it starts; the bootstrap checks them.
+}
 
 }  // namespace seriema::fabric::detail

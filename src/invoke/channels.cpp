@@ -1,6 +1,8 @@
 // The receiving side of the Messenger protocol (FIFO consumption, release pushes, splicing of
 // new chunks) and MessengerGlobal (channels): the per-thread table the invoke layer installs as
-// fabric's thread extension.
+// fabric's thread extension. One file for both (their classes have a header each): every poll
+// goes from channels::poll into inbound_channel::poll, and in two translation units the compiler
+// generates other code for both (it no longer sees what the other one touches).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,8 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/fabric/detail/scratch.hpp>
+#include <optional>
 
 namespace seriema::invoke {
 
@@ -22,7 +26,8 @@ std::unique_ptr<fabric::thread_extension> make_channels(thread_context& self) {
 // Installed before main: every worker thread_context gets its channels, so a thread receives
 // one-sided calls whether or not it ever sends one.
 const bool installed = [] {
-  fabric::install_thread_extension(&make_channels);
+  (void)fabric::register_thread_layer({"invoke.channels", fabric::layer_slot::invoke_channels,
+                                       fabric::layer_scope::workers, &make_channels});
   return true;
 }();
 
@@ -171,7 +176,7 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     alignas(16) std::byte result[256];
     std::vector<std::byte> big_result;
     std::span<std::byte> result_span;
-    if (rec.entry->result_size > 0) {
+    if (rec.entry->result_size > 0 && rec.entry->result_size != fabric::variable_result_size) {
       if (rec.entry->result_size <= sizeof result) {
         result_span = {result, rec.entry->result_size};
       } else {
@@ -179,7 +184,16 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         result_span = big_result;
       }
     }
-    fabric::invocation call{&self, sender_, rec.buffer, result_span};
+    const bool wants_reply = (rec.header.flags & wire::flag_reply) != 0;
+    fabric::reply_channel reply{rec.reply.slot, rec.reply.generation};
+    // A serialized value's bytes, kept until the reply went: its send may wait for room and run
+    // calls meanwhile, whose replies lease buffers of their own.
+    std::optional<fabric::detail::scratch_lease> reply_bytes;
+    if (rec.entry->result_size == fabric::variable_result_size) {
+      reply.storage = &reply_bytes.emplace().bytes();
+    }
+    fabric::invocation call{&self, sender_, rec.buffer, result_span,
+                            wants_reply ? &reply : nullptr};
     {
       // Counted once the function returned or threw (see run_repeated).
       on_exit counted{[&] {
@@ -200,9 +214,8 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         throw;
       }
     }
-    if ((rec.header.flags & wire::flag_reply) != 0) {
-      detail::send_reply(self, sender_, rec.reply.slot, rec.reply.generation, result_span);
-    }
+    // The wrapper may have pointed the result at bytes of its own (a serialized value).
+    if (wants_reply) detail::finish_reply(self, sender_, reply, call.result);
     if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
   }
   return ran;
@@ -283,7 +296,7 @@ std::size_t inbound_channel::poll(thread_context& self) {
 // ---------------------------------------------------------------- channels
 
 channels::channels(thread_context& self)
-    : fabric::thread_extension(&kind_tag), self_(self), options_(environment_options()) {
+    : self_(self), options_(environment_options()) {
   fabric::runtime& rt = self.rt();
   const std::size_t threads = rt.placement().thread_count();
   first_synchronizer_word_ = static_cast<std::uint32_t>(threads + 1);
@@ -715,5 +728,29 @@ void throw_no_channels(thread_context& self) {
                           self.id()));
 }
 }  // namespace detail
+
+std::string describe(thread_context& self, call_status status, channel c) noexcept {
+  try {
+    if (status != call_status::too_large) return fabric::to_string(status);
+    if (c == channel::send) {
+      return fmt::format(
+          "call larger than SERIEMA_SEND_LIMIT ({} bytes of closure and buffer for a send-based "
+          "call), or a put variant's target smaller than its bytes",
+          self.rt().options().send_limit);
+    }
+    // The options of this thread's messengers when it has them (they may have been set), else
+    // the environment's, which they start from.
+    fabric::thread_extension* ext = self.extension(fabric::layer_slot::invoke_channels);
+    const messenger_options& options =
+        ext != nullptr ? static_cast<channels*>(ext)->options() : environment_options();
+    return fmt::format(
+        "call larger than a one-sided record may be ({} bytes with its header: the chunk's data "
+        "area, SERIEMA_CHUNK_SIZE={} less {}, and a staging unit for calls to another machine, "
+        "SERIEMA_STAGING_SIZE={} less 64), or a put variant's target smaller than its bytes",
+        options.max_record(), options.chunk_size, wire::chunk_header_size, options.staging_size);
+  } catch (...) {
+    return fabric::to_string(status);
+  }
+}
 
 }  // namespace seriema::invoke

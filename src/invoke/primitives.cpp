@@ -100,24 +100,6 @@ fabric::outcome synchronizer::wait_until(fabric::deadline_clock::time_point dead
 
 namespace detail {
 
-namespace {
-// Scratch buffers of serialized arguments, one per nesting level of this thread.
-struct scratch_stack {
-  std::vector<std::unique_ptr<std::vector<std::byte>>> buffers;
-  std::size_t depth = 0;
-};
-thread_local scratch_stack scratch;
-}  // namespace
-
-argument_scratch::argument_scratch() {
-  if (scratch.depth == scratch.buffers.size()) {
-    scratch.buffers.push_back(std::make_unique<std::vector<std::byte>>());
-  }
-  bytes_ = scratch.buffers[scratch.depth++].get();
-}
-
-argument_scratch::~argument_scratch() { --scratch.depth; }
-
 void reject_arguments(thread_context& self, std::uint32_t source, const char* what) noexcept {
   const std::uint64_t before =
       self.rt().counters().rejected_arguments.fetch_add(1, std::memory_order_relaxed);
@@ -185,6 +167,20 @@ void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
     // Too large for a record, or the caller's process died: the caller's slot never fills.
     channels_of(self).receive_counts().rejected_record += 1;
   }
+}
+
+void finish_reply(thread_context& self, thread_id caller, const fabric::reply_channel& reply,
+                  std::span<const std::byte> value) {
+  if (reply.deferred) return;
+  if (reply.result == fabric::outcome::done) {
+    send_reply(self, caller, reply.slot, reply.generation, value);
+    return;
+  }
+  if (reply.result == fabric::outcome::threw) {
+    self.rt().counters().exceptions_returned.fetch_add(1, std::memory_order_relaxed);
+  }
+  // As a failure always goes: through fabric's reply path, which runs no calls while it waits.
+  self.send_failure(caller, reply.slot, reply.generation, reply.result, reply.details);
 }
 
 bool settle_left(thread_context& self, int process, fabric::deadline_clock::time_point deadline) {

@@ -1,4 +1,5 @@
 // The invoke layer's SERIEMA_* settings (messengers and aggregators).
+#include <seriema/invoke/channel.hpp>
 #include <seriema/invoke/detail/settings.hpp>
 
 namespace seriema::invoke::detail {
@@ -34,5 +35,9 @@ constexpr config::setting table[] = {
 }  // namespace
 
 std::span<const config::setting> settings() noexcept { return table; }
+
+void validate_settings(config::problems& found) {
+  found.check([] { (void)messenger_options::from_environment(); });
+}
 
 }  // namespace seriema::invoke::detail

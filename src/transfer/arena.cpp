@@ -40,30 +40,42 @@ const char* to_string(page_kind kind) noexcept {
 }
 
 arena_options arena_options::from_environment() {
+  // Every setting is read even when one is bad, so that one message names every problem.
+  config::problems found;
   arena_options options;
   static constexpr std::string_view sources[] = {"ucx", "self"};
-  options.source = config::get_choice("SERIEMA_MEMORY_SOURCE", sources) == 0 ? memory_source::ucx
-                                                                               : memory_source::self;
-  options.pages = detail::pages_from_environment();
-  options.segment_size = config::get_bytes("SERIEMA_SEGMENT_SIZE");
-  options.limit = config::get_bytes("SERIEMA_ARENA_LIMIT");
-  options.validate();
+  found.check([&] {
+    options.source = config::get_choice("SERIEMA_MEMORY_SOURCE", sources) == 0
+                         ? memory_source::ucx
+                         : memory_source::self;
+  });
+  found.check([&] { options.pages = detail::pages_from_environment(); });
+  found.check([&] { options.segment_size = config::get_bytes("SERIEMA_SEGMENT_SIZE"); });
+  found.check([&] { options.limit = config::get_bytes("SERIEMA_ARENA_LIMIT"); });
+  // Contradictions between values, once every value parsed (a default standing in for a bad
+  // value would make them up).
+  if (found.empty()) found.check([&] { options.validate(); });
+  found.throw_if_any();
   return options;
 }
 
 void arena_options::validate() const {
+  config::problems found;
   if (segment_size == 0 || segment_size % block_size != 0) {
-    throw config_error(fmt::format(
+    found.add(fmt::format(
         "SERIEMA_SEGMENT_SIZE={}: must be a positive multiple of 2M (the block size)", segment_size));
   }
   if (limit != 0 && limit < segment_size) {
-    throw config_error(fmt::format("SERIEMA_ARENA_LIMIT={}: smaller than one segment ({} bytes)",
-                                   limit, segment_size));
+    found.add(fmt::format("SERIEMA_ARENA_LIMIT={}: smaller than one segment ({} bytes)", limit,
+                          segment_size));
   }
   if (pages == page_preference::gigantic_1g && segment_size % detail::one_gib != 0) {
-    throw config_error("SERIEMA_PAGES=1g: SERIEMA_SEGMENT_SIZE must be a multiple of 1G");
+    found.add(fmt::format(
+        "SERIEMA_PAGES=1g: SERIEMA_SEGMENT_SIZE ({} MiB) must be a multiple of 1G",
+        segment_size >> 20));
   }
-  if (source == memory_source::ucx) detail::check_ucx_can_provide(pages);
+  if (source == memory_source::ucx) found.check([&] { detail::check_ucx_can_provide(pages); });
+  found.throw_if_any();
 }
 
 std::size_t kernel_page_size_of(const void* address) {

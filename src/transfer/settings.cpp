@@ -1,5 +1,7 @@
 // The transfer layer's SERIEMA_* settings (registered memory, pages, UCX endpoints).
 #include <seriema/transfer/detail/settings.hpp>
+#include <seriema/transfer/options.hpp>
+#include <seriema/transfer/transmitter.hpp>
 
 namespace seriema::transfer::detail {
 namespace {
@@ -25,5 +27,11 @@ constexpr config::setting table[] = {
 }  // namespace
 
 std::span<const config::setting> settings() noexcept { return table; }
+
+void validate_settings(config::problems& found) {
+  found.check([] { (void)context_options::from_environment(); });
+  found.check([] { (void)arena_options::from_environment(); });
+  found.check([] { (void)transmitter_options::from_environment(); });
+}
 
 }  // namespace seriema::transfer::detail

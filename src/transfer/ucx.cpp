@@ -28,10 +28,14 @@ void check_ucx(ucs_status_t status, const char* what) {
 }
 
 context_options context_options::from_environment() {
+  config::problems found;  // every setting read, so that one message names every problem
   context_options options;
-  options.peer_errors = config::get_bool("SERIEMA_PEER_ERRORS");
-  options.keepalive_ms = static_cast<long>(config::get_duration("SERIEMA_KEEPALIVE").count());
-  options.pages = detail::pages_from_environment();
+  found.check([&] { options.peer_errors = config::get_bool("SERIEMA_PEER_ERRORS"); });
+  found.check([&] {
+    options.keepalive_ms = static_cast<long>(config::get_duration("SERIEMA_KEEPALIVE").count());
+  });
+  found.check([&] { options.pages = detail::pages_from_environment(); });
+  found.throw_if_any();
   return options;
 }
 

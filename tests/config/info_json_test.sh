@@ -28,4 +28,7 @@ print("seriema-info --json:", len(settings), "settings,", len(d["ucx"]["transpor
 import json, sys
 s = json.load(sys.stdin)["settings"]
 assert all(x["help"] for x in s) and any(x["name"] == "SERIEMA_COUNTERS" for x in s), s
+layers = {x["name"]: x["layer"] for x in s}
+assert layers["SERIEMA_PAGES"] == "transfer" and layers["SERIEMA_THREADS"] == "fabric", layers
+assert layers["SERIEMA_FLUSH_SIZE"] == "invoke", layers
 '

@@ -5,6 +5,7 @@
 // handlers make after their thread's body returned are delivered (trad too); a handler that
 // throws after its body ended is reported by run() without stopping the job; finalize() from
 // inside run() is refused.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -102,7 +103,30 @@ void sizes_at_the_limit(std::size_t limit) {
     };
     EXPECT_EQ(send(limit - 1), call_status::ok);
     EXPECT_EQ(send(limit), call_status::ok);
-    EXPECT_EQ(send(limit + 1), call_status::too_large);
+    const call_status refused = send(limit + 1);
+    EXPECT_EQ(refused, call_status::too_large);
+    // The refusal names the setting that limits this path, not another path's.
+    const std::string why = invoke::describe(ctx, refused, C);
+    if constexpr (C == channel::send) {
+      EXPECT_NE(why.find(fmt::format("SERIEMA_SEND_LIMIT ({} bytes", limit + 1)),
+                std::string::npos)
+          << why;
+      EXPECT_EQ(why.find("SERIEMA_CHUNK_SIZE"), std::string::npos) << why;
+    } else {
+      EXPECT_NE(why.find(fmt::format("({} bytes with its header",
+                                     invoke::messenger_options::from_environment().max_record())),
+                std::string::npos)
+          << why;
+      EXPECT_NE(why.find("SERIEMA_CHUNK_SIZE="), std::string::npos) << why;
+      EXPECT_NE(why.find("SERIEMA_STAGING_SIZE="), std::string::npos) << why;
+      EXPECT_EQ(why.find("SERIEMA_SEND_LIMIT"), std::string::npos) << why;
+    }
+    // The status's own text covers every path.
+    const std::string text = fabric::to_string(refused);
+    for (const char* setting :
+         {"SERIEMA_SEND_LIMIT", "SERIEMA_CHUNK_SIZE", "SERIEMA_STAGING_SIZE"}) {
+      EXPECT_NE(text.find(setting), std::string::npos) << text;
+    }
     const std::span<const std::byte> beyond_32_bits(data.data(), (std::size_t{1} << 32) + 8);
     EXPECT_EQ((invoke::call_buffer<C>(ctx, dest, record_it, beyond_32_bits)),
               call_status::too_large);

@@ -1,4 +1,5 @@
 // Failure semantics across real processes (3 ranks x 1 thread; run by failure_semantics_test.sh):
+// (modes future and coroutine: the same through futures and co_await, see rank0_future_body)
 // rank 0 has 10 000 call_returns in flight to rank 1 (send-based or one-sided, argv[1]); rank 1
 // runs them, writing one marker line per call, and kills itself (SIGKILL) inside call #k, after
 // its marker line and before replying. Rank 0 checks that every slot ends exactly once: the
@@ -26,6 +27,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/report_failure.hpp"
 #include "support/transports.hpp"
@@ -174,6 +176,99 @@ void rank0_body(thread_context& ctx, const std::string& mode) {
   }
 }
 
+// Mode "future" / "coroutine": the same 10 000 calls as call_returns giving futures, send-based
+// and waited for one by one ("future"), or one-sided and each awaited by a coroutine of its own
+// spawned on rank 0's thread ("coroutine"). Each ends as a slot would, and get() / the co_await
+// throws the outcome's error type: may_have_executed_error for the call the callee died in,
+// never a value after it. (One channel per mode: calls keep their order within a channel.)
+invoke::future<std::uint64_t> issue_future(thread_context& ctx, std::uint64_t i, bool send) {
+  auto f = [i](thread_context&) { return run_call(i); };
+  if (send) return invoke::call_return<channel::send>(ctx, 1, f);
+  return invoke::call_return<channel::write, invoke::policy::retry_async>(ctx, 1, f);
+}
+
+// What the i-th call ended with, as get() reported it.
+outcome outcome_of_get(invoke::future<std::uint64_t>& f, std::uint64_t i) {
+  try {
+    if (f.get() != i * 3 + 1) fail("call {}: a wrong value", i);
+    return outcome::done;
+  } catch (const invoke::may_have_executed_error&) {
+    return outcome::may_have_executed;
+  } catch (const invoke::not_executed_error&) {
+    return outcome::not_executed;
+  } catch (const std::exception& e) {
+    fail("call {}: {}", i, e.what());
+    return outcome::pending;
+  }
+}
+
+seriema::task<outcome> await_call(thread_context& ctx, std::uint64_t i) {
+  try {
+    if (co_await issue_future(ctx, i, false) != i * 3 + 1) fail("call {}: a wrong value", i);
+    co_return outcome::done;
+  } catch (const invoke::may_have_executed_error&) {
+    co_return outcome::may_have_executed;
+  } catch (const invoke::not_executed_error&) {
+    co_return outcome::not_executed;
+  } catch (const std::exception& e) {
+    fail("call {}: {}", i, e.what());
+  }
+  co_return outcome::pending;
+}
+
+void check_call_outcome(std::uint64_t i, outcome got) {
+  const bool lost_reply = tcp_only() && got == outcome::may_have_executed;
+  if (i < dies_in && !lost_reply && got != outcome::done) {
+    fail("call {} (before the death): {}", i, to_string(got));
+  }
+  if (i == dies_in && got != outcome::may_have_executed) {
+    fail("call {} (the one the callee died in): {}", i, to_string(got));
+  }
+  if (i > dies_in && got != outcome::may_have_executed && got != outcome::not_executed) {
+    fail("call {} (after the death): {}", i, to_string(got));
+  }
+}
+
+void rank0_future_body(thread_context& ctx, const std::string& mode) {
+  std::vector<outcome> got(in_flight, outcome::pending);
+  if (mode == "future") {
+    std::vector<invoke::future<std::uint64_t>> futures;
+    futures.reserve(in_flight);
+    for (std::uint64_t i = 0; i < in_flight; ++i) futures.push_back(issue_future(ctx, i, true));
+    for (std::uint64_t i = 0; i < in_flight; ++i) {
+      futures[i] = invoke::with_deadline(std::move(futures[i]), std::chrono::seconds(30));
+      got[i] = outcome_of_get(futures[i], i);
+    }
+  } else {
+    std::vector<invoke::future<outcome>> tasks;
+    tasks.reserve(in_flight);
+    for (std::uint64_t i = 0; i < in_flight; ++i) {
+      tasks.push_back(invoke::spawn(ctx, await_call(ctx, i)));
+    }
+    auto all = invoke::with_deadline(invoke::when_all(ctx, std::move(tasks)),
+                                     std::chrono::seconds(60));
+    got = all.get();
+  }
+  std::uint64_t count[7] = {};
+  for (std::uint64_t i = 0; i < in_flight; ++i) {
+    check_call_outcome(i, got[i]);
+    ++count[static_cast<int>(got[i])];
+  }
+  const std::int64_t ended = realtime_ns();
+  const double seconds = static_cast<double>(ended - check_marker()) / 1e9;
+  const double keepalive = static_cast<double>(ctx.rt().options().ucx.keepalive_ms) / 1000.0;
+  fmt::print("rank 0: {} {} call_returns: {} done, {} may have executed, {} not executed, {} "
+             "other; the last ended {:.2f} s after the callee died (keepalive {:.1f} s)\n",
+             in_flight, mode, count[1], count[4], count[3],
+             in_flight - count[1] - count[4] - count[3], seconds, keepalive);
+  if (seconds > keepalive + 1.0) fail("futures ended {:.2f} s after the death", seconds);
+  (void)ctx.call(2, [](thread_context&) { phase = 1; });
+  if (!ctx.wait_until([] { return rank2_confirmed.load(); }, fabric::deadline_clock::now() +
+                                                                  std::chrono::seconds(20))) {
+    fail("rank 2 did not confirm 100 successful calls after the death");
+  }
+}
+
 // Mode "sender": rank 1 publishes `published` one-sided calls to rank 0, waits until rank 0 says
 // it ran them (seriema-run tells rank 0 of the death within milliseconds, and calls of a dead
 // sender not run yet are dropped), writes `unpublished` more into a trad batch that is never
@@ -296,10 +391,11 @@ void unpublished_body(thread_context& ctx) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "send" && std::string(argv[1]) != "write" &&
-                    std::string(argv[1]) != "sender" && std::string(argv[1]) != "unpublished")) {
-    fmt::print(stderr,
-               "usage: failure_semantics_mp_test send|write|sender|unpublished <marker file>\n");
+  const std::set<std::string> modes{"send", "write", "sender", "unpublished", "future",
+                                    "coroutine"};
+  if (argc != 3 || modes.count(argv[1]) == 0) {
+    fmt::print(stderr, "usage: failure_semantics_mp_test send|write|sender|unpublished|future|"
+                       "coroutine <marker file>\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -321,7 +417,11 @@ int main(int argc, char** argv) {
           unpublished_body(ctx);
           return;
         }
-        if (ctx.id() == 0) rank0_body(ctx, mode);
+        if (ctx.id() == 0 && (mode == "future" || mode == "coroutine")) {
+          rank0_future_body(ctx, mode);
+        } else if (ctx.id() == 0) {
+          rank0_body(ctx, mode);
+        }
         if (ctx.id() == 2) rank2_body(ctx);
         if (ctx.id() == 1) {
           // Serve rank 0's calls until call k kills this process (bounded, should it not).

@@ -5,13 +5,14 @@
 # Then ("sender") a sender dies with one-sided calls published and a trad batch unpublished:
 # the receiver runs exactly the published ones and frees the dead sender's chunks. Last
 # ("unpublished") a receiver dies with trad call_returns written but not published: each ends
-# not_executed, and none ran.
+# not_executed, and none ran. Modes future and coroutine repeat the first through futures
+# (get()) and through coroutines awaiting them (co_await): the same outcomes, as typed errors.
 # Usage: failure_semantics_test.sh <seriema-run> <failure_semantics_mp_test> [launcher args];
 # UCX_TLS from the environment picks shm or tcp (e.g. --machines 3 with UCX_TLS=tcp,self).
 set -u
 marker=$(mktemp -d)
 trap 'rm -rf "$marker"' EXIT
-for mode in send write sender unpublished; do
+for mode in send write future coroutine sender unpublished; do
   rm -f "$marker/calls" "$marker/calls.rank2-done"
   start=$(date +%s)
   out=$(SERIEMA_THREADS=1 timeout 120 "$1" -n 3 "${@:3}" --on-failure wait --tag-output -- \

@@ -140,7 +140,7 @@ namespace {
 
 // A closure of exactly N bytes (N need not be a multiple of 8) whose bytes follow from its
 // sequence number; the sender stores the bytes one by one just before each call, as a caller
-// filling its captures does (the copy into the ring reads them in pieces: messenger.hpp).
+// filling its captures does (the copy into the ring reads them in pieces: record_copy.hpp).
 template <std::size_t N>
 struct sized_closure {
   std::array<unsigned char, N> bytes;

@@ -2,7 +2,8 @@
 // memory of one thread's zone (its home), usable by every thread of the job, with a deadline on
 // acquire that abandons the wait without breaking the queue.
 //
-// Protocol (an array queue lock after Anderson, with abandonment; src/fabric/distributed_lock.cpp)
+// Protocol (an array queue lock after Anderson, with abandonment;
+// src/fabric/atomics/distributed_lock.cpp)
 //  * Memory (home's registered memory, 64 + 64 * slots bytes, words 64 bytes apart):
 //    word Q at offset 0 holds next (low 32 bits: the next ticket to issue) and served (high 32
 //    bits: how many tickets have finished); slot i at offset 64 + 64 * i holds the state of the

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <seriema/fabric/outcome.hpp>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -25,13 +26,37 @@ using function_id = std::uint32_t;
 /// derived from type names.
 inline constexpr function_id user_function_bit = 0x8000'0000u;
 
+/// A call_return's reply as the function's wrapper may shape it (layers above: futures). The
+/// receive path makes one for every call that expects a reply and sends, after the function
+/// returned: nothing when `deferred` (the wrapper sends the reply itself later,
+/// thread_context::send_reply_value / send_failure), a failure when `result` is threw or
+/// not_executed (carrying `details`: what the caller's future learns of an exception), else the
+/// value in invocation::result.
+struct reply_channel {
+  std::uint32_t slot = 0;        ///< the caller's reply slot (cell or table entry)
+  std::uint32_t generation = 0;  ///< and its generation
+  outcome result = outcome::done;      ///< done, threw or not_executed
+  std::span<const std::byte> details;  ///< a failure's details (may be empty)
+  bool deferred = false;               ///< the wrapper answers later
+  /// A function of variable_result_size: a buffer the receive path leased for the reply's bytes,
+  /// valid until the reply went (its send may wait and run calls that make replies too).
+  std::vector<std::byte>* storage = nullptr;
+};
+
 /// What a function receives when it runs on its destination thread.
 struct invocation {
   thread_context* self = nullptr;       ///< the executing thread (null only in unit tests)
   std::uint32_t source = 0;             ///< global id of the calling thread
   std::span<std::byte> buffer;          ///< call_buffer: the buffer that came with the call
-  std::span<std::byte> result;          ///< call_return: storage for the return value
+  /// call_return: storage for the return value. A wrapper whose value has no fixed size
+  /// (result_size == variable_result_size) points it at the bytes to send instead.
+  std::span<std::byte> result;
+  reply_channel* reply = nullptr;       ///< call_return: the reply being made (else null)
 };
+
+/// function_entry::result_size of a function whose reply is any number of bytes (a serialized
+/// value): its caller waits in a reply-table entry that takes whatever arrives.
+inline constexpr std::uint32_t variable_result_size = 0xFFFF'FFFFu;
 
 /// Runs the function whose closure bytes start at `closure` (closure_size bytes, as registered).
 using invoker_fn = void (*)(const std::byte* closure, invocation& call);

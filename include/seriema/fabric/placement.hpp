@@ -100,7 +100,7 @@ struct placement_options {
 
   /// From SERIEMA_HYPERTHREADS (avoid|use), SERIEMA_PROCESS_ZONES (auto | comma list of zone
   /// numbers), SERIEMA_BIND (yes|none), SERIEMA_NET_DEVICES (auto | none | comma list) and
-  /// UCX_NET_DEVICES. Throws config_error naming the setting.
+  /// UCX_NET_DEVICES. Throws config_error naming every bad setting, one line each.
   static placement_options from_environment();
   /// "auto" (or empty) -> {}, "0,1" -> {0, 1}. Throws config_error naming SERIEMA_PROCESS_ZONES.
   static std::vector<int> parse_process_zones(std::string_view text);

@@ -3,7 +3,7 @@
 // exchange, load and store that each end with an outcome under a deadline, serving calls while
 // they wait.
 //
-// How an operation runs (src/fabric/remote_atomic.cpp):
+// How an operation runs (src/fabric/atomics/remote_atomic.cpp):
 //  * It is a UCX atomic posted by the thread's transmitter to the word's process (one per
 //    thread and process, created on first use, kept with the thread's endpoints), followed by a
 //    flush ticket; the thread then waits with thread_context::wait_until until the ticket

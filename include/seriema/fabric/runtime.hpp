@@ -24,6 +24,7 @@
 #include <seriema/transfer/remote_memory.hpp>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -51,13 +52,14 @@ struct runtime_options {
   transfer::context_options ucx;   ///< The UCX context: peer-error handling, keepalive.
   transfer::arena_options memory;  ///< Registered arenas: memory source, pages, segment size.
   bootstrap_options boot;          ///< How ranks find each other (PMIx, seriema-run, single).
-  /// Reads every SERIEMA_* setting; throws config_error naming the first bad one (including
-  /// unknown SERIEMA_* variables).
+  /// Reads every SERIEMA_* setting after config::check_environment() checked the settings of
+  /// every linked layer; throws config_error naming every bad or contradicting one, and every
+  /// unknown SERIEMA_* variable, one line each.
   static runtime_options from_environment();
 };
 
 struct write_message;    // detail/messages.hpp
-struct barrier_message;  // src/fabric/runtime_collectives.cpp
+struct barrier_message;  // src/fabric/runtime/runtime_collectives.cpp
 
 /// The per-process runtime: bootstrap, placement and binding, the UCX context and process
 /// worker, endpoints to every rank, registered arenas per NUMA zone, collectives, and run(),
@@ -175,11 +177,31 @@ class runtime {
   /// The bodies themselves are not interrupted (bound their waits with deadline_scope): a body
   /// still running at the deadline makes its process late for the rounds.
   void run(const std::function<void(thread_context&)>& body, deadline_clock::time_point deadline);
-  /// run(body, now + `timeout`).
-  template <class Rep, class Period>
-  void run(const std::function<void(thread_context&)>& body,
-           std::chrono::duration<Rep, Period> timeout) {
-    run(body,
+  /// run() with a body that returns something to drive rather than nothing: a coroutine
+  /// (`[](thread_context& me) -> seriema::task<> { co_await ...; }`, include
+  /// <seriema/invoke/task.hpp>). Each worker starts its task and serves calls until it ended;
+  /// what the task threw is rethrown as a plain body's exception is.
+  template <class Body>
+    requires(!std::is_void_v<std::invoke_result_t<Body&, thread_context&>>)
+  void run(Body body) {
+    run(std::move(body), no_deadline);
+  }
+  /// run(body, deadline) with a coroutine body (see run(Body)).
+  template <class Body>
+    requires(!std::is_void_v<std::invoke_result_t<Body&, thread_context&>>)
+  void run(Body body, deadline_clock::time_point deadline) {
+    using returned = std::invoke_result_t<Body&, thread_context&>;
+    static_assert(requires(returned r, thread_context& me) { drive_body(std::move(r), me); },
+                  "runtime::run: a body returns void or a seriema::task<> (include "
+                  "<seriema/invoke/task.hpp>); this one returns something else");
+    run(std::function<void(thread_context&)>(
+            [&body](thread_context& me) { drive_body(body(me), me); }),
+        deadline);
+  }
+  /// run(body, now + `timeout`), for either kind of body.
+  template <class Body, class Rep, class Period>
+  void run(Body&& body, std::chrono::duration<Rep, Period> timeout) {
+    run(std::forward<Body>(body),
         deadline_clock::now() + std::chrono::duration_cast<deadline_clock::duration>(timeout));
   }
 
@@ -284,7 +306,8 @@ class runtime {
   /// @endcond
 
  private:
-  class run_loop;  ///< the threads and the coordinator of one run() (src/fabric/run_loop.cpp)
+  /// The threads and the coordinator of one run() (src/fabric/runtime/run_loop.cpp).
+  class run_loop;
   /// Construction steps: placement of the job and binding of this process; the active-message
   /// handlers on the process worker; the startup exchange of reply-region locators and worker
   /// addresses.
@@ -292,7 +315,8 @@ class runtime {
   void register_handlers();
   void exchange_addresses();
 
-  /// The active-message handlers registered on the process worker (src/fabric/am_handlers.hpp).
+  /// The active-message handlers registered on the process worker
+  /// (src/fabric/runtime/runtime_internal.hpp).
   struct am_handlers;
   friend struct am_handlers;
 
@@ -390,11 +414,12 @@ class runtime {
   std::vector<bool> failures_announced_;  ///< the collective's thread: dead ranks announced
   std::atomic<std::uint64_t> failure_epoch_{0};
   std::atomic<int> running_runs_{0};  ///< inside run(): finalize is refused
-  /// Attach slots (src/fabric/attach.cpp): `held` is taken by CAS and given back (release) by
-  /// the holder; `context` is made by the slot's first holder and kept until teardown, so the
-  /// pairing state peers keep with the slot's id outlives each holder. While no thread holds
-  /// the slot its context is offered to the helper threads (the helped_section protocol on the
-  /// slot's poller word). attach_signal_ is bumped and notified whenever a slot is given back.
+  /// Attach slots (src/fabric/runtime/attach.cpp): `held` is taken by CAS and given back
+  /// (release) by the holder; `context` is made by the slot's first holder and kept until
+  /// teardown, so the pairing state peers keep with the slot's id outlives each holder. While no
+  /// thread holds the slot its context is offered to the helper threads (the helped_section
+  /// protocol on the slot's poller word). attach_signal_ is bumped and notified whenever a slot
+  /// is given back.
   struct attach_slot;
   std::unique_ptr<attach_slot[]> attach_slots_;
   std::atomic<std::uint32_t> attach_signal_{0};

@@ -16,6 +16,7 @@
 #include <seriema/fabric/detail/call_queue.hpp>
 #include <seriema/fabric/detail/reply_cells.hpp>
 #include <seriema/fabric/detail/thread_extension.hpp>
+#include <array>
 #include <seriema/fabric/function_registry.hpp>
 #include <seriema/fabric/outcome.hpp>
 #include <seriema/fabric/placement.hpp>
@@ -34,8 +35,11 @@ class runtime;
 enum class call_status : std::uint8_t {
   ok,
   bad_destination,  ///< no such thread
-  too_large,        ///< closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT), or
-                    ///< a one-sided record does not fit in a chunk
+  too_large,        ///< closure + buffer exceed the send-based limit (SERIEMA_SEND_LIMIT), a
+                    ///< one-sided record does not fit a chunk's data area (SERIEMA_CHUNK_SIZE)
+                    ///< or, to another machine, a staging unit (SERIEMA_STAGING_SIZE), or a put
+                    ///< variant's target is smaller than its bytes (invoke::describe says which
+                    ///< limit applies to a channel, with its value)
   full,             ///< one-sided: the channel's ring is at its maximum and the call's policy
                     ///< is to fail (the call was not sent)
   peer_failed,      ///< the destination's process is dead (endpoint error): nothing was sent
@@ -256,6 +260,15 @@ class thread_context {
     return call_return_by_id(dest, function, closure, {}, slot);
   }
 
+  /// Test hook: a call naming `function` whatever it is, replying to an opened slot (index,
+  /// generation); an unregistered id tests the receiver's refusal.
+  [[nodiscard]] call_status call_with_reply_raw_for_testing(thread_id dest, function_id function,
+                                                            std::span<const std::byte> closure,
+                                                            std::uint32_t index,
+                                                            std::uint32_t generation) {
+    return send_call(dest, function, closure, {}, index, generation);
+  }
+
   /// Reply slots (used by the invoke layer's one-sided call_return): opens a slot that a reply
   /// (index, generation) fills; fail_unsent_reply(index) fails it (the call was not sent).
   template <class R>
@@ -263,12 +276,48 @@ class thread_context {
     return open_slot(slot, dest);
   }
   void fail_unsent_reply(std::uint32_t index) noexcept;
+  /// A reply slot opened for the invoke layer's futures: its (index, generation), and whether it
+  /// is a reply cell (cells(): collect / abandon) or an entry of the reply table (its outcome
+  /// lands in *state; abandon_reply closes it).
+  struct opened_reply {
+    std::uint32_t index = 0;
+    std::uint32_t generation = 0;
+    bool in_cell = false;
+  };
+  /// Opens a reply for a value of exactly `size` bytes from a call to `dest`: a reply cell when
+  /// the value fits one and one is free, else a table entry that writes the value to `value`
+  /// and then the outcome to *state (release).
+  opened_reply open_reply_raw(thread_id dest, std::size_t size, void* value,
+                              std::atomic<int>* state);
+  /// Opens a table entry for a reply of any size: its bytes are assigned to *bytes, then the
+  /// outcome stored to *state (release).
+  opened_reply open_variable_reply(thread_id dest, std::vector<std::byte>* bytes,
+                                   std::atomic<int>* state);
+  /// The thread's reply cells (collect, abandon).
+  [[nodiscard]] reply_cell_table& cells() noexcept { return cells_; }
+  /// Send-based call of a closure of shape Shape whose reply goes to an already opened slot
+  /// (index, generation); the caller fails the slot when the call was not sent.
+  template <class Shape, class F>
+  [[nodiscard]] call_status call_with_reply_as(thread_id dest, const F& f,
+                                               std::span<const std::byte> buffer,
+                                               std::uint32_t index, std::uint32_t generation) {
+    check_remote_closure<F>();
+    return send_call(dest, function_wrapper<F, Shape>::id, as_bytes_of(f), buffer, index,
+                     generation);
+  }
   /// Fails the slot (index, generation) that thread `caller` opened for a call_return whose
-  /// function threw here: an am_id_reply without a value (written directly when the caller is in
-  /// this process). Waits only for the send to complete and runs no calls meanwhile, so it is
-  /// safe in a catch handler (a call that threw in a nested poll would abandon the handler).
+  /// function threw here (or, `why`, is not known here): an am_id_reply carrying `details` (what
+  /// the caller's future learns of the exception; may be empty), written directly when the
+  /// caller is in this process or, without details, on this machine. Waits only for the send to
+  /// complete and runs no calls meanwhile, so it is safe in a catch handler (a call that threw in
+  /// a nested poll would abandon the handler).
   void send_failure(thread_id caller, std::uint32_t slot, std::uint32_t generation,
-                    outcome why = outcome::threw);
+                    outcome why = outcome::threw, std::span<const std::byte> details = {});
+  /// Sends a call_return's value to slot (index, generation) of `caller` (a deferred reply: the
+  /// function's coroutine or future ended after the call returned). As the receive path sends
+  /// replies: written directly into a cell where it can, else an am_id_reply.
+  void send_reply_value(thread_id caller, std::uint32_t slot, std::uint32_t generation,
+                        std::span<const std::byte> value);
   /// @endcond
 
   /// Runs the calls received so far (FIFO per sender) and progresses communication; takes the
@@ -306,7 +355,7 @@ class thread_context {
     unsigned idle = 0;
     while (!pred()) {
       if (poll() == 0) {
-        if (idle == 0 && extension_) extension_->flush(*this);
+        if (idle == 0) flush_layers();
         if (deadline != no_deadline && deadline_clock::now() >= deadline) return pred();
         back_off(idle);
       } else {
@@ -377,8 +426,15 @@ class thread_context {
   [[nodiscard]] transfer::ucx_worker& worker() noexcept { return *worker_; }
   transfer::ucx_endpoint& endpoint_to(int process);
 
-  /// The layer above's per-thread state (null for service threads or when none is installed).
-  [[nodiscard]] thread_extension* extension() const noexcept { return extension_.get(); }
+  /// The per-thread state of the layer in `slot` (layer_slot::...; null when the layer is not
+  /// linked or does not serve this kind of context).
+  [[nodiscard]] thread_extension* extension(std::size_t slot) const noexcept {
+    return layers_[slot].get();
+  }
+  /// Asks every layer to publish what it batched (aggregators), so that it will be received.
+  void flush_layers() {
+    for (std::uint8_t i = 0; i < layer_count_; ++i) in_order_[i]->flush(*this);
+  }
   [[nodiscard]] local_thread_state& state() noexcept { return state_; }
   /// runtime::run epoch this context belongs to (1 for the first run).
   [[nodiscard]] std::uint64_t run_epoch() const noexcept { return run_epoch_; }
@@ -440,9 +496,14 @@ class thread_context {
     slot.generation_ = opened.second;
     return opened;
   }
-  /// Sends a call_return's outcome to `caller`: the value (ok), or a failure (no data).
+  /// Sends a call_return's outcome to `caller`: the value (done), or a failure carrying
+  /// `value` as its details (may be empty).
   void send_reply(thread_id caller, function_id function, std::uint32_t slot,
                   std::uint32_t generation, std::span<const std::byte> value, outcome result);
+  /// After a call that expected a reply ran (or threw, `threw`): sends what its reply channel
+  /// says (nothing when deferred).
+  void finish_reply(thread_id caller, function_id function, const reply_channel& reply,
+                    std::span<const std::byte> value);
   /// A process died since this thread last looked (runtime::failure_epoch): tells the layer
   /// above (its messengers fail what they hold for it).
   void notice_peer_failures();
@@ -461,8 +522,12 @@ class thread_context {
   std::uint64_t failures_seen_ = 0;  ///< runtime::failure_epoch() this thread acted on
   std::size_t poll_once();
   std::uint64_t run_epoch_ = 0;
-  /// Destroyed first (it holds rkeys and endpoints of worker_).
-  std::unique_ptr<thread_extension> extension_;
+  /// The layers' per-thread state by slot, and the same in slot order for poll and flush.
+  /// Destroyed first (they hold rkeys and endpoints of worker_).
+  std::array<std::unique_ptr<thread_extension>, layer_slot::count> layers_;
+  std::array<thread_extension*, layer_slot::count> in_order_{};
+  std::uint8_t layer_count_ = 0;
+  void make_layers();
 };
 
 /// While alive, the thread that created it does not touch its context (it computes), and the

@@ -26,6 +26,13 @@ enum class channel : std::uint8_t { send, write, trad, ovfl };
 const char* to_string(channel c) noexcept;  ///< "send", "write", "trad" or "ovfl"
 /// The channel named as to_string names it ("send", "write", "trad", "ovfl"), or nullopt.
 std::optional<channel> channel_from_string(std::string_view name) noexcept;
+/// What `status`, returned by a call of thread `self` on channel `c`, means there, naming the
+/// setting that applies with its value in effect: fabric::to_string(status), except for
+/// too_large, whose limit depends on the path: SERIEMA_SEND_LIMIT for channel::send; for the
+/// one-sided channels the largest record, from SERIEMA_CHUNK_SIZE (the chunk's data area) and
+/// SERIEMA_STAGING_SIZE (a staging unit, for calls to another machine). Never throws: on any
+/// failure it falls back to fabric::to_string(status).
+[[nodiscard]] std::string describe(thread_context& self, call_status status, channel c) noexcept;
 
 /// What a call does when the destination's ring is full and cannot grow.
 namespace policy {
@@ -86,9 +93,11 @@ struct messenger_options {
                     chunk_size - wire::chunk_header_size);
   }
 
-  /// Throws config_error naming the setting.
+  /// From the SERIEMA_* settings of the invoke layer. Throws config_error naming every bad
+  /// setting, one line each.
   static messenger_options from_environment();
-  void validate() const;  ///< Throws config_error naming the setting whose value cannot work.
+  /// Throws config_error naming every setting whose value cannot work, one line each.
+  void validate() const;
   /// Largest record (header + closure + buffer) one call may have.
   [[nodiscard]] std::size_t max_record() const noexcept {
     // It must fit a chunk's data area and a staging unit (with the published word's slot).

@@ -3,13 +3,18 @@
 //   broadcast_buffer (inline, put, get),
 // chosen per call by template parameters: the channel (send / write / trad / ovfl), the
 // full-buffer policy (fail / retry / retry_async) and, optionally, a synchronizer notified when
-// the call was transmitted or consumed. Aggregator wraps a channel choice for repeated calls.
+// the call was consumed (the default: call(me, dest, f, sync) counts calls that ran) or, with
+// notify_on::transmit, transmitted. Aggregator wraps a channel choice for repeated calls. A
+// misplaced synchronizer or notify_on fails to compile with one sentence (detail/misuse.hpp).
 #pragma once
 
 #include <cstdint>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/channel.hpp>
+#include <seriema/invoke/detail/future_calls.hpp>
 #include <seriema/invoke/detail/primitives.hpp>
+#include <seriema/invoke/future.hpp>
+#include <seriema/invoke/task.hpp>
 #include <seriema/invoke/synchronizer.hpp>
 #include <span>
 #include <type_traits>
@@ -25,8 +30,10 @@ call_status call(thread_context& self, thread_id dest, const F& f) {
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, nullptr,
                                                       notify_on::transmit);
 }
-/// call() that decrements `sync` when the call was transmitted or consumed (`When`).
-template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
+/// call() that decrements `sync` when the call was consumed (`When`, by default: `dest` ran it)
+/// or, with notify_on::transmit, transmitted.
+template <channel C = channel::write, class Policy = policy::fail,
+          notify_on When = notify_on::consume, class F>
 call_status call(thread_context& self, thread_id dest, const F& f, synchronizer& sync) {
   return detail::dispatch<Policy, fabric::plain_shape>(self, C, dest, f, {}, &sync, When);
 }
@@ -38,8 +45,10 @@ call_status call_buffer(thread_context& self, thread_id dest, const F& f,
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, nullptr,
                                                        notify_on::transmit);
 }
-/// call_buffer() that decrements `sync` when the call was transmitted or consumed (`When`).
-template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
+/// call_buffer() that decrements `sync` when the call was consumed (`When`, by default) or, with
+/// notify_on::transmit, transmitted.
+template <channel C = channel::write, class Policy = policy::fail,
+          notify_on When = notify_on::consume, class F>
 call_status call_buffer(thread_context& self, thread_id dest, const F& f,
                         std::span<const std::byte> buffer, synchronizer& sync) {
   return detail::dispatch<Policy, fabric::buffer_shape>(self, C, dest, f, buffer, &sync, When);
@@ -53,10 +62,11 @@ call_status call_return(thread_context& self, thread_id dest, const F& f,
                 "call_return: the slot's type must be the function's return type");
   return detail::returning<C, Policy, fabric::return_shape>(self, dest, f, {}, slot);
 }
-/// call_return() that also decrements `sync` when the call was transmitted or when `dest` ran
-/// it (`When`; the value may arrive in `slot` after the notice, or before).
-template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F,
-          class R>
+/// call_return() that also decrements `sync` when `dest` ran the call (`When`, by default) or,
+/// with notify_on::transmit, when it was transmitted (the value may arrive in `slot` after the
+/// notice, or before).
+template <channel C = channel::write, class Policy = policy::fail,
+          notify_on When = notify_on::consume, class F, class R>
 call_status call_return(thread_context& self, thread_id dest, const F& f, return_slot<R>& slot,
                         synchronizer& sync) {
   static_assert(std::is_same_v<R, fabric::detail::return_type_t<F>>,
@@ -70,7 +80,7 @@ call_status call_return(thread_context& self, thread_id dest, const F& f, return
 /// passes them as lvalues. Bytes that do not deserialize are rejected and counted
 /// (runtime counters: rejected_arguments); f does not run then.
 template <channel C = channel::write, class Policy = policy::fail, class F, class... Args>
-  requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_v<Args> || ...))
+  requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_like_v<Args> || ...))
 call_status call(thread_context& self, thread_id dest, F f, const Args&... args) {
   using wrapper = detail::with_arguments<F, std::remove_cvref_t<Args>...>;
   detail::argument_scratch scratch;
@@ -80,8 +90,8 @@ call_status call(thread_context& self, thread_id dest, F f, const Args&... args)
                                                            notify_on::transmit);
 }
 /// The same, with a synchronizer.
-template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F,
-          class... Args>
+template <channel C = channel::write, class Policy = policy::fail,
+          notify_on When = notify_on::consume, class F, class... Args>
   requires(sizeof...(Args) > 0)
 call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync,
                  const Args&... args) {
@@ -92,12 +102,27 @@ call_status call(thread_context& self, thread_id dest, F f, synchronizer& sync,
                                                            scratch.bytes(), &sync, When);
 }
 
+/// `dest` runs f(args...) (or f(ctx, args...); the arguments, if any, of any type cereal
+/// serializes, as for call); returns a future of its value, whatever its type: a trivially
+/// copyable value comes back as its bytes (a reply cell when it fits 56 bytes), any other type
+/// cereal serializes (std::string, std::vector, user types) serialized, one over 64 KiB through
+/// registered memory. A function that returns a task<V> or a future<V> makes a deferred reply:
+/// the future gets V once that ended (the callee's thread stays free meanwhile). A function that
+/// throws fails the future with its exception (get() throws it: a registered type as itself,
+/// else remote_error); it is not raised at the destination. Works on every channel, from
+/// workers, and (channel::send) from attached threads.
+template <channel C = channel::write, class Policy = policy::fail, class F, class... Args>
+  requires(!(detail::is_return_slot_v<Args> || ...) && !(detail::is_synchronizer_v<Args> || ...))
+auto call_return(thread_context& self, thread_id dest, F f, const Args&... args) {
+  return detail::call_returning_future<C, Policy>(self, dest, f, args...);
+}
+
 /// `dest` runs f(args...) (or f(ctx, args...)) with serialized arguments (as call above); the
 /// value is written back into `slot`. Arguments that do not deserialize give a value-initialized
 /// result (and a rejection counted at the destination).
 template <channel C = channel::write, class Policy = policy::fail, class F, class R,
           class... Args>
-  requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_v<Args> || ...))
+  requires(sizeof...(Args) > 0 && !(detail::is_synchronizer_like_v<Args> || ...))
 call_status call_return(thread_context& self, thread_id dest, F f, return_slot<R>& slot,
                         const Args&... args) {
   using wrapper = detail::returning_with_arguments<F, std::remove_cvref_t<Args>...>;
@@ -145,7 +170,8 @@ call_status call_buffer(thread_context& self, thread_id dest, F f,
 /// call_buffer, put variant, decrementing `sync` once the put completed and the call was
 /// transmitted (`origin` may change from then on; it may already when this returns), or
 /// (notify_on::consume) once f ran at `dest`.
-template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
+template <channel C = channel::write, class Policy = policy::fail,
+          notify_on When = notify_on::consume, class F>
 call_status call_buffer(thread_context& self, thread_id dest, F f,
                         std::span<const std::byte> origin,
                         const transfer::remote_memory_locator& target, synchronizer& sync) {
@@ -160,7 +186,7 @@ call_status call_buffer(thread_context& self, thread_id dest, F f,
 /// fails (target's process died), or a call that cannot be sent, still counts `sync` down and is
 /// counted in this thread's failed_puts. Returns bad_destination / too_large at once when
 /// `target` is not in `dest`'s process or smaller than `origin`.
-template <channel C = channel::write, notify_on When, class F>
+template <channel C = channel::write, notify_on When = notify_on::consume, class F>
 call_status call_buffer_put_async(thread_context& self, thread_id dest, F f,
                                   std::span<const std::byte> origin,
                                   const transfer::remote_memory_locator& target,
@@ -180,7 +206,8 @@ call_status call_buffer_get(thread_context& self, thread_id dest, F f,
 }
 /// The same, decrementing `sync` when the call was transmitted or (notify_on::consume) once f ran
 /// at the destination: from then on `origin` may change.
-template <channel C = channel::write, class Policy = policy::fail, notify_on When, class F>
+template <channel C = channel::write, class Policy = policy::fail,
+          notify_on When = notify_on::consume, class F>
 call_status call_buffer_get(thread_context& self, thread_id dest, F f,
                             const transfer::remote_memory_locator& origin, synchronizer& sync) {
   fabric::check_remote_closure<F>();
@@ -222,7 +249,7 @@ void broadcast(thread_context& self, F f) {
 /// thread sent the broadcast on (transmit), or once every thread of the job ran f (consume;
 /// each thread reports to this one, and a process that dies first ends the wait with
 /// may_have_executed).
-template <channel C = channel::write, notify_on When, class F>
+template <channel C = channel::write, notify_on When = notify_on::consume, class F>
 void broadcast(thread_context& self, F f, synchronizer& sync) {
   detail::start_broadcast<C, fabric::plain_shape>(self, f, {}, &sync, When);
 }
@@ -234,7 +261,7 @@ void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buff
   detail::start_broadcast<C, fabric::buffer_shape>(self, f, mine, nullptr, notify_on::transmit);
 }
 /// broadcast_buffer() naming `sync` (counted as broadcast() counts it).
-template <channel C = channel::write, notify_on When, class F>
+template <channel C = channel::write, notify_on When = notify_on::consume, class F>
 void broadcast_buffer(thread_context& self, F f, std::span<const std::byte> buffer,
                       synchronizer& sync) {
   std::vector<std::byte> mine(buffer.begin(), buffer.end());
@@ -255,7 +282,7 @@ call_status broadcast_buffer(thread_context& self, F f, std::span<const std::byt
   return detail::start_broadcast_put<C>(self, f, origin, targets, nullptr, notify_on::transmit);
 }
 /// broadcast_buffer put variant naming `sync` (counted as broadcast() counts it).
-template <channel C = channel::write, notify_on When, class F>
+template <channel C = channel::write, notify_on When = notify_on::consume, class F>
 call_status broadcast_buffer(thread_context& self, F f, std::span<const std::byte> origin,
                              std::span<const transfer::remote_memory_locator> targets,
                              synchronizer& sync) {
@@ -273,7 +300,7 @@ void broadcast_buffer_get(thread_context& self, F f,
 }
 /// broadcast_buffer_get naming `sync`: with notify_on::consume it is counted down once every
 /// thread read `origin` and ran f, and `origin` may change from then on.
-template <channel C = channel::write, notify_on When, class F>
+template <channel C = channel::write, notify_on When = notify_on::consume, class F>
 void broadcast_buffer_get(thread_context& self, F f, const transfer::remote_memory_locator& origin,
                           synchronizer& sync) {
   detail::start_broadcast<C, fabric::plain_shape>(self, detail::call_after_get<F>{f, origin}, {},
@@ -311,6 +338,12 @@ class aggregator {
   template <class Policy = policy::fail, class F, class R>
   call_status call_return(thread_id dest, const F& f, return_slot<R>& slot) {
     return invoke::call_return<Mode, Policy>(self_, dest, f, slot);
+  }
+  /// invoke::call_return's future form through this aggregator's mode.
+  template <class Policy = policy::fail, class F, class... Args>
+    requires(!(detail::is_return_slot_v<Args> || ...))
+  auto call_return(thread_id dest, const F& f, const Args&... args) {
+    return invoke::call_return<Mode, Policy>(self_, dest, f, args...);
   }
   /// Publishes every batched call of this thread (all destinations).
   void flush() { channels_of(self_).flush(self_); }
@@ -381,6 +414,14 @@ class aggregator_to {
   call_status call_return(const F& f, return_slot<R>& slot) {
     return renew(invoke::call_return<Mode, Policy>(self_, dest_, f, slot));
   }
+  /// invoke::call_return's future form to the destination.
+  template <class Policy = policy::fail, class F, class... Args>
+    requires(!(detail::is_return_slot_v<Args> || ...))
+  auto call_return(const F& f, const Args&... args) {
+    auto result = invoke::call_return<Mode, Policy>(self_, dest_, f, args...);
+    renew(call_status::ok);
+    return result;
+  }
   /// Publishes the calls batched for this destination (and moves its queued ones on).
   void flush() {
     messenger_->drain();
@@ -441,3 +482,6 @@ class aggregator_to {
 };
 
 }  // namespace seriema::invoke
+
+// Overloads that only fail, each with one sentence naming a common mistake.
+#include <seriema/invoke/detail/misuse.hpp>

@@ -44,7 +44,7 @@ struct context_options {
   /// (SERIEMA_NET_DEVICES); from_environment() leaves it empty.
   std::vector<std::string> net_devices;
   /// From SERIEMA_PEER_ERRORS, SERIEMA_KEEPALIVE and SERIEMA_PAGES. Throws config_error naming
-  /// the setting.
+  /// every bad setting, one line each.
   static context_options from_environment();
 };
 
@@ -55,7 +55,8 @@ struct arena_options {
   std::size_t segment_size = std::size_t{64} << 20;  ///< multiple of block_size
   std::size_t limit = 0;                             ///< max bytes obtained; 0 = no cap
   /// From SERIEMA_MEMORY_SOURCE, SERIEMA_PAGES, SERIEMA_SEGMENT_SIZE, SERIEMA_ARENA_LIMIT.
-  /// Throws config_error naming the setting.
+  /// Throws config_error naming every bad setting, one line each, and then every contradiction
+  /// (validate()).
   static arena_options from_environment();
   /// Throws config_error for a bad size or limit, and, for memory_source::ucx, for pages UCX
   /// cannot provide on this machine (hugetlb of another size than the default, thp without

@@ -6,7 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/invoke/detail/exceeding_queue.hpp>
+#include <seriema/invoke/detail/record_copy.hpp>
 #include <seriema/invoke/detail/wire.hpp>
 #include <seriema/transfer/heap_block_source.hpp>
 #include <vector>

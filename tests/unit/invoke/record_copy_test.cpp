@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
-#include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/invoke/detail/record_copy.hpp>
 #include <seriema/invoke/detail/wire.hpp>
 
 namespace {

@@ -4,6 +4,7 @@
 // processes is tests/multiproc/huge_pages_test.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <seriema/base/error.hpp>
@@ -90,6 +91,31 @@ TEST(ArenaPages, ExplicitPagesUcxCannotProvideAreRefusedWithTheReason) {
   }
   options.source = memory_source::self;  // our own mmap can ask for 1 GiB pages
   EXPECT_NO_THROW(options.validate());
+}
+
+// SERIEMA_PAGES=1g with a 4 MiB segment from UCX contradicts two things at once: the segment
+// size, and (where 1 GiB is not the default huge page size) what UCX can allocate. Both lines
+// come in the one error, not one per start.
+TEST(ArenaPages, EveryContradictionIsReportedAtOnce) {
+  if (default_huge_page_kib() == 1024 * 1024) GTEST_SKIP() << "1 GiB is the default size here";
+  auto options = ucx_options(page_preference::gigantic_1g);
+  options.limit = std::size_t{2} << 20;  // and a limit below one segment
+  try {
+    options.validate();
+    FAIL() << "SERIEMA_PAGES=1g with 4 MiB UCX segments must be refused";
+  } catch (const config_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("SERIEMA_ARENA_LIMIT=2097152: smaller than one segment"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(
+        what.find("\nSERIEMA_PAGES=1g: SERIEMA_SEGMENT_SIZE (4 MiB) must be a multiple of 1G"),
+        std::string::npos)
+        << what;
+    EXPECT_NE(what.find("\nSERIEMA_PAGES=1g with SERIEMA_MEMORY_SOURCE=ucx"), std::string::npos)
+        << what;
+    EXPECT_EQ(std::count(what.begin(), what.end(), '\n'), 2) << what;  // three lines
+  }
 }
 
 TEST(ArenaPages, Explicit2mFailsWithTheReasonWhenNoPagesAreFree) {

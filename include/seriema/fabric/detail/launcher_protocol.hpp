@@ -1,5 +1,6 @@
 // Wire format between seriema-run and the ranks it starts (tools/seriema_run/ and
-// bootstrap_launcher.cpp), and the one rule that assigns ranks to emulated machines.
+// src/fabric/bootstrap/bootstrap_launcher.cpp), and the one rule that assigns ranks to emulated
+// machines.
 #pragma once
 
 #include <cstddef>

@@ -10,7 +10,11 @@ namespace seriema::fabric::detail {
 
 // The table, defined in src/fabric/settings.cpp next to the code that reads it.
 std::span<const config::setting> settings() noexcept;
+// Reads every setting of the table with the parsers and checks the layer uses, adding each
+// problem to `found` (config::check_environment() runs it).
+void validate_settings(config::problems& found);
 
-inline const config::settings_registration settings_registered{"fabric", 2, settings()};
+inline const config::settings_registration settings_registered{"fabric", 2, settings(),
+                                                               &validate_settings};
 
 }  // namespace seriema::fabric::detail

@@ -47,6 +47,18 @@ struct invocation_counters {
   // process on this machine (counted as sent and executed here; a reply such a write finds
   // closed or stale counts in rejected_bad_reply here, not at the caller).
   std::atomic<std::uint64_t> replies_direct{0};
+  // Calls whose reply the called function made later (a coroutine or future it returned, the
+  // invoke layer's deferred replies) and tasks spawned on a thread: started / finished. A started
+  // one counts as a message sent until it finished, so runtime::run and quiescence wait for it.
+  std::atomic<std::uint64_t> deferred_started{0};
+  std::atomic<std::uint64_t> deferred_finished{0};
+  // Futures' replies whose bytes did not deserialize into the value type (the future ended
+  // not_executed; not messages: the reply itself was consumed).
+  std::atomic<std::uint64_t> rejected_results{0};
+  // Exceptions of called functions sent back to their caller's future (not raised here).
+  std::atomic<std::uint64_t> exceptions_returned{0};
+  // Futures that failed and were destroyed without anyone looking at how (the first is logged).
+  std::atomic<std::uint64_t> failed_futures_unobserved{0};
 
   // Messages that arrived and were dealt with: run, or rejected.
   [[nodiscard]] std::uint64_t consumed() const noexcept {
@@ -76,6 +88,8 @@ struct local_thread_state {
   struct reply_entry {
     void* value = nullptr;
     std::size_t size = 0;
+    // A reply of any size (a serialized value): appended here instead of copied to `value`.
+    std::vector<std::byte>* bytes = nullptr;
     std::atomic<int>* state = nullptr;
     std::uint32_t generation = 0;
     int process = -1;  // where the call went (fail_pending_to)
@@ -86,13 +100,32 @@ struct local_thread_state {
   std::mutex replies_mutex;            // owner thread and receive path
   std::vector<reply_entry> replies{1};  // index 0 unused (0 = "no reply")
   std::vector<std::uint32_t> free_replies;
+  // What failure replies carried (a remote exception's type and text), by the slot (cell or
+  // entry) and generation they failed. Written under replies_mutex by the deliverer before it
+  // ends the slot (so an owner that read the failure finds it); taken by the owner.
+  struct failure_details {
+    std::uint32_t index = 0;
+    std::uint32_t generation = 0;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<failure_details> failures;
+  // The details a failure reply left for slot (index, generation), moved out (empty: none).
+  std::vector<std::byte> take_failure_details(std::uint32_t index,
+                                              std::uint32_t generation) noexcept;
 
   // Writes `value` into reply slot (index, generation) and ends it done (or, when `result` is
-  // a failure outcome, ends it so, with no value); false (nothing written) when the slot is
-  // unknown, stale or of another size, or the outcome is not one a reply carries: a peer's bad
-  // reply. Slots with reply_cell::index_bit are this thread's cells, the others table entries.
+  // a failure outcome, ends it so, keeping `value` as the failure's details when not empty);
+  // false (nothing written) when the slot is unknown, stale or of another size, or the outcome
+  // is not one a reply carries: a peer's bad reply. Slots with reply_cell::index_bit are this
+  // thread's cells, the others table entries.
   bool deliver_reply(std::uint32_t index, std::uint32_t generation,
                      std::span<const std::byte> value, outcome result) noexcept;
+  // deliver_reply for a table entry, under replies_mutex.
+  bool deliver_to_entry(std::uint32_t index, std::uint32_t generation,
+                        std::span<const std::byte> value, outcome result) noexcept;
+  // Keeps a failure's details for slot (index, generation) (false: out of memory).
+  bool keep_failure_details(std::uint32_t index, std::uint32_t generation,
+                            std::span<const std::byte> details) noexcept;
   // Process `process` died: every reply slot (table entry or cell) still waiting for a call to
   // it ends with `why`. Any thread of this process. Returns how many.
   std::size_t fail_pending_to(int process, outcome why) noexcept;

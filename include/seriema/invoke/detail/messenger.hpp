@@ -1,6 +1,8 @@
-// One-sided remote invocation (paper §4.4): the Messenger of one ordered thread pair (sender
-// side), its receiving counterpart, and the per-thread table of both (MessengerGlobal), which is
-// the invoke layer's thread_extension. The protocol and word ownership are in docs/messenger.md.
+// One-sided remote invocation (paper §4.4), sending side: the messenger of one ordered thread
+// pair and its inline fast paths. The protocol and word ownership are in docs/messenger.md.
+// The header the rest of seriema includes for the one-sided machinery: it brings the per-thread
+// table (detail/channels.hpp), the receiving side (detail/inbound_channel.hpp), the local queue
+// (detail/exceeding_queue.hpp) and the record copy (detail/record_copy.hpp) with it.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +22,9 @@
 #include <seriema/fabric/detail/thread_state.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
+#include <seriema/invoke/detail/channels.hpp>
+#include <seriema/invoke/detail/exceeding_queue.hpp>
+#include <seriema/invoke/detail/record_copy.hpp>
 #include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/channel.hpp>
 #include <seriema/invoke/detail/wire.hpp>
@@ -29,14 +34,11 @@
 #include <span>
 #include <string>
 #include <vector>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace seriema::invoke {
 
 namespace detail {
-struct chunk_grant;  // what the allocation service answers (src/invoke/messenger.cpp)
+struct chunk_grant;  // what the allocation service answers (src/invoke/chunk_service.hpp)
 
 // `word`, loaded into a register on its own: the compiler may not merge it with a neighbour
 // into one wider load, which a store buffer cannot forward from two separate stores.
@@ -49,80 +51,6 @@ template <class T>
   return value;
 }
 }  // namespace detail
-
-
-class channels;
-
-// Locally queued records (overflow aggregation, RetryAsync, replies that found no room), in
-// FIFO order, as complete wire records laid end to end in pages. Pages are heap memory, or,
-// once use_registered() was called (a messenger to another machine), registered pages carved
-// from blocks of the thread's arena, so that a run of records goes out from the queue itself
-// (put or write message) with no second copy. A registered page that was read by a put or a
-// send carries the transmitter's completion tags: once popped it is reused only when they are
-// all complete (the transfer finished reading it). Owner thread only.
-class exceeding_queue {
- public:
-  exceeding_queue() = default;
-  ~exceeding_queue();
-  exceeding_queue(const exceeding_queue&) = delete;
-  exceeding_queue& operator=(const exceeding_queue&) = delete;
-
-  // From now on pages of `page_size` bytes come from `source` (at most `max_bytes` of it;
-  // records larger than a page, and pages past the cap or when the source is exhausted, go to
-  // heap pages). `source` must outlive the queue.
-  void use_registered(transfer::block_source& source, std::size_t page_size,
-                      std::size_t max_bytes);
-  [[nodiscard]] bool empty() const noexcept { return pages_.empty(); }
-  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
-  // Space for a record of `size` bytes at the tail; commit() makes it part of the queue.
-  std::byte* reserve(std::size_t size);
-  void commit(std::size_t size) noexcept;
-  // The oldest record (its header says its size); pop() removes it.
-  [[nodiscard]] std::span<const std::byte> front() const noexcept;
-  void pop() noexcept;
-  void clear() noexcept;
-
-  // Whole records at the front of the queue, contiguous in one registered page.
-  struct run {
-    std::span<const std::byte> bytes;
-    std::size_t records = 0;
-    transfer::unit_tags* tags = nullptr;  // the page's: tag every transfer that reads `bytes`
-  };
-  // Whether the oldest record lies in a registered page (else it must be copied to be sent).
-  [[nodiscard]] bool front_registered() const noexcept { return pages_.front().tags != nullptr; }
-  // The longest run of records at the front, in its page, of at most `limit` bytes (no records
-  // when the oldest is larger). Precondition: front_registered().
-  [[nodiscard]] run front_run(std::size_t limit) const noexcept;
-  // Removes the run's records; true when that emptied (and retired) their page.
-  bool pop_run(const run& r) noexcept;
-
- private:
-  static constexpr std::size_t heap_page_size = 64 * 1024;
-  struct page {
-    std::byte* data = nullptr;
-    std::size_t capacity = 0;
-    std::size_t head = 0;                 // first unread byte
-    std::size_t tail = 0;                 // end of committed records
-    std::unique_ptr<std::byte[]> heap;    // a heap page owns its bytes
-    transfer::unit_tags* tags = nullptr;  // a registered page's completion tags (else null)
-  };
-  // A page for a record of `size` bytes: a registered one when possible, else a heap one.
-  page take_page(std::size_t size);
-  bool take_registered_page(page& out);
-  bool carve_block();
-  // Puts an emptied page aside: a registered one is reused once its tags are complete.
-  void retire(page&& p) noexcept;
-
-  std::deque<page> pages_;
-  std::size_t bytes_ = 0;
-  transfer::block_source* source_ = nullptr;  // null: heap pages only
-  std::size_t page_size_ = 0;                 // bytes of a registered page
-  std::size_t max_blocks_ = 0;                // blocks the queue may take from source_
-  std::vector<transfer::memory_block> blocks_;
-  std::deque<transfer::unit_tags> tags_;  // one per registered page; a deque keeps them in place
-  std::vector<page> spare_;               // registered pages never handed out yet
-  std::deque<page> retired_;              // emptied registered pages, in retirement order
-};
 
 // The sending side of one ordered pair (sender thread -> destination thread). Created by
 // channels::to(dest) on first use; setup (the first chunk allocation) happens on the first call.
@@ -475,289 +403,8 @@ class messenger {
   messenger_counters counters_;
 };
 
-// The receiving side of one ordered pair: the ring of chunks the sender allocated here, read in
-// FIFO order. Owner: the receiving thread.
-class inbound_channel {
- public:
-  inbound_channel(channels& owner, std::uint32_t sender, std::vector<fabric::granted_memory> first);
-  ~inbound_channel();
-  inbound_channel(const inbound_channel&) = delete;
-  inbound_channel& operator=(const inbound_channel&) = delete;
-
-  [[nodiscard]] std::uint32_t sender() const noexcept { return sender_; }
-  [[nodiscard]] std::size_t chunks() const noexcept { return ring_.size(); }
-  // Runs what the sender published since the last poll; returns calls run.
-  std::size_t poll(thread_context& self);
-  // Addresses of the ring's chunks in ring order (see messenger::chunk_addresses).
-  [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
-  // A call of this channel is running (on this thread's stack): it must not be destroyed.
-  [[nodiscard]] bool running() const noexcept { return running_; }
-  // Adds `value` to word `word` of the sender's feedback area: directly when it is mapped here,
-  // else by a one-sided atomic or an active message (SERIEMA_REMOTE_NOTICES).
-  void notify(thread_context& self, std::uint32_t word, std::uint64_t value);
-
- private:
-  struct chunk {
-    fabric::granted_memory memory;
-    wire::chunk_header* header = nullptr;
-    std::byte* data = nullptr;
-    std::uint64_t capacity = 0;
-    std::uint32_t lap = 1;  // lap expected next
-  };
-  void adopt(std::vector<fabric::granted_memory>& batch, std::size_t position);
-  void release_chunk(thread_context& self);
-  std::size_t run_range(thread_context& self, chunk& c, std::uint64_t end);
-  // Runs the closures of the repeated record at read_offset_ not run yet; returns calls run.
-  std::size_t run_repeated(thread_context& self, const wire::parsed_record& rec);
-
-  channels& owner_;
-  std::uint32_t sender_;
-  std::vector<chunk> ring_;
-  std::size_t current_ = 0;
-  std::uint64_t read_offset_ = 0;
-  std::uint32_t repeat_next_ = 0;  // closures of the repeated record at read_offset_ started
-  std::uint32_t next_batch_ = 1;
-  std::uint64_t last_bad_word_ = 0;
-  bool running_ = false;  // a call of this channel is running: nested polls skip the channel
-  transfer::remote_memory_locator feedback_locator_{};
-  std::unique_ptr<transfer::remote_memory> feedback_;
-  bool notices_by_atomic_ = false;  // chosen with feedback_ (SERIEMA_REMOTE_NOTICES)
-  // Posts the atomic add of `value` at `offset` of the sender's feedback area; false when UCX
-  // refused it (the endpoint failed).
-  bool post_atomic_notice(std::uint64_t offset, std::uint64_t value);
-};
-
-
-// MessengerGlobal: a thread's messengers (created on demand, one per destination) and its
-// inbound channels, plus the registered feedback area peers write into. The invoke layer's
-// thread_extension. Owner: the thread.
-class channels final : public fabric::thread_extension {
- public:
-  static constexpr std::size_t synchronizer_words = 1024;  // per thread
-  static inline const char kind_tag = 0;  // this class's thread_extension kind
-
-  explicit channels(thread_context& self);
-  ~channels() override;
-
-  [[nodiscard]] thread_context& self() noexcept { return self_; }
-  [[nodiscard]] const messenger_options& options() const noexcept { return options_; }
-  // Replaces the options of messengers created from now on (e.g. small chunks in a test).
-  void set_options(const messenger_options& options);
-
-  // The messenger to `dest`, created on first use. Throws seriema::error for a bad id.
-  messenger& to(thread_id dest) {
-    if (dest < out_.size() && out_[dest]) return *out_[dest];
-    return create(dest);
-  }
-  [[nodiscard]] messenger* existing(thread_id dest) noexcept {
-    return dest < out_.size() ? out_[dest].get() : nullptr;
-  }
-  [[nodiscard]] inbound_channel* inbound_from(thread_id sender) noexcept;
-
-  std::size_t poll(thread_context& self) override;
-  void flush(thread_context& self) override;
-  // A process died: every messenger to one of its threads fails (its queued call_returns end
-  // as not executed; later calls to it return peer_failed).
-  void peers_failed(thread_context& self) override;
-
-  [[nodiscard]] const receive_counters& received() const noexcept { return received_; }
-  // A put-then-call whose put completed but whose call could not be sent.
-  void note_failed_put() noexcept { ++received_.failed_puts; }
-  // The feedback area (released words, synchronizer counters): registered, in this thread's
-  // zone; word i is at feedback_words()[i].
-  [[nodiscard]] std::uint64_t* feedback_words() const noexcept {
-    return reinterpret_cast<std::uint64_t*>(feedback_.data);
-  }
-  [[nodiscard]] const transfer::remote_memory_locator& feedback_locator() const noexcept {
-    return feedback_locator_;
-  }
-  [[nodiscard]] std::size_t feedback_word_count() const noexcept { return feedback_.size / 8; }
-  // Synchronizer words (indices >= first_synchronizer_word); 0 when none is free. A word
-  // released with a non-zero count (notices still to come) is reused only once they all came.
-  std::uint32_t acquire_counter_word();
-  void release_counter_word(std::uint32_t word) noexcept;
-  // Moves the draining words whose count reached zero back to the free list.
-  void reclaim_drained_counter_words() noexcept;
-
-  // used by messengers / inbound channels
-  void note_queued(messenger& m);  // m has records in its local queue: poll drains it
-  // Single writer each (this thread): a relaxed load and a release store, no locked add.
-  [[gnu::always_inline]] void count_sent(std::uint64_t n) noexcept {
-    auto& counter = self_.state().one_sided_sent;
-    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
-  }
-  void count_consumed(std::uint64_t n) noexcept {
-    auto& counter = self_.state().one_sided_consumed;
-    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_release);
-  }
-  receive_counters& receive_counts() noexcept { return received_; }
-  // Sends a notification for `thread`'s feedback word as an active message on `endpoint` (the
-  // path for peers that cannot map the words; no reply travels back, so a dead peer cannot
-  // stall or break this process).
-  void send_feedback(transfer::ucx_endpoint& endpoint, std::uint32_t thread, std::uint32_t word,
-                     std::uint64_t value);
-
-  // This thread's counters as one JSON object: {"thread":…, "sent":[{"destination":…, …counters},
-  // …], "received":{…}}.
-  [[nodiscard]] std::string counters_json() const override;
-
-  // Whether a messenger's peer died (checked now): synchronizers stop waiting then.
-  [[nodiscard]] bool any_failed();
-
-  // Adds `value` to word `word` of thread `thread`'s feedback area (a synchronizer's counter):
-  // an atomic when the thread is in this process, an active message to its process otherwise.
-  // A word the thread does not have is counted there (rejected_feedback), not applied.
-  void notify_thread(thread_id thread, std::uint32_t word, std::uint64_t value);
-
-  // Asynchronous remote read (call_buffer_get's async variant): reads all of `origin`, then, on a
-  // later poll of this thread, calls done(self, bytes, true), or done(self, {}, false) when the
-  // read failed (its process died). Counts as a message in flight until done ran, so runtime::run
-  // does not end before it.
-  using read_done = std::function<void(thread_context&, std::span<std::byte>, bool)>;
-  void read_async(const transfer::remote_memory_locator& origin, read_done done);
-  // Asynchronous remote write (the put-then-call primitives): puts `source` into `target` (a
-  // direct copy when it is mapped here), then, on a later poll of this thread once the bytes
-  // are in the target's memory, calls done(self, {}, true), or done(self, {}, false) when the
-  // put failed (target's process died; counted: failed_puts). UCX reads `source` until then:
-  // the caller keeps it unchanged. Counts as a message in flight until done ran.
-  void put_async(std::span<const std::byte> source, const transfer::remote_memory_locator& target,
-                 read_done done);
-  [[nodiscard]] std::size_t reads_in_flight() const noexcept { return reads_.size(); }
-
- private:
-  thread_context& self_;
-  messenger_options options_;
-  transfer::registered_buffer feedback_;
-  transfer::remote_memory_locator feedback_locator_;
-  std::uint32_t first_synchronizer_word_ = 0;
-  std::vector<std::uint32_t> free_counter_words_;
-  std::vector<std::uint32_t> draining_counter_words_;  // released with notices still to come
-  std::vector<std::unique_ptr<messenger>> out_;  // by destination thread id
-  std::vector<messenger*> created_;              // the messengers of out_, in creation order
-  std::vector<messenger*> with_queue_;           // those that may hold queued records
-  std::vector<std::unique_ptr<inbound_channel>> in_;  // by sender thread id
-  std::vector<inbound_channel*> in_list_;             // polled in this order
-  std::size_t new_channels_seen_ = 0;
-  bool reclaim_pending_ = false;  // a process died: free its senders' channels when not running
-  // Frees the inbound channels (and granted chunks not yet adopted) of senders in dead
-  // processes, except channels with a call on the stack (retried at the next poll).
-  void reclaim_dead_senders(thread_context& self);
-  receive_counters received_;
-  // Active-message notifications in flight: the header must stay put until UCX is done with it.
-  // A deque (stable addresses) that grows when every slot is still queued (a congested socket,
-  // a partitioned peer): notices are bounded by the records consumed, so it stays bounded, and
-  // the consuming thread never waits for the network here.
-  struct feedback_slot {
-    fabric::feedback_message message{};
-    void* request = nullptr;
-  };
-  std::deque<feedback_slot> feedback_slots_ = std::deque<feedback_slot>(256);
-  std::size_t next_feedback_slot_ = 0;
-  // A read_async or put_async in flight (a put's request is its endpoint flush).
-  struct pending_read {
-    void* request = nullptr;
-    bool failed = false;
-    bool is_put = false;
-    std::vector<std::byte> bytes;  // what a read got; empty for a put
-    read_done done;
-  };
-  std::vector<std::unique_ptr<pending_read>> reads_;  // in start order
-  // Counts a failed transfer of `read` (failed_reads or failed_puts).
-  void count_failed(const pending_read& read) noexcept;
-  std::size_t finish_reads();
-  messenger& create(thread_id dest);
-};
-
-namespace detail {
-[[noreturn]] void throw_no_channels(thread_context& self);
-
-// Copies `n` bytes with loads and stores of `Width` bytes. The caller usually stored a closure's
-// (or an extra's) fields one by one just before the call, and a load wider than those stores
-// cannot be forwarded from them: it waits until they reached the cache, behind every earlier
-// store to the ring (an 8-byte sequence field, then a 16-byte copy, cost a 64-byte closure about
-// 40 ns per call). Loads no wider than the fields are forwarded at once. Unrolled for closures
-// up to 256 bytes: as a loop (one taken branch per piece), joined 64- and 256-byte closures ran
-// at 239-243 and 65-72 M calls/s instead of 275 and 84 M (trad through aggregator_to).
-// On x86-64, 8-byte pieces are stored in pairs: two 8-byte loads into one SSE register (movq,
-// movhps; each still forwardable), one 16-byte store. A store takes a store-buffer entry until
-// its line is owned, and stores leave that buffer in order: behind the published word of a
-// `write` call, whose line the polling receiver keeps taking back, a 280-byte record held 35
-// entries and now holds 19. Alternated runs (fast spells): `write` 256 B 27-32 -> 31-36 M calls/s,
-// `trad` 64 B 275-286 -> 324-355 M, 256 B 82-86 -> 95-99 M; 8 B unchanged.
-template <std::size_t Width>
-[[gnu::always_inline]] inline void copy_in_pieces(std::byte* to, const std::byte* from,
-                                                  std::size_t n) noexcept {
-  using piece = std::conditional_t<Width == 8, std::uint64_t, std::uint32_t>;
-  static_assert(sizeof(piece) == Width);
-  std::size_t i = 0;
-#if defined(__SSE2__) && defined(__GNUC__)
-  if constexpr (Width == 8) {
-#pragma GCC unroll 16
-    for (; i + 16 <= n; i += 16) {
-      using eight = std::byte[8];
-      __m128i pair;  // asm, so the compiler cannot merge the two loads into one 16-byte load
-      asm("movq %1, %0\n\tmovhps %2, %0"
-          : "=&x"(pair)
-          : "m"(*reinterpret_cast<const eight*>(from + i)),
-            "m"(*reinterpret_cast<const eight*>(from + i + 8)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + i), pair);
-    }
-  }
-#endif
-#pragma GCC unroll 32
-  for (; i + Width <= n; i += Width) {
-    piece word;
-    std::memcpy(&word, from + i, Width);
-#if defined(__GNUC__)
-    asm("" : "+r"(word));  // keeps the compiler from merging the loads into wider ones
-#endif
-    std::memcpy(to + i, &word, Width);
-  }
-  if (i < n) std::memcpy(to + i, from + i, n - i);
-}
-
-// Writes the record header, closure, extras and buffer at `p` (`size` bytes, from
-// wire::record_size), and zeroes the padding after them (no stale bytes travel).
-[[gnu::always_inline]] inline void serialize_record(std::byte* p, std::size_t size,
-                                                    fabric::function_id function,
-                                                    std::span<const std::byte> closure,
-                                                    std::uint32_t flags,
-                                                    std::span<const std::byte> extras,
-                                                    std::span<const std::byte> buffer) noexcept {
-  static_assert(sizeof(fabric::function_id) == 4 && sizeof(wire::record_header) == 24);
-  if constexpr (std::endian::native == std::endian::little) {
-    // The header as three 8-byte stores of words composed in registers. Built as a struct on
-    // the stack and copied, its 4-byte stores were reloaded by a 16-byte load, which the CPU
-    // cannot forward from them: every call waited for its stores to reach the cache.
-    const std::uint64_t words[3] = {
-        std::uint64_t{function} | std::uint64_t{static_cast<std::uint32_t>(size)} << 32,
-        std::uint64_t{static_cast<std::uint32_t>(closure.size())} |
-            std::uint64_t{static_cast<std::uint32_t>(buffer.size())} << 32,
-        std::uint64_t{flags}};
-    for (std::size_t i = 0; i < 3; ++i) std::memcpy(p + 8 * i, &words[i], 8);
-  } else {
-    const wire::record_header h{function,
-                                static_cast<std::uint32_t>(size),
-                                static_cast<std::uint32_t>(closure.size()),
-                                static_cast<std::uint32_t>(buffer.size()),
-                                flags,
-                                0};
-    std::memcpy(p, &h, sizeof h);
-  }
-  std::byte* q = p + sizeof(wire::record_header);
-  copy_in_pieces<8>(q, closure.data(), closure.size());
-  q += closure.size();
-  if (!extras.empty()) {
-    copy_in_pieces<4>(q, extras.data(), extras.size());  // reply or notify: 4-byte fields
-    q += extras.size();
-  }
-  if (!buffer.empty()) {
-    std::memcpy(q, buffer.data(), buffer.size());
-    q += buffer.size();
-  }
-  std::memset(q, 0, static_cast<std::size_t>(p + size - q));
-}
-}  // namespace detail
+// The inline members, defined after the class because they reach the channels table (owner_),
+// complete by now (detail/channels.hpp).
 
 [[gnu::always_inline]] inline void messenger::count_record(std::size_t size) noexcept {
   ++counters_.calls;
@@ -837,13 +484,6 @@ inline void messenger::note_published(bool restart_flush) noexcept {
     open_join_window();
   }
   return true;
-}
-// This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
-// service thread's context.
-[[gnu::always_inline]] inline channels& channels_of(thread_context& self) {
-  fabric::thread_extension* ext = self.extension();
-  if (ext == nullptr || ext->kind() != &channels::kind_tag) detail::throw_no_channels(self);
-  return *static_cast<channels*>(ext);
 }
 
 }  // namespace seriema::invoke

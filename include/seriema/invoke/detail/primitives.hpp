@@ -21,6 +21,7 @@
 #include <streambuf>
 #include <tuple>
 #include <vector>
+#include <seriema/fabric/detail/scratch.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/detail/argument_archive.hpp>
 #include <seriema/invoke/channel.hpp>
@@ -44,6 +45,10 @@ std::span<const std::byte> bytes_of(const F& f) noexcept {
 // one is full: a reply is never dropped for lack of room).
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value);
+// After a one-sided call that expected a reply ran: sends what its reply channel says (nothing
+// when deferred; a failure with its details; else `value` through send_reply).
+void finish_reply(thread_context& self, thread_id caller, const fabric::reply_channel& reply,
+                  std::span<const std::byte> value);
 
 // Always inlined into the typed caller: the record's sizes are then constants, and the common
 // case (try_write_direct) compiles to a few stores.
@@ -201,19 +206,9 @@ call_status call_return_registered_id(thread_context& self, thread_id dest, fabr
 
 // ---- Serialized arguments (cereal): non-trivially-copyable values travel as the call's buffer.
 
-// Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the
-// returned lease is destroyed (leases nest: a Retry call serves calls that serialize too).
-class argument_scratch {
- public:
-  argument_scratch();
-  ~argument_scratch();
-  argument_scratch(const argument_scratch&) = delete;
-  argument_scratch& operator=(const argument_scratch&) = delete;
-  [[nodiscard]] std::vector<std::byte>& bytes() noexcept { return *bytes_; }
-
- private:
-  std::vector<std::byte>* bytes_;
-};
+// Bytes of serialized arguments, in a per-thread scratch buffer that stays valid until the lease
+// is destroyed (leases nest: a Retry call serves calls that serialize too).
+using argument_scratch = fabric::detail::scratch_lease;
 
 // std::streambuf appending to a byte vector (the scratch buffer: no allocation once warm).
 class byte_sink final : public std::streambuf {
@@ -328,6 +323,23 @@ struct returning_with_arguments {
 
 template <class T>
 constexpr bool is_synchronizer_v = std::is_same_v<std::remove_cvref_t<T>, synchronizer>;
+template <class T>
+struct is_return_slot : std::false_type {};
+template <class R>
+struct is_return_slot<return_slot<R>> : std::true_type {};
+template <class T>
+constexpr bool is_return_slot_v = is_return_slot<std::remove_cvref_t<T>>::value;
+// A pointer to a synchronizer: `&sync` where `sync` belongs.
+template <class T>
+constexpr bool is_synchronizer_pointer_v =
+    std::is_pointer_v<std::remove_cvref_t<T>> &&
+    std::is_same_v<std::remove_cv_t<std::remove_pointer_t<std::remove_cvref_t<T>>>, synchronizer>;
+// A synchronizer, or what a caller may have meant as one (a pointer to it).
+template <class T>
+constexpr bool is_synchronizer_like_v = is_synchronizer_v<T> || is_synchronizer_pointer_v<T>;
+// Compile-time false that depends on T, for static_asserts of overloads that only fail.
+template <class... T>
+constexpr bool dependent_false = false;
 
 }  // namespace detail
 
