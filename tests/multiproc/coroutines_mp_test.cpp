@@ -79,12 +79,17 @@ TEST(Coroutines, ALinkedStructureWalkedWithCoAwait) {
   for (std::uint64_t k = 0; k < total; ++k) expected += k * k;
   std::atomic<int> right{0};
   // The body itself is a coroutine.
-  test::rt().run([&](thread_context& me) -> task<> {
+  auto body = [&](thread_context& me) -> task<> {
     const std::uint64_t sum = co_await sum_list(me);
     EXPECT_EQ(sum, expected);
     if (sum == expected) ++right;
-  });
+  };
+  test::rt().run(body);
   EXPECT_EQ(right.load(), test::rt().options().threads_per_process);
+  // With a deadline on the run's end the task is driven all the same (not dropped undriven as
+  // a std::function<void(thread_context&)> would drop it).
+  test::rt().run(body, std::chrono::seconds(60));
+  EXPECT_EQ(right.load(), 2 * test::rt().options().threads_per_process);
 }
 
 // A service: thread `me` asks the next thread, whose handler asks the one after it and answers
