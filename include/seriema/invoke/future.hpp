@@ -226,8 +226,10 @@ class [[nodiscard]] future {
   using value_type = detail::value_of<T>;  ///< T, or an empty struct for future<void>
 
   future() noexcept = default;  ///< an empty future (valid() is false)
+  /// Takes over `other`'s call (`other` is empty afterwards).
   future(future&& other) noexcept
       : record_(std::exchange(other.record_, nullptr)), table_(other.table_) {}
+  /// Lets go of this future's call (as its destructor does), then takes over `other`'s.
   future& operator=(future&& other) noexcept {
     if (this != &other) {
       reset();
@@ -323,6 +325,7 @@ class [[nodiscard]] future {
   template <class F>
   auto then(F f) &&;
 
+  /// @cond INTERNAL
   /// The awaiter of `co_await future` (the coroutine resumes on this thread, in a poll, once it
   /// ended; get()'s value or exception is the result). The awaited deadline is the earliest of
   /// the future's own (with_deadline) and the deadline in force when the coroutine suspends.
@@ -336,7 +339,10 @@ class [[nodiscard]] future {
     }
     T await_resume() { return awaited.get(); }
   };
-  /// co_await on an lvalue future: it is consumed (empty afterwards), as by get().
+  /// @endcond
+  /// co_await on an lvalue future: it is consumed (empty afterwards), as by get(). The coroutine
+  /// resumes on this thread, inside a poll, once it ended; the deadline is the earliest of the
+  /// future's own (with_deadline) and the deadline in force when the coroutine suspends.
   awaiter operator co_await() & noexcept { return awaiter{*this}; }
   /// co_await on a temporary future (a call_return's result): the awaiter keeps it.
   auto operator co_await() && noexcept {
@@ -529,6 +535,7 @@ struct then_result {
 
 }  // namespace detail
 
+/// @cond INTERNAL
 template <class T>
 template <class F>
 auto future<T>::then(F f) && {
@@ -540,6 +547,7 @@ auto future<T>::then(F f) && {
   table.watch(*node->source.record(), {&detail::then_node<T, F, U>::fire, node});
   return out;
 }
+/// @endcond
 
 /// when_any's value: which future ended first, and all of them back (that one ended).
 template <class T>
