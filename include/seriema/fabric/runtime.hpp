@@ -300,6 +300,9 @@ class runtime {
   [[nodiscard]] std::uint64_t run_epoch() const noexcept {
     return run_epoch_.load(std::memory_order_acquire);
   }
+  /// thread_context::quiesce: the job-wide quiescence barrier of run()'s workers
+  /// (src/fabric/runtime/quiesce.cpp).
+  void quiesce(thread_context& self, deadline_clock::time_point deadline);
   /// Messages this process sent / consumed, send-based and one-sided (quiescence detection).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept;
   [[nodiscard]] std::uint64_t messages_consumed() const noexcept;
@@ -308,6 +311,12 @@ class runtime {
  private:
   /// The threads and the coordinator of one run() (src/fabric/runtime/run_loop.cpp).
   class run_loop;
+  /// quiesce()'s state (src/fabric/runtime/runtime_internal.hpp), and its two roles: the last
+  /// worker of a process to arrive leads its rounds, the others follow.
+  struct quiescence;
+  void lead_quiescence(thread_context& self, quiescence& q, deadline_clock::time_point deadline);
+  void follow_quiescence(thread_context& self, quiescence& q, std::uint64_t generation,
+                         deadline_clock::time_point deadline);
   /// Construction steps: placement of the job and binding of this process; the active-message
   /// handlers on the process worker; the startup exchange of reply-region locators and worker
   /// addresses.
@@ -390,6 +399,7 @@ class runtime {
   /// By local index: the workers' (0..threads - 1), then the attach slots' (threads + slot).
   std::vector<std::unique_ptr<local_thread_state>> local_states_;
   std::unique_ptr<local_thread_state> service_state_;  ///< made by the constructor
+  std::unique_ptr<quiescence> quiescence_;             ///< made by the constructor
   call_queue service_queue_;
   invocation_counters counters_;
   std::string counters_file_;  ///< SERIEMA_COUNTERS resolved for this rank (empty: none)

@@ -93,7 +93,8 @@ constexpr int reported_by_launcher = -2;
 }  // namespace
 
 runtime::runtime(const runtime_options& options)
-    : options_(options), service_state_(std::make_unique<local_thread_state>()) {
+    : options_(options), service_state_(std::make_unique<local_thread_state>()),
+      quiescence_(std::make_unique<quiescence>()) {
   boot_ = bootstrap::create(options_.boot);
   log::set_rank(rank());
   counters_file_ = detail::counters_file_for(options_.counters_path, rank(), size());
