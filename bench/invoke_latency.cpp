@@ -130,6 +130,22 @@ void throwing_round_trips(thread_context& ctx, std::uint64_t n, std::vector<doub
   }
 }
 
+// The floor of a throwing call: one exception thrown and caught in this thread (a call that
+// throws costs the callee's throw and get()'s), with a message like the callee's.
+[[gnu::noinline]] void throw_runtime_error(std::uint64_t i) {
+  throw std::runtime_error("call " + std::to_string(i));
+}
+void local_throws(std::uint64_t n, std::vector<double>& out) {
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto start = clock_type::now();
+    try {
+      throw_runtime_error(i);
+    } catch (const std::runtime_error&) {
+      out.push_back(elapsed_ns(start));
+    }
+  }
+}
+
 // 64 calls in flight (one-sided write), then all waited for: by hand over 64 slots, or through
 // when_all over 64 futures. Nanoseconds per batch.
 constexpr std::uint64_t batch_calls = 64;
@@ -170,7 +186,7 @@ void when_all_batches(thread_context& ctx, std::uint64_t n, std::vector<double>&
 // Every mode's samples (nanoseconds), by name, in the order they are reported.
 struct samples {
   std::vector<double> send, write, future_send, future_write, await_send, await_write,
-      string_kib, array_kib, throwing, slot_batch, when_all_batch;
+      string_kib, array_kib, throwing, local_throw, slot_batch, when_all_batch;
 };
 
 // One block of every mode, alternating (a spell of the VM falls on all of them alike).
@@ -184,6 +200,7 @@ void run_block(thread_context& ctx, std::uint64_t block, samples& s) {
   array_round_trips(ctx, block, s.array_kib);
   string_round_trips(ctx, block, s.string_kib);
   throwing_round_trips(ctx, std::max<std::uint64_t>(block / 10, 1), s.throwing);
+  local_throws(std::max<std::uint64_t>(block / 10, 1), s.local_throw);
   slot_batches(ctx, std::max<std::uint64_t>(block / 32, 1), s.slot_batch);
   when_all_batches(ctx, std::max<std::uint64_t>(block / 32, 1), s.when_all_batch);
 }
@@ -272,7 +289,7 @@ int main(int argc, char** argv) try {
       row_of("co_await send", all.await_send),  row_of("co_await write", all.await_write),
       row_of("1 KiB array", all.array_kib),     row_of("1 KiB string", all.string_kib),
       row_of("throwing send", all.throwing),    row_of("64 slots", all.slot_batch),
-      row_of("when_all 64", all.when_all_batch)};
+      row_of("when_all 64", all.when_all_batch), row_of("local throw", all.local_throw)};
   fmt::print("# invoke_latency [{}]: call_return round trip, rank 0 -> rank 1 -> rank 0\n",
              opt.transport);
   fmt::print("{}\n", machine.line());
@@ -287,7 +304,7 @@ int main(int argc, char** argv) try {
                raw_rtt_us.empty() ? "-" : fmt::format("{:.2f}", r.median_us / raw_us));
   }
   fmt::print("\n{:>14} | {:>10} {:>10}   (64 slots / when_all 64: a batch of 64 calls in flight; "
-             "throwing: a tenth as many)\n",
+             "throwing: a tenth as many; local throw: one exception thrown and caught here)\n",
              "future forms", "median us", "p99 us");
   for (const auto& r : future_rows) {
     fmt::print("{:>14} | {:>10.2f} {:>10.2f}\n", r.mode, r.median_us, r.p99_us);
@@ -327,6 +344,10 @@ int main(int argc, char** argv) try {
     const bool met = t.limit > 0 ? t.ratio <= t.limit : t.ratio >= -t.limit;
     fmt::print("  {:<55} {:>8.2f}  {}\n", t.name, t.ratio, met ? "met" : "MISSED");
   }
+  // What a throwing call costs beyond the plain one, in local throws: its floor is two (the
+  // callee's own throw and get()'s).
+  fmt::print("  {:<55} {:>8.2f}  (floor: 2)\n", "(throwing - future (send)) / local throw",
+             (future_rows[6].median_us - future_rows[0].median_us) / future_rows[9].median_us);
   if (!opt.json.empty()) {
     // What depends on the raw round trip: null when it was not measured.
     auto if_measured = [&](double value) {

@@ -9,6 +9,7 @@
 #   - Skipped, with the reason printed: commands that install packages or build and test the
 #     whole tree (the demo, the test command, the install line: scripts/check-install.sh runs
 #     the same install into a temporary prefix), and mpirun where Open MPI is not installed.
+# It also checks that the README's first program is examples/first_program.cpp.
 # Exits 1 naming every command that failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,6 +82,21 @@ while IFS= read -r command; do
     failed=$((failed + 1))
   fi
 done < <(commands)
+
+# The README's first program is examples/first_program.cpp (built and run by ctest as
+# example.first_program.*): the block under "## A first program" must be that file, less its
+# opening comment lines.
+first_block=$(awk '/^## A first program/ { section = 1 } section && /^```cpp/ { inside = 1; next }
+                   inside && /^```/ { exit } inside { print }' "$readme")
+first_file=$(grep -v '^//' "$root/examples/first_program.cpp")
+if [ "$first_block" = "$first_file" ]; then
+  echo "ok:   the first program is examples/first_program.cpp"
+else
+  echo "FAIL: README's first program differs from examples/first_program.cpp:"
+  diff <(printf '%s\n' "$first_block") <(printf '%s\n' "$first_file") | sed 's/^/      /'
+  failures+=("the first program")
+  failed=$((failed + 1))
+fi
 
 echo "check-readme: $ran commands ran, $skipped skipped, $failed failed"
 if [ "$ran" -eq 0 ]; then

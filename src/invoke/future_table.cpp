@@ -67,14 +67,10 @@ future_table::~future_table() {
   }
 }
 
-future_table& futures_of(thread_context& self) {
-  fabric::thread_extension* layer = self.extension(fabric::layer_slot::invoke_futures);
-  if (layer == nullptr) {
-    throw error(fmt::format("thread {} has no futures (a service thread's context, or called "
-                            "before the runtime made the thread's context)",
-                            self.id()));
-  }
-  return static_cast<future_table&>(*layer);
+void throw_no_futures(thread_context& self) {
+  throw error(fmt::format("thread {} has no futures (a service thread's context, or called "
+                          "before the runtime made the thread's context)",
+                          self.id()));
 }
 
 future_record& future_table::acquire() {
@@ -97,8 +93,11 @@ future_record& future_table::acquire() {
   r->decode = nullptr;
   r->bytes.clear();  // keeps its capacity: a warm record allocates nothing
   r->details.clear();
-  r->error = nullptr;
+  if (r->error) r->error = nullptr;  // (an exception_ptr's reset is a call into the runtime)
   r->next = {};
+  r->advance = nullptr;
+  r->discard = nullptr;
+  r->node = nullptr;
   ++created_;
   return *r;
 }
@@ -106,9 +105,15 @@ future_record& future_table::acquire() {
 void future_table::release(future_record& r) noexcept {
   if (r.watched) unwatch(r);
   r.held = false;
-  // A local record still pending has a producer (then, when_all, a task) that ends it later
-  // and gives it back then (complete).
-  if (r.source == record_source::local && r.outcome() == fabric::outcome::pending) return;
+  if (r.source == record_source::local && r.outcome() == fabric::outcome::pending) {
+    // A combinator's record: the combinator goes (its futures with it), and so does the record.
+    // Any other local record still pending has a producer (then, a task) that ends it later
+    // and gives it back then (complete).
+    if (r.discard == nullptr) return;
+    discard_combinator(r);
+    free_.push_back(&r);
+    return;
+  }
   if (r.source != record_source::local && !ended(r)) close_reply(r);
   const fabric::outcome o = r.outcome();
   if (o != fabric::outcome::pending && o != fabric::outcome::done &&
@@ -116,8 +121,17 @@ void future_table::release(future_record& r) noexcept {
     report_unobserved(r);
   }
   r.drop_value();
-  r.error = nullptr;
+  if (r.error) r.error = nullptr;
   free_.push_back(&r);
+}
+
+void future_table::discard_combinator(future_record& r) noexcept {
+  void (*discard)(void*) = r.discard;
+  void* node = r.node;
+  r.advance = nullptr;
+  r.discard = nullptr;
+  r.node = nullptr;
+  discard(node);
 }
 
 void future_table::report_unobserved(future_record& r) noexcept {
@@ -161,11 +175,12 @@ void future_table::close_reply(future_record& r) noexcept {
   r.source = record_source::local;
 }
 
-bool future_table::ended(future_record& r) noexcept {
+bool future_table::ended_slow(future_record& r) noexcept {
   fabric::outcome arrived = fabric::outcome::pending;
   switch (r.source) {
     case record_source::local:
-      return r.outcome() != fabric::outcome::pending;
+      if (r.outcome() != fabric::outcome::pending) return true;
+      return r.advance != nullptr && r.advance(r.node);
     case record_source::cell:
       arrived = self_.cells().collect(r.index, r.generation, r.raw_value(), r.value_size);
       if (arrived == fabric::outcome::pending) return false;
@@ -322,6 +337,7 @@ bool future_table::settle_fetch(future_record& r) noexcept {
 void future_table::end_now(future_record& r, fabric::outcome why) noexcept {
   if (ended(r)) return;
   close_reply(r);
+  if (r.discard != nullptr) discard_combinator(r);  // it (and its futures) go
   if (r.outcome() == fabric::outcome::pending) {
     r.state.store(static_cast<int>(why), std::memory_order_relaxed);
   }
@@ -340,13 +356,14 @@ void future_table::end_pending(future_record& r, fabric::outcome why) noexcept {
 void future_table::complete(future_record& r, fabric::outcome why) noexcept {
   if (!r.held) {  // nobody holds it any more: given back now
     r.drop_value();
-    r.error = nullptr;
+    if (r.error) r.error = nullptr;
     free_.push_back(&r);
     return;
   }
   if (r.outcome() != fabric::outcome::pending) return;  // cancelled meanwhile: keeps that
   r.state.store(static_cast<int>(why), std::memory_order_relaxed);
-  if (r.watched) {
+  // Inside the scan (a combinator driven by ended() completed it), the scan moves it.
+  if (r.watched && !scanning_) {
     remove_watched(r);
     firing_.push_back(&r);
     update_wants_poll();
@@ -382,7 +399,19 @@ void future_table::unwatch(future_record& r) noexcept {
   update_wants_poll();
 }
 
+void future_table::drive(future_record& r) {
+  driven_.push_back(&r);
+  set_wants_poll(true);
+}
+
+void future_table::undrive(future_record& r) noexcept {
+  std::erase(driven_, &r);
+  update_wants_poll();
+}
+
 std::size_t future_table::poll(thread_context&) {
+  const std::uint64_t advanced_before = advanced_;
+  for (std::size_t i = 0; i < driven_.size(); ++i) (void)ended(*driven_[i]);
   if (!watched_.empty()) scan_watched();
   std::size_t fired = 0;
   // One at a time from the front: a continuation may watch or end others (appended), and a
@@ -399,10 +428,11 @@ std::size_t future_table::poll(thread_context&) {
     c.fire(c.context, r);
   }
   update_wants_poll();
-  return fired;
+  return fired + static_cast<std::size_t>(advanced_ - advanced_before);
 }
 
 void future_table::scan_watched() noexcept {
+  scanning_ = true;
   const bool read_clock = with_deadline_ > 0 && ++polls_since_clock_ >= clock_period;
   fabric::deadline_clock::time_point now{};
   if (read_clock) {
@@ -425,6 +455,7 @@ void future_table::scan_watched() noexcept {
     watched_.pop_back();
     firing_.push_back(&r);
   }
+  scanning_ = false;
 }
 
 std::string future_table::counters_json() const {

@@ -193,6 +193,15 @@ bool messenger::check_peer() {
   return true;
 }
 
+bool messenger::peer_alive() {
+  // The runtime may learn of a death on another thread (the launcher's notice arrives on the
+  // bootstrap's reader thread), before this thread's next poll fails what its messengers hold:
+  // a new call fails at once all the same. One load of a word nobody writes until a death.
+  if (!owner_.self().rt().peer_failed(destination_process_)) return true;
+  fail_all();
+  return false;
+}
+
 void messenger::fail_all() noexcept {
   failed_ = true;
   close_join_window();
@@ -601,7 +610,7 @@ call_status messenger::send(channel mode, fabric::function_id function,
                             std::span<const std::byte> extras, std::span<const std::byte> buffer) {
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   if (size > owner_.options().max_record()) return call_status::too_large;
-  if (failed_) return call_status::peer_failed;
+  if (failed_ || !peer_alive()) return call_status::peer_failed;
   if (busy_) {
     // Called from a handler that runs while this messenger waits (growth, Retry): the ring is
     // mid-operation, so the record goes to the queue, behind everything before it.
@@ -666,7 +675,7 @@ call_status messenger::send_unbounded(fabric::function_id function,
                                       std::span<const std::byte> buffer) {
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), 0);
   if (size > owner_.options().max_record()) return call_status::too_large;
-  if (failed_) return call_status::peer_failed;
+  if (failed_ || !peer_alive()) return call_status::peer_failed;
   if (!busy_ && queue_.empty()) {
     space why;
     call_status status = write_record(channel::write, function, closure, 0, {}, buffer, why);

@@ -443,6 +443,35 @@ ucs_status_t ucx_endpoint::flush_blocking(std::chrono::steady_clock::time_point 
   return failed() ? failure() : status;
 }
 
+ucs_status_t ucx_endpoint::flush_blocking(std::chrono::steady_clock::time_point deadline,
+                                          const std::function<bool()>& give_up) noexcept {
+  if (failed()) return failure();
+  ucp_request_param_t param{};
+  void* request = ucp_ep_flush_nbx(endpoint_, &param);
+  if (request == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
+  ucs_status_t status;
+  int idle = 0;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (worker_.progress()) continue;
+    if (failed() || give_up()) {
+      status = UCS_ERR_CANCELED;
+      break;
+    }
+    if (bounded && std::chrono::steady_clock::now() >= deadline) {
+      status = UCS_ERR_TIMED_OUT;
+      break;
+    }
+    if (++idle > 1000) {
+      std::this_thread::yield();  // oversubscribed machines: let the peer run
+      idle = 0;
+    }
+  }
+  ucp_request_free(request);
+  return failed() ? failure() : status;
+}
+
 ucx_endpoint::~ucx_endpoint() {
   if (endpoint_ == nullptr) return;
   ucp_request_param_t param{};

@@ -33,6 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             case protocol::message_type::result:
               (void)protocol::decode_result(frame->payload, 4);
               break;
+            case protocol::message_type::rank_failed:
+              (void)protocol::decode_rank_failed(frame->payload);
+              break;
+            case protocol::message_type::running:
+            case protocol::message_type::finalized:
+              break;  // no payload (checked with the header)
           }
         } catch (const protocol::protocol_error&) {
           // a malformed payload: refused

@@ -321,6 +321,13 @@ TEST(bootstrap_failure, bad_arguments_are_refused) {
   auto bad_timeout = run_launcher({"-n", "1", "--timeout", "soon", "--", program_path}, {});
   EXPECT_EQ(bad_timeout.exit_code, 2);
   EXPECT_LINE(bad_timeout.err, "--timeout=soon");
+
+  auto bad_limit = run_launcher({"-n", "1", "--time-limit", "soon", "--", program_path}, {});
+  EXPECT_EQ(bad_limit.exit_code, 2);
+  EXPECT_LINE(bad_limit.err, "--time-limit=soon");
+  auto zero_limit = run_launcher({"-n", "1", "--time-limit", "0s", "--", program_path}, {});
+  EXPECT_EQ(zero_limit.exit_code, 2);
+  EXPECT_LINE(zero_limit.err, "seriema-run: --time-limit must be positive");
 }
 
 }  // namespace

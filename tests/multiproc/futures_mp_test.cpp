@@ -248,6 +248,18 @@ TEST(Futures, EachFailureOutcomeIsItsOwnError) {
     });
     EXPECT_EQ(nowhere.status(), call_status::bad_destination);
     EXPECT_THROW((void)nowhere.get(), invoke::not_executed_error);
+    // A function the destination does not know (sent, refused there): not executed.
+    auto& table = invoke::detail::futures_of(me);
+    fabric::thread_context::opened_reply opened;
+    auto unknown = invoke::detail::open_reply_future<int>(table, next_of(me), opened);
+    const std::uint64_t closure = 0;
+    invoke::detail::note_sent(
+        unknown, me.call_with_reply_raw_for_testing(next_of(me), 0x7654320u,
+                                                    std::as_bytes(std::span(&closure, 1)),
+                                                    opened.index, opened.generation));
+    auto unknown_result = unknown.try_get();
+    EXPECT_EQ(unknown_result.result(), outcome::not_executed);
+    EXPECT_EQ(unknown_result.status(), call_status::ok);
     // The timed cases: thread 0 calls thread 1, which makes no calls of its own meanwhile (a
     // caller that ran a slow call in its own wait would see its reply in time).
     if (me.id() != 0) return;

@@ -193,3 +193,24 @@ if(SERIEMA_MPIRUN)
                    -np 2 $<TARGET_FILE:coroutines_mp_test>)
   set_tests_properties(mp.coroutines.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
 endif()
+
+# Worker-callable quiescence: phases of batched calls that call onward, spawned tasks awaiting
+# deferred replies, the attached-thread refusal; 1 x 3 and 2 x 3 threads over shm, tcp, two
+# emulated machines and mpirun. Then a rank that comes late: quiesce ends by its deadline.
+seriema_mp_executable(quiesce_mp_test quiesce_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.quiesce.np1.shm EXE quiesce_mp_test NP 1 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.quiesce.np2.shm EXE quiesce_mp_test NP 2 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.quiesce.np2.tcp EXE quiesce_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.quiesce.np2.machines2.tcp EXE quiesce_mp_test NP 2 MACHINES 2 TLS tcp
+               ENV SERIEMA_THREADS=3)
+if(SERIEMA_MPIRUN)
+  add_test(NAME mp.quiesce.mpirun_np2.shm
+           COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=2
+                   -np 2 $<TARGET_FILE:quiesce_mp_test>)
+  set_tests_properties(mp.quiesce.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
+endif()
+seriema_mp_executable(quiesce_deadline_mp_test quiesce_deadline_mp_test.cpp seriema::fabric)
+seriema_mp_run(mp.quiesce_deadline.np2.shm EXE quiesce_deadline_mp_test NP 2 TIMEOUT 60
+               ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.quiesce_deadline.np2.machines2.tcp EXE quiesce_deadline_mp_test NP 2 MACHINES 2
+               TLS tcp TIMEOUT 60 ENV SERIEMA_THREADS=1)

@@ -21,6 +21,7 @@ namespace {
 struct option_texts {
   std::string timeout;
   std::string grace = "3s";
+  std::string time_limit;
   std::string on_failure = "kill";
 };
 
@@ -36,6 +37,10 @@ void add_options(CLI::App& app, run_options& options, option_texts& texts) {
                  "wait: let them run to completion (the exit status is still non-zero)")
       ->check(CLI::IsMember({"kill", "wait"}));
   app.add_option("--grace", texts.grace, "time between SIGTERM and SIGKILL (default 3s)");
+  app.add_option("--time-limit", texts.time_limit,
+                 "wall-clock limit of the whole job, e.g. 60s or 10m (default: none); when it "
+                 "passes, name the ranks still running, stop them (SIGTERM, SIGKILL after "
+                 "--grace) and exit with status 124");
   app.add_flag("--tag-output", options.tag_output, "prefix every output line with [rank]");
   app.add_option("command", options.command, "the program and its arguments, after --");
 }
@@ -65,6 +70,13 @@ void check_options(run_options& options, const option_texts& texts) {
     throw seriema::config_error("the bootstrap timeout must be under 49 days");
   }
   options.grace = seriema::config::parse_duration("--grace", texts.grace);
+  if (!texts.time_limit.empty()) {
+    options.time_limit = seriema::config::parse_duration("--time-limit", texts.time_limit);
+    if (options.time_limit->count() <= 0) {
+      throw seriema::config_error(
+          "--time-limit must be positive; use e.g. --time-limit 60s (leave it out for none)");
+    }
+  }
   options.kill_on_failure = texts.on_failure == "kill";
 }
 

@@ -1,7 +1,8 @@
 // seriema-run: starts N ranks of a program on this host (optionally as M emulated machines),
 // serves their bootstrap rendezvous over a private Unix socket, and turns the failure of any rank
-// into a prompt, named failure of the whole job instead of a hang. This file holds the job: the
-// event loop that joins the process group (process_group.hpp) and the rendezvous server
+// (a death, or an exit before its runtime finalized) into a prompt, named failure of the whole
+// job instead of a hang; --time-limit bounds the whole job. This file holds the job: the event
+// loop that joins the process group (process_group.hpp) and the rendezvous server
 // (rendezvous_server.hpp); the command line is in cli.hpp.
 #include <fmt/format.h>
 #include <poll.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <seriema/base/error.hpp>
 #include <system_error>
 #include <utility>
@@ -36,6 +38,7 @@ class job final : public rendezvous_events {
   // Starts the ranks and serves them until the last one exited; returns the job's exit status.
   int run(const std::string& program_path) {
     if (!group_.start(program_path, directory_.socket_path())) return finish();
+    if (options_.time_limit) time_limit_at_ = clock_type::now() + *options_.time_limit;
     while (group_.any_running()) {
       wait_for_events();
       auto reaped = group_.reap();
@@ -45,6 +48,7 @@ class job final : public rendezvous_events {
       for (int r : reaped) on_rank_exit(r);
       const auto now = clock_type::now();
       server_.check_deadline(now);
+      check_time_limit(now);
       group_.check_timers(now);
     }
     group_.drain_output();
@@ -65,8 +69,8 @@ class job final : public rendezvous_events {
     group_.add_poll_fds(fds);
     server_.add_poll_fds(fds);
     auto next = group_.next_timer();
-    if (auto deadline = server_.deadline(); deadline && (!next || *deadline < *next)) {
-      next = deadline;
+    for (auto deadline : {server_.deadline(), time_limit_at_}) {
+      if (deadline && (!next || *deadline < *next)) next = deadline;
     }
     int timeout_ms = -1;
     if (next) {
@@ -81,10 +85,23 @@ class job final : public rendezvous_events {
   }
 
   void on_rank_exit(int r) {
-    const bool failed = group_.judge_exit(r);
-    // A rank that is gone can join no further collective.
-    server_.rank_left(r, group_.how_it_ended(r));
+    bool failed = group_.judge_exit(r);
+    // A rank that is gone can join no further collective; one that leaves between its runtime's
+    // start and its finalize has failed whatever its status (the server tells the others).
+    if (server_.rank_left(r, group_.how_it_ended(r), group_.stopped_by_us(r)) && !failed) {
+      group_.record_failure(1);  // it exited with status 0
+      failed = true;
+    }
     if (failed && options_.kill_on_failure) group_.start_termination();
+  }
+
+  void check_time_limit(clock_type::time_point now) {
+    if (!time_limit_at_ || now < *time_limit_at_) return;
+    time_limit_at_.reset();
+    const auto limit = *options_.time_limit;
+    group_.stop_at_time_limit(limit.count() % 1000 == 0
+                                  ? fmt::format("{}s", limit.count() / 1000)
+                                  : fmt::format("{}ms", limit.count()));
   }
 
   int finish() const {
@@ -99,6 +116,7 @@ class job final : public rendezvous_events {
   socket_directory directory_;  // first: the server listens in it, the ranks are told of it
   process_group group_;
   rendezvous_server server_;
+  std::optional<clock_type::time_point> time_limit_at_;  // --time-limit, until it passed
 };
 
 }  // namespace

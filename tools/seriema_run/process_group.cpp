@@ -14,6 +14,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/detail/launcher_protocol.hpp>
 #include <utility>
@@ -30,6 +32,14 @@ std::string describe_wait_status(int status) {
     return fmt::format("killed by signal {} (SIG{})", sig, abbrev != nullptr ? abbrev : "?");
   }
   return fmt::format("stopped with wait status {}", status);
+}
+
+// The state letter of process `pid` in /proc/<pid>/stat ('T': stopped), or '?'.
+char process_state(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
 }
 
 int exit_code_of(int status) {
@@ -287,6 +297,10 @@ std::string process_group::how_it_ended(int r) const {
   return describe_wait_status(ranks_[static_cast<std::size_t>(r)].wait_status);
 }
 
+bool process_group::stopped_by_us(int r) const {
+  return ranks_[static_cast<std::size_t>(r)].signaled_by_us;
+}
+
 std::string process_group::who(int r) const {
   return fmt::format("rank {} (pid {})", r, ranks_[static_cast<std::size_t>(r)].pid);
 }
@@ -357,9 +371,46 @@ void process_group::start_termination() {
     if (rp.has_grace) {
       rp.term_at = now + options_.grace;
     } else {
-      send_signal(rp, SIGTERM);
-      rp.kill_at = now + options_.grace;
+      terminate(rp, now);
     }
+  }
+}
+
+void process_group::terminate(rank_process& rp, clock_type::time_point now) {
+  rp.term_at.reset();
+  send_signal(rp, SIGTERM);
+  send_signal(rp, SIGCONT);
+  if (!rp.kill_at) rp.kill_at = now + options_.grace;
+}
+
+void process_group::stop_at_time_limit(const std::string& limit) {
+  const int count = running_count();
+  if (count == 0) return;
+  std::string running;
+  constexpr int shown = 16;
+  int listed = 0;
+  for (int r = 0; r < options_.np; ++r) {
+    const auto& rp = ranks_[static_cast<std::size_t>(r)];
+    if (!rp.running) continue;
+    if (listed++ == shown) {
+      running += fmt::format(" and {} more", count - shown);
+      break;
+    }
+    running += fmt::format("{}rank {} (pid {}{})", listed == 1 ? "" : ", ", r, rp.pid,
+                           process_state(rp.pid) == 'T' ? ", stopped" : "");
+  }
+  fmt::print(stderr,
+             "seriema-run: the time limit of {} (--time-limit) passed with {} rank{} still "
+             "running: {}; stopping {} (SIGTERM, SIGKILL after {})\n",
+             limit, count, count == 1 ? "" : "s", running, count == 1 ? "it" : "them",
+             options_.grace.count() % 1000 == 0
+                 ? fmt::format("{}s", options_.grace.count() / 1000)
+                 : fmt::format("{}ms", options_.grace.count()));
+  record_exit_code(exit_time_limit);
+  terminating_ = true;
+  const auto now = clock_type::now();
+  for (auto& rp : ranks_) {
+    if (rp.running && !rp.signaled_by_us) terminate(rp, now);
   }
 }
 
@@ -379,11 +430,7 @@ std::optional<clock_type::time_point> process_group::next_timer() const {
 void process_group::check_timers(clock_type::time_point now) {
   for (auto& rp : ranks_) {
     if (!rp.running) continue;
-    if (rp.term_at && now >= *rp.term_at) {
-      rp.term_at.reset();
-      send_signal(rp, SIGTERM);
-      rp.kill_at = now + options_.grace;
-    }
+    if (rp.term_at && now >= *rp.term_at) terminate(rp, now);
     if (rp.kill_at && now >= *rp.kill_at) {
       rp.kill_at.reset();
       send_signal(rp, SIGKILL);

@@ -48,12 +48,20 @@ class process_group {
   bool judge_exit(int r);
   // How rank `r` ended ("exited with status 3", "killed by signal 9 (SIGKILL)"); once reaped.
   [[nodiscard]] std::string how_it_ended(int r) const;
+  // Whether a signal of ours (termination, the launcher's signals, the time limit) ended it.
+  [[nodiscard]] bool stopped_by_us(int r) const;
+  // Records `code` as the job's exit status unless one was recorded before (the first cause).
+  void record_failure(int code) { record_exit_code(code); }
   // Rank `r` was told that the job failed (or aborted it): it gets the grace period to report and
   // exit by itself before start_termination signals it.
   void give_grace(int r);
   // --on-failure=kill: ranks with grace get SIGTERM after it, the others SIGTERM now; SIGKILL
   // follows after the grace period. Once; later calls do nothing.
   void start_termination();
+  // --time-limit passed (`limit` as given): names the ranks still running (with their pids, and
+  // which are stopped), SIGTERMs them now and SIGKILLs them after the grace period; the job's
+  // status is exit_time_limit unless a failure came first.
+  void stop_at_time_limit(const std::string& limit);
   [[nodiscard]] std::optional<clock_type::time_point> next_timer() const;
   void check_timers(clock_type::time_point now);  // the SIGTERMs and SIGKILLs that are due
   [[nodiscard]] bool any_running() const;
@@ -96,6 +104,8 @@ class process_group {
   bool fail_start();
   void on_launcher_signal(int sig);
   void send_signal(rank_process& rp, int sig);
+  // SIGTERM, then SIGCONT so that a stopped rank acts on it; SIGKILL follows after the grace.
+  void terminate(rank_process& rp, clock_type::time_point now);
   [[nodiscard]] int running_count() const;
   void record_exit_code(int code);
 

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -208,6 +209,12 @@ void rendezvous_server::on_frame(std::uint64_t id, connection& c, proto::frame f
     case proto::message_type::abort:
       on_abort(c.rank, proto::decode_text(f.payload));
       return;
+    case proto::message_type::running:
+      ranks_[static_cast<std::size_t>(c.rank)].running = true;
+      return;
+    case proto::message_type::finalized:
+      ranks_[static_cast<std::size_t>(c.rank)].finalized = true;
+      return;
     default:
       reject(c, fmt::format("seriema: bootstrap failed: unexpected message type {} from {}",
                             static_cast<std::uint32_t>(f.type), events_.who(c.rank)));
@@ -233,9 +240,42 @@ void rendezvous_server::on_abort(int r, const std::string& why) {
   events_.rendezvous_failed();
 }
 
-void rendezvous_server::rank_left(int r, std::string how) {
-  ranks_[static_cast<std::size_t>(r)].left = std::move(how);
+bool rendezvous_server::rank_left(int r, std::string how, bool stopped_by_launcher) {
+  auto& slot = ranks_[static_cast<std::size_t>(r)];
+  slot.left = how;
   check_pending_collective();
+  if (!slot.running || slot.finalized || stopped_by_launcher) return false;
+  failed_ = true;
+  const int told = tell_others_of_failure(r, how + " before finalize");
+  const char* others = told == 1 ? "rank" : "ranks";
+  if (how == "exited with status 0") {
+    fmt::print(stderr,
+               "seriema-run: {} exited with status 0 before finalize: a rank whose runtime never "
+               "finalized has failed (std::exit in a body, or a return from main that skipped "
+               "runtime::finalize()); told {} other running {}\n",
+               events_.who(r), told, others);
+  } else {
+    fmt::print(stderr, "seriema-run: {} left before finalize; told {} other running {}\n",
+               events_.who(r), told, others);
+  }
+  return true;
+}
+
+// Sends every other rank still connected that `r` left (`how`); each gets the grace period to
+// report it and exit. Returns how many ranks were told.
+int rendezvous_server::tell_others_of_failure(int r, const std::string& how) {
+  const auto frame = proto::encode_rank_failed(r, how);
+  std::vector<bool> told(ranks_.size(), false);
+  for (auto& [id, c] : connections_) {
+    if (c.closed || c.rank < 0 || c.rank == r) continue;
+    const auto other = static_cast<std::size_t>(c.rank);
+    if (ranks_[other].left) continue;
+    send(c, frame);
+    if (c.closed || told[other]) continue;
+    told[other] = true;
+    events_.rank_told_of_failure(c.rank);
+  }
+  return static_cast<int>(std::count(told.begin(), told.end(), true));
 }
 
 // ---- collectives ----

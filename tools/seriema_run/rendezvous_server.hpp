@@ -2,9 +2,11 @@
 // (include/seriema/fabric/detail/launcher_protocol.hpp) on a private Unix socket. Ranks say hello,
 // then contribute to collectives (allgather, barrier), which it answers once every rank joined;
 // an abort, a rank that left, a timeout or a protocol error breaks the rendezvous for good, and
-// every pending and later collective fails with the reason. It knows ranks by number only: the
-// job tells it when one has left (rank_left) and learns through rendezvous_events which ranks
-// were told of a failure and when the job has failed.
+// every pending and later collective fails with the reason. A rank's runtime says when it is up
+// (running) and when it finalized: one that leaves in between has failed, and the server tells
+// every other rank (rank_failed), since UCX cannot see the death of a peer a rank never talked
+// to. It knows ranks by number only: the job tells it when one has left (rank_left) and learns
+// through rendezvous_events which ranks were told of a failure and when the job has failed.
 // Thread-safety: one thread (the job's event loop).
 #pragma once
 
@@ -63,8 +65,11 @@ class rendezvous_server {
   // Accepts new connections, then reads and answers whatever arrived on every connection.
   void serve();
   // Rank `r` has exited (`how`: "exited with status 3"; its last messages already served): it
-  // can join no further collective, so one it has not joined fails.
-  void rank_left(int r, std::string how);
+  // can join no further collective, so one it has not joined fails. Returns true when its
+  // runtime was up and not finalized: then it has failed whatever its status, which the server
+  // says on stderr and tells the other ranks, unless `stopped_by_launcher` (our own signal ended
+  // it: the job is ending already).
+  bool rank_left(int r, std::string how, bool stopped_by_launcher);
   // When the current collective times out (none while no rank has joined one).
   [[nodiscard]] std::optional<clock_type::time_point> deadline() const {
     return collective_deadline_;
@@ -76,6 +81,8 @@ class rendezvous_server {
   // One rank's part in the collectives.
   struct rank_slot {
     bool ever_connected = false;
+    bool running = false;    // its runtime said it is up
+    bool finalized = false;  // its runtime said it finalized
     std::optional<std::string> left;  // how it ended, once the job said it left
     int joined = 0;  // collectives this rank has contributed to (the current one included)
     std::vector<std::byte> blob;
@@ -98,6 +105,7 @@ class rendezvous_server {
   void on_frame(std::uint64_t id, connection& c, fabric::launcher_protocol::frame f);
   void on_hello(connection& c, const fabric::launcher_protocol::hello_message& hello);
   void on_abort(int r, const std::string& why);
+  int tell_others_of_failure(int r, const std::string& how);
   void on_contribute(std::uint64_t id, connection& c,
                      fabric::launcher_protocol::contribute_message m);
   void check_pending_collective();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/detail/settings.hpp>
@@ -72,6 +73,28 @@ class bootstrap {
   /// Tells the launcher (or PMIx) that this rank is failing and why, so that the others stop
   /// promptly; best effort, never throws. The caller still exits (non-zero) by itself.
   virtual void abort(const std::string& why) noexcept = 0;
+
+  /// What watch_peers() calls when the launcher reports that `rank` left the job before it
+  /// finalized; `how` says who saw it and how it left, e.g. "seriema-run: exited with status 0
+  /// before finalize".
+  using peer_left_handler = std::function<void(int rank, const std::string& how)>;
+
+  /// Tells the launcher that this rank's runtime is up: from now on, this process leaving the
+  /// job (any exit status, or a signal) before mark_finalized() is a failure of the job, which
+  /// the launcher reports and announces to the other ranks. The runtime calls it; best effort,
+  /// never throws. seriema-run acts on it; PMIx launchers already treat a process that exits
+  /// without PMIx_Finalize as failed.
+  virtual void mark_running() noexcept {}
+  /// Tells the launcher that this rank's runtime has finalized: its exit is now judged by its
+  /// status alone. The runtime calls it at the end of finalize(); best effort, never throws.
+  virtual void mark_finalized() noexcept {}
+  /// From now on calls `handler` (on a thread of the bootstrap) once for each other rank the
+  /// launcher reports gone before it finalized: seriema-run's notices, or under PMIx the
+  /// server's process table. Reports that came before are delivered at once, on the calling
+  /// thread. An empty handler stops the calls; it returns only after a call in progress ended,
+  /// so what the handler refers to may then be destroyed. The handler must not call
+  /// watch_peers(). Without a launcher (single process) nothing is ever reported.
+  virtual void watch_peers(peer_left_handler handler) { (void)handler; }
 };
 
 }  // namespace seriema::fabric

@@ -169,7 +169,21 @@ class runtime {
   /// returned and the whole job is quiet: every call sent anywhere has been executed (threads
   /// keep serving calls until then). Collective: every process calls it. Rethrows the first
   /// exception a body threw, after the others finished.
-  void run(const std::function<void(thread_context&)>& body);
+  ///
+  /// Its end has no deadline (not even SERIEMA_TIMEOUT: other ranks' bodies may rightly run for
+  /// long); it ends early only when a rank fails: throws seriema::error naming it, once UCX
+  /// reports it dead or the launcher reports that it left the job before finalize()
+  /// (docs/failures.md). Use run(body, deadline) to bound the wait for stalled ranks.
+  void run(const std::function<void(thread_context&)>& body) { run(body, no_deadline); }
+  /// run(body) whose end is bounded: the termination rounds (the job-wide check that every call
+  /// sent was executed), the flushes they ask of this process's threads, and the exit barrier
+  /// end by `deadline`. Past it, throws seriema::deadline_error: on rank 0 naming the ranks that
+  /// did not arrive ("run()'s termination round #4 on rank 0: deadline passed after 5.000 s
+  /// with rank(s) 1 not arrived"), on the others saying that rank 0 did not release them. The
+  /// collectives are broken after that, as after any collective's deadline: the job should end.
+  /// The bodies themselves are not interrupted (bound their waits with deadline_scope): a body
+  /// still running at the deadline makes its process late for the rounds.
+  void run(const std::function<void(thread_context&)>& body, deadline_clock::time_point deadline);
   /// run() with a body that returns something to drive rather than nothing: a coroutine
   /// (`[](thread_context& me) -> seriema::task<> { co_await ...; }`, include
   /// <seriema/invoke/task.hpp>). Each worker starts its task and serves calls until it ended;
@@ -177,12 +191,25 @@ class runtime {
   template <class Body>
     requires(!std::is_void_v<std::invoke_result_t<Body&, thread_context&>>)
   void run(Body body) {
+    run(std::move(body), no_deadline);
+  }
+  /// run(body, deadline) with a coroutine body (see run(Body)).
+  template <class Body>
+    requires(!std::is_void_v<std::invoke_result_t<Body&, thread_context&>>)
+  void run(Body body, deadline_clock::time_point deadline) {
     using returned = std::invoke_result_t<Body&, thread_context&>;
     static_assert(requires(returned r, thread_context& me) { drive_body(std::move(r), me); },
                   "runtime::run: a body returns void or a seriema::task<> (include "
                   "<seriema/invoke/task.hpp>); this one returns something else");
     run(std::function<void(thread_context&)>(
-        [&body](thread_context& me) { drive_body(body(me), me); }));
+            [&body](thread_context& me) { drive_body(body(me), me); }),
+        deadline);
+  }
+  /// run(body, now + `timeout`), for either kind of body.
+  template <class Body, class Rep, class Period>
+  void run(Body&& body, std::chrono::duration<Rep, Period> timeout) {
+    run(std::forward<Body>(body),
+        deadline_clock::now() + std::chrono::duration_cast<deadline_clock::duration>(timeout));
   }
 
   /// Gives the calling thread (not one of run()'s workers: a pool thread, main, a short-lived
@@ -226,6 +253,10 @@ class runtime {
   /// `reported_by`: the survivor that announced it (a collective's failure notice), or -1.
   void note_peer_failure(int rank, transfer::ucx_status_code status,
                          int reported_by = -1) noexcept;
+  /// Records that the launcher reported `rank` gone before it finalized (`how` it left, e.g.
+  /// "seriema-run: exited with status 0 before finalize"), as note_peer_failure does. The
+  /// bootstrap's watch (bootstrap::watch_peers) calls it; any thread.
+  void note_peer_left(int rank, const std::string& how) noexcept;
   /// The ranks known dead, for messages ("rank 1 (Connection reset by remote peer)").
   [[nodiscard]] std::string describe_failed_peers() const;
   /// "rank 1 (Connection reset by remote peer)" for one dead rank.
@@ -276,6 +307,9 @@ class runtime {
   [[nodiscard]] std::uint64_t run_epoch() const noexcept {
     return run_epoch_.load(std::memory_order_acquire);
   }
+  /// thread_context::quiesce: the job-wide quiescence barrier of run()'s workers
+  /// (src/fabric/runtime/quiesce.cpp).
+  void quiesce(thread_context& self, deadline_clock::time_point deadline);
   /// Messages this process sent / consumed, send-based and one-sided (quiescence detection).
   [[nodiscard]] std::uint64_t messages_sent() const noexcept;
   [[nodiscard]] std::uint64_t messages_consumed() const noexcept;
@@ -284,6 +318,12 @@ class runtime {
  private:
   /// The threads and the coordinator of one run() (src/fabric/runtime/run_loop.cpp).
   class run_loop;
+  /// quiesce()'s state (src/fabric/runtime/runtime_internal.hpp), and its two roles: the last
+  /// worker of a process to arrive leads its rounds, the others follow.
+  struct quiescence;
+  void lead_quiescence(thread_context& self, quiescence& q, deadline_clock::time_point deadline);
+  void follow_quiescence(thread_context& self, quiescence& q, std::uint64_t generation,
+                         deadline_clock::time_point deadline);
   /// Construction steps: placement of the job and binding of this process; the active-message
   /// handlers on the process worker; the startup exchange of reply-region locators and worker
   /// addresses.
@@ -323,8 +363,9 @@ class runtime {
   std::mutex lent_mutex_;
   std::unordered_map<std::uint64_t, std::uint64_t> lent_;
   void check_registries();
-  /// Throws seriema::error naming the dead ranks when any rank has failed.
-  void throw_if_peers_failed();
+  /// Throws seriema::error naming the dead ranks when any rank has failed (`what`: the
+  /// collective, for the message).
+  void throw_if_peers_failed(const char* what);
 
   /// Barrier state: written by the AM handler on whichever thread progresses the process worker
   /// (worker threads taking the service role, too), read by the thread inside barrier(): atomic.
@@ -372,6 +413,7 @@ class runtime {
   /// By local index: the workers' (0..threads - 1), then the attach slots' (threads + slot).
   std::vector<std::unique_ptr<local_thread_state>> local_states_;
   std::unique_ptr<local_thread_state> service_state_;  ///< made by the constructor
+  std::unique_ptr<quiescence> quiescence_;             ///< made by the constructor
   call_queue service_queue_;
   invocation_counters counters_;
   std::string counters_file_;  ///< SERIEMA_COUNTERS resolved for this rank (empty: none)
@@ -388,6 +430,11 @@ class runtime {
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::unique_ptr<std::atomic<int>[]> dead_status_;
   std::unique_ptr<std::atomic<int>[]> dead_reporter_;
+  /// How the launcher said each rank left (note_peer_left), for describe_failed_peer.
+  mutable std::mutex left_mutex_;
+  std::vector<std::string> left_how_;
+  /// Stops the bootstrap's calls into note_peer_left (teardown, a failed constructor).
+  void stop_watching_peers() noexcept;
   std::vector<bool> failures_announced_;  ///< the collective's thread: dead ranks announced
   std::atomic<std::uint64_t> failure_epoch_{0};
   std::atomic<int> running_runs_{0};  ///< inside run(): finalize is refused

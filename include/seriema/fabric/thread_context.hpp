@@ -409,6 +409,22 @@ class thread_context {
   [[nodiscard]] deadline_clock::time_point deadline_in_force(
       deadline_clock::time_point deadline = no_deadline) const noexcept;
 
+  /// Job-wide quiescence: a barrier of every worker of the job, each calling it inside run(),
+  /// that returns once every call sent before it, anywhere, has run, calls those calls made
+  /// included, with deferred replies and spawned tasks finished (the termination rounds run()
+  /// has at its end). Waiting serves calls. Ends by `deadline` (or the deadline in force):
+  /// throws seriema::deadline_error then, and seriema::error naming a rank that failed; after
+  /// either every later quiesce throws it too, and a deadline passed in the job-wide rounds
+  /// breaks the collectives as any collective's does (run()'s end and finalize() throw it).
+  /// Throws seriema::error outside run(), from a thread that is not a worker, and from a call or
+  /// coroutine run while this thread waits in quiesce. Give every worker the same deadline.
+  void quiesce(deadline_clock::time_point deadline = no_deadline);
+  /// quiesce() with a deadline `timeout` from now.
+  template <class Rep, class Period>
+  void quiesce(std::chrono::duration<Rep, Period> timeout) {
+    quiesce(deadline_clock::now() + std::chrono::duration_cast<deadline_clock::duration>(timeout));
+  }
+
   /// Allocates `bytes` of registered memory in the NUMA zone of thread `owner` (any process),
   /// through a no-setup service call; waits (serving calls). Throws seriema::error on failure.
   transfer::remote_memory_locator allocate_remote(thread_id owner, std::size_t bytes);

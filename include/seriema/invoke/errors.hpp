@@ -80,8 +80,8 @@ class remote_origin {
       : origin_destination_(destination), origin_process_(process),
         type_name_(std::move(type_name)), remote_what_(std::move(remote_what)) {}
   virtual ~remote_origin() = default;
-  remote_origin(const remote_origin&) = default;
-  remote_origin& operator=(const remote_origin&) = default;
+  remote_origin(const remote_origin&) = default;             ///< a copy
+  remote_origin& operator=(const remote_origin&) = default;  ///< a copy
   /// The thread whose function threw.
   [[nodiscard]] fabric::thread_id origin_thread() const noexcept { return origin_destination_; }
   /// Its process (rank).

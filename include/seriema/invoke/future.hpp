@@ -226,8 +226,10 @@ class [[nodiscard]] future {
   using value_type = detail::value_of<T>;  ///< T, or an empty struct for future<void>
 
   future() noexcept = default;  ///< an empty future (valid() is false)
+  /// Takes over `other`'s call (`other` is empty afterwards).
   future(future&& other) noexcept
       : record_(std::exchange(other.record_, nullptr)), table_(other.table_) {}
+  /// Lets go of this future's call (as its destructor does), then takes over `other`'s.
   future& operator=(future&& other) noexcept {
     if (this != &other) {
       reset();
@@ -267,9 +269,13 @@ class [[nodiscard]] future {
     detail::future_record& r = *record_;
     if (r.deadline < deadline) deadline = r.deadline;
     thread_context& self = table_->self();
-    if (!self.wait_until([&] { return table_->ended(r); }, deadline)) {
-      table_->end_pending(r, outcome::deadline_exceeded);
-    }
+    // A combinator is driven by the futures layer's polls meanwhile, which count its progress
+    // as work (so the wait does not back off while its futures keep ending).
+    const bool driven = r.advance != nullptr && !table_->ended(r);
+    if (driven) table_->drive(r);
+    const bool ended = self.wait_until([&] { return table_->ended(r); }, deadline);
+    if (driven) table_->undrive(r);
+    if (!ended) table_->end_pending(r, outcome::deadline_exceeded);
     r.observed = true;
     return r.outcome();
   }
@@ -319,6 +325,7 @@ class [[nodiscard]] future {
   template <class F>
   auto then(F f) &&;
 
+  /// @cond INTERNAL
   /// The awaiter of `co_await future` (the coroutine resumes on this thread, in a poll, once it
   /// ended; get()'s value or exception is the result). The awaited deadline is the earliest of
   /// the future's own (with_deadline) and the deadline in force when the coroutine suspends.
@@ -332,7 +339,10 @@ class [[nodiscard]] future {
     }
     T await_resume() { return awaited.get(); }
   };
-  /// co_await on an lvalue future: it is consumed (empty afterwards), as by get().
+  /// @endcond
+  /// co_await on an lvalue future: it is consumed (empty afterwards), as by get(). The coroutine
+  /// resumes on this thread, inside a poll, once it ended; the deadline is the earliest of the
+  /// future's own (with_deadline) and the deadline in force when the coroutine suspends.
   awaiter operator co_await() & noexcept { return awaiter{*this}; }
   /// co_await on a temporary future (a call_return's result): the awaiter keeps it.
   auto operator co_await() && noexcept {
@@ -525,6 +535,7 @@ struct then_result {
 
 }  // namespace detail
 
+/// @cond INTERNAL
 template <class T>
 template <class F>
 auto future<T>::then(F f) && {
@@ -536,6 +547,7 @@ auto future<T>::then(F f) && {
   table.watch(*node->source.record(), {&detail::then_node<T, F, U>::fire, node});
   return out;
 }
+/// @endcond
 
 /// when_any's value: which future ended first, and all of them back (that one ended).
 template <class T>
@@ -546,71 +558,54 @@ struct when_any_result {
 
 namespace detail {
 
-/// when_any's state base: every future watched at once (any may end first).
+/// A combinator's state (when_all, when_any): its futures, and the record of the future it
+/// gives, which it ends. It is driven by that record's ended(): a wait on the combinator reads
+/// its futures' replies directly, as a loop over hand-polled slots would, with no continuation
+/// between them. Owned by the record (installed as its `advance`); it deletes itself once it
+/// ended the record, or when the record is given back first (`discard`).
 template <class Derived>
-struct combinator_base {
-  struct child_context {
-    Derived* node;
-    std::size_t index;
-  };
-  std::vector<child_context> contexts;
+struct combinator {
   future_record* out = nullptr;
   future_table* table = nullptr;
 
-  void watch_children(std::size_t count) {
-    contexts.resize(count);
-    auto* self = static_cast<Derived*>(this);
-    for (std::size_t i = 0; i < count; ++i) {
-      contexts[i] = {self, i};
-      table->watch(*self->record_of(i), {&fire, &contexts[i]});
-    }
+  /// Makes `node` drive `out`, and drives it once (its futures may have ended already).
+  static void install(Derived* node, future_record& out, future_table& table) {
+    node->out = &out;
+    node->table = &table;
+    out.node = node;
+    out.advance = [](void* n) { return static_cast<Derived*>(n)->advance(); };
+    out.discard = [](void* n) { delete static_cast<Derived*>(n); };
+    (void)node->advance();
   }
-  static void fire(void* context, future_record&) {
-    auto& child = *static_cast<child_context*>(context);
-    Derived* node = child.node;
-    if (node->child_ended(child.index)) delete node;
-  }
-};
-
-/// when_all's state base: the futures waited for in order, one watched at a time (as a loop
-/// over hand-polled slots would): a poll then reads one reply, not every one still pending.
-template <class Derived>
-struct in_order_base {
-  std::size_t next = 0;  ///< the first future not known to have ended
-  future_record* out = nullptr;
-  future_table* table = nullptr;
-
-  /// Watches the first future not ended yet; once none is left, makes the result and goes.
-  void advance() {
-    auto* self = static_cast<Derived*>(this);
-    for (; next < self->count(); ++next) {
-      future_record& r = *self->record_of(next);
-      if (!table->ended(r)) {
-        table->watch(r, {&fire, self});
-        return;
-      }
-    }
-    self->finish();
-    delete self;
-  }
-  static void fire(void* context, future_record&) {
-    auto* node = static_cast<Derived*>(context);
-    ++node->next;
-    node->advance();
+  /// Once the result is made: the record no longer points here, and the node goes.
+  bool done() {
+    out->advance = nullptr;
+    out->discard = nullptr;
+    out->node = nullptr;
+    delete static_cast<Derived*>(this);
+    return true;
   }
 };
 
-/// when_all over futures of several types.
+/// when_all over futures of several types: waits for them in order.
 template <class... T>
-struct when_all_node : in_order_base<when_all_node<T...>> {
+struct when_all_node : combinator<when_all_node<T...>> {
   std::tuple<future<T>...> children;
+  std::size_t next = 0;  ///< the first future not known to have ended
 
-  static constexpr std::size_t count() { return sizeof...(T); }
   future_record* record_of(std::size_t i) {
     future_record* found = nullptr;
     std::size_t at = 0;
     std::apply([&](auto&... f) { ((at++ == i ? (found = f.record(), 0) : 0), ...); }, children);
     return found;
+  }
+  bool advance() {
+    for (; next < sizeof...(T); ++next) {
+      if (!this->table->ended(*record_of(next))) return false;
+      this->table->note_advanced();
+    }
+    finish();
+    return this->done();
   }
   void finish() {
     future_record* failed = nullptr;
@@ -629,19 +624,24 @@ struct when_all_node : in_order_base<when_all_node<T...>> {
   }
 };
 
-/// when_all over a vector of futures of one type.
+/// when_all over a vector of futures of one type: waits for them in order.
 template <class T>
-struct when_all_vector_node : in_order_base<when_all_vector_node<T>> {
+struct when_all_vector_node : combinator<when_all_vector_node<T>> {
   std::vector<future<T>> children;
-  [[nodiscard]] std::size_t count() const noexcept { return children.size(); }
-  future_record* record_of(std::size_t i) { return children[i].record(); }
+  std::size_t next = 0;  ///< the first future not known to have ended
+
+  bool advance() {
+    for (; next < children.size(); ++next) {
+      if (!this->table->ended(*children[next].record())) return false;
+      this->table->note_advanced();
+    }
+    finish();
+    return this->done();
+  }
   void finish() {
     for (auto& f : children) {
       f.record()->observed = true;
-      if (f.record()->outcome() != outcome::done) {
-        fail_like(*this->table, *this->out, *f.record());
-        return;
-      }
+      if (f.record()->outcome() != outcome::done) return fail_like(*this->table, *this->out, *f.record());
     }
     std::vector<value_of<T>> values;
     values.reserve(children.size());
@@ -650,20 +650,21 @@ struct when_all_vector_node : in_order_base<when_all_vector_node<T>> {
   }
 };
 
+/// when_any: the first future found ended decides; every future goes back to the caller.
 template <class T>
-struct when_any_node : combinator_base<when_any_node<T>> {
+struct when_any_node : combinator<when_any_node<T>> {
   std::vector<future<T>> children;
-  future_record* record_of(std::size_t i) { return children[i].record(); }
-  // The first child to end decides: the others stop being watched (their continuations never
-  // fire), every future goes back to the caller, and the node is done.
-  bool child_ended(std::size_t index) {
+
+  bool advance() {
     for (std::size_t i = 0; i < children.size(); ++i) {
-      if (i != index) this->table->unwatch(*children[i].record());
+      if (!this->table->ended(*children[i].record())) continue;
+      children[i].record()->observed = true;
+      this->table->note_advanced();
+      fulfil<when_any_result<T>>(*this->table, *this->out,
+                                 when_any_result<T>{i, std::move(children)});
+      return this->done();
     }
-    children[index].record()->observed = true;
-    fulfil<when_any_result<T>>(*this->table, *this->out,
-                               when_any_result<T>{index, std::move(children)});
-    return true;
+    return false;
   }
 };
 
@@ -678,29 +679,21 @@ future<std::tuple<detail::value_of<T>...>> when_all(future<T>&&... futures) {
   auto out = detail::make_local_future<std::tuple<detail::value_of<T>...>>(table);
   auto* node = new detail::when_all_node<T...>;
   node->children = std::tuple<future<T>...>(std::move(futures)...);
-  node->out = out.record();
-  node->table = &table;
-  node->advance();
+  detail::when_all_node<T...>::install(node, *out.record(), table);
   return out;
 }
 
 /// A future that ends once every future of `futures` ended: with their values in order, or,
-/// when any failed, as the first of them that failed. An empty vector needs `self`'s thread:
-/// use the overload taking it. Consumes them.
+/// when any failed, as the first of them that failed. `self` is the thread they belong to (an
+/// empty vector gives a future that ended already). Consumes them.
 template <class T>
 future<std::vector<detail::value_of<T>>> when_all(thread_context& self,
                                                  std::vector<future<T>>&& futures) {
   detail::future_table& table = detail::futures_of(self);
   auto out = detail::make_local_future<std::vector<detail::value_of<T>>>(table);
-  if (futures.empty()) {
-    detail::fulfil<std::vector<detail::value_of<T>>>(table, *out.record());
-    return out;
-  }
   auto* node = new detail::when_all_vector_node<T>;
   node->children = std::move(futures);
-  node->out = out.record();
-  node->table = &table;
-  node->advance();
+  detail::when_all_vector_node<T>::install(node, *out.record(), table);
   return out;
 }
 
@@ -714,11 +707,8 @@ future<when_any_result<T>> when_any(std::vector<future<T>>&& futures) {
   auto out = detail::make_local_future<when_any_result<T>>(table);
   auto* node = new detail::when_any_node<T>;
   node->children = std::move(futures);
-  node->out = out.record();
-  node->table = &table;
-  node->watch_children(node->children.size());
+  detail::when_any_node<T>::install(node, *out.record(), table);
   return out;
 }
-
 
 }  // namespace seriema::invoke

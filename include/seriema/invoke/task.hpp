@@ -68,6 +68,7 @@ class task_result<void> {
 template <class T = void>
 class [[nodiscard]] task {
  public:
+  /// @cond INTERNAL
   /// The coroutine's promise (the machinery of co_await, co_return and spawn).
   class promise_type : public detail::task_result<T> {
    public:
@@ -132,7 +133,11 @@ class [[nodiscard]] task {
     detail::spawn_target spawned_;
   };
 
+  /// @endcond
+
+  /// Takes over `other`'s coroutine (`other` is empty afterwards).
   task(task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  /// Destroys this task's coroutine if it never started, then takes over `other`'s.
   task& operator=(task&& other) noexcept {
     if (this != &other) {
       if (handle_) handle_.destroy();

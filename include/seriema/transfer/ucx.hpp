@@ -150,6 +150,12 @@ class ucx_endpoint {
   ucs_status_t flush_blocking(
       std::chrono::steady_clock::time_point deadline =
           std::chrono::steady_clock::time_point::max()) noexcept;
+  /// flush_blocking() that also ends, with UCS_ERR_CANCELED, as soon as the endpoint failed or
+  /// `give_up()` says so (the runtime: the peer is known dead, reported by the launcher or by
+  /// another endpoint; UCX 1.13 may keep a flush to a peer that died pending). The flush is
+  /// then left to UCX, which reads no memory of ours for it. Control path.
+  ucs_status_t flush_blocking(std::chrono::steady_clock::time_point deadline,
+                              const std::function<bool()>& give_up) noexcept;
 
  private:
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);

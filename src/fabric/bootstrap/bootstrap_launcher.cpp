@@ -1,16 +1,21 @@
 // Client side of the seriema-run rendezvous: connects to the launcher's Unix-domain socket and
-// has the launcher serve allgather and barrier (see launcher_protocol.hpp for the wire format).
+// has the launcher serve allgather and barrier (see launcher_protocol.hpp for the wire format);
+// tells it when the runtime is up and when it finalized, and hears from it which ranks left the
+// job before finalizing.
 #include <fmt/format.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/bootstrap.hpp>
 
@@ -45,6 +50,10 @@ int env_int(const char* name, int min_value, int max_value, std::optional<int> f
   return static_cast<int>(value);
 }
 
+// One reader thread owns the socket's receiving side for the bootstrap's whole life: it hands
+// collective answers (result, failure) to the thread waiting in collective(), and the launcher's
+// rank failure notices, which come at any time, to the watch_peers() handler. Writes (from the
+// collectives' thread, and mark_* or abort from any thread) go under write_mutex_.
 class launcher_bootstrap final : public bootstrap {
  public:
   explicit launcher_bootstrap(std::chrono::milliseconds timeout) : timeout_(timeout) {
@@ -61,10 +70,19 @@ class launcher_bootstrap final : public bootstrap {
           told, rank_, size_, machines_, machine_, not_launched_fix));
     }
     connect_to_launcher();
+    try {
+      reader_ = std::thread([this] { read_from_launcher(); });
+    } catch (...) {
+      ::close(fd_);  // the destructor does not run for a constructor that throws
+      throw;
+    }
   }
 
   ~launcher_bootstrap() override {
-    if (fd_ >= 0) ::close(fd_);
+    // Shutting the socket down wakes the reader (end of stream) and tells the launcher we left.
+    ::shutdown(fd_, SHUT_RDWR);
+    reader_.join();
+    ::close(fd_);
   }
 
   launcher_bootstrap(const launcher_bootstrap&) = delete;
@@ -99,6 +117,17 @@ class launcher_bootstrap final : public bootstrap {
     } catch (...) {
       // Best effort: the launcher also learns of the failure from this process's exit status.
     }
+  }
+
+  void mark_running() noexcept override { tell(proto::encode_running); }
+  void mark_finalized() noexcept override { tell(proto::encode_finalized); }
+
+  void watch_peers(peer_left_handler handler) override {
+    std::lock_guard lock(handler_mutex_);
+    handler_ = std::move(handler);
+    if (!handler_) return;
+    for (auto& notice : early_notices_) handler_(notice.rank, notice.how);
+    early_notices_.clear();
   }
 
  private:
@@ -168,42 +197,87 @@ class launcher_bootstrap final : public bootstrap {
     }
   }
 
+  // The next answer to a collective, as the reader thread hands it over, by `deadline`.
   proto::frame receive(clock::time_point deadline, const std::string& during) {
+    std::unique_lock lock(answers_mutex_);
+    const bool ready = answered_.wait_until(lock, deadline, [&] {
+      return !answers_.empty() || reader_error_ || launcher_gone_;
+    });
+    if (!answers_.empty()) {
+      proto::frame reply = std::move(answers_.front());
+      answers_.pop_front();
+      return reply;
+    }
+    if (!ready) {
+      fail(fmt::format(
+          "seriema: bootstrap failed: rank {}: seriema-run did not answer within {} ms {}; it "
+          "may be stuck (socket {})",
+          rank_, (timeout_ + std::chrono::seconds(2)).count(), during, socket_path_));
+    }
+    if (reader_error_) {
+      fail(fmt::format("seriema: bootstrap failed: {} {}", *reader_error_, during));
+    }
+    fail(went_away(during));
+  }
+
+  // The reader thread: until the launcher closes the connection, or the destructor shuts it down.
+  void read_from_launcher() noexcept {
     std::byte buffer[1 << 16];
+    proto::frame_reader reader;
     for (;;) {
-      try {
-        if (auto frame = reader_.next()) return std::move(*frame);
-      } catch (const proto::protocol_error& e) {
-        fail(fmt::format("seriema: bootstrap failed: bad message from seriema-run {}: {}", during,
-                         e.what()));
-      }
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
-      if (left.count() <= 0) {
-        fail(fmt::format(
-            "seriema: bootstrap failed: rank {}: seriema-run did not answer within {} ms {}; it "
-            "may be stuck (socket {})",
-            rank_, (timeout_ + std::chrono::seconds(2)).count(), during, socket_path_));
-      }
-      pollfd p{fd_, POLLIN, 0};
-      int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
-      if (n < 0 && errno != EINTR) {
-        fail(fmt::format("seriema: bootstrap failed: poll on the seriema-run socket: {}",
-                         std::strerror(errno)));
-      }
-      if (n <= 0) continue;
       ssize_t got = ::read(fd_, buffer, sizeof(buffer));
-      if (got < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        fail(fmt::format("seriema: bootstrap failed: rank {}: reading from seriema-run {}: {}",
-                         rank_, during, std::strerror(errno)));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        stop_reading(std::nullopt);
+        return;
       }
-      if (got == 0) fail(went_away(during));
-      reader_.feed(std::span<const std::byte>(buffer, static_cast<std::size_t>(got)));
+      try {
+        reader.feed(std::span<const std::byte>(buffer, static_cast<std::size_t>(got)));
+        while (auto frame = reader.next()) on_frame(std::move(*frame));
+      } catch (const std::exception& e) {
+        stop_reading(fmt::format("bad message from seriema-run: {}", e.what()));
+        return;
+      }
+    }
+  }
+
+  void on_frame(proto::frame frame) {
+    if (frame.type == proto::message_type::rank_failed) {
+      auto notice = proto::decode_rank_failed(frame.payload);
+      if (notice.rank < 0 || notice.rank >= size_ || notice.rank == rank_) return;
+      notice.how = "seriema-run: " + notice.how;
+      std::lock_guard lock(handler_mutex_);
+      if (handler_) {
+        handler_(notice.rank, notice.how);
+      } else {
+        early_notices_.push_back(std::move(notice));
+      }
+      return;
+    }
+    std::lock_guard lock(answers_mutex_);
+    answers_.push_back(std::move(frame));  // checked by the collective that receives it
+    answered_.notify_all();
+  }
+
+  void stop_reading(std::optional<std::string> error) {
+    std::lock_guard lock(answers_mutex_);
+    launcher_gone_ = true;
+    reader_error_ = std::move(error);
+    answered_.notify_all();
+  }
+
+  template <class Encode>
+  void tell(Encode encode) noexcept {
+    try {
+      (void)write_all(encode());
+    } catch (...) {
+      // Best effort: a launcher that went away cannot be told anything.
     }
   }
 
   // False when the launcher closed the connection.
   bool write_all(std::span<const std::byte> bytes) noexcept {
+    std::lock_guard lock(write_mutex_);
     while (!bytes.empty()) {
       ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n < 0) {
@@ -235,9 +309,20 @@ class launcher_bootstrap final : public bootstrap {
   int machine_ = 0;
   int machines_ = 1;
   int fd_ = -1;
-  int collectives_ = 0;
-  proto::frame_reader reader_;
-  std::optional<std::string> broken_;
+  int collectives_ = 0;                // owner: the collectives' thread
+  std::optional<std::string> broken_;  // owner: the collectives' thread
+  std::mutex write_mutex_;
+  // From the reader thread to the collectives' thread.
+  std::mutex answers_mutex_;
+  std::condition_variable answered_;
+  std::deque<proto::frame> answers_;
+  std::optional<std::string> reader_error_;
+  bool launcher_gone_ = false;
+  // Rank failure notices: to the handler, or kept until one is installed.
+  std::mutex handler_mutex_;
+  peer_left_handler handler_;
+  std::vector<proto::rank_failed_message> early_notices_;
+  std::thread reader_;  // last: started once everything it uses exists
 };
 
 }  // namespace

@@ -1,17 +1,25 @@
 // PMIx bootstrap, used under mpirun (Open MPI), prterun or srun --mpi=pmix: allgather is
-// put/commit/fence(collect)/get, barrier is a fence; machines are told apart by host name.
+// put/commit/fence(collect)/get, barrier is a fence; machines are told apart by host name; ranks
+// that left the job abnormally are read from the server's process table.
 #include <fmt/format.h>
 #include <pmix.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <seriema/base/log.hpp>
+#include <thread>
+#include <utility>
+#include <vector>
 #include <seriema/fabric/bootstrap.hpp>
 
 namespace seriema::fabric {
@@ -61,7 +69,15 @@ class pmix_bootstrap final : public bootstrap {
     }
   }
 
-  ~pmix_bootstrap() override { PMIx_Finalize(nullptr, 0); }
+  ~pmix_bootstrap() override {
+    {
+      std::lock_guard lock(watch_mutex_);
+      stopping_ = true;
+    }
+    wake_watcher_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    PMIx_Finalize(nullptr, 0);
+  }
 
   pmix_bootstrap(const pmix_bootstrap&) = delete;
   pmix_bootstrap& operator=(const pmix_bootstrap&) = delete;
@@ -140,6 +156,19 @@ class pmix_bootstrap final : public bootstrap {
     PMIx_Abort(1, why.c_str(), nullptr, 0);
   }
 
+  // Open MPI 4.1's mpirun sends the other processes no PMIx event when one dies (neither
+  // PMIX_ERR_PROC_ABORTED nor PMIX_EVENT_PROC_TERMINATED, not even with --enable-recovery), but
+  // its process table says which ended abnormally (PMIX_PROC_STATE_TERM_WO_SYNC: exited without
+  // PMIx_Finalize; ABORTED_BY_SIG; ...). A thread reads it every watch_interval; a server that
+  // answers no process table (some srun versions) ends the watch quietly.
+  void watch_peers(peer_left_handler handler) override {
+    std::lock_guard lock(watch_mutex_);
+    handler_ = std::move(handler);
+    if (handler_ && !watcher_.joinable() && size_ > 1) {
+      watcher_ = std::thread([this] { watch_process_table(); });
+    }
+  }
+
  private:
   int job_size() {
     pmix_proc_t wildcard;
@@ -204,6 +233,71 @@ class pmix_bootstrap final : public bootstrap {
     if (rc != PMIX_SUCCESS) fail("PMIx_Fence", what, rc);
   }
 
+  static constexpr auto watch_interval = std::chrono::milliseconds(500);
+
+  void watch_process_table() {
+    std::vector<bool> reported(static_cast<std::size_t>(size_), false);
+    std::unique_lock lock(watch_mutex_);
+    while (!stopping_) {
+      lock.unlock();
+      auto ended = ranks_ended_abnormally();
+      lock.lock();
+      if (!ended) return;
+      for (auto& [r, how] : *ended) {
+        if (r == rank_ || reported[static_cast<std::size_t>(r)] || !handler_) continue;
+        reported[static_cast<std::size_t>(r)] = true;
+        handler_(r, how);
+      }
+      wake_watcher_.wait_for(lock, watch_interval, [this] { return stopping_; });
+    }
+  }
+
+  // (rank, how it ended) for each process of the job whose state is an error state; nullopt
+  // when the server answers no process table.
+  std::optional<std::vector<std::pair<int, std::string>>> ranks_ended_abnormally() const {
+    pmix_query_t query;
+    PMIX_QUERY_CONSTRUCT(&query);
+    pmix_status_t rc = PMIX_SUCCESS;
+    PMIX_ARGV_APPEND(rc, query.keys, PMIX_QUERY_PROC_TABLE);
+    PMIX_INFO_CREATE(query.qualifiers, 1);
+    query.nqual = 1;
+    PMIX_INFO_LOAD(&query.qualifiers[0], PMIX_NSPACE, me_.nspace, PMIX_STRING);
+    pmix_info_t* results = nullptr;
+    std::size_t count = 0;
+    rc = PMIx_Query_info(&query, 1, &results, &count);
+    PMIX_QUERY_DESTRUCT(&query);
+    if (rc != PMIX_SUCCESS) return std::nullopt;
+    std::vector<std::pair<int, std::string>> ended;
+    auto consider = [&](const pmix_proc_info_t& p) {
+      if (p.state <= PMIX_PROC_STATE_ERROR || p.proc.rank >= static_cast<pmix_rank_t>(size_)) {
+        return;
+      }
+      ended.emplace_back(static_cast<int>(p.proc.rank),
+                         fmt::format("PMIx: left before finalize: {}",
+                                     PMIx_Proc_state_string(p.state)));
+    };
+    for (std::size_t i = 0; i < count; ++i) {
+      if (results[i].value.type != PMIX_DATA_ARRAY || results[i].value.data.darray == nullptr) {
+        continue;
+      }
+      const pmix_data_array_t& table = *results[i].value.data.darray;
+      // The standard's layout is an array of pmix_proc_info_t; Open MPI 4.1 answers an array of
+      // pmix_info_t, each holding one.
+      for (std::size_t j = 0; j < table.size; ++j) {
+        if (table.type == PMIX_PROC_INFO) {
+          consider(static_cast<const pmix_proc_info_t*>(table.array)[j]);
+        } else if (table.type == PMIX_INFO) {
+          const pmix_info_t& entry = static_cast<const pmix_info_t*>(table.array)[j];
+          if (entry.value.type == PMIX_PROC_INFO && entry.value.data.pinfo != nullptr) {
+            consider(*entry.value.data.pinfo);
+          }
+        }
+      }
+    }
+    PMIX_INFO_FREE(results, count);
+    return ended;
+  }
+
   [[noreturn]] void fail(const char* call, const char* what, pmix_status_t rc) const {
     std::string hint = rc == PMIX_ERR_TIMEOUT
                            ? fmt::format(
@@ -224,6 +318,12 @@ class pmix_bootstrap final : public bootstrap {
   int machine_count_ = 1;
   int collectives_ = 0;
   std::vector<int> machine_of_;
+  // The process table's watcher (watch_peers); handler_ is called under watch_mutex_.
+  std::mutex watch_mutex_;
+  std::condition_variable wake_watcher_;
+  bool stopping_ = false;
+  peer_left_handler handler_;
+  std::thread watcher_;
 };
 
 }  // namespace

@@ -97,6 +97,13 @@ void check_header(std::uint32_t type, std::uint32_t length) {
     case message_type::result:
       if (length < 4 || length > max_payload_bytes) throw bad("bad result length");
       return;
+    case message_type::running:
+    case message_type::finalized:
+      if (length != 0) throw bad("this message has no payload");
+      return;
+    case message_type::rank_failed:
+      if (length < 4 || length > 4 + max_text_bytes) throw bad("bad rank failure length");
+      return;
   }
   throw bad("unknown message type");
 }
@@ -158,6 +165,18 @@ std::vector<std::byte> encode_failure(std::string_view why) {
   return out;
 }
 
+std::vector<std::byte> encode_running() { return start_frame(message_type::running, 0); }
+
+std::vector<std::byte> encode_finalized() { return start_frame(message_type::finalized, 0); }
+
+std::vector<std::byte> encode_rank_failed(int rank, std::string_view how) {
+  how = how.substr(0, max_text_bytes);
+  auto out = start_frame(message_type::rank_failed, 4 + how.size());
+  put_u32(out, static_cast<std::uint32_t>(rank));
+  put_bytes(out, as_bytes(how));
+  return out;
+}
+
 std::vector<std::byte> encode_result(std::span<const std::vector<std::byte>> blobs) {
   std::size_t size = 4;
   for (const auto& b : blobs) size += 4 + b.size();
@@ -210,6 +229,16 @@ std::string decode_text(std::span<const std::byte> payload) {
   std::string text(payload.size(), '\0');
   if (!payload.empty()) std::memcpy(text.data(), payload.data(), payload.size());
   return text;
+}
+
+rank_failed_message decode_rank_failed(std::span<const std::byte> payload) {
+  cursor in(payload);
+  const std::uint32_t rank = in.u32("failed rank");
+  if (rank > 0x7fffffffu) {
+    throw protocol_error(fmt::format("seriema-run protocol: rank failure naming rank {}",
+                                     static_cast<std::int32_t>(rank)));
+  }
+  return {static_cast<int>(rank), decode_text(in.take(in.remaining(), "how the rank left"))};
 }
 
 std::vector<std::vector<std::byte>> decode_result(std::span<const std::byte> payload,

@@ -1,10 +1,14 @@
 // runtime::run: the worker, service and helper threads of one run, and the coordinator that
-// ends the run once the whole job is quiet (every call sent has been executed or rejected).
+// ends the run once the whole job is quiet (every call sent has been executed or rejected), or
+// at the run's deadline.
 #include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <fmt/format.h>
+
 #include <mutex>
+#include <seriema/base/error.hpp>
 #include "runtime/runtime_internal.hpp"
 #include <string>
 #include <thread>
@@ -17,12 +21,15 @@ namespace seriema::fabric {
 // The state of one run, shared by its threads. Owner: runtime::run, on the calling thread.
 // Who writes what: worker threads count bodies_done and flushed and write their counter entry;
 // the coordinator (the calling thread) writes flush_round and finished; any thread may record
-// the first error (under error_mutex).
+// the first error (under error_mutex). `deadline` bounds everything the run waits for after the
+// bodies: the flushes, the termination rounds and the exit barrier.
 class runtime::run_loop {
  public:
-  run_loop(runtime& rt, const std::function<void(thread_context&)>& body)
+  run_loop(runtime& rt, const std::function<void(thread_context&)>& body,
+           deadline_clock::time_point deadline)
       : rt_(rt),
         body_(body),
+        deadline_(deadline),
         threads_(rt.options_.threads_per_process),
         participants_(threads_ + rt.options_.service_threads),
         counter_entries_(rt.counters_file_.empty() ? 0 : static_cast<std::size_t>(threads_)) {}
@@ -65,7 +72,13 @@ class runtime::run_loop {
     // the next run and send calls that the other ranks' threads, still serving this run, would
     // run in it. After the barrier every rank has joined its threads: a call of the next run
     // waits in its destination's queue (or memory map) for the next run's threads.
-    if (quiet) rt_.barrier(no_deadline);
+    if (quiet) {
+      try {
+        (void)rt_.collective_sum(0, deadline_, "run()'s exit barrier");
+      } catch (...) {
+        record_error();
+      }
+    }
     if (!rt_.counters_file_.empty()) {
       try {
         detail::write_counters_file(rt_.counters_file_, rt_, rt_.run_epoch_.load(),
@@ -135,6 +148,7 @@ class runtime::run_loop {
       }
       const std::uint64_t round = flush_round_.load(std::memory_order_acquire);
       if (round != seen_round) {
+        thread_context::deadline_scope by_the_run(ctx, deadline_);
         ctx.flush_endpoints();
         seen_round = round;
         flushed_.fetch_add(1, std::memory_order_acq_rel);
@@ -198,18 +212,34 @@ class runtime::run_loop {
 
   // Termination rounds: every thread flushes (its sends are delivered), then the job sums sent
   // and executed counts; the job is quiet when two consecutive rounds agree and sent == executed.
+  // Bounded by the run's deadline only, never by SERIEMA_TIMEOUT: other ranks' bodies may
+  // legitimately run for long. A rank that fails ends them (the collectives throw naming it).
   void run_termination_rounds() {
+    const char* what = "run()'s termination round";
+    const auto started = deadline_clock::now();
+    if (deadline_ != no_deadline && started >= deadline_) {
+      // The others meet in rounds this rank never enters: its collectives are broken.
+      rt_.break_collectives(fmt::format(
+          "{} on rank {}: deadline passed {:.3f} s before this process's bodies returned", what,
+          rt_.rank(), std::chrono::duration<double>(started - deadline_).count()));
+    }
     std::uint64_t last_sent = ~std::uint64_t{0};
     for (std::uint64_t round = 1;; ++round) {
       flushed_.store(0, std::memory_order_relaxed);
       flush_round_.store(round, std::memory_order_release);
       while (flushed_.load(std::memory_order_acquire) < participants_ && !finished_.load()) {
+        if (deadline_ != no_deadline && deadline_clock::now() >= deadline_) {
+          rt_.break_collectives(fmt::format(
+              "{} on rank {}: deadline passed after {:.3f} s while this process's threads "
+              "flushed what they sent (a peer stalled or partitioned?)",
+              what, rt_.rank(),
+              std::chrono::duration<double>(deadline_clock::now() - started).count()));
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-      // Not bounded by SERIEMA_TIMEOUT: other ranks' bodies may legitimately run for long.
-      const std::uint64_t sent = rt_.allreduce_sum(rt_.messages_sent(), no_deadline);
+      const std::uint64_t sent = rt_.collective_sum(rt_.messages_sent(), deadline_, what);
       // Every message sent is eventually executed or rejected (counted either way).
-      const std::uint64_t executed = rt_.allreduce_sum(rt_.messages_consumed(), no_deadline);
+      const std::uint64_t executed = rt_.collective_sum(rt_.messages_consumed(), deadline_, what);
       if (sent == executed && sent == last_sent) return;
       last_sent = sent;
     }
@@ -217,6 +247,7 @@ class runtime::run_loop {
 
   runtime& rt_;
   const std::function<void(thread_context&)>& body_;
+  const deadline_clock::time_point deadline_;
   const int threads_;
   const int participants_;  // threads that answer flush rounds: workers and the service thread
   std::atomic<int> bodies_done_{0};
@@ -231,14 +262,15 @@ class runtime::run_loop {
   std::vector<std::thread> pool_;
 };
 
-void runtime::run(const std::function<void(thread_context&)>& body) {
+void runtime::run(const std::function<void(thread_context&)>& body,
+                  deadline_clock::time_point deadline) {
   running_runs_.fetch_add(1, std::memory_order_acq_rel);
   struct leave_run {
     std::atomic<int>& runs;
     ~leave_run() { runs.fetch_sub(1, std::memory_order_acq_rel); }
   } leaving{running_runs_};
   run_epoch_.fetch_add(1, std::memory_order_acq_rel);
-  run_loop loop(*this, body);
+  run_loop loop(*this, body, deadline);
   loop.start();
   const bool quiet = loop.coordinate();
   loop.finish(quiet);

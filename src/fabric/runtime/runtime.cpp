@@ -2,10 +2,13 @@
 // exchange), lazy endpoints and arenas, and the progressing AM barrier.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/base/settings.hpp>
@@ -59,14 +62,46 @@ runtime_options runtime_options::from_environment() {
   return options;
 }
 
+namespace {
+
+// Runtimes constructed and not finalized yet in this process, and the rank of the last one: a
+// process that exits with one (std::exit in a body, a return from main that leaks it) leaves the
+// job before finalize, which the launcher counts as a failure; the atexit hook says so here too.
+std::atomic<int> unfinalized_runtimes{0};
+std::atomic<int> unfinalized_rank{-1};
+
+extern "C" void warn_if_exiting_unfinalized() {
+  if (unfinalized_runtimes.load(std::memory_order_acquire) == 0) return;
+  log::error("rank {} is exiting (std::exit, or a return from main) while its runtime was never "
+             "finalized: the job counts this as a failed rank, and the other ranks end their run() "
+             "with an error naming it; call runtime::finalize() (or let the runtime be destroyed) "
+             "before exiting",
+             unfinalized_rank.load(std::memory_order_relaxed));
+}
+
+void count_unfinalized_runtime(int rank) {
+  static const bool hooked = std::atexit(warn_if_exiting_unfinalized) == 0;
+  (void)hooked;
+  unfinalized_rank.store(rank, std::memory_order_relaxed);
+  unfinalized_runtimes.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// Who reported a rank dead (dead_reporter_): a survivor's rank number, -1 for UCX (the default
+// of note_peer_failure), or this for the launcher.
+constexpr int reported_by_launcher = -2;
+
+}  // namespace
+
 runtime::runtime(const runtime_options& options)
-    : options_(options), service_state_(std::make_unique<local_thread_state>()) {
+    : options_(options), service_state_(std::make_unique<local_thread_state>()),
+      quiescence_(std::make_unique<quiescence>()) {
   boot_ = bootstrap::create(options_.boot);
   log::set_rank(rank());
   counters_file_ = detail::counters_file_for(options_.counters_path, rank(), size());
   dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(boot_->size()));
   dead_status_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
   dead_reporter_ = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(boot_->size()));
+  left_how_.resize(static_cast<std::size_t>(boot_->size()));
   failures_announced_.assign(static_cast<std::size_t>(boot_->size()), false);
   barrier_arrived_ = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(boot_->size()));
   if (!options_.ucx.peer_errors && boot_->size() > 1) {
@@ -74,6 +109,8 @@ runtime::runtime(const runtime_options& options)
                  "waits addressed to it may hang until their deadline (SERIEMA_TIMEOUT)");
   }
   try {
+    // From here the launcher counts this rank leaving before finalize() as a failure.
+    boot_->mark_running();
     place_and_bind();
     options_.ucx.net_devices = placement_->net_devices(boot_->rank());
     context_ = std::make_unique<transfer::ucx_context>(options_.ucx);
@@ -89,9 +126,24 @@ runtime::runtime(const runtime_options& options)
     reply_peers_ = std::make_unique<reply_peer[]>(static_cast<std::size_t>(boot_->size()));
     endpoints_.resize(static_cast<std::size_t>(boot_->size()));
     check_registries();
+    // Now that every member note_peer_left touches is complete (the service role's reply cells
+    // were attached above), hear from the launcher which ranks left: UCX cannot see the death of
+    // a rank we have no endpoint to. Notices that came during startup are delivered here; a
+    // death during startup also failed the bootstrap's collectives above.
+    boot_->watch_peers([this](int r, const std::string& how) { note_peer_left(r, how); });
   } catch (const std::exception& e) {
+    stop_watching_peers();  // the members the watch uses go with this constructor
     boot_->abort(e.what());
     throw;
+  }
+  count_unfinalized_runtime(rank());
+}
+
+void runtime::stop_watching_peers() noexcept {
+  try {
+    boot_->watch_peers(nullptr);
+  } catch (...) {
+    // Removing a handler allocates nothing; nothing to do if it ever failed.
   }
 }
 
@@ -175,6 +227,7 @@ runtime::~runtime() {
   } catch (const std::exception& e) {
     log::error("shutdown: {}", e.what());
   }
+  stop_watching_peers();  // finalize() did, unless it was refused
   // Attach slots' contexts first: what they received and did not run goes back to their queues.
   release_attach_slots();
   // Calls still queued hold UCX data of the process worker: release them first.
@@ -259,11 +312,34 @@ void runtime::note_peer_failure(int rank, transfer::ucx_status_code status,
                reason);
 }
 
+void runtime::note_peer_left(int rank, const std::string& how) noexcept {
+  if (rank < 0 || rank >= size() || rank == this->rank()) return;
+  try {
+    std::lock_guard lock(left_mutex_);
+    left_how_[static_cast<std::size_t>(rank)] = how;
+  } catch (...) {
+    // Out of memory for the text: the rank is still recorded dead, described as UCX would.
+  }
+  // When UCX or a survivor reported it first, the launcher's account (how it left) still
+  // describes it from now on.
+  if (peer_failed(rank)) {
+    dead_reporter_[static_cast<std::size_t>(rank)].store(reported_by_launcher,
+                                                         std::memory_order_relaxed);
+  }
+  note_peer_failure(rank, UCS_ERR_CONNECTION_RESET, reported_by_launcher);
+}
+
 std::string runtime::describe_failed_peer(int rank) const {
   const auto status =
       static_cast<ucs_status_t>(dead_status_[static_cast<std::size_t>(rank)].load());
   const int reporter = dead_reporter_[static_cast<std::size_t>(rank)].load();
   if (reporter >= 0) return fmt::format("rank {} (reported failed by rank {})", rank, reporter);
+  if (reporter == reported_by_launcher) {
+    std::lock_guard lock(left_mutex_);
+    if (!left_how_[static_cast<std::size_t>(rank)].empty()) {
+      return fmt::format("rank {} ({})", rank, left_how_[static_cast<std::size_t>(rank)]);
+    }
+  }
   return fmt::format("rank {} ({})", rank, ucs_status_string(status));
 }
 
@@ -316,6 +392,17 @@ void runtime::finalize(deadline_clock::time_point deadline) {
   }
   if (finalized_) return;
   finalized_ = true;
+  unfinalized_runtimes.fetch_sub(1, std::memory_order_acq_rel);
+  // Whether the barrier below succeeds or throws, this rank took the orderly way out: from now
+  // on the launcher judges its exit by its status alone. Until then a rank that leaves is
+  // reported to us (the barrier would wait for it).
+  struct tell_launcher {
+    runtime& rt;
+    ~tell_launcher() {
+      rt.stop_watching_peers();
+      rt.boot_->mark_finalized();
+    }
+  } finalizing{*this};
   if (!collectives_broken_.empty()) {
     // The job is ending abnormally: no flush (a stalled peer would hold it to the deadline),
     // endpoints close without the handshake, and the barrier below refuses at once.
@@ -327,8 +414,12 @@ void runtime::finalize(deadline_clock::time_point deadline) {
   // Our one-sided traffic lands first, then we meet: after the barrier nobody writes into
   // memory a peer is about to tear down. A dead rank's endpoint is not flushed (it failed), and
   // the barrier then ends with an error naming it.
+  // A rank that dies meanwhile (the launcher's notice, another endpoint's error) ends its flush:
+  // UCX may keep a flush to a dead peer pending, and the barrier then names it.
   for (std::size_t r = 0; r < endpoints_.size(); ++r) {
-    if (endpoints_[r] && !peer_failed(static_cast<int>(r))) (void)endpoints_[r]->flush_blocking(deadline);
+    const int peer = static_cast<int>(r);
+    if (!endpoints_[r] || peer_failed(peer)) continue;
+    (void)endpoints_[r]->flush_blocking(deadline, [this, peer] { return peer_failed(peer); });
   }
   flush_attach_slots(deadline);
   barrier(deadline);

@@ -135,7 +135,7 @@ std::string runtime::ranks_missing_from(std::uint64_t epoch) const {
   return missing.empty() ? "none (the last arrival came as the deadline passed)" : missing;
 }
 
-void runtime::throw_if_peers_failed() {
+void runtime::throw_if_peers_failed(const char* what) {
   // Every survivor leaves the collective, not only the ones whose own peer died: rank 0 would
   // never release the others. So the survivors learn it too, whether or not they talked to
   // the dead rank: each dead rank is announced to every live one (once; best effort).
@@ -153,8 +153,8 @@ void runtime::throw_if_peers_failed() {
       }
     }
   }
-  throw error(fmt::format("collective on rank {}: {} failed; the job cannot complete it",
-                          rank(), describe_failed_peers()));
+  throw error(fmt::format("{} on rank {}: {} failed; the job cannot complete it", what, rank(),
+                          describe_failed_peers()));
 }
 
 std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
@@ -166,13 +166,16 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
         what, rank(), collectives_broken_));
   }
   if (size() == 1) return value;
+  // A rank known dead can join no collective: fail before sending anything (an arrival sent to a
+  // survivor that already left would fail on its own, naming the wrong rank).
+  throw_if_peers_failed(what);
   const std::uint64_t epoch = barrier_epoch_++;
   const auto started = deadline_clock::now();
   auto waited = [&] {
     return std::chrono::duration<double>(deadline_clock::now() - started).count();
   };
   auto check_peers = [&] {
-    throw_if_peers_failed();
+    throw_if_peers_failed(what);
     return false;
   };
   if (rank() == 0) {

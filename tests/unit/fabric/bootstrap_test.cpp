@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <seriema/fabric/bootstrap.hpp>
 #include <string>
@@ -205,6 +206,14 @@ TEST(launcher_protocol, round_trips_every_message) {
   auto abort = read_back(proto::encode_abort("out of memory"));
   ASSERT_EQ(abort.type, proto::message_type::abort);
   EXPECT_EQ(proto::decode_text(abort.payload), "out of memory");
+
+  EXPECT_EQ(read_back(proto::encode_running()).type, proto::message_type::running);
+  EXPECT_EQ(read_back(proto::encode_finalized()).type, proto::message_type::finalized);
+  auto left = read_back(proto::encode_rank_failed(5, "exited with status 0 before finalize"));
+  ASSERT_EQ(left.type, proto::message_type::rank_failed);
+  auto l = proto::decode_rank_failed(left.payload);
+  EXPECT_EQ(l.rank, 5);
+  EXPECT_EQ(l.how, "exited with status 0 before finalize");
 }
 
 TEST(launcher_protocol, reader_reassembles_frames_fed_byte_by_byte) {
@@ -247,6 +256,10 @@ TEST(launcher_protocol, rejects_bad_headers_before_buffering_the_payload) {
   expect_bad_header(4, 3);                             // result needs a count
   expect_bad_header(4, 0xffffffffu);                   // too long
   expect_bad_header(5, proto::max_text_bytes + 1);     // text too long
+  expect_bad_header(6, 1);                             // running has no payload
+  expect_bad_header(7, 4);                             // finalized has no payload
+  expect_bad_header(8, 3);                             // a rank failure needs the rank
+  expect_bad_header(8, proto::max_text_bytes + 5);     // text too long
   // A header alone is not a frame yet, and an incomplete header is just "need more".
   proto::frame_reader reader;
   reader.feed(header(5, 10));
@@ -291,6 +304,10 @@ TEST(launcher_protocol, rejects_malformed_payloads) {
   truncated.pop_back();
   EXPECT_THROW(proto::decode_result(truncated, 2), proto::protocol_error);
   EXPECT_EQ(proto::decode_result(result, 2), blobs);
+  // Rank failure: a negative rank.
+  auto left = payload_of(proto::encode_rank_failed(1, "gone"));
+  left[3] = std::byte{0x80};
+  EXPECT_THROW(proto::decode_rank_failed(left), proto::protocol_error);
 }
 
 // ---- the launcher client against a scripted fake launcher ----
@@ -420,6 +437,50 @@ TEST(launcher_client, a_failure_from_the_launcher_is_thrown_and_sticks) {
   auto b = bootstrap::create();
   EXPECT_EQ(message_of([&] { b->allgather(to_bytes("x")); }), why);
   EXPECT_EQ(message_of([&] { b->barrier(); }), why);
+}
+
+TEST(launcher_client, tells_its_lifecycle_and_hears_of_ranks_that_left) {
+  std::vector<proto::message_type> seen;
+  std::optional<fake_launcher> launcher;
+  launcher.emplace([&](int fd) {
+    proto::frame_reader reader;
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // hello
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // running
+    // One notice perhaps before the handler is installed, one while a collective waits; one
+    // naming the rank itself and one naming no rank of the job, both ignored.
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(2, "exited with status 0 before "
+                                                                "finalize"));
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // barrier
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(0, "itself"));
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(9, "no such rank"));
+    fake_launcher::write_frame(fd, proto::encode_rank_failed(3, "killed by signal 9 (SIGKILL) "
+                                                                "before finalize"));
+    fake_launcher::write_frame(fd, proto::encode_result(std::vector<bytes>(4)));
+    seen.push_back(fake_launcher::read_frame(fd, reader)->type);  // finalized
+  });
+  auto env = launcher_env(launcher->path(), 0, 4);
+  auto b = bootstrap::create();
+  b->mark_running();
+  std::mutex mutex;
+  std::vector<std::pair<int, std::string>> heard;
+  b->watch_peers([&](int rank, const std::string& how) {
+    std::lock_guard lock(mutex);
+    heard.emplace_back(rank, how);
+  });
+  b->barrier();  // the notices sent before its answer were handled before it returned
+  b->mark_finalized();
+  b->watch_peers(nullptr);
+  b.reset();
+  launcher.reset();  // its script has read everything the client sent
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0], std::make_pair(2, std::string("seriema-run: exited with status 0 before "
+                                                    "finalize")));
+  EXPECT_EQ(heard[1], std::make_pair(3, std::string("seriema-run: killed by signal 9 (SIGKILL) "
+                                                    "before finalize")));
+  EXPECT_EQ(seen, (std::vector<proto::message_type>{
+                      proto::message_type::hello, proto::message_type::running,
+                      proto::message_type::contribute, proto::message_type::finalized}));
 }
 
 TEST(launcher_client, a_vanished_launcher_is_named) {

@@ -38,6 +38,12 @@ enum class message_type : std::uint32_t {
   abort = 3,       // rank -> launcher: why (text)
   result = 4,      // launcher -> rank: u32 count, then count x (u32 length, bytes)
   failure = 5,     // launcher -> rank: why the collective failed (text, already user-readable)
+  // rank -> launcher, no payload: this rank's runtime is up. From now on the rank leaving the
+  // job (exiting, with any status, or killed) before it sent `finalized` is a failure of the job
+  // that the launcher announces to the other ranks (`rank_failed`).
+  running = 6,
+  finalized = 7,    // rank -> launcher, no payload: its runtime finalized; its exit is normal
+  rank_failed = 8,  // launcher -> rank, at any time: i32 rank, then how it left (text)
 };
 
 enum class collective_kind : std::uint8_t { allgather = 0, barrier = 1 };
@@ -58,6 +64,11 @@ struct hello_message {
   int pid;
 };
 
+struct rank_failed_message {
+  int rank;
+  std::string how;  // "exited with status 0", "killed by signal 9 (SIGKILL)"
+};
+
 struct contribute_message {
   collective_kind kind;
   std::uint32_t timeout_ms;
@@ -71,11 +82,15 @@ std::vector<std::byte> encode_contribute(collective_kind kind, std::uint32_t tim
 std::vector<std::byte> encode_abort(std::string_view why);
 std::vector<std::byte> encode_result(std::span<const std::vector<std::byte>> blobs);
 std::vector<std::byte> encode_failure(std::string_view why);
+std::vector<std::byte> encode_running();
+std::vector<std::byte> encode_finalized();
+std::vector<std::byte> encode_rank_failed(int rank, std::string_view how);
 
 // Each decode_* takes a payload and throws protocol_error when it is malformed.
 hello_message decode_hello(std::span<const std::byte> payload);
 contribute_message decode_contribute(std::span<const std::byte> payload);
 std::string decode_text(std::span<const std::byte> payload);  // abort and failure
+rank_failed_message decode_rank_failed(std::span<const std::byte> payload);
 // `expected_count` is the job size: a result with another count is malformed.
 std::vector<std::vector<std::byte>> decode_result(std::span<const std::byte> payload,
                                                   int expected_count);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <seriema/fabric/function_registry.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/detail/argument_archive.hpp>
@@ -299,11 +300,11 @@ auto call_returning_future(thread_context& self, thread_id dest, const F& f,
   future_table& table = futures_of(self);
   fabric::thread_context::opened_reply opened;
   future<R> out = open_reply_future<R>(table, dest, opened);
-  argument_scratch scratch;
+  std::optional<argument_scratch> scratch;  // leased only for arguments
   std::span<const std::byte> buffer;
   if constexpr (sizeof...(Args) > 0) {
-    serialize_arguments(scratch.bytes(), args...);
-    buffer = scratch.bytes();
+    serialize_arguments(scratch.emplace().bytes(), args...);
+    buffer = scratch->bytes();
   }
   const closure call{f};
   call_status status;

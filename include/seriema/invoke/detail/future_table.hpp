@@ -77,6 +77,11 @@ struct future_record {
   std::vector<std::byte> details;  ///< a remote failure's details (the exception's type, what())
   std::exception_ptr error;        ///< a local failure's exception (a then callback, a task)
   continuation next;               ///< fires once the record ended (when watched)
+  /// A combinator that ends this (local) record: ended() drives it (true once it ended the
+  /// record); `discard` destroys it when the record is given back first.
+  bool (*advance)(void* node) = nullptr;
+  void (*discard)(void* node) = nullptr;
+  void* node = nullptr;
   large_fetch* fetch = nullptr;    ///< source fetching: the read (owned by the table)
 
   [[nodiscard]] fabric::outcome outcome() const noexcept {
@@ -108,8 +113,13 @@ class future_table final : public fabric::thread_extension {
   /// Gives a held record back: closes its reply if still waiting, destroys its value, and
   /// counts (logging the first in this process) a failure nobody looked at.
   void release(future_record& r) noexcept;
-  /// Whether r ended (reads its cell, finishes a rich reply's decoding, applies its deadline).
-  bool ended(future_record& r) noexcept;
+  /// Whether r ended (reads its cell, finishes a rich reply's decoding, drives a combinator).
+  bool ended(future_record& r) noexcept {
+    if (r.source == record_source::local && r.advance == nullptr) {
+      return r.state.load(std::memory_order_relaxed) != 0;  // the owner's own word
+    }
+    return ended_slow(r);
+  }
   /// Ends a pending r with `why`, closing its reply first so a late one is dropped; an r that
   /// ended meanwhile keeps its outcome.
   void end_pending(future_record& r, fabric::outcome why) noexcept;
@@ -118,8 +128,15 @@ class future_table final : public fabric::thread_extension {
   void complete(future_record& r, fabric::outcome why) noexcept;
   /// Fires `c` once r ended, in a later poll (also when r ended already). One per record.
   void watch(future_record& r, continuation c);
-  /// Takes r's continuation back unfired (when_any: the others of a decided race).
+  /// Takes r's continuation back unfired.
   void unwatch(future_record& r) noexcept;
+  /// A combinator saw one of its futures end: work for the poll that drove it (a wait that
+  /// sees its combinator move is not idle, and does not back off).
+  void note_advanced() noexcept { ++advanced_; }
+  /// While a thread waits for a combinator's record, the futures layer's polls drive it (and
+  /// count what it advanced as their work); `undrive` when the wait is over.
+  void drive(future_record& r);
+  void undrive(future_record& r) noexcept;
 
   std::size_t poll(thread_context& self) override;
   void flush(thread_context&) override {}
@@ -127,7 +144,10 @@ class future_table final : public fabric::thread_extension {
   [[nodiscard]] std::string counters_json() const override;
 
  private:
-  void update_wants_poll() noexcept { set_wants_poll(!watched_.empty() || !firing_.empty()); }
+  void update_wants_poll() noexcept {
+    set_wants_poll(!watched_.empty() || !firing_.empty() || !driven_.empty());
+  }
+  bool ended_slow(future_record& r) noexcept;
   // A rich reply arrived: decode it, or start reading a large one (false while that runs).
   bool settle_rich(future_record& r) noexcept;
   bool start_fetch(future_record& r, std::span<const std::byte> reply) noexcept;
@@ -144,6 +164,8 @@ class future_table final : public fabric::thread_extension {
   void remove_watched(future_record& r) noexcept;
   void scan_watched() noexcept;
   void report_unobserved(future_record& r) noexcept;
+  // The combinator ending r goes (its futures released) without ending it.
+  void discard_combinator(future_record& r) noexcept;
 
   thread_context& self_;
   std::deque<future_record> records_;      ///< stable addresses; never shrinks
@@ -152,12 +174,21 @@ class future_table final : public fabric::thread_extension {
   std::deque<future_record*> firing_;      ///< ended, continuation not fired yet (in order)
   unsigned polls_since_clock_ = 0;         ///< the watched scan reads the clock every 16 polls
   std::size_t with_deadline_ = 0;          ///< watched records with a deadline
+  bool scanning_ = false;  ///< inside scan_watched: complete() leaves the lists to the scan
   std::uint64_t created_ = 0;              ///< records handed out (counters_json)
   std::uint64_t fired_ = 0;                ///< continuations fired
+  std::uint64_t advanced_ = 0;             ///< futures combinators saw end (note_advanced)
+  std::vector<future_record*> driven_;     ///< combinators' records a wait is on
 };
 
+[[noreturn]] void throw_no_futures(thread_context& self);
+
 /// The futures of `self`'s thread; throws seriema::error on a context without them (a service
-/// thread's, or a program that does not link invoke's futures).
-future_table& futures_of(thread_context& self);
+/// thread's).
+inline future_table& futures_of(thread_context& self) {
+  fabric::thread_extension* layer = self.extension(fabric::layer_slot::invoke_futures);
+  if (layer == nullptr) throw_no_futures(self);
+  return static_cast<future_table&>(*layer);
+}
 
 }  // namespace seriema::invoke::detail

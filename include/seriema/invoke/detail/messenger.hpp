@@ -319,6 +319,9 @@ class messenger {
   // fails its queued records (call_returns: not executed), at once unless a wait of it is on
   // the stack (busy_), else when that returned.
   void fail_all() noexcept;
+  // False (and the messenger failed) once the runtime knows the destination's process dead,
+  // whichever thread learned it; checked by every call before it writes.
+  bool peer_alive();
   void settle_failure() noexcept;
   // Ends the reply slots of records written here but never published (not_executed).
   void fail_unpublished_replies(fabric::local_thread_state& state) noexcept;
