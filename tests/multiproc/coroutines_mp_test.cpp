@@ -172,8 +172,12 @@ task<int> failures_through_co_await(thread_context& me) {
   } catch (const invoke::not_executed_error& e) {
     if (e.status() == call_status::bad_destination) caught |= 4;
   }
-  // Cancelled before it was awaited.
-  auto cancelled = invoke::call_return<channel::send>(me, dest, [] { return 3; });
+  // Cancelled before it was awaited. The callee takes its time: a reply that came before
+  // cancel() would end the future done (cancel leaves an ended future as it is).
+  auto cancelled = invoke::call_return<channel::send>(me, dest, [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return 3;
+  });
   cancelled.cancel();
   try {
     (void)co_await cancelled;
