@@ -173,27 +173,12 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
     // Advance first: a nested poll (from the function) skips this channel while it runs, and the
     // chunk is not released before the whole lap was consumed, so rec's bytes stay valid.
     read_offset_ += rec.size();
-    alignas(16) std::byte result[256];
-    std::vector<std::byte> big_result;
-    std::span<std::byte> result_span;
-    if (rec.entry->result_size > 0 && rec.entry->result_size != fabric::variable_result_size) {
-      if (rec.entry->result_size <= sizeof result) {
-        result_span = {result, rec.entry->result_size};
-      } else {
-        big_result.resize(rec.entry->result_size);
-        result_span = big_result;
-      }
+    if ((rec.header.flags & wire::flag_reply) != 0) {
+      ran += run_returning(self, rec);
+      continue;
     }
-    const bool wants_reply = (rec.header.flags & wire::flag_reply) != 0;
-    fabric::reply_channel reply{rec.reply.slot, rec.reply.generation};
-    // A serialized value's bytes, kept until the reply went: its send may wait for room and run
-    // calls meanwhile, whose replies lease buffers of their own.
-    std::optional<fabric::detail::scratch_lease> reply_bytes;
-    if (rec.entry->result_size == fabric::variable_result_size) {
-      reply.storage = &reply_bytes.emplace().bytes();
-    }
-    fabric::invocation call{&self, sender_, rec.buffer, result_span,
-                            wants_reply ? &reply : nullptr};
+    // A plain call: no result (parse_record refused a result size without a reply slot).
+    fabric::invocation call{&self, sender_, rec.buffer, {}};
     {
       // Counted once the function returned or threw (see run_repeated).
       on_exit counted{[&] {
@@ -201,24 +186,55 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
         ++counts.calls;
         owner_.count_consumed(1);
       }};
-      try {
-        thread_context::deferring_scope running(self);
-        rec.entry->invoke(rec.closure, call);
-      } catch (...) {
-        // The caller's slot fails rather than waiting for ever; the exception goes on to the
-        // poll that ran the call. send_failure runs no calls while it waits (a call that threw
-        // in a nested poll here would abandon this handler, and the notice with it).
-        if ((rec.header.flags & wire::flag_reply) != 0) {
-          self.send_failure(sender_, rec.reply.slot, rec.reply.generation);
-        }
-        throw;
-      }
+      thread_context::deferring_scope running(self);
+      rec.entry->invoke(rec.closure, call);
     }
-    // The wrapper may have pointed the result at bytes of its own (a serialized value).
-    if (wants_reply) detail::finish_reply(self, sender_, reply, call.result);
     if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
   }
   return ran;
+}
+
+std::size_t inbound_channel::run_returning(thread_context& self, const wire::parsed_record& rec) {
+  alignas(16) std::byte result[256];
+  std::vector<std::byte> big_result;
+  std::span<std::byte> result_span;
+  if (rec.entry->result_size != fabric::variable_result_size) {
+    if (rec.entry->result_size <= sizeof result) {
+      result_span = {result, rec.entry->result_size};
+    } else {
+      big_result.resize(rec.entry->result_size);
+      result_span = big_result;
+    }
+  }
+  fabric::reply_channel reply{rec.reply.slot, rec.reply.generation};
+  // A serialized value's bytes, kept until the reply went: its send may wait for room and run
+  // calls meanwhile, whose replies lease buffers of their own.
+  std::optional<fabric::detail::scratch_lease> reply_bytes;
+  if (rec.entry->result_size == fabric::variable_result_size) {
+    reply.storage = &reply_bytes.emplace().bytes();
+  }
+  fabric::invocation call{&self, sender_, rec.buffer, result_span, &reply};
+  {
+    // Counted once the function returned or threw (see run_repeated).
+    on_exit counted{[&] {
+      ++owner_.receive_counts().calls;
+      owner_.count_consumed(1);
+    }};
+    try {
+      thread_context::deferring_scope running(self);
+      rec.entry->invoke(rec.closure, call);
+    } catch (...) {
+      // The caller's slot fails rather than waiting for ever; the exception goes on to the
+      // poll that ran the call. send_failure runs no calls while it waits (a call that threw
+      // in a nested poll here would abandon this handler, and the notice with it).
+      self.send_failure(sender_, rec.reply.slot, rec.reply.generation);
+      throw;
+    }
+  }
+  // The wrapper may have pointed the result at bytes of its own (a serialized value).
+  detail::finish_reply(self, sender_, reply, call.result);
+  if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
+  return 1;
 }
 
 std::size_t inbound_channel::run_repeated(thread_context& self, const wire::parsed_record& rec) {

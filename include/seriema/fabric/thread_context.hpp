@@ -459,6 +459,10 @@ class thread_context {
   /// Runs the calls of `pending` in order on behalf of `self` until it is empty (nested polls
   /// continue the same queue); releases their payloads. Returns the count run.
   static std::size_t run_calls(thread_context& self, std::deque<call_queue::item>& pending);
+  /// run_calls for a call that expects a reply: runs it and sends the reply (or its failure).
+  /// Out of the plain calls' way. The item is released by the caller (or here, if it throws).
+  static void run_returning(thread_context& self, call_queue::item& item,
+                            const function_entry& entry);
   /// The AM handler's shortcut, for a call to the very thread whose poll() is progressing the
   /// process worker (runtime::serve on this thread): appends it to the calls this poll runs next,
   /// without the destination's locked queue. Only when that queue is empty, so a sender's calls

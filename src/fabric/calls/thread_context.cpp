@@ -662,40 +662,62 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
       }
       continue;
     }
-    alignas(16) std::byte result[256];
-    std::vector<std::byte> big_result;
-    std::span<std::byte> result_span;
-    if (entry->result_size > 0 && entry->result_size != variable_result_size) {
-      if (entry->result_size <= sizeof result) {
-        result_span = {result, entry->result_size};
-      } else {
-        big_result.resize(entry->result_size);
-        result_span = big_result;
+    if (h.reply_slot != 0) {
+      run_returning(self, item, *entry);
+    } else {
+      // A plain call: no result (the receive path refused a result without a reply slot).
+      invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, {}};
+      try {
+        thread_context::deferring_scope running(self);
+        entry->invoke(payload, call);
+      } catch (...) {
+        // The call was dealt with (counted, so runtime::run can still end if the thread goes
+        // on); the exception goes on to the poll.
+        rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
+        item.release(rt.worker().handle());
+        throw;
       }
-    }
-    reply_channel reply{h.reply_slot, h.reply_generation};
-    std::optional<detail::scratch_lease> reply_bytes;  // a serialized value's, until it went
-    if (entry->result_size == variable_result_size) reply.storage = &reply_bytes.emplace().bytes();
-    invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span,
-                    h.reply_slot != 0 ? &reply : nullptr};
-    try {
-      thread_context::deferring_scope running(self);
-      entry->invoke(payload, call);
-    } catch (...) {
-      // The call was dealt with (counted, so runtime::run can still end if the thread goes
-      // on); its caller learns through a failed slot; the exception goes on to the poll.
       rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
-      if (h.reply_slot != 0) self.send_failure(h.source, h.reply_slot, h.reply_generation);
-      item.release(rt.worker().handle());
-      throw;
     }
     ++ran;
-    rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
-    // The wrapper may have pointed the result at bytes of its own (a serialized value).
-    if (h.reply_slot != 0) self.finish_reply(h.source, h.function, reply, call.result);
     item.release(rt.worker().handle());
   }
   return ran;
+}
+
+void thread_context::run_returning(thread_context& self, call_queue::item& item,
+                                   const function_entry& entry) {
+  runtime& rt = self.rt_;
+  const call_header& h = item.header;
+  std::byte* payload = item.payload();
+  alignas(16) std::byte result[256];
+  std::vector<std::byte> big_result;
+  std::span<std::byte> result_span;
+  if (entry.result_size != variable_result_size) {
+    if (entry.result_size <= sizeof result) {
+      result_span = {result, entry.result_size};
+    } else {
+      big_result.resize(entry.result_size);
+      result_span = big_result;
+    }
+  }
+  reply_channel reply{h.reply_slot, h.reply_generation};
+  std::optional<detail::scratch_lease> reply_bytes;  // a serialized value's, until it went
+  if (entry.result_size == variable_result_size) reply.storage = &reply_bytes.emplace().bytes();
+  invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span, &reply};
+  try {
+    thread_context::deferring_scope running(self);
+    entry.invoke(payload, call);
+  } catch (...) {
+    // Counted, as a plain call that throws; its caller learns through a failed slot.
+    rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
+    self.send_failure(h.source, h.reply_slot, h.reply_generation);
+    item.release(rt.worker().handle());
+    throw;
+  }
+  rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
+  // The wrapper may have pointed the result at bytes of its own (a serialized value).
+  self.finish_reply(h.source, h.function, reply, call.result);
 }
 
 std::size_t thread_context::poll() {

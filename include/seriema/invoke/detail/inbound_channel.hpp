@@ -50,6 +50,9 @@ class inbound_channel {
   std::size_t run_range(thread_context& self, chunk& c, std::uint64_t end);
   // Runs the closures of the repeated record at read_offset_ not run yet; returns calls run.
   std::size_t run_repeated(thread_context& self, const wire::parsed_record& rec);
+  // Runs a call that expects a reply (a call_return's), then sends the reply; returns 1. Out of
+  // the plain calls' way: their loop touches no result buffer or reply channel.
+  std::size_t run_returning(thread_context& self, const wire::parsed_record& rec);
 
   channels& owner_;
   std::uint32_t sender_;
