@@ -73,43 +73,83 @@ void throw_no_futures(thread_context& self) {
                           self.id()));
 }
 
-future_record& future_table::acquire() {
-  future_record* r;
-  if (!free_.empty()) {
-    r = free_.back();
-    free_.pop_back();
+future_record& future_table::take_free() {
+  if (free_.empty()) return records_.emplace_back();
+  future_record* r = free_.back();
+  free_.pop_back();
+  if (r->cold) reset_cold(*r);
+  return *r;
+}
+
+future_record& future_table::open_reply(fabric::thread_id dest, std::uint32_t value_size,
+                                        bool (*decode)(future_record&,
+                                                       std::span<const std::byte>)) {
+  // Only the first line's words: the fields after `box` are at their defaults (take_free), and
+  // `watched` is false and `object` null in a free record (release unwatched and dropped them).
+  future_record& r = take_free();
+  r.state.store(0, std::memory_order_relaxed);
+  r.observed = false;
+  r.held = true;
+  r.value_size = value_size;
+  r.destination = dest;
+  r.status = fabric::call_status::ok;
+  fabric::thread_context::opened_reply opened;
+  if (decode != nullptr) {
+    r.cold = true;
+    r.rich = true;
+    r.decode = decode;
+    opened = self_.open_variable_reply(dest, &r.bytes, &r.state);
   } else {
-    r = &records_.emplace_back();
+    if (value_size > future_record::box_size) {
+      r.cold = true;
+      r.bytes.resize(value_size);
+    }
+    opened = self_.open_reply_raw(dest, value_size, r.raw_value(), &r.state);
   }
+  r.source = opened.in_cell ? record_source::cell : record_source::entry;
+  r.index = opened.index;
+  r.generation = opened.generation;
+  r.process = opened.process;
+  ++created_;
+  return r;
+}
+
+future_record& future_table::acquire() {
+  future_record* r = &take_free();
   r->state.store(0, std::memory_order_relaxed);
   r->source = record_source::local;
-  r->rich = r->watched = r->observed = false;
+  r->observed = false;
   r->held = true;
   r->index = r->generation = r->value_size = 0;
   r->destination = 0;
   r->process = -1;
   r->status = fabric::call_status::ok;
-  r->deadline = fabric::no_deadline;
-  r->decode = nullptr;
-  r->bytes.clear();  // keeps its capacity: a warm record allocates nothing
-  r->details.clear();
-  if (r->error) r->error = nullptr;  // (an exception_ptr's reset is a call into the runtime)
-  r->next = {};
-  r->advance = nullptr;
-  r->discard = nullptr;
-  r->node = nullptr;
   ++created_;
   return *r;
 }
 
-void future_table::release(future_record& r) noexcept {
+void future_table::reset_cold(future_record& r) noexcept {
+  r.rich = false;
+  r.deadline = fabric::no_deadline;
+  r.advance = nullptr;
+  r.decode = nullptr;
+  r.bytes.clear();  // keeps its capacity: a warm record allocates nothing
+  r.details.clear();
+  if (r.error) r.error = nullptr;  // (an exception_ptr's reset is a call into the runtime)
+  r.next = {};
+  r.discard = nullptr;
+  r.node = nullptr;
+  r.cold = false;
+}
+
+void future_table::release_slow(future_record& r) noexcept {
   if (r.watched) unwatch(r);
   r.held = false;
   if (r.source == record_source::local && r.outcome() == fabric::outcome::pending) {
     // A combinator's record: the combinator goes (its futures with it), and so does the record.
     // Any other local record still pending has a producer (then, a task) that ends it later
     // and gives it back then (complete).
-    if (r.discard == nullptr) return;
+    if (!r.cold || r.discard == nullptr) return;
     discard_combinator(r);
     free_.push_back(&r);
     return;
@@ -121,7 +161,6 @@ void future_table::release(future_record& r) noexcept {
     report_unobserved(r);
   }
   r.drop_value();
-  if (r.error) r.error = nullptr;
   free_.push_back(&r);
 }
 
@@ -180,7 +219,7 @@ bool future_table::ended_slow(future_record& r) noexcept {
   switch (r.source) {
     case record_source::local:
       if (r.outcome() != fabric::outcome::pending) return true;
-      return r.advance != nullptr && r.advance(r.node);
+      return r.cold && r.advance != nullptr && r.advance(r.node);
     case record_source::cell:
       arrived = self_.cells().collect(r.index, r.generation, r.raw_value(), r.value_size);
       if (arrived == fabric::outcome::pending) return false;
@@ -195,6 +234,7 @@ bool future_table::ended_slow(future_record& r) noexcept {
   // The reply is here (the cell or entry is free again): the record is the owner's alone.
   r.source = record_source::local;
   if (arrived != fabric::outcome::done) {
+    r.cold = true;
     r.details = self_.state().take_failure_details(r.index, r.generation);
   } else if (r.rich) {
     r.state.store(0, std::memory_order_relaxed);
@@ -356,7 +396,6 @@ void future_table::end_pending(future_record& r, fabric::outcome why) noexcept {
 void future_table::complete(future_record& r, fabric::outcome why) noexcept {
   if (!r.held) {  // nobody holds it any more: given back now
     r.drop_value();
-    if (r.error) r.error = nullptr;
     free_.push_back(&r);
     return;
   }
@@ -371,6 +410,7 @@ void future_table::complete(future_record& r, fabric::outcome why) noexcept {
 }
 
 void future_table::watch(future_record& r, continuation c) {
+  r.cold = true;  // `next` (and the deadline await_suspend may have set) are after the box
   r.next = c;
   r.watched = true;
   if (ended(r)) {
@@ -395,7 +435,7 @@ void future_table::unwatch(future_record& r) noexcept {
   auto at = std::find(firing_.begin(), firing_.end(), &r);
   if (at != firing_.end()) firing_.erase(at);
   r.watched = false;
-  r.next = {};
+  if (r.cold) r.next = {};
   update_wants_poll();
 }
 

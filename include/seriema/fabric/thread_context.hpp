@@ -283,6 +283,7 @@ class thread_context {
     std::uint32_t index = 0;
     std::uint32_t generation = 0;
     bool in_cell = false;
+    int process = -1;  ///< the destination's process (-1: no such thread)
   };
   /// Opens a reply for a value of exactly `size` bytes from a call to `dest`: a reply cell when
   /// the value fits one and one is free, else a table entry that writes the value to `value`

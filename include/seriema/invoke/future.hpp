@@ -70,6 +70,7 @@ using unwrapped_t = typename unwrapped<T>::type;
 template <class V, class... A>
 void emplace_value(future_record& r, A&&... args) {
   r.drop_value();
+  r.cold = true;  // `destroy` is after the box
   if constexpr (sizeof(V) <= future_record::box_size && alignof(V) <= 16) {
     r.object = ::new (static_cast<void*>(r.box)) V(std::forward<A>(args)...);
     r.destroy = [](void* object, bool) { static_cast<V*>(object)->~V(); };
@@ -105,6 +106,7 @@ inline std::exception_ptr failure_of(const future_record& r) {
 
 /// Gives `to` the failure of `from` (outcome, status, destination, details, exception).
 inline void copy_failure(const future_record& from, future_record& to) {
+  to.cold = true;
   to.status = from.status;
   to.destination = from.destination;
   to.process = from.process;
@@ -125,7 +127,10 @@ void fulfil(future_table& t, future_record& r, A&&... args) {
 }
 /// Ends local record r failed with `e` (outcome threw), unless it ended already.
 inline void fail_with(future_table& t, future_record& r, std::exception_ptr e) {
-  if (r.outcome() == outcome::pending && r.held) r.error = std::move(e);
+  if (r.outcome() == outcome::pending && r.held) {
+    r.cold = true;
+    r.error = std::move(e);
+  }
   t.complete(r, outcome::threw);
 }
 /// Ends local record r failed as `from` did, unless it ended already.
@@ -271,7 +276,7 @@ class [[nodiscard]] future {
     thread_context& self = table_->self();
     // A combinator is driven by the futures layer's polls meanwhile, which count its progress
     // as work (so the wait does not back off while its futures keep ending).
-    const bool driven = r.advance != nullptr && !table_->ended(r);
+    const bool driven = r.cold && r.advance != nullptr && !table_->ended(r);
     if (driven) table_->drive(r);
     const bool ended = self.wait_until([&] { return table_->ended(r); }, deadline);
     if (driven) table_->undrive(r);
@@ -334,6 +339,7 @@ class [[nodiscard]] future {
     bool await_ready() const { return awaited.ready(); }
     void await_suspend(std::coroutine_handle<> waiting) {
       detail::future_record& r = *awaited.record_;
+      r.cold = true;  // the deadline is after the box
       r.deadline = awaited.table_->self().deadline_in_force(r.deadline);
       awaited.table_->watch(r, {&detail::resume_coroutine, waiting.address()});
     }
@@ -406,7 +412,10 @@ inline future<void> make_ready_future(thread_context& self) {
 /// deadline_exceeded once `deadline` passed. Returns it.
 template <class T>
 future<T> with_deadline(future<T>&& f, fabric::deadline_clock::time_point deadline) {
-  if (deadline < f.record()->deadline) f.record()->deadline = deadline;
+  if (deadline < f.record()->deadline) {
+    f.record()->cold = true;  // the deadline is after the box
+    f.record()->deadline = deadline;
+  }
   return std::move(f);
 }
 /// with_deadline() `timeout` from now.
@@ -572,6 +581,7 @@ struct combinator {
   static void install(Derived* node, future_record& out, future_table& table) {
     node->out = &out;
     node->table = &table;
+    out.cold = true;
     out.node = node;
     out.advance = [](void* n) { return static_cast<Derived*>(n)->advance(); };
     out.discard = [](void* n) { delete static_cast<Derived*>(n); };

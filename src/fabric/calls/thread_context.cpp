@@ -469,18 +469,19 @@ thread_context::opened_reply thread_context::open_reply_raw(thread_id dest, std:
                                                             void* value,
                                                             std::atomic<int>* state) {
   const int process = process_of(dest);
-  if (auto cell = cells_.open(size, process)) return {cell->first, cell->second, true};
+  if (auto cell = cells_.open(size, process)) return {cell->first, cell->second, true, process};
   auto [index, generation] = open_reply(value, size, state, process);
-  return {index, generation, false};
+  return {index, generation, false, process};
 }
 
 thread_context::opened_reply thread_context::open_variable_reply(thread_id dest,
                                                                  std::vector<std::byte>* bytes,
                                                                  std::atomic<int>* state) {
-  auto [index, generation] = open_reply(nullptr, 0, state, process_of(dest));
+  const int process = process_of(dest);
+  auto [index, generation] = open_reply(nullptr, 0, state, process);
   std::lock_guard lock(state_.replies_mutex);
   state_.replies[index].bytes = bytes;
-  return {index, generation, false};
+  return {index, generation, false, process};
 }
 
 void thread_context::fail_unsent_reply(std::uint32_t index) noexcept {

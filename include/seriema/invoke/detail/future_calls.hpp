@@ -100,24 +100,14 @@ template <class T>
 future<T> open_reply_future(future_table& table, thread_id dest,
                             fabric::thread_context::opened_reply& opened) {
   using V = value_of<T>;
-  thread_context& self = table.self();
-  future_record& r = table.acquire();
-  r.destination = dest;
-  r.process = self.rt().process_of_thread(dest);
+  future_record* r;
   if constexpr (fixed_reply_v<V>) {
-    r.value_size = sizeof(V);
-    if (sizeof(V) > future_record::box_size) r.bytes.resize(sizeof(V));
-    opened = self.open_reply_raw(dest, sizeof(V), r.raw_value(), &r.state);
-    r.source = opened.in_cell ? record_source::cell : record_source::entry;
+    r = &table.open_reply(dest, static_cast<std::uint32_t>(sizeof(V)), nullptr);
   } else {
-    r.rich = true;
-    r.decode = &decode_reply<V>;
-    opened = self.open_variable_reply(dest, &r.bytes, &r.state);
-    r.source = record_source::entry;
+    r = &table.open_reply(dest, 0, &decode_reply<V>);
   }
-  r.index = opened.index;
-  r.generation = opened.generation;
-  return future<T>(table, r);
+  opened = {r->index, r->generation, r->source == record_source::cell, r->process};
+  return future<T>(table, *r);
 }
 
 /// After the call was sent or refused: a call that never left fails its reply (not_executed),

@@ -47,7 +47,13 @@ struct large_piece;  // where a piece of a large value lies (future_calls.hpp)
 
 /// One future's state. Owner thread only, except `state` of an entry record, which the thread
 /// delivering its reply writes (under the reply table's mutex, after the value).
-struct future_record {
+///
+/// Laid out for the plain path (a fixed-size value from a call_return, waited with get()): it
+/// touches the first cache line (the words before `box`) and the value in `box`. The fields after
+/// `box` are used by the other paths (serialized values, failures, continuations, combinators);
+/// whoever sets one sets `cold`, and only a record with `cold` set has them reset when it is
+/// handed out again.
+struct alignas(64) future_record {
   static constexpr std::size_t box_size = 64;
 
   std::atomic<int> state{0};  ///< the fabric::outcome; 0 while pending
@@ -56,20 +62,26 @@ struct future_record {
   bool watched = false;   ///< in the table's watched list (a continuation waits)
   bool observed = false;  ///< someone looked at how it ended (a failure is then not reported)
   bool held = false;      ///< handed out (a future or a combinator owns it)
+  bool cold = false;      ///< a field after `box` was set (reset when handed out again)
   std::uint32_t index = 0;       ///< cell or entry of the reply
   std::uint32_t generation = 0;  ///< and its generation
   std::uint32_t value_size = 0;  ///< bytes of a fixed-size reply
   fabric::thread_id destination = 0;  ///< where the call went (messages)
   int process = -1;
   fabric::call_status status = fabric::call_status::ok;  ///< what sending it returned
+  /// A typed value (a decoded reply, a local result): in `box` when it fits, else on the heap.
+  void* object = nullptr;
+
+  /// A fixed-size reply's raw bytes land here (or in `bytes` when larger), or the typed object.
+  alignas(16) std::byte box[box_size];
+
+  // ---- used off the plain path (set `cold` with them; `rich` too is set only with `cold`)
   /// Ends the record (deadline_exceeded) once passed: wait(), co_await and the watched scan.
   fabric::deadline_clock::time_point deadline = fabric::no_deadline;
-
-  /// A fixed-size reply's raw bytes land in `box` (or in `bytes` when larger). A typed value (a
-  /// decoded reply, a local result) lives at `object`: in `box` when it fits, else on the heap.
-  alignas(16) std::byte box[box_size];
-  void* object = nullptr;
-  void (*destroy)(void* object, bool in_box) = nullptr;
+  /// A combinator that ends this (local) record: ended() drives it (true once it ended the
+  /// record); `discard` destroys it when the record is given back first.
+  bool (*advance)(void* node) = nullptr;
+  void (*destroy)(void* object, bool in_box) = nullptr;  ///< destroys `object` (emplace_value)
   /// A rich reply's bytes (after its tag) into the typed object; false when they are not a
   /// serialization of the value type.
   bool (*decode)(future_record& record, std::span<const std::byte> bytes) = nullptr;
@@ -77,9 +89,6 @@ struct future_record {
   std::vector<std::byte> details;  ///< a remote failure's details (the exception's type, what())
   std::exception_ptr error;        ///< a local failure's exception (a then callback, a task)
   continuation next;               ///< fires once the record ended (when watched)
-  /// A combinator that ends this (local) record: ended() drives it (true once it ended the
-  /// record); `discard` destroys it when the record is given back first.
-  bool (*advance)(void* node) = nullptr;
   void (*discard)(void* node) = nullptr;
   void* node = nullptr;
   large_fetch* fetch = nullptr;    ///< source fetching: the read (owned by the table)
@@ -93,7 +102,8 @@ struct future_record {
   }
   /// Destroys the typed value, if any.
   void drop_value() noexcept {
-    if (object != nullptr && destroy != nullptr) destroy(object, object == box);
+    if (object == nullptr) return;
+    if (destroy != nullptr) destroy(object, object == box);
     object = nullptr;
     destroy = nullptr;
   }
@@ -110,12 +120,26 @@ class future_table final : public fabric::thread_extension {
 
   /// A free record: pending, local, held. Owner thread.
   future_record& acquire();
+  /// A free record opened for the reply of a call to `dest`: a value of `value_size` bytes in
+  /// a reply cell or table entry (`decode` null), or a serialized value of any size that
+  /// `decode` makes into the object. Every field written once (the plain path's cost).
+  future_record& open_reply(fabric::thread_id dest, std::uint32_t value_size,
+                            bool (*decode)(future_record&, std::span<const std::byte>));
   /// Gives a held record back: closes its reply if still waiting, destroys its value, and
   /// counts (logging the first in this process) a failure nobody looked at.
-  void release(future_record& r) noexcept;
+  void release(future_record& r) noexcept {
+    // The plain path: a fixed-size value read and taken, nothing after `box` used.
+    if (!r.cold && !r.watched && r.source == record_source::local && r.object == nullptr &&
+        r.state.load(std::memory_order_relaxed) == static_cast<int>(fabric::outcome::done)) {
+      r.held = false;
+      free_.push_back(&r);
+      return;
+    }
+    release_slow(r);
+  }
   /// Whether r ended (reads its cell, finishes a rich reply's decoding, drives a combinator).
   bool ended(future_record& r) noexcept {
-    if (r.source == record_source::local && r.advance == nullptr) {
+    if (r.source == record_source::local && (!r.cold || r.advance == nullptr)) {
       return r.state.load(std::memory_order_relaxed) != 0;  // the owner's own word
     }
     return ended_slow(r);
@@ -148,6 +172,8 @@ class future_table final : public fabric::thread_extension {
     set_wants_poll(!watched_.empty() || !firing_.empty() || !driven_.empty());
   }
   bool ended_slow(future_record& r) noexcept;
+  void release_slow(future_record& r) noexcept;
+  future_record& take_free();
   // A rich reply arrived: decode it, or start reading a large one (false while that runs).
   bool settle_rich(future_record& r) noexcept;
   bool start_fetch(future_record& r, std::span<const std::byte> reply) noexcept;
@@ -164,6 +190,8 @@ class future_table final : public fabric::thread_extension {
   void remove_watched(future_record& r) noexcept;
   void scan_watched() noexcept;
   void report_unobserved(future_record& r) noexcept;
+  // Resets the fields after `box` (`cold` was set).
+  static void reset_cold(future_record& r) noexcept;
   // The combinator ending r goes (its futures released) without ending it.
   void discard_combinator(future_record& r) noexcept;
 
