@@ -412,16 +412,16 @@ void runtime::finalize(deadline_clock::time_point deadline) {
     barrier(deadline);
   }
   // Our one-sided traffic lands first, then we meet: after the barrier nobody writes into
-  // memory a peer is about to tear down. A dead rank's endpoint is not flushed (it failed), and
-  // the barrier then ends with an error naming it.
-  // A rank that dies meanwhile (the launcher's notice, another endpoint's error) ends its flush:
-  // UCX may keep a flush to a dead peer pending, and the barrier then names it.
-  for (std::size_t r = 0; r < endpoints_.size(); ++r) {
-    const int peer = static_cast<int>(r);
-    if (!endpoints_[r] || peer_failed(peer)) continue;
-    (void)endpoints_[r]->flush_blocking(deadline, [this, peer] { return peer_failed(peer); });
+  // memory a peer is about to tear down. Once any rank has failed the barrier can only end
+  // with an error naming it, so the flushes stop: UCX may keep a flush to a dead peer pending,
+  // and over TCP a flush to a live peer waits for that peer's progress, which stops as soon
+  // as its own finalize() failed (it learnt of the death first).
+  const auto job_failed = [this] { return failure_epoch() != 0; };
+  for (std::size_t r = 0; r < endpoints_.size() && !job_failed(); ++r) {
+    if (!endpoints_[r] || peer_failed(static_cast<int>(r))) continue;
+    (void)endpoints_[r]->flush_blocking(deadline, job_failed);
   }
-  flush_attach_slots(deadline);
+  if (!job_failed()) flush_attach_slots(deadline);
   barrier(deadline);
 }
 
