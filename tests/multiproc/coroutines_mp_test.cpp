@@ -15,8 +15,10 @@
 
 #include "support/invoke_checks.hpp"
 #include "support/mp_main.hpp"
+#include "support/skewed_value.hpp"
 
 using namespace seriema;
+using test::skewed;
 using fabric::outcome;
 using fabric::thread_context;
 using invoke::call_status;
@@ -130,20 +132,6 @@ TEST(Coroutines, AHandlerAnswersWithADeferredReply) {
   EXPECT_EQ(test::rt().counters().deferred_started.load(),
             test::rt().counters().deferred_finished.load());
 }
-
-// Writes one 32-bit word and reads a 64-bit one: its bytes never deserialize.
-struct skewed {
-  std::int64_t value = 0;
-  std::string note;  // not trivially copyable: travels serialized
-  template <class Archive>
-  void save(Archive& archive) const {
-    archive(static_cast<std::int32_t>(value));
-  }
-  template <class Archive>
-  void load(Archive& archive) {
-    archive(value);
-  }
-};
 
 // Exceptions and failure outcomes through co_await, in coroutines of the calling thread.
 task<int> failures_through_co_await(thread_context& me) {

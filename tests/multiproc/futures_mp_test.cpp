@@ -17,8 +17,10 @@
 
 #include "support/invoke_checks.hpp"
 #include "support/mp_main.hpp"
+#include "support/skewed_value.hpp"
 
 using namespace seriema;
+using test::skewed;
 using fabric::outcome;
 using fabric::thread_context;
 using invoke::call_status;
@@ -39,21 +41,6 @@ struct account {
   template <class Archive>
   void serialize(Archive& archive) {
     archive(owner, balances);
-  }
-};
-
-// Writes one 32-bit word and reads a 64-bit one: its bytes never deserialize (what a caller
-// built from another version of the type would see).
-struct skewed {
-  std::int64_t value = 0;
-  std::string note;  // not trivially copyable: travels serialized
-  template <class Archive>
-  void save(Archive& archive) const {
-    archive(static_cast<std::int32_t>(value));
-  }
-  template <class Archive>
-  void load(Archive& archive) {
-    archive(value);
   }
 };
 
