@@ -258,7 +258,7 @@ std::size_t inbound_channel::run_repeated(thread_context& self, const wire::pars
   return rec.calls - first;
 }
 
-std::size_t inbound_channel::poll(thread_context& self) {
+std::size_t inbound_channel::poll(thread_context& self, std::uint64_t& bytes) {
   if (running_) return 0;
   std::size_t ran = 0;
   for (;;) {
@@ -280,7 +280,9 @@ std::size_t inbound_channel::poll(thread_context& self) {
     }
     const std::uint64_t end = wire::published_offset(word);
     if (end > read_offset_) {
+      const std::uint64_t from = read_offset_;
       ran += run_range(self, c, end);
+      bytes += read_offset_ - from;
       // Consumer part: only this thread writes it.
       std::atomic_ref<std::uint64_t>(c.header->consumer.consumed)
           .store(wire::make_published(read_offset_, c.lap, false, false), std::memory_order_release);
@@ -606,6 +608,30 @@ inbound_channel* channels::inbound_from(thread_id sender) noexcept {
   return sender < in_.size() ? in_[sender].get() : nullptr;
 }
 
+namespace {
+// Temporal slipping (FastForward, Giacomoni et al., PPoPP 2008). A receiver that keeps pace with
+// a sender of large records reads the chunk's published word right after every publish, so each
+// of the sender's publishes must take that cache line back first; while it copies 256-byte
+// closures, that is what bounds the sender (write at 256 B: 57-71 M calls/s keeping pace,
+// 100 M letting the sender get ahead; docs/performance.md). So after a poll whose calls came in
+// records of `slip_record_bytes` or more on average, the thread pauses for about a tenth of a
+// microsecond before it looks again: the senders publish a few records meanwhile, and the
+// next poll runs them together. Smaller records leave the receiver the bottleneck (no pause);
+// a call that expects a reply has sent it before the pause.
+constexpr std::uint64_t slip_record_bytes = 128;
+inline void slip_behind_senders() noexcept {
+  for (int i = 0; i < 4; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+  }
+}
+}  // namespace
+
 std::size_t channels::poll(thread_context& self) {
   std::size_t ran = 0;
   if (reclaim_pending_) reclaim_dead_senders(self);
@@ -637,7 +663,11 @@ std::size_t channels::poll(thread_context& self) {
     }
   }
   // By index: a call run here may poll again (nested) and add channels to the list.
-  for (std::size_t i = 0; i < in_list_.size(); ++i) ran += in_list_[i]->poll(self);
+  std::size_t received = 0;
+  std::uint64_t received_bytes = 0;
+  for (std::size_t i = 0; i < in_list_.size(); ++i) received += in_list_[i]->poll(self, received_bytes);
+  ran += received;
+  if (received > 0 && received_bytes >= slip_record_bytes * received) slip_behind_senders();
   if (!reads_.empty()) ran += finish_reads();
   // Only messengers that queued something since the last look (not every possible
   // destination). By index: a drain may grow a ring, whose wait polls and may queue more.

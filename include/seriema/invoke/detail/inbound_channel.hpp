@@ -27,8 +27,9 @@ class inbound_channel {
 
   [[nodiscard]] std::uint32_t sender() const noexcept { return sender_; }
   [[nodiscard]] std::size_t chunks() const noexcept { return ring_.size(); }
-  // Runs what the sender published since the last poll; returns calls run.
-  std::size_t poll(thread_context& self);
+  // Runs what the sender published since the last poll; returns calls run, and adds the bytes
+  // of the records they came in to `bytes`.
+  std::size_t poll(thread_context& self, std::uint64_t& bytes);
   // Addresses of the ring's chunks in ring order (see messenger::chunk_addresses).
   [[nodiscard]] std::vector<std::uint64_t> chunk_addresses() const;
   // A call of this channel is running (on this thread's stack): it must not be destroyed.
