@@ -366,8 +366,13 @@ ucs_status_t wait_request(ucx_worker& worker, void* request) noexcept {
   return wait_request_until(worker, request, std::chrono::steady_clock::time_point::max());
 }
 
-ucs_status_t wait_request_until(ucx_worker& worker, void* request,
-                                std::chrono::steady_clock::time_point deadline) noexcept {
+namespace {
+// Progresses `worker` until `request` completed, `give_up()` held (UCS_ERR_CANCELED) or the
+// deadline passed (UCS_ERR_TIMED_OUT); frees the request either way (UCX finishes it).
+template <class GiveUp>
+ucs_status_t wait_request_or(ucx_worker& worker, void* request,
+                             std::chrono::steady_clock::time_point deadline,
+                             const GiveUp& give_up) noexcept {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
   const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
@@ -375,6 +380,10 @@ ucs_status_t wait_request_until(ucx_worker& worker, void* request,
   int idle = 0;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     if (worker.progress()) continue;
+    if (give_up()) {
+      status = UCS_ERR_CANCELED;
+      break;
+    }
     if (bounded && std::chrono::steady_clock::now() >= deadline) {
       status = UCS_ERR_TIMED_OUT;
       break;
@@ -386,6 +395,12 @@ ucs_status_t wait_request_until(ucx_worker& worker, void* request,
   }
   ucp_request_free(request);
   return status;
+}
+}  // namespace
+
+ucs_status_t wait_request_until(ucx_worker& worker, void* request,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
+  return wait_request_or(worker, request, deadline, [] { return false; });
 }
 
 namespace {
@@ -447,28 +462,8 @@ ucs_status_t ucx_endpoint::flush_blocking(std::chrono::steady_clock::time_point 
                                           const std::function<bool()>& give_up) noexcept {
   if (failed()) return failure();
   ucp_request_param_t param{};
-  void* request = ucp_ep_flush_nbx(endpoint_, &param);
-  if (request == nullptr) return UCS_OK;
-  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
-  const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
-  ucs_status_t status;
-  int idle = 0;
-  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-    if (worker_.progress()) continue;
-    if (failed() || give_up()) {
-      status = UCS_ERR_CANCELED;
-      break;
-    }
-    if (bounded && std::chrono::steady_clock::now() >= deadline) {
-      status = UCS_ERR_TIMED_OUT;
-      break;
-    }
-    if (++idle > 1000) {
-      std::this_thread::yield();  // oversubscribed machines: let the peer run
-      idle = 0;
-    }
-  }
-  ucp_request_free(request);
+  const ucs_status_t status = wait_request_or(worker_, ucp_ep_flush_nbx(endpoint_, &param),
+                                              deadline, [&] { return failed() || give_up(); });
   return failed() ? failure() : status;
 }
 

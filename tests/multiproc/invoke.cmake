@@ -163,52 +163,38 @@ seriema_mp_run(mp.collective_deadline.np3.tcp EXE collective_deadline_mp_test NP
 seriema_mp_run(mp.collective_deadline.np3.machines3.tcp EXE collective_deadline_mp_test NP 3
                MACHINES 3 TLS tcp ENV SERIEMA_TIMEOUT=3s)
 
+# The layout of the futures, coroutines and quiesce suites: <name>_mp_test with 1 x 3 threads
+# and 2 x 3 over shm, tcp and two emulated machines, and 2 x 2 under mpirun.
+function(seriema_invoke_api_suite name)
+  seriema_mp_run(mp.${name}.np1.shm EXE ${name}_mp_test NP 1 ENV SERIEMA_THREADS=3)
+  seriema_mp_run(mp.${name}.np2.shm EXE ${name}_mp_test NP 2 ENV SERIEMA_THREADS=3)
+  seriema_mp_run(mp.${name}.np2.tcp EXE ${name}_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
+  seriema_mp_run(mp.${name}.np2.machines2.tcp EXE ${name}_mp_test NP 2 MACHINES 2 TLS tcp
+                 ENV SERIEMA_THREADS=3)
+  if(SERIEMA_MPIRUN)
+    add_test(NAME mp.${name}.mpirun_np2.shm
+             COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=2
+                     -np 2 $<TARGET_FILE:${name}_mp_test>)
+    set_tests_properties(mp.${name}.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
+  endif()
+endfunction()
+
 # Futures: values of every kind, remote exceptions, failure outcomes, continuations and
 # combinators, attached threads; 1 process x 3 threads, 2 x 3 over shm, tcp and 2 emulated
 # machines, and under mpirun.
 seriema_mp_executable(futures_mp_test futures_mp_test.cpp seriema::invoke)
-seriema_mp_run(mp.futures.np1.shm EXE futures_mp_test NP 1 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.futures.np2.shm EXE futures_mp_test NP 2 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.futures.np2.tcp EXE futures_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.futures.np2.machines2.tcp EXE futures_mp_test NP 2 MACHINES 2 TLS tcp
-               ENV SERIEMA_THREADS=3)
-if(SERIEMA_MPIRUN)
-  add_test(NAME mp.futures.mpirun_np2.shm
-           COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=2
-                   -np 2 $<TARGET_FILE:futures_mp_test>)
-  set_tests_properties(mp.futures.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
-endif()
+seriema_invoke_api_suite(futures)
 
 # Coroutines: a distributed list walked with co_await, deferred replies, failures through
 # co_await, spawned tasks, coroutine run() bodies; as the futures test.
 seriema_mp_executable(coroutines_mp_test coroutines_mp_test.cpp seriema::invoke)
-seriema_mp_run(mp.coroutines.np1.shm EXE coroutines_mp_test NP 1 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.coroutines.np2.shm EXE coroutines_mp_test NP 2 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.coroutines.np2.tcp EXE coroutines_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.coroutines.np2.machines2.tcp EXE coroutines_mp_test NP 2 MACHINES 2 TLS tcp
-               ENV SERIEMA_THREADS=3)
-if(SERIEMA_MPIRUN)
-  add_test(NAME mp.coroutines.mpirun_np2.shm
-           COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=2
-                   -np 2 $<TARGET_FILE:coroutines_mp_test>)
-  set_tests_properties(mp.coroutines.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
-endif()
+seriema_invoke_api_suite(coroutines)
 
 # Worker-callable quiescence: phases of batched calls that call onward, spawned tasks awaiting
 # deferred replies, the attached-thread refusal; 1 x 3 and 2 x 3 threads over shm, tcp, two
 # emulated machines and mpirun. Then a rank that comes late: quiesce ends by its deadline.
 seriema_mp_executable(quiesce_mp_test quiesce_mp_test.cpp seriema::invoke)
-seriema_mp_run(mp.quiesce.np1.shm EXE quiesce_mp_test NP 1 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.quiesce.np2.shm EXE quiesce_mp_test NP 2 ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.quiesce.np2.tcp EXE quiesce_mp_test NP 2 TLS tcp ENV SERIEMA_THREADS=3)
-seriema_mp_run(mp.quiesce.np2.machines2.tcp EXE quiesce_mp_test NP 2 MACHINES 2 TLS tcp
-               ENV SERIEMA_THREADS=3)
-if(SERIEMA_MPIRUN)
-  add_test(NAME mp.quiesce.mpirun_np2.shm
-           COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=2
-                   -np 2 $<TARGET_FILE:quiesce_mp_test>)
-  set_tests_properties(mp.quiesce.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
-endif()
+seriema_invoke_api_suite(quiesce)
 seriema_mp_executable(quiesce_deadline_mp_test quiesce_deadline_mp_test.cpp seriema::fabric)
 seriema_mp_run(mp.quiesce_deadline.np2.shm EXE quiesce_deadline_mp_test NP 2 TIMEOUT 60
                ENV SERIEMA_THREADS=1)
