@@ -20,11 +20,11 @@ for mode in send write future coroutine sender unpublished; do
   elapsed=$(( $(date +%s) - start ))
   fail() { echo "failure_semantics_test ($mode): $1"; printf '%s\n' "$out" | sed 's/^/    /'; exit 1; }
   [ $rc -ne 124 ] || fail "the job hung (killed after 120 s)"
-  printf '%s\n' "$out" | grep -q "FAILED" && fail "a rank reported a failure"
+  grep -q "FAILED" <<<"$out" && fail "a rank reported a failure"
   for r in 0 2; do
-    printf '%s\n' "$out" | grep -q "rank $r: exiting with status 0" || fail "rank $r did not exit cleanly"
+    grep -q "rank $r: exiting with status 0" <<<"$out" || fail "rank $r did not exit cleanly"
   done
-  printf '%s\n' "$out" | grep -q "rank 1: exiting" && fail "rank 1 survived its kill"
+  grep -q "rank 1: exiting" <<<"$out" && fail "rank 1 survived its kill"
   echo "failure_semantics_test ($mode): $(printf '%s\n' "$out" | grep -m1 -E 'call_returns:|dead sender' | sed 's/^.*rank 0: //') (job: ${elapsed} s)"
   printf '%s\n' "$out" | grep -m1 "rank 2: .* succeeded" | sed "s/^.*rank 2:/failure_semantics_test ($mode): rank 2:/"
 done

@@ -20,13 +20,13 @@ out=$(SERIEMA_FUNCTION_IDS=address launch -np 2 "$exe") || fail "one binary, add
 
 out=$(SERIEMA_FUNCTION_IDS=address launch -np 1 "$exe" : -np 1 "$other") &&
   fail "two binaries with address ids: the job exited 0"
-printf '%s\n' "$out" | grep -q started && fail "two binaries: a rank started"
-printf '%s\n' "$out" | grep -q "another binary" || fail "the refusal does not name the binary"
+grep -q started <<<"$out" && fail "two binaries: a rank started"
+grep -q "another binary" <<<"$out" || fail "the refusal does not name the binary"
 
 out=$(SERIEMA_FUNCTION_IDS=hash launch -np 1 "$exe" : -np 1 "$other") ||
   fail "two builds of one program with hash ids: refused"
 [ "$(printf '%s\n' "$out" | grep -c started)" -eq 2 ] || fail "hash ids: not both ranks started"
 
 out=$(SERIEMA_FUNCTION_IDS=bogus launch -np 2 "$exe") && fail "SERIEMA_FUNCTION_IDS=bogus: exit 0"
-printf '%s\n' "$out" | grep -q "SERIEMA_FUNCTION_IDS=bogus" || fail "bogus: the setting is not named"
+grep -q "SERIEMA_FUNCTION_IDS=bogus" <<<"$out" || fail "bogus: the setting is not named"
 echo "function_ids_test: address ids checked (same binary starts, another binary refused)"

@@ -10,13 +10,13 @@ for policy in retry_async retry; do
   elapsed=$(( $(date +%s) - start ))
   fail() { echo "invoke_peer_death_test ($policy): $1"; printf '%s\n' "$out" | sed 's/^/    /'; exit 1; }
   [ $rc -ne 124 ] || fail "the job hung (killed after 120 s)"
-  printf '%s\n' "$out" | grep -q "rank 0: peer death noticed" || fail "rank 0 did not report the death"
-  printf '%s\n' "$out" | grep -q "rank 0: exiting with status 0" || fail "rank 0 did not exit cleanly"
+  grep -q "rank 0: peer death noticed" <<<"$out" || fail "rank 0 did not report the death"
+  grep -q "rank 0: exiting with status 0" <<<"$out" || fail "rank 0 did not exit cleanly"
   if [ "$policy" = retry ]; then
-    printf '%s\n' "$out" | grep -q "rank 0: retry call .* returned 'destination process failed'" ||
+    grep -q "rank 0: retry call .* returned 'destination process failed'" <<<"$out" ||
       fail "the blocked retry call did not return peer_failed"
   fi
-  printf '%s\n' "$out" | grep -q "FAILED" && fail "rank 0 reported a failure"
+  grep -q "FAILED" <<<"$out" && fail "rank 0 reported a failure"
   blocked=$(printf '%s\n' "$out" | grep -m1 "returned 'destination process failed' after" || true)
   [ -z "$blocked" ] || echo "invoke_peer_death_test ($policy): $blocked"
   echo "invoke_peer_death_test ($policy): $(printf '%s\n' "$out" | grep -m1 'peer death noticed') (job: ${elapsed} s)"

@@ -28,7 +28,7 @@ fail() {
   printf '%s\n' "$out" | sed 's/^/    /'
   exit 1
 }
-has() { printf '%s\n' "$out" | grep -q -e "$1"; }
+has() { grep -q -e "$1" <<<"$out"; }
 say() { printf '%s\n' "$out" | grep -e "$1" | sed "s|^|lifecycle_mpirun_test ($scenario): |"; }
 
 job exit-in-body

@@ -33,7 +33,7 @@ fail() {
   printf '%s\n' "$out" | sed 's/^/    /'
   exit 1
 }
-has() { printf '%s\n' "$out" | grep -q -e "$1"; }
+has() { grep -q -e "$1" <<<"$out"; }
 say() { printf '%s\n' "$out" | grep -e "$1" | sed "s|^|lifecycle_test ($scenario): |"; }
 no_hang_no_failure() {
   [ $rc -ne 124 ] || fail "the job hung (killed after 60 s)"

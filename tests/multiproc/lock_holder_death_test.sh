@@ -11,14 +11,14 @@ out=$(SERIEMA_THREADS=1 timeout 120 "$launcher" -n 3 "$@" --on-failure wait --ta
       "$program" 2>&1); rc=$?
 fail() { echo "lock_holder_death_test: $1"; printf '%s\n' "$out" | sed 's/^/    /'; exit 1; }
 [ $rc -ne 124 ] || fail "the job hung (killed after 120 s)"
-printf '%s\n' "$out" | grep -q "FAILED" && fail "a rank reported a failure"
-printf '%s\n' "$out" | grep -q "rank 2: acquire while the holder is dead ended deadline exceeded" ||
+grep -q "FAILED" <<<"$out" && fail "a rank reported a failure"
+grep -q "rank 2: acquire while the holder is dead ended deadline exceeded" <<<"$out" ||
   fail "the waiter's acquire did not end at its deadline"
 dead_line="rank 2: atomic on the dead rank ended .*(not executed|may have executed)"
-printf '%s\n' "$out" | grep -Eq "$dead_line" ||
+grep -Eq "$dead_line" <<<"$out" ||
   fail "the atomic on the dead rank did not fail"
 for rank in 0 2; do
-  printf '%s\n' "$out" | grep -q "rank $rank: exiting with status 0" ||
+  grep -q "rank $rank: exiting with status 0" <<<"$out" ||
     fail "rank $rank did not exit cleanly"
 done
 printf '%s\n' "$out" | grep -E "rank 2: (acquire|atomic)" | sed 's/^/lock_holder_death_test: /'

@@ -48,6 +48,6 @@ wait $job; rc=$?
 out=$(cat "$control/out")
 fail() { echo "partition_test: $1"; printf '%s\n' "$out" | sed 's/^/    /'; exit 1; }
 [ $rc -ne 124 ] || fail "the job hung (killed after 120 s)"
-printf '%s\n' "$out" | grep -q "FAILED" && fail "rank 0 reported a failure"
+grep -q "FAILED" <<<"$out" && fail "rank 0 reported a failure"
 [ $rc -eq 0 ] || fail "the job failed (status $rc)"
 printf '%s\n' "$out" | grep "rank 0: .*call_returns ended" | sed 's/^.*rank 0: /partition_test: /'

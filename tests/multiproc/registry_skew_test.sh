@@ -5,7 +5,7 @@ set -u
 out=$("$1" -n 2 -- "$2" 2>&1); rc=$?
 fail() { echo "registry_skew_test: $1"; printf '%s\n' "$out" | sed 's/^/    /'; exit 1; }
 [ $rc -ne 0 ] || fail "the job exited 0"
-printf '%s\n' "$out" | grep -q "started" && fail "a rank started despite the skew"
-printf '%s\n' "$out" | grep -q "registries differ" || fail "no message about differing registries"
-printf '%s\n' "$out" | grep -q "rank 1 (3 functions" || fail "the message does not name rank 1"
+grep -q "started" <<<"$out" && fail "a rank started despite the skew"
+grep -q "registries differ" <<<"$out" || fail "no message about differing registries"
+grep -q "rank 1 (3 functions" <<<"$out" || fail "the message does not name rank 1"
 echo "registry_skew_test: refused as expected: $(printf '%s\n' "$out" | grep -m1 'registries differ')"
