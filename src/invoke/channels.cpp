@@ -681,10 +681,7 @@ std::size_t channels::poll(thread_context& self) {
 }
 
 void channels::flush(thread_context&) {
-  for (std::size_t i = 0; i < created_.size(); ++i) {
-    created_[i]->drain();
-    created_[i]->publish();
-  }
+  for (std::size_t i = 0; i < created_.size(); ++i) created_[i]->flush();
 }
 
 std::uint32_t channels::acquire_counter_word() {

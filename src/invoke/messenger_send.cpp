@@ -527,9 +527,16 @@ call_status messenger::queue_record(fabric::function_id function,
   return call_status::ok;
 }
 
+void messenger::flush() {
+  if (!failed_ && !peer_alive()) return;  // failed now, and settled unless a wait is on the stack
+  (void)drain();
+  publish();
+}
+
 std::size_t messenger::drain() {
   if (failed_ && !busy_) settle_failure();
   if (queue_.empty() || busy_ || failed_) return 0;
+  if (!peer_alive()) return 0;  // its queue ends not_executed, not in a dead process's chunks
   std::size_t moved = 0;
   busy_ = true;
   while (!queue_.empty()) {

@@ -164,6 +164,11 @@ class messenger {
   void publish();
   // Moves queued records into the ring while there is room; publishes. Returns records moved.
   std::size_t drain();
+  // The idle flush (channels::flush): drain(), then publish(); but once the runtime knows the
+  // destination dead, fails what is written and unpublished (not_executed) instead of
+  // publishing it into a dead process's memory. (Another thread may have learned the death
+  // before this thread's poll noticed it: its calls provably did not run all the same.)
+  void flush();
 
   bool listed_as_queued = false;  // in channels' list of messengers with a queue (owner: channels)
 
