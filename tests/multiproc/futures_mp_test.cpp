@@ -328,6 +328,20 @@ TEST(Futures, ContinuationsAndCombinators) {
     std::vector<std::uint64_t> values = invoke::when_all(me, std::move(many)).get();
     ASSERT_EQ(values.size(), 64u);
     for (std::uint64_t i = 0; i < 64; ++i) EXPECT_EQ(values[i], i * 1000 + i % me.thread_count());
+    // A failure ends it as the first failed future in order (call 3), after every call ended;
+    // the later failure (call 5) counts as looked at, so nothing is reported unobserved.
+    const std::uint64_t unobserved = test::rt().counters().failed_futures_unobserved.load();
+    std::vector<invoke::future<int>> some;
+    for (int i = 0; i < 8; ++i) {
+      some.push_back(invoke::call_return<channel::write, invoke::policy::retry>(
+          me, dest, [i]() -> int {
+            if (i == 3) throw std::out_of_range("third");
+            if (i == 5) throw std::invalid_argument("fifth");
+            return i;
+          }));
+    }
+    EXPECT_THROW((void)invoke::when_all(me, std::move(some)).get(), std::out_of_range);
+    EXPECT_EQ(test::rt().counters().failed_futures_unobserved.load(), unobserved);
     // Variadic when_all of different types.
     auto [number, text] =
         invoke::when_all(invoke::call_return<channel::send>(me, dest, [] { return 5; }),

@@ -634,29 +634,39 @@ struct when_all_node : combinator<when_all_node<T...>> {
   }
 };
 
-/// when_all over a vector of futures of one type: waits for them in order.
+/// when_all over a vector of futures of one type: waits for them in order, and settles each
+/// one as it is found ended (its value taken, its record given back while its lines are in
+/// cache: one pass over the futures, as a loop over hand-polled slots makes).
 template <class T>
 struct when_all_vector_node : combinator<when_all_vector_node<T>> {
+  static constexpr std::size_t none_failed = static_cast<std::size_t>(-1);
   std::vector<future<T>> children;
-  std::size_t next = 0;  ///< the first future not known to have ended
+  std::vector<value_of<T>> values;  ///< of the futures before `next`, while none failed
+  std::size_t next = 0;             ///< the first future not known to have ended
+  std::size_t failed = none_failed; ///< the first that failed (kept for its failure)
 
   bool advance() {
     for (; next < children.size(); ++next) {
       if (!this->table->ended(*children[next].record())) return false;
       this->table->note_advanced();
+      settle(children[next]);
     }
-    finish();
+    if (failed != none_failed) {
+      fail_like(*this->table, *this->out, *children[failed].record());
+    } else {
+      fulfil<std::vector<value_of<T>>>(*this->table, *this->out, std::move(values));
+    }
     return this->done();
   }
-  void finish() {
-    for (auto& f : children) {
-      f.record()->observed = true;
-      if (f.record()->outcome() != outcome::done) return fail_like(*this->table, *this->out, *f.record());
+  void settle(future<T>& f) {
+    future_record& r = *f.record();
+    r.observed = true;
+    if (failed == none_failed && r.outcome() != outcome::done) {
+      failed = next;
+      return;
     }
-    std::vector<value_of<T>> values;
-    values.reserve(children.size());
-    for (auto& f : children) values.push_back(take_value<value_of<T>>(*f.record()));
-    fulfil<std::vector<value_of<T>>>(*this->table, *this->out, std::move(values));
+    if (failed == none_failed) values.push_back(take_value<value_of<T>>(r));
+    f = future<T>{};  // its record goes back now
   }
 };
 
@@ -703,6 +713,7 @@ future<std::vector<detail::value_of<T>>> when_all(thread_context& self,
   auto out = detail::make_local_future<std::vector<detail::value_of<T>>>(table);
   auto* node = new detail::when_all_vector_node<T>;
   node->children = std::move(futures);
+  node->values.reserve(node->children.size());
   detail::when_all_vector_node<T>::install(node, *out.record(), table);
   return out;
 }
