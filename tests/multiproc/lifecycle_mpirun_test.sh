@@ -8,28 +8,12 @@
 set -u
 mpirun=$1
 program=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export SERIEMA_THREADS=1
-unset SERIEMA_TIMEOUT
-
-job() {
-  scenario=$1
-  shift
-  rm -f "$work"/marker*
-  local start=$SECONDS
-  out=$(timeout 60 "$mpirun" --allow-run-as-root --oversubscribe -np 3 -x SERIEMA_THREADS "$@" \
-          "$program" "$scenario" "$work/marker" 2>&1)
-  rc=$?
-  elapsed=$((SECONDS - start))
+test_name=lifecycle_mpirun_test
+command_line() {
+  cmd=("$mpirun" --allow-run-as-root --oversubscribe -np 3 -x SERIEMA_THREADS "${@:3}" "$program"
+       "$1" "$2")
 }
-fail() {
-  echo "lifecycle_mpirun_test ($scenario): $1"
-  printf '%s\n' "$out" | sed 's/^/    /'
-  exit 1
-}
-has() { grep -q -e "$1" <<<"$out"; }
-say() { printf '%s\n' "$out" | grep -e "$1" | sed "s|^|lifecycle_mpirun_test ($scenario): |"; }
+source "$(dirname "$0")/lifecycle_common.sh"
 
 job exit-in-body
 [ $rc -ne 124 ] || fail "the job hung (killed after 60 s)"

@@ -13,28 +13,9 @@ set -u
 launcher=$1
 program=$2
 shift 2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export SERIEMA_THREADS=1
-unset SERIEMA_TIMEOUT
-
-# job <scenario> [launcher options...]: runs the scenario; sets out, rc and elapsed.
-job() {
-  scenario=$1
-  shift
-  rm -f "$work"/marker*
-  local start=$SECONDS
-  out=$(timeout 60 "$launcher" -n 3 "$@" --tag-output -- "$program" "$scenario" "$work/marker" 2>&1)
-  rc=$?
-  elapsed=$((SECONDS - start))
-}
-fail() {
-  echo "lifecycle_test ($scenario): $1"
-  printf '%s\n' "$out" | sed 's/^/    /'
-  exit 1
-}
-has() { grep -q -e "$1" <<<"$out"; }
-say() { printf '%s\n' "$out" | grep -e "$1" | sed "s|^|lifecycle_test ($scenario): |"; }
+test_name=lifecycle_test
+command_line() { cmd=("$launcher" -n 3 "${@:3}" --tag-output -- "$program" "$1" "$2"); }
+source "$(dirname "$0")/lifecycle_common.sh"
 no_hang_no_failure() {
   [ $rc -ne 124 ] || fail "the job hung (killed after 60 s)"
   if has "FAILED"; then fail "a rank reported a failure"; fi
