@@ -12,7 +12,6 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
-#include <seriema/fabric/detail/returning_call.hpp>
 #include <seriema/fabric/detail/scratch.hpp>
 #include <optional>
 
@@ -196,8 +195,25 @@ std::size_t inbound_channel::run_range(thread_context& self, chunk& c, std::uint
 }
 
 std::size_t inbound_channel::run_returning(thread_context& self, const wire::parsed_record& rec) {
-  fabric::detail::returning_call returning(*rec.entry, rec.reply.slot, rec.reply.generation);
-  fabric::invocation call = returning.make(self, sender_, rec.buffer);
+  alignas(16) std::byte result[256];
+  std::vector<std::byte> big_result;
+  std::span<std::byte> result_span;
+  if (rec.entry->result_size != fabric::variable_result_size) {
+    if (rec.entry->result_size <= sizeof result) {
+      result_span = {result, rec.entry->result_size};
+    } else {
+      big_result.resize(rec.entry->result_size);
+      result_span = big_result;
+    }
+  }
+  fabric::reply_channel reply{rec.reply.slot, rec.reply.generation};
+  // A serialized value's bytes, kept until the reply went: its send may wait for room and run
+  // calls meanwhile, whose replies lease buffers of their own.
+  std::optional<fabric::detail::scratch_lease> reply_bytes;
+  if (rec.entry->result_size == fabric::variable_result_size) {
+    reply.storage = &reply_bytes.emplace().bytes();
+  }
+  fabric::invocation call{&self, sender_, rec.buffer, result_span, &reply};
   {
     // Counted once the function returned or threw (see run_repeated).
     on_exit counted{[&] {
@@ -216,7 +232,7 @@ std::size_t inbound_channel::run_returning(thread_context& self, const wire::par
     }
   }
   // The wrapper may have pointed the result at bytes of its own (a serialized value).
-  detail::finish_reply(self, sender_, returning.reply(), call.result);
+  detail::finish_reply(self, sender_, reply, call.result);
   if ((rec.header.flags & wire::flag_notify) != 0) notify(self, rec.notify.counter, wire::count_down_one);
   return 1;
 }

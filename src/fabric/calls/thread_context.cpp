@@ -11,7 +11,6 @@
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
-#include <seriema/fabric/detail/returning_call.hpp>
 #include <seriema/fabric/detail/scratch.hpp>
 #include "runtime/runtime_internal.hpp"
 #include <seriema/fabric/thread_context.hpp>
@@ -692,8 +691,21 @@ void thread_context::run_returning(thread_context& self, call_queue::item& item,
   runtime& rt = self.rt_;
   const call_header& h = item.header;
   std::byte* payload = item.payload();
-  detail::returning_call returning(entry, h.reply_slot, h.reply_generation);
-  invocation call = returning.make(self, h.source, {payload + h.closure_size, h.buffer_size});
+  alignas(16) std::byte result[256];
+  std::vector<std::byte> big_result;
+  std::span<std::byte> result_span;
+  if (entry.result_size != variable_result_size) {
+    if (entry.result_size <= sizeof result) {
+      result_span = {result, entry.result_size};
+    } else {
+      big_result.resize(entry.result_size);
+      result_span = big_result;
+    }
+  }
+  reply_channel reply{h.reply_slot, h.reply_generation};
+  std::optional<detail::scratch_lease> reply_bytes;  // a serialized value's, until it went
+  if (entry.result_size == variable_result_size) reply.storage = &reply_bytes.emplace().bytes();
+  invocation call{&self, h.source, {payload + h.closure_size, h.buffer_size}, result_span, &reply};
   try {
     thread_context::deferring_scope running(self);
     entry.invoke(payload, call);
@@ -706,7 +718,7 @@ void thread_context::run_returning(thread_context& self, call_queue::item& item,
   }
   rt.counters().executed.fetch_add(1, std::memory_order_relaxed);
   // The wrapper may have pointed the result at bytes of its own (a serialized value).
-  self.finish_reply(h.source, h.function, returning.reply(), call.result);
+  self.finish_reply(h.source, h.function, reply, call.result);
 }
 
 std::size_t thread_context::poll() {
