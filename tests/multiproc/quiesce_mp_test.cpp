@@ -127,6 +127,25 @@ TEST(Quiesce, SpawnedTasksAndDeferredRepliesFinishBeforeItReturns) {
 }
 
 // Only run()'s workers may call it.
+// Workers already in quiesce keep answering: thread 0 reaches it late, after asking every other
+// worker for a value. The last worker of each other process to arrive leads its process's
+// job-wide rounds and waits there for thread 0's process; it must still run thread 0's calls
+// (before, it did not: thread 0 waited for a reply that the leader would only send after
+// thread 0 had joined, and the job stalled until the deadline).
+TEST(Quiesce, WorkersInsideItAnswerAWorkerThatHasNotArrived) {
+  test::rt().run([&](thread_context& me) {
+    if (me.id() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the others are inside
+      for (fabric::thread_id t = 1; t < me.thread_count(); ++t) {
+        auto answer = invoke::call_return<channel::send>(
+            me, t, [](thread_context& self) { return std::uint64_t{self.id()} * 3; });
+        EXPECT_EQ(answer.get(), std::uint64_t{t} * 3);
+      }
+    }
+    me.quiesce(std::chrono::seconds(30));
+  });
+}
+
 TEST(Quiesce, AnAttachedThreadIsRefused) {
   std::atomic<bool> refused{false};
   test::rt().run([&](thread_context& me) {

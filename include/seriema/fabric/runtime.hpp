@@ -381,8 +381,11 @@ class runtime {
   /// epochs no longer agree across ranks, so every later collective throws this at once.
   std::string collectives_broken_;
   /// The collective at the core of barrier() and allreduce_sum(); `what` names it in errors.
+  /// A worker that takes part itself (quiesce's leader) passes its context as `serving`: it
+  /// keeps running the calls sent to it while it waits, since a worker that has not reached the
+  /// collective yet may be waiting for one of their replies.
   std::uint64_t collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
-                               const char* what);
+                               const char* what, thread_context* serving = nullptr);
   /// Sends a collective's message to rank `to` by `deadline` (else breaks the collectives); throws
   /// seriema::error when `to` failed. Messages UCX could not take at once wait in
   /// barrier_staged_ (one per rank), so a deadline can leave them to UCX.

@@ -98,8 +98,10 @@ void runtime::lead_quiescence(thread_context& self, quiescence& q,
             "what they sent",
             what, rank(), seconds_since(started)));
       }
-      const std::uint64_t sent = collective_sum(messages_sent(), deadline, what);
-      const std::uint64_t consumed = collective_sum(messages_consumed(), deadline, what);
+      // Serving meanwhile: a worker elsewhere that has not reached quiesce yet may be waiting
+      // for the reply of a call it sent to this one.
+      const std::uint64_t sent = collective_sum(messages_sent(), deadline, what, &self);
+      const std::uint64_t consumed = collective_sum(messages_consumed(), deadline, what, &self);
       if (sent == consumed && sent == last_sent) break;
       last_sent = sent;
     }

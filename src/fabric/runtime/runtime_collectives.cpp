@@ -158,7 +158,7 @@ void runtime::throw_if_peers_failed(const char* what) {
 }
 
 std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_point deadline,
-                                      const char* what) {
+                                      const char* what, thread_context* serving) {
   if (!collectives_broken_.empty()) {
     throw deadline_error(fmt::format(
         "{} on rank {}: refused, an earlier collective of this job passed its deadline, so the "
@@ -175,6 +175,7 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
     return std::chrono::duration<double>(deadline_clock::now() - started).count();
   };
   auto check_peers = [&] {
+    if (serving != nullptr) (void)serving->poll();
     throw_if_peers_failed(what);
     return false;
   };
