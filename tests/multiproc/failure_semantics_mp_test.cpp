@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/broken_job.hpp"
 #include "support/report_failure.hpp"
 #include "support/transports.hpp"
 
@@ -435,21 +436,7 @@ int main(int argc, char** argv) {
     }
     fmt::print("rank {}: run ended: {}\n", rt.rank(), ended);
     if (ended.find("rank 1") == std::string::npos) fail("run() did not name the dead rank 1");
-    // Rank 0 stays until rank 2 left its run(): an exit now would be a second death for rank 2.
-    const std::string rank2_done = std::string(marker_path) + ".rank2-done";
-    if (rt.rank() == 2) std::ofstream(rank2_done) << "done\n";
-    if (rt.rank() == 0) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (!std::ifstream(rank2_done) && std::chrono::steady_clock::now() < until) {
-        rt.progress_shared();  // rank 2's last messages to us need our progress (tcp)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    const int status = failures.load() == 0 ? 0 : 1;
-    fmt::print("rank {}: exiting with status {}\n", rt.rank(), status);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(status);  // the job is broken (a rank died): no collective shutdown
+    test::leave_broken_job(rt, marker_path);
   } catch (const std::exception& e) {
     fmt::print(stderr, "failure semantics test: {}\n", e.what());
     return 1;

@@ -1,0 +1,5 @@
+// The containers module: distributed data structures partitioned over the worker threads of a
+// job (docs/containers.md). Link seriema::containers.
+#pragma once
+
+#include <seriema/containers/map.hpp>

@@ -1,0 +1,28 @@
+# The containers module: map operations of every kind (trivially copyable and serialized keys
+# and values), from every worker to every other; 1 process x 3 threads, 2 x 3 over shm, tcp and
+# 2 emulated machines, under mpirun, and 4 processes x 1 thread.
+seriema_mp_executable(containers_map_mp_test containers/map_mp_test.cpp seriema::containers)
+seriema_invoke_api_suite(containers_map)
+seriema_mp_run(mp.containers_map.np4.shm EXE containers_map_mp_test NP 4 ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.containers_map.np4.machines2.tcp EXE containers_map_mp_test NP 4 MACHINES 2
+               TLS tcp ENV SERIEMA_THREADS=1)
+
+# An owner's process killed after a barrier: 3 processes x 1 thread over shm and tcp, and over
+# tcp across 3 emulated machines.
+seriema_mp_executable(containers_map_failure_mp_test containers/map_failure_mp_test.cpp
+                      seriema::containers)
+foreach(variant default tcp machines3.tcp)
+  set(extra "")
+  if(variant STREQUAL "machines3.tcp")
+    set(extra --machines 3)
+  endif()
+  add_test(NAME mp.containers_map_failure.np3.${variant}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/containers/map_failure_test.sh
+                   $<TARGET_FILE:seriema-run> $<TARGET_FILE:containers_map_failure_mp_test> ${extra})
+  set_tests_properties(mp.containers_map_failure.np3.${variant} PROPERTIES LABELS multiproc
+                       TIMEOUT 300)
+  if(variant MATCHES "tcp$")
+    set_tests_properties(mp.containers_map_failure.np3.${variant} PROPERTIES
+                         ENVIRONMENT "UCX_TLS=tcp,self")
+  endif()
+endforeach()

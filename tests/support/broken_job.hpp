@@ -1,0 +1,38 @@
+// The end of a 3-rank test program whose rank 1 died (no collective shutdown is possible): rank 2
+// says it is done, rank 0 waits for that (an exit of rank 0 before would be a second death for
+// rank 2), and each survivor prints its exit status and leaves at once.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <seriema/fabric/runtime.hpp>
+#include <string>
+#include <thread>
+
+#include "support/report_failure.hpp"
+
+namespace seriema::test {
+
+// `marker`: a path both survivors can see (rank 2 creates `marker`.rank2-done).
+[[noreturn]] inline void leave_broken_job(fabric::runtime& rt, const std::string& marker) {
+  const std::string rank2_done = marker + ".rank2-done";
+  if (rt.rank() == 2) std::ofstream(rank2_done) << "done\n";
+  if (rt.rank() == 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!std::ifstream(rank2_done) && std::chrono::steady_clock::now() < until) {
+      rt.progress_shared();  // rank 2's last messages to us need our progress (tcp)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  const int status = failures.load() == 0 ? 0 : 1;
+  fmt::print("rank {}: exiting with status {}\n", rt.rank(), status);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(status);
+}
+
+}  // namespace seriema::test
