@@ -2,4 +2,5 @@
 // job (docs/containers.md). Link seriema::containers.
 #pragma once
 
+#include <seriema/containers/counting_set.hpp>
 #include <seriema/containers/map.hpp>

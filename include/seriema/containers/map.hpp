@@ -78,6 +78,8 @@ class map {
   map(const map&) = delete;
   map& operator=(const map&) = delete;
 
+  /// The worker that made this object (the only one that uses it).
+  [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// The worker thread that owns `key`.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
     return static_cast<thread_id>(Hash{}(key) % self_.thread_count());

@@ -7,6 +7,14 @@ seriema_mp_run(mp.containers_map.np4.shm EXE containers_map_mp_test NP 4 ENV SER
 seriema_mp_run(mp.containers_map.np4.machines2.tcp EXE containers_map_mp_test NP 4 MACHINES 2
                TLS tcp ENV SERIEMA_THREADS=1)
 
+# counting_set: a skewed stream counted from every worker, with the sender-side cache (1024
+# slots, one slot) and without; the same placements as the map.
+seriema_mp_executable(containers_counting_set_mp_test containers/counting_set_mp_test.cpp
+                      seriema::containers)
+seriema_invoke_api_suite(containers_counting_set)
+seriema_mp_run(mp.containers_counting_set.np4.machines2.tcp EXE containers_counting_set_mp_test
+               NP 4 MACHINES 2 TLS tcp ENV SERIEMA_THREADS=1)
+
 # An owner's process killed after a barrier: 3 processes x 1 thread over shm and tcp, and over
 # tcp across 3 emulated machines.
 seriema_mp_executable(containers_map_failure_mp_test containers/map_failure_mp_test.cpp
