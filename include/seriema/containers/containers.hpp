@@ -2,5 +2,6 @@
 // job (docs/containers.md). Link seriema::containers.
 #pragma once
 
+#include <seriema/containers/array.hpp>
 #include <seriema/containers/counting_set.hpp>
 #include <seriema/containers/map.hpp>

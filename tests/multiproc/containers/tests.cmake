@@ -15,6 +15,12 @@ seriema_invoke_api_suite(containers_counting_set)
 seriema_mp_run(mp.containers_counting_set.np4.machines2.tcp EXE containers_counting_set_mp_test
                NP 4 MACHINES 2 TLS tcp ENV SERIEMA_THREADS=1)
 
+# array: block and cyclic, sums from every worker, strings, fewer elements than workers.
+seriema_mp_executable(containers_array_mp_test containers/array_mp_test.cpp seriema::containers)
+seriema_invoke_api_suite(containers_array)
+seriema_mp_run(mp.containers_array.np4.machines2.tcp EXE containers_array_mp_test NP 4
+               MACHINES 2 TLS tcp ENV SERIEMA_THREADS=1)
+
 # An owner's process killed after a barrier: 3 processes x 1 thread over shm and tcp, and over
 # tcp across 3 emulated machines.
 seriema_mp_executable(containers_map_failure_mp_test containers/map_failure_mp_test.cpp
