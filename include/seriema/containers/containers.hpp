@@ -5,3 +5,4 @@
 #include <seriema/containers/array.hpp>
 #include <seriema/containers/counting_set.hpp>
 #include <seriema/containers/map.hpp>
+#include <seriema/containers/set.hpp>

@@ -21,6 +21,10 @@ seriema_invoke_api_suite(containers_array)
 seriema_mp_run(mp.containers_array.np4.machines2.tcp EXE containers_array_mp_test NP 4
                MACHINES 2 TLS tcp ENV SERIEMA_THREADS=1)
 
+# set: overlapping inserts and erases from every worker, integer and string keys.
+seriema_mp_executable(containers_set_mp_test containers/set_mp_test.cpp seriema::containers)
+seriema_invoke_api_suite(containers_set)
+
 # An owner's process killed after a barrier: 3 processes x 1 thread over shm and tcp, and over
 # tcp across 3 emulated machines.
 seriema_mp_executable(containers_map_failure_mp_test containers/map_failure_mp_test.cpp
