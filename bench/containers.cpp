@@ -1,0 +1,148 @@
+// containers: updates per second of two irregular kernels written on seriema's distributed
+// containers, against the same kernels written directly on MPI (bench/mpi_containers.cpp, run by
+// bench/run-containers.sh in the same run). histogram: every worker adds 1 to `updates` random
+// buckets of an array (cyclic); random_access: HPCC RandomAccess, every worker's share of the
+// 4 x 2^n updates T[r mod 2^n] ^= r sent to the word's owner. Each repetition is timed from the
+// first update to the barrier after the last (every update applied), and checked (the histogram
+// sums to the updates made; the table's xor to the updates' xor).
+//   SERIEMA_THREADS=1 seriema-run -n 2 -- containers --kernel histogram --json out.json
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <seriema/containers/containers.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "containers_kernels.hpp"
+#include "json_report.hpp"
+
+using namespace seriema;
+using fabric::thread_context;
+
+namespace {
+
+struct options {
+  std::string kernel = "histogram";
+  std::uint64_t updates = 1 << 20;  // per worker (histogram)
+  std::uint64_t buckets = 1 << 16;
+  int log2_table = 20;              // random_access: 2^n words, 4 x 2^n updates in all
+  int reps = 3;
+  std::string transport;
+  std::string json;
+};
+
+// kernel:histogram begin
+void histogram(thread_context& me, const options& opt, bool& ok) {
+  containers::array<std::uint64_t> counts(me, opt.buckets, containers::distribution::cyclic);
+  for (std::uint64_t k = 0; k < opt.updates; ++k) {
+    (void)counts.add(bench::histogram_key(me.id(), k, opt.buckets), 1);
+  }
+  counts.barrier();
+  // kernel:histogram end
+  std::uint64_t sum = 0;
+  for (std::uint64_t c : counts.local()) sum += c;
+  ok = sum == bench::histogram_local_expectation(me.id(), me.thread_count(), opt.updates,
+                                                  opt.buckets);
+  counts.barrier();
+}
+
+// kernel:random_access begin
+void random_access(thread_context& me, const options& opt, bool& ok) {
+  const std::uint64_t size = std::uint64_t{1} << opt.log2_table;
+  containers::array<std::uint64_t> table(me, size);
+  const auto [first, count] = bench::share_of(4 * size, me.id(), me.thread_count());
+  std::uint64_t r = bench::hpcc_stream_at(first);
+  for (std::uint64_t k = 0; k < count; ++k) {
+    r = bench::hpcc_next(r);
+    (void)table.visit(r & (size - 1), [](std::uint64_t, std::uint64_t& word,
+                                         std::uint64_t& value) { word ^= value; }, r);
+  }
+  table.barrier();
+  // kernel:random_access end
+  std::uint64_t xor_of_table = 0;
+  for (std::uint64_t w : table.local()) xor_of_table ^= w;
+  containers::array<std::uint64_t> xors(me, me.thread_count(), containers::distribution::cyclic);
+  xors.local()[0] = xor_of_table;
+  xors.barrier();
+  if (me.id() == 0) {
+    std::uint64_t job = 0;
+    for (std::uint64_t x : xors.gather()) job ^= x;
+    ok = job == bench::hpcc_xor_of_updates(4 * size);
+  }
+  xors.barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  options opt;
+  CLI::App app{"containers: updates/s of histogram and HPCC RandomAccess on seriema's containers"};
+  app.add_option("--kernel", opt.kernel, "histogram or random_access")
+      ->check(CLI::IsMember({"histogram", "random_access"}));
+  app.add_option("--updates", opt.updates, "histogram: updates per worker");
+  app.add_option("--buckets", opt.buckets, "histogram: buckets")->check(CLI::PositiveNumber);
+  app.add_option("--log2-table", opt.log2_table, "random_access: log2 of the table's words")
+      ->check(CLI::Range(8, 30));
+  app.add_option("--reps", opt.reps, "timed repetitions (median reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--transport", opt.transport, "label for the output (shm, tcp)");
+  app.add_option("--json", opt.json, "write results here (rank 0)");
+  CLI11_PARSE(app, argc, argv);
+
+  fabric::runtime rt;
+  std::vector<double> seconds;
+  bool all_ok = true;
+  std::uint64_t total_updates = 0;
+  for (int rep = 0; rep < opt.reps; ++rep) {
+    double elapsed = 0;
+    rt.run([&](thread_context& me) {
+      bool ok = true;
+      me.quiesce();  // every worker starts together
+      const auto start = std::chrono::steady_clock::now();
+      if (opt.kernel == "histogram") {
+        histogram(me, opt, ok);
+      } else {
+        random_access(me, opt, ok);
+      }
+      if (me.id() == 0) {
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        total_updates = opt.kernel == "histogram" ? opt.updates * me.thread_count()
+                                                  : 4 * (std::uint64_t{1} << opt.log2_table);
+      }
+      if (!ok) {
+        fmt::print(stderr, "containers: thread {}: the {} result is wrong\n", me.id(), opt.kernel);
+        all_ok = false;
+      }
+    });
+    if (rt.rank() == 0) seconds.push_back(elapsed);
+  }
+  if (rt.rank() == 0) {
+    const double median_s = bench::median(seconds);
+    const double rate = static_cast<double>(total_updates) / median_s;
+    fmt::print("containers [{}] {}: {} processes x {} threads, {} updates, median {:.4f} s = "
+               "{:.2f} M updates/s ({})\n",
+               opt.transport, opt.kernel, rt.size(), rt.options().threads_per_process,
+               total_updates, median_s, rate / 1e6, all_ok ? "checked" : "WRONG RESULT");
+    if (!opt.json.empty()) {
+      bench::report_json report;
+      report["benchmark"] = "containers";
+      report["kernel"] = opt.kernel;
+      report["transport"] = opt.transport;
+      report["processes"] = rt.size();
+      report["threads_per_process"] = rt.options().threads_per_process;
+      report["updates"] = total_updates;
+      report["seconds"] = bench::rounded_array(seconds, 6);
+      report["median_updates_per_s"] = bench::rounded(rate, 0);
+      report["checked"] = all_ok;
+      bench::write_report(opt.json, report);
+    }
+  }
+  return all_ok ? 0 : 1;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "containers: {}\n", e.what());
+  return 1;
+}
