@@ -38,7 +38,7 @@ enum class distribution : std::uint8_t {
 template <class T, invoke::channel C = invoke::channel::trad, class Policy = invoke::policy::retry>
 class array {
  public:
-  using value_type = T;
+  using value_type = T;  ///< the elements
 
   /// Makes this worker's elements and waits until every worker made its own (a job-wide
   /// quiesce, by `deadline` at the latest).

@@ -31,6 +31,7 @@ using invoke::call_status;
 /// by splitmix64's finalizer, so that consecutive integer keys spread over every owner.
 template <class K>
 struct owner_hash {
+  /// The key's 64-bit hash (its owner is this modulo the number of workers).
   std::uint64_t operator()(const K& key) const noexcept {
     auto x = static_cast<std::uint64_t>(std::hash<K>{}(key));
     x ^= x >> 30;
@@ -57,8 +58,8 @@ template <class K, class V, class Hash = owner_hash<K>, invoke::channel C = invo
           class Policy = invoke::policy::retry>
 class map {
  public:
-  using key_type = K;
-  using mapped_type = V;
+  using key_type = K;     ///< the keys
+  using mapped_type = V;  ///< the values
 
   /// Makes this worker's part and waits until every worker made its own (a job-wide quiesce,
   /// by `deadline` at the latest: throws as quiesce does).

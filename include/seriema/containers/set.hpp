@@ -19,7 +19,7 @@ template <class K, class Hash = owner_hash<K>, invoke::channel C = invoke::chann
           class Policy = invoke::policy::retry>
 class set {
  public:
-  using key_type = K;
+  using key_type = K;  ///< the keys
 
   /// Collective, as map's constructor.
   explicit set(thread_context& self,
