@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <seriema/base/error.hpp>
+#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/invoke.hpp>
@@ -114,15 +115,8 @@ class array {
   /// The whole array in index order (asks every worker; meaningful after a barrier).
   std::vector<T> gather(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     const std::uint32_t id = id_;
-    std::vector<invoke::future<std::vector<T>>> parts;
-    parts.reserve(workers_);
-    for (thread_id t = 0; t < workers_; ++t) {
-      parts.push_back(invoke::call_return<invoke::channel::send>(
-          self_, t, [id](thread_context& s) { return part_of(s, id).local_; }));
-    }
-    auto all = invoke::when_all(self_, std::move(parts));
-    (void)all.wait(deadline);
-    std::vector<std::vector<T>> by_worker = all.get();
+    std::vector<std::vector<T>> by_worker = detail::ask_every_worker(
+        self_, [id](thread_context& s) { return part_of(s, id).local_; }, deadline);
     std::vector<T> out(static_cast<std::size_t>(size_));
     for (thread_id t = 0; t < workers_; ++t) {
       for (std::uint64_t k = 0; k < by_worker[t].size(); ++k) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <seriema/containers/array.hpp>
+#include <seriema/containers/bag.hpp>
 #include <seriema/containers/counting_set.hpp>
 #include <seriema/containers/map.hpp>
 #include <seriema/containers/set.hpp>

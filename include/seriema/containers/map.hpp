@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <seriema/base/error.hpp>
+#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/invoke.hpp>
@@ -261,17 +262,9 @@ class map {
   // first failure as future::get does).
   template <class Ask>
   auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
-    using R = decltype(ask(std::declval<map&>()));
     const std::uint32_t id = id_;
-    std::vector<invoke::future<R>> answers;
-    answers.reserve(self_.thread_count());
-    for (thread_id t = 0; t < self_.thread_count(); ++t) {
-      answers.push_back(invoke::call_return<invoke::channel::send>(
-          self_, t, [id, ask](thread_context& s) { return ask(part_of(s, id)); }));
-    }
-    auto all = invoke::when_all(self_, std::move(answers));
-    (void)all.wait(deadline);
-    return all.get();
+    return detail::ask_every_worker(
+        self_, [id, ask](thread_context& s) { return ask(part_of(s, id)); }, deadline);
   }
 
   thread_context& self_;

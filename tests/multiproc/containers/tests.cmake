@@ -25,6 +25,10 @@ seriema_mp_run(mp.containers_array.np4.machines2.tcp EXE containers_array_mp_tes
 seriema_mp_executable(containers_set_mp_test containers/set_mp_test.cpp seriema::containers)
 seriema_invoke_api_suite(containers_set)
 
+# bag: round-robin inserts, gather, rebalance of a lopsided bag, integer and string values.
+seriema_mp_executable(containers_bag_mp_test containers/bag_mp_test.cpp seriema::containers)
+seriema_invoke_api_suite(containers_bag)
+
 # An owner's process killed after a barrier: 3 processes x 1 thread over shm and tcp, and over
 # tcp across 3 emulated machines.
 seriema_mp_executable(containers_map_failure_mp_test containers/map_failure_mp_test.cpp
