@@ -40,7 +40,9 @@ void every_worker_adds(thread_context& me, std::uint64_t size, distribution how)
   for (std::uint64_t i = 0; i < size; ++i) ASSERT_EQ(a.add(i, i + 1), call_status::ok);
   a.barrier();
   const std::uint64_t workers = me.thread_count();
-  if (size > 0) EXPECT_EQ(a.get(size - 1).get(), workers * size);
+  if (size > 0) {
+    EXPECT_EQ(a.get(size - 1).get(), workers * size);
+  }
   if (me.id() == 0) {
     const std::vector<std::uint64_t> all = a.gather();
     ASSERT_EQ(all.size(), size);

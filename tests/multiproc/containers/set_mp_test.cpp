@@ -44,7 +44,9 @@ void insert_erase_check(thread_context& me, MakeKey make_key) {
   }
   s.barrier();  // every insert before any erase
   for (std::uint64_t k = t * 100; k < t * 100 + keys_per_worker; ++k) {
-    if (k % 7 == 0) ASSERT_EQ(s.erase(make_key(k)), call_status::ok);
+    if (k % 7 == 0) {
+      ASSERT_EQ(s.erase(make_key(k)), call_status::ok);
+    }
   }
   s.barrier();
   const auto expected = expected_keys(me.thread_count());
