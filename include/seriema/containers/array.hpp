@@ -46,18 +46,11 @@ class array {
   array(thread_context& self, std::uint64_t size, distribution how = distribution::block,
         fabric::deadline_clock::time_point deadline = fabric::no_deadline)
       : self_(self), size_(size), how_(how), workers_(self.thread_count()),
-        table_(detail::containers_of(self)), id_(table_.add(this)),
-        local_(static_cast<std::size_t>(count_of(self.id()))) {
-    try {
-      self_.quiesce(deadline);
-    } catch (...) {
-      table_.remove(id_);
-      throw;
-    }
-  }
+        local_(static_cast<std::size_t>(count_of(self.id()))),
+        registration_(self, this, deadline) {}
   /// Leaves the job's array: operations that reach this part later are dropped and counted
   /// (call barrier() first when updates may still be on their way).
-  ~array() { table_.remove(id_); }
+  ~array() = default;
   array(const array&) = delete;
   array& operator=(const array&) = delete;
 
@@ -106,7 +99,7 @@ class array {
     check(i);
     const thread_id dest = owner(i);
     if (dest == self_.id()) return invoke::make_ready_future(self_, T(local_[slot_of(i)]));
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     return invoke::call_return<C, Policy>(self_, dest, [id, i](thread_context& s) {
       array& a = part_of(s, id);
       return T(a.local_[a.slot_of(i)]);
@@ -114,7 +107,7 @@ class array {
   }
   /// The whole array in index order (asks every worker; meaningful after a barrier).
   std::vector<T> gather(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     std::vector<std::vector<T>> by_worker = detail::ask_every_worker(
         self_, [id](thread_context& s) { return part_of(s, id).local_; }, deadline);
     std::vector<T> out(static_cast<std::size_t>(size_));
@@ -155,12 +148,7 @@ class array {
     }
   }
   static array& part_of(thread_context& s, std::uint32_t id) {
-    array* a = detail::containers_of(s).template find<array>(id);
-    if (a == nullptr) {
-      throw error("containers::array: this array does not exist on the owner thread "
-                  "(destroyed, or the threads made their containers in different orders)");
-    }
-    return *a;
+    return detail::part_of<array>(s, id, "array");
   }
   // Runs at(a[i], vals...) at i's owner: here at once, or as a call carrying `at` and the
   // values in its closure (all trivially copyable) or serialized as its arguments.
@@ -172,7 +160,7 @@ class array {
       at(local_[slot_of(i)], vals...);
       return call_status::ok;
     }
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     auto apply = [id, i, at](thread_context& s, const Vals&... v) {
       if (array* a = detail::containers_of(s).template find<array>(id)) {
         at(a->local_[a->slot_of(i)], v...);
@@ -191,9 +179,8 @@ class array {
   std::uint64_t size_;
   distribution how_;
   thread_id workers_;
-  detail::container_table& table_;
-  std::uint32_t id_;
   std::vector<T> local_;
+  detail::registration<array> registration_;  // last: made after, and gone before, the rest
 };
 
 }  // namespace seriema::containers

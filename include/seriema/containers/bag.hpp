@@ -33,17 +33,9 @@ class bag {
   /// Makes this worker's part and waits until every worker made its own.
   explicit bag(thread_context& self,
                fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : self_(self), table_(detail::containers_of(self)), id_(table_.add(this)),
-        next_(self.id()) {
-    try {
-      self_.quiesce(deadline);
-    } catch (...) {
-      table_.remove(id_);
-      throw;
-    }
-  }
+      : self_(self), next_(self.id()), registration_(self, this, deadline) {}
   /// Leaves the job's bag (operations that reach this part later are dropped and counted).
-  ~bag() { table_.remove(id_); }
+  ~bag() = default;
   bag(const bag&) = delete;
   bag& operator=(const bag&) = delete;
 
@@ -116,19 +108,14 @@ class bag {
 
  private:
   static bag& part_of(thread_context& s, std::uint32_t id) {
-    bag* b = detail::containers_of(s).template find<bag>(id);
-    if (b == nullptr) {
-      throw error("containers::bag: this bag does not exist on that thread (destroyed, or the "
-                  "threads made their containers in different orders)");
-    }
-    return *b;
+    return detail::part_of<bag>(s, id, "bag");
   }
   call_status send(thread_id dest, const T& value) {
     if (dest == self_.id()) {
       local_.push_back(value);
       return call_status::ok;
     }
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     auto add = [id](thread_context& s, const T& v) {
       if (bag* b = detail::containers_of(s).template find<bag>(id)) b->local_.push_back(v);
     };
@@ -144,16 +131,15 @@ class bag {
   }
   template <class Ask>
   auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     return detail::ask_every_worker(
         self_, [id, ask](thread_context& s) { return ask(part_of(s, id)); }, deadline);
   }
 
   thread_context& self_;
-  detail::container_table& table_;
-  std::uint32_t id_;
   thread_id next_;
   std::vector<T> local_;
+  detail::registration<bag> registration_;  // last: made after, and gone before, the rest
 };
 
 }  // namespace seriema::containers

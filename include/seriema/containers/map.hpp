@@ -66,17 +66,10 @@ class map {
   /// by `deadline` at the latest: throws as quiesce does).
   explicit map(thread_context& self,
                fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : self_(self), table_(detail::containers_of(self)), id_(table_.add(this)) {
-    try {
-      self_.quiesce(deadline);
-    } catch (...) {
-      table_.remove(id_);
-      throw;
-    }
-  }
+      : self_(self), registration_(self, this, deadline) {}
   /// Leaves the job's map: operations that reach this thread's part later are dropped, counted
   /// and logged (call barrier() first when updates may still be on their way).
-  ~map() { table_.remove(id_); }
+  ~map() = default;
   map(const map&) = delete;
   map& operator=(const map&) = delete;
 
@@ -142,7 +135,7 @@ class map {
   invoke::future<std::optional<V>> find(const K& key) {
     const thread_id dest = owner(key);
     if (dest == self_.id()) return invoke::make_ready_future(self_, lookup(key));
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     if constexpr (std::is_trivially_copyable_v<K>) {
       return invoke::call_return<C, Policy>(self_, dest, [id, key](thread_context& s) {
         return part_of(s, id).lookup(key);
@@ -212,12 +205,7 @@ class map {
   // The part of container `id` at thread `s`; throws seriema::error when it does not exist
   // there (the caller's future fails with that error).
   static map& part_of(thread_context& s, std::uint32_t id) {
-    map* m = detail::containers_of(s).template find<map>(id);
-    if (m == nullptr) {
-      throw error("containers::map: this map does not exist on the owner thread (destroyed, "
-                  "or the threads made their containers in different orders)");
-    }
-    return *m;
+    return detail::part_of<map>(s, id, "map");
   }
   std::optional<V> lookup(const K& key) const {
     auto at = local_.find(key);
@@ -244,7 +232,7 @@ class map {
       at(*this, vals...);
       return call_status::ok;
     }
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     if constexpr ((std::is_trivially_copyable_v<Vals> && ...)) {
       return invoke::call<C, Policy>(self_, dest, [id, at, vals...](thread_context& s) {
         if (map* m = detail::containers_of(s).template find<map>(id)) at(*m, vals...);
@@ -262,15 +250,14 @@ class map {
   // first failure as future::get does).
   template <class Ask>
   auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
-    const std::uint32_t id = id_;
+    const std::uint32_t id = registration_.id();
     return detail::ask_every_worker(
         self_, [id, ask](thread_context& s) { return ask(part_of(s, id)); }, deadline);
   }
 
   thread_context& self_;
-  detail::container_table& table_;
-  std::uint32_t id_;
   std::unordered_map<K, V, std::hash<K>> local_;
+  detail::registration<map> registration_;  // last: made after, and gone before, the rest
 };
 
 }  // namespace seriema::containers

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <fmt/format.h>
+#include <seriema/base/error.hpp>
 #include <seriema/fabric/detail/thread_extension.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <string>
@@ -71,5 +73,48 @@ class container_table final : public fabric::thread_extension {
 /// The containers of `self`'s thread (a worker's); throws seriema::error on a thread without
 /// them (a service thread, an attached thread).
 container_table& containers_of(thread_context& self);
+
+/// A container's entry in its thread's table, held by the container as its last member (so the
+/// rest of it exists before an operation can reach it, and is still there until the entry
+/// goes): added when made, then a job-wide quiesce so that every worker's part exists before any
+/// operation is sent (a quiesce that throws removes the entry again); removed when destroyed,
+/// after which operations that reach it are dropped and counted.
+template <class Container>
+class registration {
+ public:
+  registration(thread_context& self, Container* container,
+               fabric::deadline_clock::time_point deadline)
+      : table_(containers_of(self)), id_(table_.add(container)) {
+    try {
+      self.quiesce(deadline);
+    } catch (...) {
+      table_.remove(id_);
+      throw;
+    }
+  }
+  ~registration() { table_.remove(id_); }
+  registration(const registration&) = delete;
+  registration& operator=(const registration&) = delete;
+
+  /// The container's id, the same on every worker.
+  [[nodiscard]] std::uint32_t id() const noexcept { return id_; }
+
+ private:
+  container_table& table_;
+  std::uint32_t id_;
+};
+
+/// Container `id` on thread `s`; throws seriema::error naming `kind` (the caller's future fails
+/// with it) when it does not exist there.
+template <class Container>
+Container& part_of(thread_context& s, std::uint32_t id, const char* kind) {
+  Container* found = containers_of(s).template find<Container>(id);
+  if (found == nullptr) {
+    throw error(fmt::format("containers::{}: it does not exist on thread {} (destroyed, or the "
+                            "threads made their containers in different orders)",
+                            kind, s.id()));
+  }
+  return *found;
+}
 
 }  // namespace seriema::containers::detail
