@@ -146,6 +146,29 @@ TEST(Quiesce, WorkersInsideItAnswerAWorkerThatHasNotArrived) {
   });
 }
 
+// A worker already in quiesce (a follower: not the last of its process to arrive) answers late
+// thread 0 with a deferred reply that asks the next worker through channel::trad: the batched
+// call is published when the follower goes idle (before, it stayed batched until its process's
+// leader started a round, which waited for thread 0, which waited for the reply: found by
+// containers::disjoint_set's find).
+TEST(Quiesce, AFollowerPublishesWhatItsHandlersBatched) {
+  test::rt().run([&](thread_context& me) {
+    if (me.id() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the others are inside
+      for (fabric::thread_id t = 1; t < me.thread_count(); ++t) {
+        auto answer = invoke::call_return<channel::send>(
+            me, t, [](thread_context& self) -> task<std::uint64_t> {
+              const fabric::thread_id next = (self.id() + 1) % self.thread_count();
+              co_return 1 + co_await invoke::call_return<channel::trad>(
+                                self, next, [](thread_context& s) { return std::uint64_t{s.id()}; });
+            });
+        EXPECT_EQ(answer.get(), 1 + std::uint64_t{(t + 1) % me.thread_count()});
+      }
+    }
+    me.quiesce(std::chrono::seconds(30));
+  });
+}
+
 TEST(Quiesce, AnAttachedThreadIsRefused) {
   std::atomic<bool> refused{false};
   test::rt().run([&](thread_context& me) {

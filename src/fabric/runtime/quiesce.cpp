@@ -138,6 +138,10 @@ void runtime::follow_quiescence(thread_context& self, quiescence& q, std::uint64
       idle = 0;
       continue;
     }
+    // Idle: publish what the calls run here batched (trad), as wait_until does. A worker that
+    // has not arrived may wait for one of them (a deferred reply's onward call), and no leader
+    // round, which would flush it, starts before that worker arrives.
+    if (idle == 0) self.flush_layers();
     if (deadline != no_deadline && deadline_clock::now() >= deadline) {
       const std::string why = fmt::format(
           "quiesce on rank {}, thread {}: deadline passed after {:.3f} s waiting for this "

@@ -174,8 +174,18 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
   auto waited = [&] {
     return std::chrono::duration<double>(deadline_clock::now() - started).count();
   };
+  // Serving: calls run here may batch onward calls (trad) that a worker not in this collective
+  // waits for; they are published once the thread is idle again, as wait_until does.
+  bool ran_since_flush = false;
   auto check_peers = [&] {
-    if (serving != nullptr) (void)serving->poll();
+    if (serving != nullptr) {
+      if (serving->poll() != 0) {
+        ran_since_flush = true;
+      } else if (ran_since_flush) {
+        serving->flush_layers();
+        ran_since_flush = false;
+      }
+    }
     throw_if_peers_failed(what);
     return false;
   };
