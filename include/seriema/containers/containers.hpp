@@ -5,5 +5,6 @@
 #include <seriema/containers/array.hpp>
 #include <seriema/containers/bag.hpp>
 #include <seriema/containers/counting_set.hpp>
+#include <seriema/containers/disjoint_set.hpp>
 #include <seriema/containers/map.hpp>
 #include <seriema/containers/set.hpp>

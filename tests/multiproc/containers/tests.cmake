@@ -48,3 +48,9 @@ foreach(variant default tcp machines3.tcp)
                          ENVIRONMENT "UCX_TLS=tcp,self")
   endif()
 endforeach()
+
+# disjoint_set: random unites from every worker checked against a sequential union-find (integer
+# and string keys), unite_and_run once per merge, an empty set and one pair everywhere.
+seriema_mp_executable(containers_disjoint_set_mp_test containers/disjoint_set_mp_test.cpp
+                      seriema::containers)
+seriema_invoke_api_suite(containers_disjoint_set)
