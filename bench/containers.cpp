@@ -1,10 +1,13 @@
-// containers: updates per second of two irregular kernels written on seriema's distributed
+// containers: updates per second of three irregular kernels written on seriema's distributed
 // containers, against the same kernels written directly on MPI (bench/mpi_containers.cpp, run by
 // bench/run-containers.sh in the same run). histogram: every worker adds 1 to `updates` random
 // buckets of an array (cyclic); random_access: HPCC RandomAccess, every worker's share of the
-// 4 x 2^n updates T[r mod 2^n] ^= r sent to the word's owner. Each repetition is timed from the
-// first update to the barrier after the last (every update applied), and checked (the histogram
-// sums to the updates made; the table's xor to the updates' xor).
+// 4 x 2^n updates T[r mod 2^n] ^= r sent to the word's owner; components: the connected
+// components of an R-MAT graph (16 x 2^scale edges, each worker uniting the ends of its share)
+// in a disjoint_set, compressed and counted (an update is an edge). Each repetition is timed
+// from the first update to the barrier after the last (every update applied), and checked (the
+// histogram sums to the updates made; the table's xor to the updates' xor; the components'
+// count to a sequential union-find's).
 //   SERIEMA_THREADS=1 seriema-run -n 2 -- containers --kernel histogram --json out.json
 #include <fmt/format.h>
 
@@ -30,6 +33,7 @@ struct options {
   std::uint64_t updates = 1 << 20;  // per worker (histogram)
   std::uint64_t buckets = 1 << 16;
   int log2_table = 20;              // random_access: 2^n words, 4 x 2^n updates in all
+  int scale = 16;                   // components: R-MAT graph of 2^n vertices, 16 x 2^n edges
   int reps = 3;
   std::string transport;
   std::string json;
@@ -76,17 +80,33 @@ void random_access(thread_context& me, const options& opt, bool& ok) {
   xors.barrier();
 }
 
+// kernel:components begin
+void components(thread_context& me, const options& opt, std::uint64_t& found) {
+  containers::disjoint_set<std::uint64_t> sets(me);
+  const auto [first, count] = bench::share_of(16ULL << opt.scale, me.id(), me.thread_count());
+  for (std::uint64_t e = first; e < first + count; ++e) {
+    const auto [u, v] = bench::rmat_edge(opt.scale, e);
+    (void)sets.unite(u, v);
+  }
+  sets.compress();
+  if (me.id() == 0) found = sets.set_count();
+  // kernel:components end
+  sets.barrier();  // thread 0 asked every part
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   options opt;
   CLI::App app{"containers: updates/s of histogram and HPCC RandomAccess on seriema's containers"};
-  app.add_option("--kernel", opt.kernel, "histogram or random_access")
-      ->check(CLI::IsMember({"histogram", "random_access"}));
+  app.add_option("--kernel", opt.kernel, "histogram, random_access or components")
+      ->check(CLI::IsMember({"histogram", "random_access", "components"}));
   app.add_option("--updates", opt.updates, "histogram: updates per worker");
   app.add_option("--buckets", opt.buckets, "histogram: buckets")->check(CLI::PositiveNumber);
   app.add_option("--log2-table", opt.log2_table, "random_access: log2 of the table's words")
       ->check(CLI::Range(8, 30));
+  app.add_option("--scale", opt.scale, "components: log2 of the R-MAT graph's vertices")
+      ->check(CLI::Range(2, 26));
   app.add_option("--reps", opt.reps, "timed repetitions (median reported)")
       ->check(CLI::Range(1, 100));
   app.add_option("--transport", opt.transport, "label for the output (shm, tcp)");
@@ -97,21 +117,28 @@ int main(int argc, char** argv) try {
   std::vector<double> seconds;
   bool all_ok = true;
   std::uint64_t total_updates = 0;
+  const std::uint64_t expected_components =
+      opt.kernel == "components" ? bench::rmat_components(opt.scale, 16ULL << opt.scale) : 0;
   for (int rep = 0; rep < opt.reps; ++rep) {
     double elapsed = 0;
     rt.run([&](thread_context& me) {
       bool ok = true;
       me.quiesce();  // every worker starts together
       const auto start = std::chrono::steady_clock::now();
+      std::uint64_t found = 0;
       if (opt.kernel == "histogram") {
         histogram(me, opt, ok);
-      } else {
+      } else if (opt.kernel == "random_access") {
         random_access(me, opt, ok);
+      } else {
+        components(me, opt, found);
+        ok = me.id() != 0 || found == expected_components;
       }
       if (me.id() == 0) {
         elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        total_updates = opt.kernel == "histogram" ? opt.updates * me.thread_count()
-                                                  : 4 * (std::uint64_t{1} << opt.log2_table);
+        total_updates = opt.kernel == "histogram"       ? opt.updates * me.thread_count()
+                        : opt.kernel == "random_access" ? 4 * (std::uint64_t{1} << opt.log2_table)
+                                                        : 16ULL << opt.scale;
       }
       if (!ok) {
         fmt::print(stderr, "containers: thread {}: the {} result is wrong\n", me.id(), opt.kernel);

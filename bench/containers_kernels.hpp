@@ -1,11 +1,13 @@
 // What bench/containers.cpp (seriema) and bench/mpi_containers.cpp (MPI) share, so that both
 // run the same kernels on the same inputs: the histogram's random keys and the check of its
-// result, HPCC RandomAccess's random stream, and how updates are shared among workers. No
-// seriema or MPI dependency.
+// result, HPCC RandomAccess's random stream, the R-MAT edges of connected components and their
+// sequential count, and how updates are shared among workers. No seriema or MPI dependency.
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <utility>
+#include <vector>
 
 namespace seriema::bench {
 
@@ -84,6 +86,46 @@ inline std::uint64_t hpcc_xor_of_updates(std::uint64_t total) {
     x ^= r;
   }
   return x;
+}
+
+// Edge e of an R-MAT graph of 2^scale vertices with the Graph500 generator's parameters (A =
+// 0.57, B = C = 0.19): at each level the edge falls in one quadrant of the adjacency matrix.
+inline std::pair<std::uint64_t, std::uint64_t> rmat_edge(int scale, std::uint64_t e) {
+  std::uint64_t u = 0, v = 0, state = mix64(e);
+  for (int level = 0; level < scale; ++level) {
+    state = mix64(state);
+    const double p = static_cast<double>(state >> 11) * 0x1.0p-53;
+    u = (u << 1) | (p >= 0.76 ? 1 : 0);                                 // C or D
+    v = (v << 1) | ((p >= 0.57 && p < 0.76) || p >= 0.95 ? 1 : 0);      // B or D
+  }
+  return {u, v};
+}
+
+// Connected components among the vertices that a non-loop edge of the first `edges` R-MAT edges
+// touches, by a sequential union-find: what both versions of the kernel must count.
+inline std::uint64_t rmat_components(int scale, std::uint64_t edges) {
+  std::vector<std::uint64_t> parent(std::uint64_t{1} << scale);
+  std::iota(parent.begin(), parent.end(), 0);
+  std::vector<bool> touched(parent.size());
+  auto root = [&](std::uint64_t v) {
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+  };
+  std::uint64_t vertices = 0, merges = 0;
+  for (std::uint64_t e = 0; e < edges; ++e) {
+    const auto [u, v] = rmat_edge(scale, e);
+    if (u == v) continue;
+    for (std::uint64_t end : {u, v}) {
+      if (!touched[end]) ++vertices;
+      touched[end] = true;
+    }
+    const std::uint64_t ru = root(u), rv = root(v);
+    if (ru != rv) {
+      parent[ru] = rv;
+      ++merges;
+    }
+  }
+  return vertices - merges;
 }
 
 }  // namespace seriema::bench

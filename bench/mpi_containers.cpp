@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct options {
   std::uint64_t updates = 1 << 20;
   std::uint64_t buckets = 1 << 16;
   int log2_table = 20;
+  int scale = 16;
   int reps = 3;
   std::uint64_t batch = 1 << 16;  // updates a rank makes between two exchanges
   std::string transport;
@@ -97,6 +99,59 @@ std::vector<std::uint64_t> random_access(const options& opt, int rank, int ranks
 }
 // kernel:random_access end
 
+// kernel:components begin
+std::uint64_t components(const options& opt, int rank, int ranks) {
+  const std::uint64_t p = static_cast<std::uint64_t>(ranks);
+  const std::uint64_t mine = ((std::uint64_t{1} << opt.scale) + p - 1 - rank) / p;  // v % p == rank
+  // Each edge goes to the owners of both ends, as (local end, other end) pairs.
+  std::vector<std::vector<std::uint64_t>> out(ranks);
+  const auto [first, count] = seriema::bench::share_of(16ULL << opt.scale, rank, ranks);
+  for (std::uint64_t e = first; e < first + count; ++e) {
+    const auto [u, v] = seriema::bench::rmat_edge(opt.scale, e);
+    if (u == v) continue;
+    out[u % p].insert(out[u % p].end(), {u, v});
+    out[v % p].insert(out[v % p].end(), {v, u});
+  }
+  const std::vector<std::uint64_t> pairs = exchange(out, ranks);
+  std::vector<std::uint64_t> start(mine + 1), neighbors(pairs.size() / 2);  // CSR
+  for (std::size_t i = 0; i < pairs.size(); i += 2) ++start[pairs[i] / p + 1];
+  std::partial_sum(start.begin(), start.end(), start.begin());
+  std::vector<std::uint64_t> fill(start.begin(), start.end() - 1);
+  for (std::size_t i = 0; i < pairs.size(); i += 2) neighbors[fill[pairs[i] / p]++] = pairs[i + 1];
+  // Min-label propagation: a vertex whose label dropped sends it to its neighbors' owners.
+  std::vector<std::uint64_t> label(mine);
+  std::vector<char> changed(mine, 1);
+  for (std::uint64_t i = 0; i < mine; ++i) label[i] = i * p + rank;
+  for (;;) {
+    for (std::uint64_t i = 0; i < mine; ++i) {
+      if (!changed[i]) continue;
+      changed[i] = 0;
+      for (std::uint64_t k = start[i]; k < start[i + 1]; ++k) {
+        out[neighbors[k] % p].insert(out[neighbors[k] % p].end(), {neighbors[k], label[i]});
+      }
+    }
+    const std::vector<std::uint64_t> in = exchange(out, ranks);
+    std::uint64_t dropped = 0, anywhere = 0;
+    for (std::size_t i = 0; i < in.size(); i += 2) {
+      std::uint64_t& l = label[in[i] / p];
+      if (in[i + 1] < l) {
+        l = in[i + 1];
+        dropped += changed[in[i] / p] == 0 ? 1 : 0;
+        changed[in[i] / p] = 1;
+      }
+    }
+    MPI_Allreduce(&dropped, &anywhere, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (anywhere == 0) break;
+  }
+  std::uint64_t roots = 0, all_roots = 0;
+  for (std::uint64_t i = 0; i < mine; ++i) {
+    roots += start[i + 1] > start[i] && label[i] == i * p + rank ? 1 : 0;
+  }
+  MPI_Allreduce(&roots, &all_roots, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return all_roots;
+}
+// kernel:components end
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,10 +161,13 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   options opt;
   CLI::App app{"mpi_containers: the containers benchmark's kernels on MPI (Alltoallv batches)"};
-  app.add_option("--kernel", opt.kernel)->check(CLI::IsMember({"histogram", "random_access"}));
+  app.add_option("--kernel", opt.kernel)
+      ->check(CLI::IsMember({"histogram", "random_access", "components"}));
   app.add_option("--updates", opt.updates, "histogram: updates per rank");
   app.add_option("--buckets", opt.buckets, "histogram: buckets")->check(CLI::PositiveNumber);
   app.add_option("--log2-table", opt.log2_table)->check(CLI::Range(8, 30));
+  app.add_option("--scale", opt.scale, "components: log2 of the R-MAT graph's vertices")
+      ->check(CLI::Range(2, 26));
   app.add_option("--batch", opt.batch, "updates per rank between exchanges")
       ->check(CLI::PositiveNumber);
   app.add_option("--reps", opt.reps)->check(CLI::Range(1, 100));
@@ -124,16 +182,29 @@ int main(int argc, char** argv) {
   }
   std::vector<double> seconds;
   bool ok = true;
-  std::uint64_t total_updates = 0;
+  std::uint64_t total_updates = 0, expected_components = 0;
   for (int rep = 0; rep < opt.reps; ++rep) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
-    std::vector<std::uint64_t> part = opt.kernel == "histogram" ? histogram(opt, rank, ranks)
-                                                                : random_access(opt, rank, ranks);
+    std::vector<std::uint64_t> part;
+    std::uint64_t found = 0;
+    if (opt.kernel == "histogram") {
+      part = histogram(opt, rank, ranks);
+    } else if (opt.kernel == "random_access") {
+      part = random_access(opt, rank, ranks);
+    } else {
+      found = components(opt, rank, ranks);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     seconds.push_back(MPI_Wtime() - start);
     std::uint64_t local = 0, job = 0;
-    if (opt.kernel == "histogram") {
+    if (opt.kernel == "components") {
+      total_updates = 16ULL << opt.scale;
+      if (rank == 0 && expected_components == 0) {
+        expected_components = seriema::bench::rmat_components(opt.scale, total_updates);
+      }
+      ok = ok && (rank != 0 || found == expected_components);
+    } else if (opt.kernel == "histogram") {
       for (std::uint64_t c : part) local += c;
       ok = ok && local == seriema::bench::histogram_local_expectation(rank, ranks, opt.updates,
                                                                        opt.buckets);
