@@ -31,8 +31,19 @@ void container_table::late_operation(std::uint32_t id) noexcept {
   }
 }
 
+void container_table::refuse(const char* kind, std::size_t limit) noexcept {
+  if (refused_++ != 0) return;
+  try {
+    log::error("containers: a {} part of this thread holds its bound of {} keys "
+               "(limits::max_local_entries): an operation adding a key was refused; later ones "
+               "are only counted (counters: containers.refused)",
+               kind, limit);
+  } catch (...) {  // the log is best effort
+  }
+}
+
 std::string container_table::counters_json() const {
-  return fmt::format(R"({{"dropped":{}}})", dropped_);
+  return fmt::format(R"({{"dropped":{},"refused":{}}})", dropped_, refused_);
 }
 
 container_table& containers_of(thread_context& self) {

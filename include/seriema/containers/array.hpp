@@ -54,6 +54,12 @@ class array {
   array(const array&) = delete;
   array& operator=(const array&) = delete;
 
+  /// What containers::post and ask (any_thread.hpp) name this object by.
+  [[nodiscard]] detail::part_key part_key() const noexcept {
+    return {registration_.id(), this, self_.id()};
+  }
+  /// The worker that made this object (the only one that uses it).
+  [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// Elements in the whole array.
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
   /// The worker that owns index i.

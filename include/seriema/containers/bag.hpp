@@ -39,6 +39,12 @@ class bag {
   bag(const bag&) = delete;
   bag& operator=(const bag&) = delete;
 
+  /// What containers::post and ask (any_thread.hpp) name this object by.
+  [[nodiscard]] detail::part_key part_key() const noexcept {
+    return {registration_.id(), this, self_.id()};
+  }
+  /// The worker that made this object (the only one that uses it).
+  [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// Adds `value` to the next worker's part (round-robin from this thread).
   call_status insert(const T& value) {
     const thread_id dest = next_;

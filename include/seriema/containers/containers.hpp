@@ -2,6 +2,7 @@
 // job (docs/containers.md). Link seriema::containers.
 #pragma once
 
+#include <seriema/containers/any_thread.hpp>
 #include <seriema/containers/array.hpp>
 #include <seriema/containers/bag.hpp>
 #include <seriema/containers/counting_set.hpp>

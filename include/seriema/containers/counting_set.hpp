@@ -16,7 +16,9 @@ namespace seriema::containers {
 /// (a slot holds one key and its count; a key that lands on a slot held by another sends that
 /// one on), so a skewed stream (word counts, degree histograms) sends one update per distinct
 /// key and cache pass, not one per insert. Keys the sender owns are counted at once, uncached.
-/// Everything cached goes out at barrier(), count(), size(), gather(), top_k() and flush().
+/// Everything cached goes out at barrier(), count(), size(), gather(), top_k() and flush(), and
+/// whenever the worker flushes its layers (an idle wait, each round of the job's quiesce): so
+/// inserts made by calls the worker runs inside a barrier (containers::post) are counted by it.
 /// Owner thread only.
 template <class K, class Hash = owner_hash<K>>
 class counting_set {
@@ -27,8 +29,22 @@ class counting_set {
   /// Collective, as map's constructor. `cache_slots` 0 turns combining off.
   explicit counting_set(thread_context& self, std::size_t cache_slots = default_cache_slots,
                         fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : counts_(self, deadline), cache_(cache_slots) {}
+      : counts_(self, deadline), cache_(cache_slots) {
+    if (!cache_.empty()) {
+      detail::containers_of(self).add_flusher(this, [](void* me) {
+        (void)static_cast<counting_set*>(me)->flush();
+      });
+    }
+  }
+  /// Leaves the job's counting_set (cached counts are dropped: call barrier() first).
+  ~counting_set() { detail::containers_of(counts_.self()).remove_flusher(this); }
+  counting_set(const counting_set&) = delete;
+  counting_set& operator=(const counting_set&) = delete;
 
+  /// What containers::post and ask (any_thread.hpp) name this object by.
+  [[nodiscard]] detail::part_key part_key() const noexcept { return counts_.part_key(); }
+  /// The worker that made this object (the only one that uses it).
+  [[nodiscard]] thread_context& self() const noexcept { return counts_.self(); }
   /// Counts one more `key`. Returns what sending an evicted key returned (ok when nothing
   /// travelled).
   call_status insert(const K& key) {
@@ -40,20 +56,20 @@ class counting_set {
       ++combined_;
       return call_status::ok;
     }
-    call_status status = call_status::ok;
-    if (s.key) status = send(*s.key, s.count);
-    s.key = key;
-    s.count = 1;
-    return status;
+    // The slot is taken over before the evicted count is sent: a send that waits for room runs
+    // calls, which may insert here again.
+    std::optional<K> evicted = std::exchange(s.key, key);
+    const std::uint64_t evicted_count = std::exchange(s.count, 1);
+    return evicted ? send(*evicted, evicted_count) : call_status::ok;
   }
   /// Sends every cached count on; returns the first status that was not ok (or ok).
   call_status flush() {
     call_status first = call_status::ok;
     for (slot& s : cache_) {
       if (!s.key) continue;
-      const call_status st = send(*s.key, s.count);
+      std::optional<K> key = std::exchange(s.key, std::nullopt);  // emptied first, as insert's
+      const call_status st = send(*key, s.count);
       if (first == call_status::ok) first = st;
-      s.key.reset();
     }
     return first;
   }

@@ -58,6 +58,10 @@ class disjoint_set {
 
   /// The worker that made this object (the only one that uses it).
   [[nodiscard]] thread_context& self() const noexcept { return self_; }
+  /// What containers::post and ask (any_thread.hpp) name this object by.
+  [[nodiscard]] detail::part_key part_key() const noexcept {
+    return {registration_.id(), this, self_.id()};
+  }
   /// The worker that holds key's parent.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
     return static_cast<thread_id>(Hash{}(key) % self_.thread_count());

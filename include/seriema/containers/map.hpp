@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <seriema/base/error.hpp>
 #include <seriema/containers/detail/ask_every_worker.hpp>
@@ -27,6 +28,12 @@ namespace seriema::containers {
 using fabric::thread_context;
 using fabric::thread_id;
 using invoke::call_status;
+
+/// Bounds on a container's parts (each worker's).
+struct limits {
+  /// Keys a part may hold; an operation that would add one more is refused at the owner.
+  std::size_t max_local_entries = std::numeric_limits<std::size_t>::max();
+};
 
 /// Which worker thread owns a key: std::hash (the same in every process of one program) mixed
 /// by splitmix64's finalizer, so that consecutive integer keys spread over every owner.
@@ -66,7 +73,14 @@ class map {
   /// by `deadline` at the latest: throws as quiesce does).
   explicit map(thread_context& self,
                fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : self_(self), registration_(self, this, deadline) {}
+      : map(self, limits{}, deadline) {}
+  /// As above, with a bound on each part: an operation that would add a key to a part holding
+  /// `bounds.max_local_entries` already is refused there (not applied), counted (refused(),
+  /// counters containers.refused) and logged once by that worker; never an allocation failure.
+  map(thread_context& self, limits bounds,
+      fabric::deadline_clock::time_point deadline = fabric::no_deadline)
+      : self_(self), max_local_entries_(bounds.max_local_entries),
+        registration_(self, this, deadline) {}
   /// Leaves the job's map: operations that reach this thread's part later are dropped, counted
   /// and logged (call barrier() first when updates may still be on their way).
   ~map() = default;
@@ -75,6 +89,10 @@ class map {
 
   /// The worker that made this object (the only one that uses it).
   [[nodiscard]] thread_context& self() const noexcept { return self_; }
+  /// What containers::post and ask (any_thread.hpp) name this object by.
+  [[nodiscard]] detail::part_key part_key() const noexcept {
+    return {registration_.id(), this, self_.id()};
+  }
   /// The worker thread that owns `key`.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
     return static_cast<thread_id>(Hash{}(key) % self_.thread_count());
@@ -82,14 +100,20 @@ class map {
 
   /// Adds (key, value) unless the key is there (then nothing changes).
   call_status insert(const K& key, const V& value) {
-    return run_at(owner(key), [](map& m, const K& k, const V& v) { m.local_.try_emplace(k, v); },
-                  key, value);
+    return run_at(
+        owner(key),
+        [](map& m, const K& k, const V& v) {
+          if (m.room_for(k)) m.local_.try_emplace(k, v);
+        },
+        key, value);
   }
   /// Sets key's value, adding the key when it is not there.
   call_status insert_or_assign(const K& key, const V& value) {
     return run_at(owner(key),
-                  [](map& m, const K& k, const V& v) { m.local_.insert_or_assign(k, v); }, key,
-                  value);
+                  [](map& m, const K& k, const V& v) {
+                    if (m.room_for(k)) m.local_.insert_or_assign(k, v);
+                  },
+                  key, value);
   }
   /// Removes the key (nothing when it is not there).
   call_status erase(const K& key) {
@@ -102,6 +126,7 @@ class map {
     return run_at(
         owner(key),
         [op](map& m, const K& k, const V& v) {
+          if (!m.room_for(k)) return;
           auto [at, added] = m.local_.try_emplace(k, v);
           if (!added) at->second = op(at->second, v);
         },
@@ -115,6 +140,7 @@ class map {
     return run_at(
         owner(key),
         [f](map& m, const K& k, const Args&... a) {
+          if (!m.room_for(k)) return;
           V& value = m.local_[k];
           std::tuple<Args...> copies(a...);
           std::apply(
@@ -213,6 +239,13 @@ class map {
     return at->second;
   }
   std::vector<std::pair<K, V>> local_entries() const { return {local_.begin(), local_.end()}; }
+  // Whether key may be in this part: it is there, or the part holds fewer than its bound (a
+  // refusal is counted and logged by the thread's table).
+  bool room_for(const K& key) {
+    if (local_.size() < max_local_entries_ || local_.contains(key)) return true;
+    detail::containers_of(self_).refuse("map", max_local_entries_);
+    return false;
+  }
   template <class Less>
   static std::vector<std::pair<K, V>> largest(std::vector<std::pair<K, V>> entries,
                                               std::uint64_t k, Less less) {
@@ -257,6 +290,7 @@ class map {
 
   thread_context& self_;
   std::unordered_map<K, V, std::hash<K>> local_;
+  std::size_t max_local_entries_;
   detail::registration<map> registration_;  // last: made after, and gone before, the rest
 };
 

@@ -26,6 +26,10 @@ class set {
                fabric::deadline_clock::time_point deadline = fabric::no_deadline)
       : keys_(self, deadline) {}
 
+  /// What containers::post and ask (any_thread.hpp) name this object by.
+  [[nodiscard]] detail::part_key part_key() const noexcept { return keys_.part_key(); }
+  /// The worker that made this object (the only one that uses it).
+  [[nodiscard]] thread_context& self() const noexcept { return keys_.self(); }
   /// Adds key (nothing when it is there).
   call_status insert(const K& key) { return keys_.insert(key, present{}); }
   /// Removes key (nothing when it is not there).

@@ -448,9 +448,11 @@ class thread_context {
   [[nodiscard]] thread_extension* extension(std::size_t slot) const noexcept {
     return layers_[slot].get();
   }
-  /// Asks every layer to publish what it batched (aggregators), so that it will be received.
+  /// Asks every layer to publish what it batched (aggregators), so that it will be received:
+  /// the upper layers first, so that what they hand down (a container's cached updates) is in
+  /// the lower layers' batches before those publish.
   void flush_layers() {
-    for (std::uint8_t i = 0; i < layer_count_; ++i) in_order_[i]->flush(*this);
+    for (std::uint8_t i = layer_count_; i > 0; --i) in_order_[i - 1]->flush(*this);
   }
   [[nodiscard]] local_thread_state& state() noexcept { return state_; }
   /// runtime::run epoch this context belongs to (1 for the first run).

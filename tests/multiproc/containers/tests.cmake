@@ -54,3 +54,14 @@ endforeach()
 seriema_mp_executable(containers_disjoint_set_mp_test containers/disjoint_set_mp_test.cpp
                       seriema::containers)
 seriema_invoke_api_suite(containers_disjoint_set)
+
+# containers::post and ask from attached threads of every process, concurrently with the workers;
+# a container gone before the ask arrived.
+seriema_mp_executable(containers_any_thread_mp_test containers/any_thread_mp_test.cpp
+                      seriema::containers)
+seriema_invoke_api_suite(containers_any_thread)
+
+# Limits: more keys than a map's bound, one key from every worker, empty containers, a key that
+# fails to deserialize at its owner, a container made on a thread without containers.
+seriema_mp_executable(containers_limits_mp_test containers/limits_mp_test.cpp seriema::containers)
+seriema_invoke_api_suite(containers_limits)

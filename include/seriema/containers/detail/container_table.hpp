@@ -3,6 +3,7 @@
 // it was made, in the same order everywhere). The containers layer's thread extension.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <fmt/format.h>
@@ -47,15 +48,37 @@ class container_table final : public fabric::thread_extension {
     late_operation(id);
     return nullptr;
   }
+  /// Whether container `id` here is `object` (the address its maker registered); an operation
+  /// that finds it gone is counted and logged (late_operation) as find's.
+  bool holds(std::uint32_t id, const void* object) noexcept {
+    if (id < entries_.size() && entries_[id].object == object) return true;
+    late_operation(id);
+    return false;
+  }
   /// The container with id `id` is gone from this thread; later operations on it are dropped.
   void remove(std::uint32_t id) noexcept {
     if (id < entries_.size()) entries_[id] = {};
   }
+  /// Runs publish(object) whenever the thread flushes its layers (idle waits, the job's quiesce
+  /// rounds, flush requests) until removed: a container that batches at the sender (a
+  /// counting_set's cache) publishes what it holds, and a barrier counts it.
+  void add_flusher(void* object, void (*publish)(void*)) { flushers_.push_back({object, publish}); }
+  /// Stops flushing `object`.
+  void remove_flusher(void* object) noexcept {
+    std::erase_if(flushers_, [object](const flusher& f) { return f.object == object; });
+  }
+  /// An operation refused by a part of a `kind` container at its bound (`limit` keys): counted,
+  /// the first one logged.
+  void refuse(const char* kind, std::size_t limit) noexcept;
+  /// Operations refused by parts of this thread at their bounds.
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
   /// Operations dropped because their container did not exist at their destination.
   [[nodiscard]] std::uint64_t dropped() const noexcept { return dropped_; }
 
   std::size_t poll(thread_context&) override { return 0; }
-  void flush(thread_context&) override {}
+  void flush(thread_context&) override {
+    for (std::size_t i = 0; i < flushers_.size(); ++i) flushers_[i].flush(flushers_[i].object);
+  }
   void peers_failed(thread_context&) override {}
   [[nodiscard]] std::string counters_json() const override;
 
@@ -66,8 +89,23 @@ class container_table final : public fabric::thread_extension {
   };
   void late_operation(std::uint32_t id) noexcept;
 
+  struct flusher {
+    void* object;
+    void (*flush)(void*);
+  };
   std::vector<entry> entries_;
+  std::vector<flusher> flushers_;
   std::uint64_t dropped_ = 0;
+  std::uint64_t refused_ = 0;
+};
+
+/// How containers::post and ask name a container object of their own process: its id, the
+/// address its worker's table holds for it (the object itself, or the map a set or counting_set
+/// wraps) and that worker.
+struct part_key {
+  std::uint32_t id = 0;               ///< the container's id, the same on every worker
+  const void* registered = nullptr;   ///< what the worker's table holds under `id`
+  fabric::thread_id worker = 0;       ///< the worker that made the object
 };
 
 /// The containers of `self`'s thread (a worker's); throws seriema::error on a thread without
