@@ -443,7 +443,7 @@ int main(int argc, char** argv) {
   app.add_flag("--remote-only", s.remote_only,
                "every step between threads is a remote call, even inside a process");
   app.add_option("--channel", s.channel, "how the search's calls travel")
-      ->check(CLI::IsMember({"send", "write", "trad", "ovfl"}));
+      ->check(CLI::IsMember({"send", "write", "trad", "ovfl", "adaptive"}));
   app.add_option("--in-flight", s.in_flight, "rollouts in flight at most (0: 16 per thread)");
   app.add_option("--placement", s.placement, "owner of a new node")
       ->check(CLI::IsMember({"random", "hashed"}));

@@ -18,12 +18,14 @@ const char* to_string(channel c) noexcept {
       {channel::write, "write"},
       {channel::trad, "trad"},
       {channel::ovfl, "ovfl"},
+      {channel::adaptive, "adaptive"},
   };
   return name_in(names, c);
 }
 
 std::optional<channel> channel_from_string(std::string_view name) noexcept {
-  for (channel c : {channel::send, channel::write, channel::trad, channel::ovfl}) {
+  for (channel c :
+       {channel::send, channel::write, channel::trad, channel::ovfl, channel::adaptive}) {
     if (name == to_string(c)) return c;
   }
   return std::nullopt;

@@ -267,6 +267,7 @@ void messenger::start_fill(std::size_t index) {
   write_offset_ = 0;
   published_ = 0;
   publish_limit_ = owner_.options().flush_size_for(by_message_);
+  checked_batch_ = ~std::uint64_t{0};
 }
 
 void messenger::close_current(bool splice) {

@@ -21,10 +21,16 @@ using fabric::thread_id;
 /// How a call travels. send: UCX active message (fabric, no setup); write: the one-sided
 /// Messenger, published at once; trad: batched, published every flush_size bytes (or on flush);
 /// ovfl: published at once while the messenger has room, queued locally (in order) only while
-/// it has none.
-enum class channel : std::uint8_t { send, write, trad, ovfl };
-const char* to_string(channel c) noexcept;  ///< "send", "write", "trad" or "ovfl"
-/// The channel named as to_string names it ("send", "write", "trad", "ovfl"), or nullopt.
+/// it has none; adaptive: self-clocked, the first call after a publish goes at once when the
+/// destination has run everything published to it (an idle destination gets it with write's
+/// latency), and otherwise starts a batch that is published as trad's (a busy destination gets
+/// trad's batches). The clock is the receiver's consumed word, which a sender reads where the
+/// ring is mapped (same machine); where it is staged (another machine) adaptive batches as trad
+/// does (docs/messenger.md).
+enum class channel : std::uint8_t { send, write, trad, ovfl, adaptive };
+const char* to_string(channel c) noexcept;  ///< "send", "write", "trad", "ovfl" or "adaptive"
+/// The channel named as to_string names it ("send", "write", "trad", "ovfl", "adaptive"), or
+/// nullopt.
 std::optional<channel> channel_from_string(std::string_view name) noexcept;
 /// What `status`, returned by a call of thread `self` on channel `c`, means there, naming the
 /// setting that applies with its value in effect: fabric::to_string(status), except for

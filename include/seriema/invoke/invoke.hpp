@@ -311,14 +311,15 @@ template <channel Mode>
 class aggregator_to;
 
 /// Aggregator (paper §4.4.2): calls of this thread through one one-sided mode, traditional
-/// (batched, published every flush_size bytes or on flush()) or overflow (published at once,
-/// queued locally only while a messenger has no room). Cheap to construct; the messengers belong
+/// (batched, published every flush_size bytes or on flush()), overflow (published at once,
+/// queued locally only while a messenger has no room) or adaptive (batched while the
+/// destination is busy with what was published, published at once while it is idle). Cheap to construct; the messengers belong
 /// to the thread (channels), so aggregators of one thread share them and keep FIFO per
 /// destination.
 template <channel Mode>
 class aggregator {
-  static_assert(Mode == channel::trad || Mode == channel::ovfl,
-                "an aggregator is traditional (trad) or overflow (ovfl)");
+  static_assert(Mode == channel::trad || Mode == channel::ovfl || Mode == channel::adaptive,
+                "an aggregator is traditional (trad), overflow (ovfl) or adaptive");
 
  public:
   /// An aggregator of `self`'s calls (the owner thread's).
@@ -371,14 +372,14 @@ class aggregator {
 /// not a thread of the job, and on a thread without channels (a service thread).
 template <channel Mode>
 class aggregator_to {
-  static_assert(Mode == channel::trad || Mode == channel::ovfl,
-                "an aggregator is traditional (trad) or overflow (ovfl)");
+  static_assert(Mode == channel::trad || Mode == channel::ovfl || Mode == channel::adaptive,
+                "an aggregator is traditional (trad), overflow (ovfl) or adaptive");
 
  public:
   /// `self`'s calls to `dest` (throws seriema::error, see the class).
   aggregator_to(thread_context& self, thread_id dest)
       : self_(self), dest_(dest), messenger_(&channels_of(self).to(dest)),
-        view_(messenger_->view_join_window()) {}
+        view_(messenger_->view_join_window(Mode == channel::adaptive)) {}
 
   [[nodiscard]] thread_id destination() const noexcept { return dest_; }  ///< the destination
 
@@ -387,7 +388,7 @@ class aggregator_to {
   [[gnu::always_inline]] call_status call(const F& f) {
     fabric::check_remote_closure<F>();
     const fabric::function_id id = fabric::function_wrapper<F, fabric::plain_shape>::id;
-    if constexpr (Mode == channel::trad) {
+    if constexpr (Mode == channel::trad || Mode == channel::adaptive) {
       constexpr std::size_t stride = fabric::closure_stride(sizeof(F));
       // One branch for the three checks: the compiler then lays the join out as the straight
       // path of the caller's loop.
@@ -447,7 +448,7 @@ class aggregator_to {
       bytes = detail::bytes_of(closure);
     }
     const call_status status = write_or_send<Policy>(m, id, bytes);
-    return {status, m.view_join_window()};
+    return {status, m.view_join_window(Mode == channel::adaptive)};
   }
   /// How send_general gets the closure. One under 16 bytes is copied into registers whole, so
   /// by value: its address then does not escape, and the caller's loop need not store it to
@@ -471,7 +472,7 @@ class aggregator_to {
   }
   /// After a call through the free functions: the window they left.
   call_status renew(call_status status) noexcept {
-    view_ = messenger_->view_join_window();
+    view_ = messenger_->view_join_window(Mode == channel::adaptive);
     return status;
   }
 

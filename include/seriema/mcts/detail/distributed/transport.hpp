@@ -78,6 +78,8 @@ inline auto distributed_search<G>::dispatch(invoke::channel c, Body&& body) -> c
       return body.template operator()<invoke::channel::trad>();
     case invoke::channel::ovfl:
       return body.template operator()<invoke::channel::ovfl>();
+    case invoke::channel::adaptive:
+      return body.template operator()<invoke::channel::adaptive>();
   }
   return call_status::error;
 }
