@@ -36,7 +36,7 @@ enum class distribution : std::uint8_t {
 /// (trivially copyable ones travel in the call's closure). An index past the end throws
 /// seriema::error at the caller. Failures as map's: an update to a dead owner returns
 /// peer_failed, a get's future fails, barrier() throws. Owner thread only.
-template <class T, invoke::channel C = invoke::channel::trad, class Policy = invoke::policy::retry>
+template <class T, invoke::channel C = invoke::channel::adaptive, class Policy = invoke::policy::retry>
 class array {
  public:
   using value_type = T;  ///< the elements

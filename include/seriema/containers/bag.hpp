@@ -25,7 +25,7 @@ using invoke::call_status;
 /// copyable ones in the call's closure); a part is a std::vector<T> on its worker. rebalance()
 /// (collective) moves values so that the parts' sizes differ by one at most. barrier() (the
 /// job's quiesce) orders everything. Failures as map's. Owner thread only.
-template <class T, invoke::channel C = invoke::channel::trad, class Policy = invoke::policy::retry>
+template <class T, invoke::channel C = invoke::channel::adaptive, class Policy = invoke::policy::retry>
 class bag {
  public:
   using value_type = T;  ///< the values

@@ -8,6 +8,7 @@
 #include <functional>
 #include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
+#include <seriema/containers/detail/run_at.hpp>
 #include <seriema/containers/map.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/invoke.hpp>
@@ -39,7 +40,7 @@ namespace seriema::containers {
 /// peer_failed (a chain that reaches it is lost, and the next barrier throws), find's future
 /// fails. Keys of any cereal type (trivially copyable ones travel in the closure). Owner thread
 /// only.
-template <class K, class Hash = owner_hash<K>, invoke::channel C = invoke::channel::trad,
+template <class K, class Hash = owner_hash<K>, invoke::channel C = invoke::channel::adaptive,
           class Policy = invoke::policy::retry>
 class disjoint_set {
  public:
@@ -285,28 +286,12 @@ class disjoint_set {
     }
   }
 
-  // Runs at(part, vals...) at `dest`'s part: here at once when that is this thread, else as a
-  // call carrying `at` and the values in its closure (all trivially copyable) or serialized.
+  // Runs at(part, vals...) at `dest`'s part (detail::run_at).
   template <class At, class... Vals>
   call_status run_at(thread_id dest, At at, const Vals&... vals) {
-    if (dest == self_.id()) {
-      at(*this, vals...);
-      return call_status::ok;
-    }
-    const std::uint32_t id = registration_.id();
-    if constexpr ((std::is_trivially_copyable_v<Vals> && ...)) {
-      return invoke::call<C, Policy>(self_, dest, [id, at, vals...](thread_context& s) {
-        if (auto* d = detail::containers_of(s).template find<disjoint_set>(id)) at(*d, vals...);
-      });
-    } else {
-      return invoke::call<C, Policy>(
-          self_, dest,
-          [id, at](thread_context& s, Vals&... v) {
-            if (auto* d = detail::containers_of(s).template find<disjoint_set>(id)) at(*d, v...);
-          },
-          vals...);
-    }
+    return detail::run_at<C, Policy>(*this, self_, registration_.id(), dest, at, vals...);
   }
+
   template <class Ask>
   auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
     const std::uint32_t id = registration_.id();

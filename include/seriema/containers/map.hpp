@@ -15,6 +15,7 @@
 #include <seriema/base/error.hpp>
 #include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
+#include <seriema/containers/detail/run_at.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <tuple>
@@ -54,15 +55,15 @@ struct owner_hash {
 /// A map from K to V whose entries live at their owner threads (`owner(key)`), each thread
 /// holding its part in a std::unordered_map. Every worker of runtime::run makes the map, in the
 /// same order as its other containers (the constructor is collective); updates (insert,
-/// insert_or_assign, erase, visit, reduce) are one-sided calls through channel C (trad: batched
-/// per destination) with the full-destination policy Policy, applied at the owner in the order
+/// insert_or_assign, erase, visit, reduce) are one-sided calls through channel C (adaptive:
+/// batched per destination while it is busy, at once while it is idle) with the full-destination policy Policy, applied at the owner in the order
 /// each sender made them; find, size, gather and top_k answer with futures or values. Keys and
 /// values of any type cereal serializes; trivially copyable ones travel in the call's closure,
 /// with no serialization. barrier() (the job's quiesce) is the container barrier: after it, every
 /// update made before it anywhere has been applied. An owner whose process died fails what is
 /// sent to it: the update's call_status (peer_failed), the future's outcome, barrier() throws.
 /// Owner thread only: a map object is used by the worker that made it.
-template <class K, class V, class Hash = owner_hash<K>, invoke::channel C = invoke::channel::trad,
+template <class K, class V, class Hash = owner_hash<K>, invoke::channel C = invoke::channel::adaptive,
           class Policy = invoke::policy::retry>
 class map {
  public:
@@ -256,29 +257,12 @@ class map {
     return entries;
   }
 
-  // Runs at(part, vals...) at `dest`'s part: here at once when that is this thread; else as a
-  // call whose closure carries `at` and the values when they are all trivially copyable (no
-  // serialization), or with the values serialized as the call's arguments.
+  // Runs at(part, vals...) at `dest`'s part (detail::run_at).
   template <class At, class... Vals>
   call_status run_at(thread_id dest, At at, const Vals&... vals) {
-    if (dest == self_.id()) {
-      at(*this, vals...);
-      return call_status::ok;
-    }
-    const std::uint32_t id = registration_.id();
-    if constexpr ((std::is_trivially_copyable_v<Vals> && ...)) {
-      return invoke::call<C, Policy>(self_, dest, [id, at, vals...](thread_context& s) {
-        if (map* m = detail::containers_of(s).template find<map>(id)) at(*m, vals...);
-      });
-    } else {
-      return invoke::call<C, Policy>(
-          self_, dest,
-          [id, at](thread_context& s, Vals&... v) {
-            if (map* m = detail::containers_of(s).template find<map>(id)) at(*m, v...);
-          },
-          vals...);
-    }
+    return detail::run_at<C, Policy>(*this, self_, registration_.id(), dest, at, vals...);
   }
+
   // ask(part) of every worker's part, in thread order, waited for by `deadline` (throws the
   // first failure as future::get does).
   template <class Ask>

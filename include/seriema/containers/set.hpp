@@ -15,7 +15,7 @@ namespace seriema::containers {
 /// A set of K over the workers: a map<K, unit> underneath (the same owners, order, what travels,
 /// failures and lifetime: docs/containers.md), made by every worker in the same order as its
 /// other containers. Owner thread only.
-template <class K, class Hash = owner_hash<K>, invoke::channel C = invoke::channel::trad,
+template <class K, class Hash = owner_hash<K>, invoke::channel C = invoke::channel::adaptive,
           class Policy = invoke::policy::retry>
 class set {
  public:
