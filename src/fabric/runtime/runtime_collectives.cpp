@@ -175,8 +175,10 @@ std::uint64_t runtime::collective_sum(std::uint64_t value, deadline_clock::time_
     return std::chrono::duration<double>(deadline_clock::now() - started).count();
   };
   // Serving: calls run here may batch onward calls (trad) that a worker not in this collective
-  // waits for; they are published once the thread is idle again, as wait_until does.
-  bool ran_since_flush = false;
+  // waits for; they are published once the thread is idle again, as wait_until does. Also at
+  // the first idle poll: the caller may have served calls just before (quiesce's leader does,
+  // until idle, and then waits here for the other ranks, which may wait for those calls).
+  bool ran_since_flush = true;
   auto check_peers = [&] {
     if (serving != nullptr) {
       if (serving->poll() != 0) {
