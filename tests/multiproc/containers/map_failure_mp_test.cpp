@@ -1,8 +1,8 @@
 // containers::map with a failed owner: 3 processes x 1 thread; after a barrier rank 1 kills
 // itself ("dead") or stops itself with SIGSTOP ("stalled"). Dead: ranks 0 and 2 see every
 // operation on a key rank 1 owned end with an outcome (an update returns peer_failed, a find's
-// future fails not_executed or may_have_executed), the operations on live owners complete, and
-// the barrier throws naming rank 1. Stalled: a find on its key given a deadline ends
+// future fails not_executed or may_have_executed), the operations on live owners complete (the
+// survivors meet through marker files before leaving), and the barrier throws naming rank 1. Stalled: a find on its key given a deadline ends
 // deadline_exceeded (not_executed when it could not be sent) and a barrier with a deadline throws
 // deadline_error; rank 0 then kills the
 // stopped rank. Run by map_failure_test.sh under seriema-run --on-failure wait.
@@ -40,7 +40,23 @@ std::uint64_t key_owned_by(const counts& m, fabric::thread_id owner) {
   return key;
 }
 
-void survivor_body(thread_context& me, counts& m) {
+// Tells the other survivor that this one is done with the live owners, and waits (bounded) for
+// it to say the same: the barrier below fails at once (rank 1 is dead), so without this a
+// survivor could leave and destroy its map while the other's operations on it are in flight.
+void survivors_meet(thread_context& me, const std::string& marker) {
+  const int other = me.id() == 0 ? 2 : 0;
+  std::ofstream(fmt::format("{}.rank{}-live-done", marker, me.id())) << "done\n";
+  const std::string theirs = fmt::format("{}.rank{}-live-done", marker, other);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::ifstream(theirs) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!std::ifstream(theirs)) {
+    fail("rank {}: rank {} never finished its live operations", me.id(), other);
+  }
+}
+
+void survivor_body(thread_context& me, counts& m, const std::string& marker) {
   const auto until = fabric::deadline_clock::now() + std::chrono::seconds(20);
   (void)me.wait_until([&] { return me.rt().peer_failed(1); }, until);
   if (!me.rt().peer_failed(1)) return fail("rank {}: rank 1's death was not noticed", me.id());
@@ -59,6 +75,7 @@ void survivor_body(thread_context& me, counts& m) {
   if (m.reduce(live_key, 5, plus) != call_status::ok) fail("rank {}: live update", me.id());
   const auto live = m.find(live_key).get();
   if (!live || *live < 5) fail("rank {}: the live owner's value is wrong", me.id());
+  survivors_meet(me, marker);
   std::string barrier = "returned";
   try {
     m.barrier(std::chrono::seconds(10));
@@ -142,7 +159,7 @@ int main(int argc, char** argv) {
         }
         if (me.id() == 1) std::raise(SIGKILL);
         if (stalled) return stalled_body(me, m, pid_file);
-        survivor_body(me, m);
+        survivor_body(me, m, argv[2]);
       });
     } catch (const std::exception& e) {
       ended = e.what();
