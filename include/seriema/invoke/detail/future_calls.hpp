@@ -63,10 +63,8 @@ std::span<std::byte> serialize_reply(thread_context& self, const V& value,
                                      std::vector<std::byte>& out) {
   out.clear();
   out.push_back(static_cast<std::byte>(reply_tag::inline_bytes));
-  byte_sink sink(out);
-  std::ostream stream(&sink);
   {
-    cereal::BinaryOutputArchive archive(stream);
+    argument_output_archive archive(out);
     archive(value);
   }
   return finish_serialized_reply(self, out);

@@ -16,9 +16,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <istream>
-#include <ostream>
-#include <streambuf>
 #include <tuple>
 #include <vector>
 #include <seriema/fabric/detail/scratch.hpp>
@@ -210,34 +207,10 @@ call_status call_return_registered_id(thread_context& self, thread_id dest, fabr
 // is destroyed (leases nest: a Retry call serves calls that serialize too).
 using argument_scratch = fabric::detail::scratch_lease;
 
-// std::streambuf appending to a byte vector (the scratch buffer: no allocation once warm).
-class byte_sink final : public std::streambuf {
- public:
-  explicit byte_sink(std::vector<std::byte>& out) : out_(out) {}
-
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    const auto* p = reinterpret_cast<const std::byte*>(s);
-    out_.insert(out_.end(), p, p + n);
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    if (!traits_type::eq_int_type(c, traits_type::eof())) {
-      out_.push_back(static_cast<std::byte>(c));
-    }
-    return traits_type::not_eof(c);
-  }
-
- private:
-  std::vector<std::byte>& out_;
-};
-
 template <class... Args>
 void serialize_arguments(std::vector<std::byte>& out, const Args&... args) {
   out.clear();
-  byte_sink sink(out);
-  std::ostream stream(&sink);
-  cereal::BinaryOutputArchive archive(stream);
+  argument_output_archive archive(out);
   archive(args...);
 }
 
