@@ -7,7 +7,10 @@
 // in a disjoint_set, compressed and counted (an update is an edge). Each repetition is timed
 // from the first update to the barrier after the last (every update applied), and checked (the
 // histogram sums to the updates made; the table's xor to the updates' xor; the components'
-// count to a sequential union-find's).
+// count to a sequential union-find's); word_count: every worker counts its share of a Zipf corpus
+// (--words per worker over a --vocabulary of words, generated before the clock starts) into a
+// counting_set (an update is a word; checked by words, distinct words and a signature against a
+// sequential count).
 //   SERIEMA_THREADS=1 seriema-run -n 2 -- containers --kernel histogram --json out.json
 #include <fmt/format.h>
 
@@ -34,6 +37,9 @@ struct options {
   std::uint64_t buckets = 1 << 16;
   int log2_table = 20;              // random_access: 2^n words, 4 x 2^n updates in all
   int scale = 16;                   // components: R-MAT graph of 2^n vertices, 16 x 2^n edges
+  std::uint64_t words = 1 << 20;    // word_count: words per worker
+  std::uint64_t vocabulary = 1 << 17;
+  std::size_t cache_slots = 1 << 16;  // word_count: half the vocabulary, as a user would size it
   int reps = 3;
   std::string transport;
   std::string json;
@@ -94,19 +100,59 @@ void components(thread_context& me, const options& opt, std::uint64_t& found) {
   sets.barrier();  // thread 0 asked every part
 }
 
+// Job-wide sums of every part's digest of a counting_set, at thread 0 (the others get zeros).
+bench::word_count_digest job_digest(thread_context& me,
+                                    const containers::counting_set<std::string>& words) {
+  bench::word_count_digest mine;
+  for (const auto& [word, n] : words.local()) mine.add(word, n);
+  const std::uint64_t threads = me.thread_count();
+  containers::array<std::uint64_t> parts(me, 3 * threads, containers::distribution::cyclic);
+  parts.local()[0] = mine.words;
+  parts.local()[1] = mine.distinct;
+  parts.local()[2] = mine.signature;
+  parts.barrier();
+  bench::word_count_digest job;
+  if (me.id() == 0) {
+    const std::vector<std::uint64_t> all = parts.gather();
+    for (std::uint64_t t = 0; t < threads; ++t) {
+      job.words += all[t];
+      job.distinct += all[threads + t];
+      job.signature += all[2 * threads + t];
+    }
+  }
+  parts.barrier();  // thread 0 asked every part
+  return job;
+}
+
+// kernel:word_count begin
+// `counted` is when the barrier returned: the check that follows is not timed.
+void word_count(thread_context& me, const options& opt, const std::vector<std::string>& text,
+                bench::word_count_digest& found, std::chrono::steady_clock::time_point& counted) {
+  containers::counting_set<std::string> words(me, opt.cache_slots);
+  for (const std::string& word : text) (void)words.insert(word);
+  words.barrier();
+  // kernel:word_count end
+  counted = std::chrono::steady_clock::now();
+  found = job_digest(me, words);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   options opt;
-  CLI::App app{"containers: updates/s of histogram and HPCC RandomAccess on seriema's containers"};
-  app.add_option("--kernel", opt.kernel, "histogram, random_access or components")
-      ->check(CLI::IsMember({"histogram", "random_access", "components"}));
+  CLI::App app{"containers: updates/s of irregular kernels on seriema's containers"};
+  app.add_option("--kernel", opt.kernel, "histogram, random_access, components or word_count")
+      ->check(CLI::IsMember({"histogram", "random_access", "components", "word_count"}));
   app.add_option("--updates", opt.updates, "histogram: updates per worker");
   app.add_option("--buckets", opt.buckets, "histogram: buckets")->check(CLI::PositiveNumber);
   app.add_option("--log2-table", opt.log2_table, "random_access: log2 of the table's words")
       ->check(CLI::Range(8, 30));
   app.add_option("--scale", opt.scale, "components: log2 of the R-MAT graph's vertices")
       ->check(CLI::Range(2, 26));
+  app.add_option("--words", opt.words, "word_count: words per worker");
+  app.add_option("--vocabulary", opt.vocabulary, "word_count: distinct words of the corpus")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cache-slots", opt.cache_slots, "word_count: the counting_set's cache");
   app.add_option("--reps", opt.reps, "timed repetitions (median reported)")
       ->check(CLI::Range(1, 100));
   app.add_option("--transport", opt.transport, "label for the output (shm, tcp)");
@@ -119,26 +165,42 @@ int main(int argc, char** argv) try {
   std::uint64_t total_updates = 0;
   const std::uint64_t expected_components =
       opt.kernel == "components" ? bench::rmat_components(opt.scale, 16ULL << opt.scale) : 0;
+  const bench::zipf_corpus corpus(opt.kernel == "word_count" ? opt.vocabulary : 1);
+  const std::uint64_t workers = rt.size() * rt.options().threads_per_process;
+  const bench::word_count_digest expected_words =
+      opt.kernel == "word_count" && rt.rank() == 0
+          ? bench::word_count_sequential(corpus, workers, opt.words)
+          : bench::word_count_digest{};
+  std::vector<std::vector<std::string>> texts(workers);  // word_count: each worker writes its own
   for (int rep = 0; rep < opt.reps; ++rep) {
     double elapsed = 0;
     rt.run([&](thread_context& me) {
       bool ok = true;
+      std::vector<std::string>& text = texts[me.id()];
+      if (opt.kernel == "word_count" && text.empty()) text = corpus.share(me.id(), opt.words);
       me.quiesce();  // every worker starts together
       const auto start = std::chrono::steady_clock::now();
       std::uint64_t found = 0;
+      auto stop = std::chrono::steady_clock::time_point{};  // set by a kernel whose check follows
       if (opt.kernel == "histogram") {
         histogram(me, opt, ok);
       } else if (opt.kernel == "random_access") {
         random_access(me, opt, ok);
-      } else {
+      } else if (opt.kernel == "components") {
         components(me, opt, found);
         ok = me.id() != 0 || found == expected_components;
+      } else {
+        bench::word_count_digest counted;
+        word_count(me, opt, text, counted, stop);
+        ok = me.id() != 0 || counted == expected_words;
       }
       if (me.id() == 0) {
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (stop == std::chrono::steady_clock::time_point{}) stop = std::chrono::steady_clock::now();
+        elapsed = std::chrono::duration<double>(stop - start).count();
         total_updates = opt.kernel == "histogram"       ? opt.updates * me.thread_count()
                         : opt.kernel == "random_access" ? 4 * (std::uint64_t{1} << opt.log2_table)
-                                                        : 16ULL << opt.scale;
+                        : opt.kernel == "components"    ? 16ULL << opt.scale
+                                                        : opt.words * me.thread_count();
       }
       if (!ok) {
         fmt::print(stderr, "containers: thread {}: the {} result is wrong\n", me.id(), opt.kernel);

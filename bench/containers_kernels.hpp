@@ -1,11 +1,17 @@
 // What bench/containers.cpp (seriema) and bench/mpi_containers.cpp (MPI) share, so that both
 // run the same kernels on the same inputs: the histogram's random keys and the check of its
 // result, HPCC RandomAccess's random stream, the R-MAT edges of connected components and their
-// sequential count, and how updates are shared among workers. No seriema or MPI dependency.
+// sequential count, word count's Zipf corpus and the digest that checks it, and how updates are
+// shared among workers. No seriema or MPI dependency.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -126,6 +132,79 @@ inline std::uint64_t rmat_components(int scale, std::uint64_t edges) {
     }
   }
   return vertices - merges;
+}
+
+// FNV-1a: a word's hash, the same in every process and program (the MPI version's owner, the
+// digest's term).
+inline std::uint64_t fnv1a(std::string_view word) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : word) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+// Word count's corpus: worker w's k-th word is drawn from a vocabulary of `vocabulary` words
+// with Zipf's law (exponent 1: the word of rank i is drawn with weight 1 / i), a pure function
+// of (w, k). A word of the vocabulary is 2 to 10 lowercase letters, a function of its rank.
+class zipf_corpus {
+ public:
+  explicit zipf_corpus(std::uint64_t vocabulary) : cumulative_(vocabulary), spelled_(vocabulary) {
+    double sum = 0;
+    for (std::uint64_t i = 0; i < vocabulary; ++i) {
+      cumulative_[i] = sum += 1.0 / double(i + 1);
+      spelled_[i] = spelling(i);
+    }
+    for (double& c : cumulative_) c /= sum;
+  }
+  [[nodiscard]] const std::string& word(std::uint64_t w, std::uint64_t k) const {
+    const double p = static_cast<double>(mix64((w << 40) ^ k ^ 0x5a17) >> 11) * 0x1.0p-53;
+    const auto at = std::upper_bound(cumulative_.begin(), cumulative_.end(), p);
+    return spelled_[std::min<std::size_t>(at - cumulative_.begin(), spelled_.size() - 1)];
+  }
+  // Worker w's words, in order.
+  [[nodiscard]] std::vector<std::string> share(std::uint64_t w, std::uint64_t words) const {
+    std::vector<std::string> out;
+    out.reserve(words);
+    for (std::uint64_t k = 0; k < words; ++k) out.push_back(word(w, k));
+    return out;
+  }
+
+ private:
+  static std::string spelling(std::uint64_t rank) {
+    std::uint64_t bits = mix64(rank ^ 0xc0ffee);
+    std::string s(2 + bits % 9, 'a');
+    bits /= 9;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      s[i] = static_cast<char>('a' + bits % 26);
+      bits = bits / 26 != 0 ? bits / 26 : mix64(bits + i);
+    }
+    return s;
+  }
+  std::vector<double> cumulative_;
+  std::vector<std::string> spelled_;  // the vocabulary: spelled_[i] is the word of rank i + 1
+};
+
+// What a word count's result is checked by, summed over the parts that hold it: the words
+// counted, the distinct words, and the sum of mix64(fnv1a(word)) x count (wrapping).
+struct word_count_digest {
+  std::uint64_t words = 0, distinct = 0, signature = 0;
+  void add(std::string_view word, std::uint64_t count) {
+    words += count;
+    distinct += 1;
+    signature += mix64(fnv1a(word)) * count;
+  }
+  bool operator==(const word_count_digest&) const = default;
+};
+
+// The digest of every worker's share counted sequentially: what both versions must produce.
+inline word_count_digest word_count_sequential(const zipf_corpus& corpus, std::uint64_t workers,
+                                               std::uint64_t words_per_worker) {
+  std::unordered_map<std::string, std::uint64_t> counts;
+  for (std::uint64_t w = 0; w < workers; ++w) {
+    for (std::uint64_t k = 0; k < words_per_worker; ++k) ++counts[corpus.word(w, k)];
+  }
+  word_count_digest digest;
+  for (const auto& [word, n] : counts) digest.add(word, n);
+  return digest;
 }
 
 }  // namespace seriema::bench

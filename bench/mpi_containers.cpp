@@ -2,6 +2,8 @@
 // them without a library: each rank batches its updates per destination and exchanges them with
 // MPI_Alltoall (counts) and MPI_Alltoallv (updates) every `batch` updates, then applies what it
 // received to its part (cyclic buckets for the histogram, blocks of the table for RandomAccess).
+// Word count reduces locally first (a hash map of the rank's words), then sends each distinct
+// word with its count to its owner (fnv1a(word) mod ranks) in one exchange.
 // The baseline of bench/run-containers.sh; the same inputs, timing and checks as containers.cpp.
 //   mpirun -np 2 mpi_containers --kernel histogram --json out.json
 #include <fmt/format.h>
@@ -10,8 +12,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "containers_kernels.hpp"
@@ -25,6 +29,8 @@ struct options {
   std::uint64_t buckets = 1 << 16;
   int log2_table = 20;
   int scale = 16;
+  std::uint64_t words = 1 << 20;
+  std::uint64_t vocabulary = 1 << 17;
   int reps = 3;
   std::uint64_t batch = 1 << 16;  // updates a rank makes between two exchanges
   std::string transport;
@@ -152,6 +158,38 @@ std::uint64_t components(const options& opt, int rank, int ranks) {
 }
 // kernel:components end
 
+// kernel:word_count begin
+std::unordered_map<std::string, std::uint64_t> word_count(const std::vector<std::string>& text,
+                                                          int ranks) {
+  std::unordered_map<std::string, std::uint64_t> local, part;
+  for (const std::string& word : text) ++local[word];
+  std::vector<std::vector<std::uint64_t>> out(ranks);  // per word: length, count, letters
+  for (const auto& [word, n] : local) {
+    std::vector<std::uint64_t>& to = out[seriema::bench::fnv1a(word) % ranks];
+    to.insert(to.end(), {word.size(), n});
+    const std::size_t at = to.size();
+    to.resize(at + (word.size() + 7) / 8);
+    std::memcpy(to.data() + at, word.data(), word.size());
+  }
+  const std::vector<std::uint64_t> in = exchange(out, ranks);
+  for (std::size_t i = 0; i < in.size(); i += 2 + (in[i] + 7) / 8) {
+    part[std::string(reinterpret_cast<const char*>(&in[i + 2]), in[i])] += in[i + 1];
+  }
+  return part;
+}
+// kernel:word_count end
+
+// Whether the job's parts together hold the `expected` digest (a sequential count of every
+// rank's words), at rank 0; the others return true.
+bool word_count_checked(const seriema::bench::word_count_digest& expected,
+                        const std::unordered_map<std::string, std::uint64_t>& part, int rank) {
+  static_assert(sizeof(seriema::bench::word_count_digest) == 3 * sizeof(std::uint64_t));
+  seriema::bench::word_count_digest mine, job;
+  for (const auto& [word, n] : part) mine.add(word, n);
+  MPI_Reduce(&mine.words, &job.words, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  return rank != 0 || job == expected;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,8 +200,11 @@ int main(int argc, char** argv) {
   options opt;
   CLI::App app{"mpi_containers: the containers benchmark's kernels on MPI (Alltoallv batches)"};
   app.add_option("--kernel", opt.kernel)
-      ->check(CLI::IsMember({"histogram", "random_access", "components"}));
+      ->check(CLI::IsMember({"histogram", "random_access", "components", "word_count"}));
   app.add_option("--updates", opt.updates, "histogram: updates per rank");
+  app.add_option("--words", opt.words, "word_count: words per rank");
+  app.add_option("--vocabulary", opt.vocabulary, "word_count: distinct words of the corpus")
+      ->check(CLI::PositiveNumber);
   app.add_option("--buckets", opt.buckets, "histogram: buckets")->check(CLI::PositiveNumber);
   app.add_option("--log2-table", opt.log2_table)->check(CLI::Range(8, 30));
   app.add_option("--scale", opt.scale, "components: log2 of the R-MAT graph's vertices")
@@ -183,22 +224,36 @@ int main(int argc, char** argv) {
   std::vector<double> seconds;
   bool ok = true;
   std::uint64_t total_updates = 0, expected_components = 0;
+  const seriema::bench::zipf_corpus corpus(opt.kernel == "word_count" ? opt.vocabulary : 1);
+  const std::vector<std::string> text =
+      opt.kernel == "word_count" ? corpus.share(rank, opt.words) : std::vector<std::string>{};
+  const seriema::bench::word_count_digest expected_words =
+      opt.kernel == "word_count" && rank == 0
+          ? seriema::bench::word_count_sequential(corpus, static_cast<std::uint64_t>(ranks),
+                                                  opt.words)
+          : seriema::bench::word_count_digest{};
   for (int rep = 0; rep < opt.reps; ++rep) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
     std::vector<std::uint64_t> part;
+    std::unordered_map<std::string, std::uint64_t> word_part;
     std::uint64_t found = 0;
     if (opt.kernel == "histogram") {
       part = histogram(opt, rank, ranks);
     } else if (opt.kernel == "random_access") {
       part = random_access(opt, rank, ranks);
-    } else {
+    } else if (opt.kernel == "components") {
       found = components(opt, rank, ranks);
+    } else {
+      word_part = word_count(text, ranks);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     seconds.push_back(MPI_Wtime() - start);
     std::uint64_t local = 0, job = 0;
-    if (opt.kernel == "components") {
+    if (opt.kernel == "word_count") {
+      total_updates = opt.words * static_cast<std::uint64_t>(ranks);
+      ok = word_count_checked(expected_words, word_part, rank) && ok;
+    } else if (opt.kernel == "components") {
       total_updates = 16ULL << opt.scale;
       if (rank == 0 && expected_components == 0) {
         expected_components = seriema::bench::rmat_components(opt.scale, total_updates);

@@ -80,7 +80,7 @@ class map {
   /// counters containers.refused) and logged once by that worker; never an allocation failure.
   map(thread_context& self, limits bounds,
       fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : self_(self), max_local_entries_(bounds.max_local_entries),
+      : self_(self), workers_(self.thread_count()), max_local_entries_(bounds.max_local_entries),
         registration_(self, this, deadline) {}
   /// Leaves the job's map: operations that reach this thread's part later are dropped, counted
   /// and logged (call barrier() first when updates may still be on their way).
@@ -96,7 +96,7 @@ class map {
   }
   /// The worker thread that owns `key`.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
-    return static_cast<thread_id>(Hash{}(key) % self_.thread_count());
+    return static_cast<thread_id>(Hash{}(key) % workers_);
   }
 
   /// Adds (key, value) unless the key is there (then nothing changes).
@@ -273,6 +273,7 @@ class map {
   }
 
   thread_context& self_;
+  std::uint64_t workers_;  // the job's worker threads (fixed for the runtime's life)
   std::unordered_map<K, V, std::hash<K>> local_;
   std::size_t max_local_entries_;
   detail::registration<map> registration_;  // last: made after, and gone before, the rest
