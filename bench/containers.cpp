@@ -46,7 +46,8 @@ struct options {
 };
 
 // kernel:histogram begin
-void histogram(thread_context& me, const options& opt, bool& ok) {
+// `expected` (computed once, at the first repetition) is what this worker's part must sum to.
+void histogram(thread_context& me, const options& opt, std::uint64_t& expected, bool& ok) {
   containers::array<std::uint64_t> counts(me, opt.buckets, containers::distribution::cyclic);
   for (std::uint64_t k = 0; k < opt.updates; ++k) {
     (void)counts.add(bench::histogram_key(me.id(), k, opt.buckets), 1);
@@ -55,8 +56,11 @@ void histogram(thread_context& me, const options& opt, bool& ok) {
   // kernel:histogram end
   std::uint64_t sum = 0;
   for (std::uint64_t c : counts.local()) sum += c;
-  ok = sum == bench::histogram_local_expectation(me.id(), me.thread_count(), opt.updates,
-                                                  opt.buckets);
+  if (expected == 0) {
+    expected = bench::histogram_local_expectation(me.id(), me.thread_count(), opt.updates,
+                                                   opt.buckets);
+  }
+  ok = sum == expected;
   counts.barrier();
 }
 
@@ -172,6 +176,7 @@ int main(int argc, char** argv) try {
           ? bench::word_count_sequential(corpus, workers, opt.words)
           : bench::word_count_digest{};
   std::vector<std::vector<std::string>> texts(workers);  // word_count: each worker writes its own
+  std::vector<std::uint64_t> expected_sums(workers);     // histogram: each worker writes its own
   for (int rep = 0; rep < opt.reps; ++rep) {
     double elapsed = 0;
     rt.run([&](thread_context& me) {
@@ -183,7 +188,7 @@ int main(int argc, char** argv) try {
       std::uint64_t found = 0;
       auto stop = std::chrono::steady_clock::time_point{};  // set by a kernel whose check follows
       if (opt.kernel == "histogram") {
-        histogram(me, opt, ok);
+        histogram(me, opt, expected_sums[me.id()], ok);
       } else if (opt.kernel == "random_access") {
         random_access(me, opt, ok);
       } else if (opt.kernel == "components") {

@@ -42,6 +42,17 @@ void container_table::refuse(const char* kind, std::size_t limit) noexcept {
   }
 }
 
+void container_table::make_progress(thread_context& self) {
+  if (making_progress_) return;
+  making_progress_ = true;
+  struct lower_on_return {
+    bool& flag;
+    ~lower_on_return() { flag = false; }
+  } lower{making_progress_};
+  thread_context::deferring_scope keep_exceptions(self);
+  (void)self.poll();
+}
+
 std::string container_table::counters_json() const {
   return fmt::format(R"({{"dropped":{},"refused":{}}})", dropped_, refused_);
 }

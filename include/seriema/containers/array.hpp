@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <seriema/base/error.hpp>
 #include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
+#include <seriema/containers/detail/packed_batches.hpp>
+#include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <string>
@@ -32,25 +35,39 @@ enum class distribution : std::uint8_t {
 /// threads, made by every worker in the same order as its other containers (collective). set,
 /// add and visit are one-sided calls through channel C to the owner, applied there in the order
 /// each sender made them; get answers with a future; gather collects the whole array in index
-/// order; barrier() (the job's quiesce) orders everything. Values of any type cereal serializes
-/// (trivially copyable ones travel in the call's closure). An index past the end throws
-/// seriema::error at the caller. Failures as map's: an update to a dead owner returns
-/// peer_failed, a get's future fails, barrier() throws. Owner thread only.
+/// order; barrier() (the job's quiesce) orders everything. Values of any type cereal serializes.
+/// Updates whose values are trivially copyable (set and add of such a T; visit with a function
+/// without captures and such arguments) are packed: per destination, entries of (slot, values)
+/// appended to a batch that goes as one call per `packed_bytes` bytes, before anything else to
+/// that destination, and at every flush (flush(), barrier(), get(), gather(), the worker's idle
+/// waits and quiesce rounds). Other updates are one call each. An index past the end throws
+/// seriema::error at the caller. Failures as map's: an update to an owner known dead returns
+/// peer_failed (what was packed for it is dropped), a get's future fails, barrier() throws.
+/// Owner thread only.
 template <class T, invoke::channel C = invoke::channel::adaptive, class Policy = invoke::policy::retry>
 class array {
  public:
   using value_type = T;  ///< the elements
+  /// The bytes a destination's batch of packed updates reaches before it is sent (128 updates
+  /// of an 8-byte T).
+  static constexpr std::size_t packed_bytes = 2048;
 
   /// Makes this worker's elements and waits until every worker made its own (a job-wide
   /// quiesce, by `deadline` at the latest).
   array(thread_context& self, std::uint64_t size, distribution how = distribution::block,
         fabric::deadline_clock::time_point deadline = fabric::no_deadline)
       : self_(self), size_(size), how_(how), workers_(self.thread_count()),
+        base_(size / workers_), extra_(size % workers_), in_long_(extra_ * (base_ + 1)),
         local_(static_cast<std::size_t>(count_of(self.id()))),
-        registration_(self, this, deadline) {}
-  /// Leaves the job's array: operations that reach this part later are dropped and counted
-  /// (call barrier() first when updates may still be on their way).
-  ~array() = default;
+        batches_(self, detail::containers_of(self), workers_, packed_bytes),
+        registration_(self, this, deadline) {
+    detail::containers_of(self).add_flusher(this, [](void* me) {
+      (void)static_cast<array*>(me)->flush();
+    });
+  }
+  /// Leaves the job's array: operations that reach this part later are dropped and counted, and
+  /// packed updates not yet sent are dropped (call barrier() first).
+  ~array() { detail::containers_of(self_).remove_flusher(this); }
   array(const array&) = delete;
   array& operator=(const array&) = delete;
 
@@ -63,48 +80,44 @@ class array {
   /// Elements in the whole array.
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
   /// The worker that owns index i.
-  [[nodiscard]] thread_id owner(std::uint64_t i) const noexcept {
-    if (how_ == distribution::cyclic) return static_cast<thread_id>(i % workers_);
-    const std::uint64_t base = size_ / workers_, extra = size_ % workers_;
-    const std::uint64_t in_long = extra * (base + 1);  // indexes of the longer blocks
-    if (i < in_long) return static_cast<thread_id>(i / (base + 1));
-    return static_cast<thread_id>(extra + (i - in_long) / base);
-  }
+  [[nodiscard]] thread_id owner(std::uint64_t i) const noexcept { return locate(i).owner; }
   /// The first index worker t owns.
   [[nodiscard]] std::uint64_t first_of(thread_id t) const noexcept {
     if (how_ == distribution::cyclic) return t;
-    const std::uint64_t base = size_ / workers_, extra = size_ % workers_;
-    return t * base + std::min<std::uint64_t>(t, extra);
+    return t * base_ + std::min<std::uint64_t>(t, extra_);
   }
   /// How many indexes worker t owns.
   [[nodiscard]] std::uint64_t count_of(thread_id t) const noexcept {
-    return size_ / workers_ + (t < size_ % workers_ ? 1 : 0);  // either distribution
+    return base_ + (t < extra_ ? 1 : 0);  // either distribution
   }
 
-  /// a[i] = value.
-  call_status set(std::uint64_t i, const T& value) {
-    return run_at(i, [](T& element, const T& v) { element = v; }, value);
-  }
+  /// a[i] = value. Returns ok once packed (see the class), or the call's status.
+  call_status set(std::uint64_t i, const T& value) { return update<assign>(i, value); }
   /// a[i] = a[i] + value (any T with +).
-  call_status add(std::uint64_t i, const T& value) {
-    return run_at(i, [](T& element, const T& v) { element = element + v; }, value);
-  }
-  /// Runs f(i, a[i], args...) at the owner (a T&; the arguments travel as values).
+  call_status add(std::uint64_t i, const T& value) { return update<plus>(i, value); }
+  /// Runs f(i, a[i], args...) at the owner (a T&; the arguments travel as values, as lvalues).
   template <class F, class... Args>
   call_status visit(std::uint64_t i, F f, const Args&... args) {
-    return run_at(
-        i,
-        [f, i](T& element, const Args&... a) {
-          std::tuple<Args...> copies(a...);
-          std::apply([&](Args&... own) { f(i, element, own...); }, copies);
-        },
-        args...);
+    if constexpr (std::is_empty_v<F> && std::is_default_constructible_v<F>) {
+      return update<visitor<F>>(i, args...);
+    } else {
+      return run_at(
+          i,
+          [f, i](T& element, const Args&... a) {
+            std::tuple<Args...> copies(a...);
+            std::apply([&](Args&... own) { f(i, element, own...); }, copies);
+          },
+          args...);
+    }
   }
+  /// Sends every destination's packed updates; returns the first status that was not ok.
+  call_status flush() { return batches_.flush_all(this); }
   /// a[i] at its owner when the future ends, after every update this thread sent there before.
   invoke::future<T> get(std::uint64_t i) {
     check(i);
     const thread_id dest = owner(i);
     if (dest == self_.id()) return invoke::make_ready_future(self_, T(local_[slot_of(i)]));
+    (void)batches_.flush(this, dest);
     const std::uint32_t id = registration_.id();
     return invoke::call_return<C, Policy>(self_, dest, [id, i](thread_context& s) {
       array& a = part_of(s, id);
@@ -113,6 +126,7 @@ class array {
   }
   /// The whole array in index order (asks every worker; meaningful after a barrier).
   std::vector<T> gather(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
+    (void)flush();
     const std::uint32_t id = registration_.id();
     std::vector<std::vector<T>> by_worker = detail::ask_every_worker(
         self_, [id](thread_context& s) { return part_of(s, id).local_; }, deadline);
@@ -127,11 +141,13 @@ class array {
 
   /// Job-wide: every update made anywhere before it has been applied (the job's quiesce).
   void barrier(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
+    (void)flush();
     self_.quiesce(deadline);
   }
   /// barrier() with a deadline `timeout` from now.
   template <class Rep, class Period>
   void barrier(std::chrono::duration<Rep, Period> timeout) {
+    (void)flush();
     self_.quiesce(timeout);
   }
 
@@ -143,10 +159,106 @@ class array {
   }
 
  private:
-  std::size_t slot_of(std::uint64_t i) const noexcept {
-    return static_cast<std::size_t>(how_ == distribution::cyclic ? i / workers_
-                                                                 : i - first_of(owner(i)));
+  // The packable operations: op(i, element, values...) with the values as lvalues.
+  struct assign {
+    void operator()(std::uint64_t, T& element, T& value) const { element = value; }
+  };
+  struct plus {
+    void operator()(std::uint64_t, T& element, T& value) const { element = element + value; }
+  };
+  template <class F>
+  struct visitor {
+    template <class... Args>
+    void operator()(std::uint64_t i, T& element, Args&... args) const {
+      F{}(i, element, args...);
+    }
+  };
+  template <class... Vals>
+  static constexpr bool packable =
+      ((std::is_trivially_copyable_v<Vals> && std::is_default_constructible_v<Vals>) && ...);
+
+  // Op(i, a[i], copies of vals...) at i's owner: here at once; packed for a live owner when the
+  // values are packable; else one call (after what is packed for that owner).
+  template <class Op, class... Vals>
+  call_status update(std::uint64_t i, const Vals&... vals) {
+    if constexpr (packable<Vals...>) {
+      check(i);
+      const place at = locate(i);
+      if (at.owner == self_.id()) {
+        apply<Op>(i, local_[at.slot], vals...);
+        return call_status::ok;
+      }
+      if (owner_failed(at.owner)) {
+        batches_.drop(at.owner);
+        return call_status::peer_failed;
+      }
+      return batches_.append(this, at.owner, &send_packed<Op, Vals...>,
+                             std::uint64_t{at.slot}, vals...);
+    } else {
+      return run_at(
+          i, [i](T& element, const Vals&... v) { apply<Op>(i, element, v...); }, vals...);
+    }
   }
+  template <class Op, class... Vals>
+  static void apply(std::uint64_t i, T& element, Vals... copies) {
+    Op{}(i, element, copies...);
+  }
+  // Whether dest's process is known dead (an atomic load until some process failed).
+  bool owner_failed(thread_id dest) const noexcept {
+    const fabric::runtime& rt = self_.rt();
+    return rt.failure_epoch() != 0 && rt.peer_failed(rt.process_of_thread(dest));
+  }
+  // One call carrying a segment of packed (slot, vals...) entries for Op to `dest`.
+  template <class Op, class... Vals>
+  static call_status send_packed(void* object, thread_id dest,
+                                 std::span<const std::byte> entries) {
+    array& a = *static_cast<array*>(object);
+    const std::uint32_t id = a.registration_.id();
+    return invoke::call_buffer<C, Policy>(
+        a.self_, dest,
+        [id](thread_context& s, std::span<std::byte> bytes) {
+          if (array* part = detail::containers_of(s).template find<array>(id)) {
+            part->template apply_packed<Op, Vals...>(bytes);
+          }
+        },
+        entries);
+  }
+  // Applies every (slot, vals...) entry of `bytes` in order. The bytes were written by
+  // send_packed's sender; a slot past this part (never written so) is skipped, not applied.
+  template <class Op, class... Vals>
+  void apply_packed(std::span<const std::byte> bytes) {
+    constexpr std::size_t entry_size = sizeof(std::uint64_t) + (sizeof(Vals) + ... + 0);
+    for (std::size_t at = 0; at + entry_size <= bytes.size(); at += entry_size) {
+      std::uint64_t slot = 0;
+      std::memcpy(&slot, bytes.data() + at, sizeof slot);
+      std::tuple<Vals...> values;
+      std::size_t offset = at + sizeof slot;
+      std::apply([&](Vals&... v) { ((std::memcpy(&v, bytes.data() + offset, sizeof v),
+                                      offset += sizeof v), ...); },
+                 values);
+      if (slot >= local_.size()) continue;
+      std::apply([&](Vals&... v) { Op{}(index_of(self_.id(), slot), local_[slot], v...); },
+                 values);
+    }
+  }
+
+  // Where index i lives: its owner and its slot in the owner's part, with one division.
+  struct place {
+    thread_id owner;
+    std::size_t slot;
+  };
+  place locate(std::uint64_t i) const noexcept {
+    if (how_ == distribution::cyclic) {
+      return {static_cast<thread_id>(i % workers_), static_cast<std::size_t>(i / workers_)};
+    }
+    if (i < in_long_) {  // the first extra_ blocks hold base_ + 1 indexes each
+      const std::uint64_t t = i / (base_ + 1);
+      return {static_cast<thread_id>(t), static_cast<std::size_t>(i - t * (base_ + 1))};
+    }
+    const std::uint64_t beyond = i - in_long_, t = beyond / base_;
+    return {static_cast<thread_id>(extra_ + t), static_cast<std::size_t>(beyond - t * base_)};
+  }
+  std::size_t slot_of(std::uint64_t i) const noexcept { return locate(i).slot; }
   void check(std::uint64_t i) const {
     if (i >= size_) {
       throw error("containers::array: index " + std::to_string(i) + " is past the end (size " +
@@ -166,6 +278,7 @@ class array {
       at(local_[slot_of(i)], vals...);
       return call_status::ok;
     }
+    (void)batches_.flush(this, dest);  // what was packed for dest goes first
     const std::uint32_t id = registration_.id();
     auto apply = [id, i, at](thread_context& s, const Vals&... v) {
       if (array* a = detail::containers_of(s).template find<array>(id)) {
@@ -185,7 +298,11 @@ class array {
   std::uint64_t size_;
   distribution how_;
   thread_id workers_;
+  std::uint64_t base_;     // size_ / workers_: every part holds base_ or base_ + 1 indexes
+  std::uint64_t extra_;    // size_ % workers_: the parts of workers 0..extra_ - 1 hold one more
+  std::uint64_t in_long_;  // block: the indexes of those longer parts, 0..in_long_ - 1
   std::vector<T> local_;
+  detail::packed_batches batches_;
   detail::registration<array> registration_;  // last: made after, and gone before, the rest
 };
 

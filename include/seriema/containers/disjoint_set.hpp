@@ -289,7 +289,8 @@ class disjoint_set {
   // Runs at(part, vals...) at `dest`'s part (detail::run_at).
   template <class At, class... Vals>
   call_status run_at(thread_id dest, At at, const Vals&... vals) {
-    return detail::run_at<C, Policy>(*this, self_, registration_.id(), dest, at, vals...);
+    return detail::run_at<C, Policy>(*this, self_, registration_.table(), registration_.id(),
+                                      dest, at, vals...);
   }
 
   template <class Ask>

@@ -260,7 +260,8 @@ class map {
   // Runs at(part, vals...) at `dest`'s part (detail::run_at).
   template <class At, class... Vals>
   call_status run_at(thread_id dest, At at, const Vals&... vals) {
-    return detail::run_at<C, Policy>(*this, self_, registration_.id(), dest, at, vals...);
+    return detail::run_at<C, Policy>(*this, self_, registration_.table(), registration_.id(),
+                                      dest, at, vals...);
   }
 
   // ask(part) of every worker's part, in thread order, waited for by `deadline` (throws the

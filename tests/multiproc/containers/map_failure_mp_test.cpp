@@ -1,11 +1,12 @@
 // containers::map with a failed owner: 3 processes x 1 thread; after a barrier rank 1 kills
 // itself ("dead") or stops itself with SIGSTOP ("stalled"). Dead: ranks 0 and 2 see every
-// operation on a key rank 1 owned end with an outcome (an update returns peer_failed, a find's
-// future fails not_executed or may_have_executed), the operations on live owners complete (the
-// survivors meet through marker files before leaving), and the barrier throws naming rank 1. Stalled: a find on its key given a deadline ends
-// deadline_exceeded (not_executed when it could not be sent) and a barrier with a deadline throws
-// deadline_error; rank 0 then kills the
-// stopped rank. Run by map_failure_test.sh under seriema-run --on-failure wait.
+// operation on a key rank 1 owned end with an outcome (an update returns peer_failed, a packed
+// array add too, a find's future fails not_executed or may_have_executed), the operations on
+// live owners complete (the survivors meet through marker files before leaving), and the
+// barrier throws naming rank 1. Stalled: a find on its key given a deadline ends
+// deadline_exceeded (not_executed when it could not be sent) and a barrier with a deadline
+// throws deadline_error; rank 0 then kills the stopped rank. Run by map_failure_test.sh under
+// seriema-run --on-failure wait.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -56,7 +57,9 @@ void survivors_meet(thread_context& me, const std::string& marker) {
   }
 }
 
-void survivor_body(thread_context& me, counts& m, const std::string& marker) {
+using cells = containers::array<std::uint64_t>;
+
+void survivor_body(thread_context& me, counts& m, cells& c, const std::string& marker) {
   const auto until = fabric::deadline_clock::now() + std::chrono::seconds(20);
   (void)me.wait_until([&] { return me.rt().peer_failed(1); }, until);
   if (!me.rt().peer_failed(1)) return fail("rank {}: rank 1's death was not noticed", me.id());
@@ -65,6 +68,11 @@ void survivor_body(thread_context& me, counts& m, const std::string& marker) {
   const call_status update = m.reduce(dead_key, 1, plus);
   if (update != call_status::peer_failed) {
     fail("rank {}: an update to the dead owner returned '{}'", me.id(), fabric::to_string(update));
+  }
+  // A packed array update to the dead owner is refused as well, not kept in its batch.
+  if (const call_status packed = c.add(1, 1); packed != call_status::peer_failed) {
+    fail("rank {}: a packed add to the dead owner returned '{}'", me.id(),
+         fabric::to_string(packed));
   }
   const outcome found = m.find(dead_key).try_get().result();
   if (found != outcome::not_executed && found != outcome::may_have_executed) {
@@ -151,6 +159,8 @@ int main(int argc, char** argv) {
     try {
       rt.run([&](thread_context& me) {
         counts m(me, fabric::deadline_clock::now() + std::chrono::seconds(30));
+        cells c(me, 3, containers::distribution::cyclic,
+                fabric::deadline_clock::now() + std::chrono::seconds(30));  // cell r: rank r's
         m.barrier(std::chrono::seconds(30));
         if (me.id() == 1 && stalled) {
           std::ofstream(pid_file) << ::getpid() << "\n";
@@ -159,7 +169,7 @@ int main(int argc, char** argv) {
         }
         if (me.id() == 1) std::raise(SIGKILL);
         if (stalled) return stalled_body(me, m, pid_file);
-        survivor_body(me, m, argv[2]);
+        survivor_body(me, m, c, argv[2]);
       });
     } catch (const std::exception& e) {
       ended = e.what();

@@ -67,6 +67,19 @@ class container_table final : public fabric::thread_extension {
   void remove_flusher(void* object) noexcept {
     std::erase_if(flushers_, [object](const flusher& f) { return f.object == object; });
   }
+  /// Calls a container operation sends between two polls of make_progress (sent_one).
+  static constexpr std::uint32_t sends_per_progress = 128;
+  /// Runs the calls this thread received so far (a poll whose exceptions are kept for the
+  /// application's next own poll), unless the thread is already inside one of these polls. A
+  /// worker that only sends (a loop of updates) would otherwise leave its peers' rings to it
+  /// full, and a peer waiting for room (policy::retry) would stall until the loop ended.
+  void make_progress(thread_context& self);
+  /// One call sent by a container operation: every sends_per_progress of them, make_progress.
+  void sent_one(thread_context& self) {
+    if (++sent_since_progress_ < sends_per_progress) return;
+    sent_since_progress_ = 0;
+    make_progress(self);
+  }
   /// An operation refused by a part of a `kind` container at its bound (`limit` keys): counted,
   /// the first one logged.
   void refuse(const char* kind, std::size_t limit) noexcept;
@@ -97,6 +110,8 @@ class container_table final : public fabric::thread_extension {
   std::vector<flusher> flushers_;
   std::uint64_t dropped_ = 0;
   std::uint64_t refused_ = 0;
+  std::uint32_t sent_since_progress_ = 0;
+  bool making_progress_ = false;  // inside make_progress()
 };
 
 /// How containers::post and ask name a container object of their own process: its id, the
@@ -136,6 +151,8 @@ class registration {
 
   /// The container's id, the same on every worker.
   [[nodiscard]] std::uint32_t id() const noexcept { return id_; }
+  /// The table of the worker that made the container.
+  [[nodiscard]] container_table& table() const noexcept { return table_; }
 
  private:
   container_table& table_;

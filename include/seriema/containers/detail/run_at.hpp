@@ -11,29 +11,34 @@
 namespace seriema::containers::detail {
 
 /// Runs at(part, vals...) on the part of container `id` (a Container) at worker `dest`, from
-/// `self`, whose own part is `here`: at once when `dest` is `self`; else as a call through
-/// channel C with policy Policy that carries `at` and the values in its closure when they are
-/// all trivially copyable (no serialization), or serialized as its arguments. A part gone at
-/// `dest` drops the operation there (counted and logged by its table).
+/// `self`, whose own part is `here` and whose table is `table`: at once when `dest` is `self`;
+/// else as a call through channel C with policy Policy that carries `at` and the values in its
+/// closure when they are all trivially copyable (no serialization), or serialized as its
+/// arguments, counted for the thread's progress rule (container_table::sent_one). A part gone
+/// at `dest` drops the operation there (counted and logged by its table).
 template <invoke::channel C, class Policy, class Container, class At, class... Vals>
-invoke::call_status run_at(Container& here, fabric::thread_context& self, std::uint32_t id,
-                           fabric::thread_id dest, At at, const Vals&... vals) {
+invoke::call_status run_at(Container& here, fabric::thread_context& self, container_table& table,
+                           std::uint32_t id, fabric::thread_id dest, At at,
+                           const Vals&... vals) {
   if (dest == self.id()) {
     at(here, vals...);
     return invoke::call_status::ok;
   }
+  invoke::call_status status;
   if constexpr ((std::is_trivially_copyable_v<Vals> && ...)) {
-    return invoke::call<C, Policy>(self, dest, [id, at, vals...](fabric::thread_context& s) {
+    status = invoke::call<C, Policy>(self, dest, [id, at, vals...](fabric::thread_context& s) {
       if (auto* part = containers_of(s).template find<Container>(id)) at(*part, vals...);
     });
   } else {
-    return invoke::call<C, Policy>(
+    status = invoke::call<C, Policy>(
         self, dest,
         [id, at](fabric::thread_context& s, Vals&... v) {
           if (auto* part = containers_of(s).template find<Container>(id)) at(*part, v...);
         },
         vals...);
   }
+  table.sent_one(self);
+  return status;
 }
 
 }  // namespace seriema::containers::detail
