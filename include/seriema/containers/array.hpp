@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <seriema/base/error.hpp>
-#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/containers/detail/packed_batches.hpp>
 #include <seriema/fabric/runtime.hpp>
@@ -47,6 +46,8 @@ enum class distribution : std::uint8_t {
 template <class T, invoke::channel C = invoke::channel::adaptive, class Policy = invoke::policy::retry>
 class array {
  public:
+  /// The kind, as errors name it.
+  static constexpr const char* kind_name = "array";
   using value_type = T;  ///< the elements
   /// The bytes a destination's batch of packed updates reaches before it is sent (128 updates
   /// of an 8-byte T).
@@ -72,9 +73,7 @@ class array {
   array& operator=(const array&) = delete;
 
   /// What containers::post and ask (any_thread.hpp) name this object by.
-  [[nodiscard]] detail::part_key part_key() const noexcept {
-    return {registration_.id(), this, self_.id()};
-  }
+  [[nodiscard]] detail::part_key part_key() const noexcept { return registration_.key(); }
   /// The worker that made this object (the only one that uses it).
   [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// Elements in the whole array.
@@ -127,9 +126,8 @@ class array {
   /// The whole array in index order (asks every worker; meaningful after a barrier).
   std::vector<T> gather(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     (void)flush();
-    const std::uint32_t id = registration_.id();
-    std::vector<std::vector<T>> by_worker = detail::ask_every_worker(
-        self_, [id](thread_context& s) { return part_of(s, id).local_; }, deadline);
+    std::vector<std::vector<T>> by_worker =
+        registration_.ask_every_part([](array& part) { return part.local_; }, deadline);
     std::vector<T> out(static_cast<std::size_t>(size_));
     for (thread_id t = 0; t < workers_; ++t) {
       for (std::uint64_t k = 0; k < by_worker[t].size(); ++k) {
@@ -266,7 +264,7 @@ class array {
     }
   }
   static array& part_of(thread_context& s, std::uint32_t id) {
-    return detail::part_of<array>(s, id, "array");
+    return detail::part_of<array>(s, id, kind_name);
   }
   // Runs at(a[i], vals...) at i's owner: here at once, or as a call carrying `at` and the
   // values in its closure (all trivially copyable) or serialized as its arguments.

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <seriema/base/error.hpp>
-#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/invoke.hpp>
@@ -28,6 +27,8 @@ using invoke::call_status;
 template <class T, invoke::channel C = invoke::channel::adaptive, class Policy = invoke::policy::retry>
 class bag {
  public:
+  /// The kind, as errors name it.
+  static constexpr const char* kind_name = "bag";
   using value_type = T;  ///< the values
 
   /// Makes this worker's part and waits until every worker made its own.
@@ -40,9 +41,7 @@ class bag {
   bag& operator=(const bag&) = delete;
 
   /// What containers::post and ask (any_thread.hpp) name this object by.
-  [[nodiscard]] detail::part_key part_key() const noexcept {
-    return {registration_.id(), this, self_.id()};
-  }
+  [[nodiscard]] detail::part_key part_key() const noexcept { return registration_.key(); }
   /// The worker that made this object (the only one that uses it).
   [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// Adds `value` to the next worker's part (round-robin from this thread).
@@ -60,7 +59,7 @@ class bag {
   /// Every value of the bag, part after part.
   std::vector<T> gather(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     std::vector<T> out;
-    for (auto& part : ask_every_part([](bag& b) { return b.local_; }, deadline)) {
+    for (auto& part : registration_.ask_every_part([](bag& b) { return b.local_; }, deadline)) {
       out.insert(out.end(), std::make_move_iterator(part.begin()),
                  std::make_move_iterator(part.end()));
     }
@@ -114,7 +113,7 @@ class bag {
 
  private:
   static bag& part_of(thread_context& s, std::uint32_t id) {
-    return detail::part_of<bag>(s, id, "bag");
+    return detail::part_of<bag>(s, id, kind_name);
   }
   call_status send(thread_id dest, const T& value) {
     if (dest == self_.id()) {
@@ -133,15 +132,9 @@ class bag {
     }
   }
   std::vector<std::uint64_t> sizes(fabric::deadline_clock::time_point deadline) {
-    return ask_every_part([](bag& b) { return std::uint64_t{b.local_.size()}; }, deadline);
+    return registration_.ask_every_part([](bag& b) { return std::uint64_t{b.local_.size()}; },
+                                        deadline);
   }
-  template <class Ask>
-  auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
-    const std::uint32_t id = registration_.id();
-    return detail::ask_every_worker(
-        self_, [id, ask](thread_context& s) { return ask(part_of(s, id)); }, deadline);
-  }
-
   thread_context& self_;
   thread_id next_;
   std::vector<T> local_;

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/containers/detail/run_at.hpp>
 #include <seriema/containers/map.hpp>
@@ -44,6 +43,8 @@ template <class K, class Hash = owner_hash<K>, invoke::channel C = invoke::chann
           class Policy = invoke::policy::retry>
 class disjoint_set {
  public:
+  /// The kind, as errors name it.
+  static constexpr const char* kind_name = "disjoint_set";
   using key_type = K;  ///< the keys
 
   /// Makes this worker's part and waits until every worker made its own (a job-wide quiesce,
@@ -60,9 +61,7 @@ class disjoint_set {
   /// The worker that made this object (the only one that uses it).
   [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// What containers::post and ask (any_thread.hpp) name this object by.
-  [[nodiscard]] detail::part_key part_key() const noexcept {
-    return {registration_.id(), this, self_.id()};
-  }
+  [[nodiscard]] detail::part_key part_key() const noexcept { return registration_.key(); }
   /// The worker that holds key's parent.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
     return static_cast<thread_id>(Hash{}(key) % self_.thread_count());
@@ -124,8 +123,8 @@ class disjoint_set {
   /// Sets among the keys unites named (asks every worker; exact after compress()).
   std::uint64_t set_count(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     std::uint64_t total = 0;
-    for (std::uint64_t n : ask_every_part([](disjoint_set& d) { return d.local_roots(); },
-                                          deadline)) {
+    const auto roots = [](disjoint_set& d) { return d.local_roots(); };
+    for (std::uint64_t n : registration_.ask_every_part(roots, deadline)) {
       total += n;
     }
     return total;
@@ -135,7 +134,7 @@ class disjoint_set {
   std::vector<std::pair<K, K>> gather(
       fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     std::vector<std::pair<K, K>> out;
-    for (auto& part : ask_every_part(
+    for (auto& part : registration_.ask_every_part(
              [](disjoint_set& d) {
                return std::vector<std::pair<K, K>>(d.parent_.begin(), d.parent_.end());
              },
@@ -169,7 +168,7 @@ class disjoint_set {
   };
 
   static disjoint_set& part_of(thread_context& s, std::uint32_t id) {
-    return detail::part_of<disjoint_set>(s, id, "disjoint_set");
+    return detail::part_of<disjoint_set>(s, id, kind_name);
   }
   // key's parent here, storing key as a root of its own when it is new.
   K& parent_here(const K& key) { return parent_.try_emplace(key, key).first->second; }
@@ -247,7 +246,7 @@ class disjoint_set {
   std::uint64_t changes_everywhere(std::uint32_t round,
                                    fabric::deadline_clock::time_point deadline) {
     std::uint64_t total = 0;
-    for (std::uint64_t n : ask_every_part(
+    for (std::uint64_t n : registration_.ask_every_part(
              [round](disjoint_set& d) {
                return round < d.changes_.size() ? d.changes_[round] : std::uint64_t{0};
              },
@@ -291,13 +290,6 @@ class disjoint_set {
   call_status run_at(thread_id dest, At at, const Vals&... vals) {
     return detail::run_at<C, Policy>(*this, self_, registration_.table(), registration_.id(),
                                       dest, at, vals...);
-  }
-
-  template <class Ask>
-  auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
-    const std::uint32_t id = registration_.id();
-    return detail::ask_every_worker(
-        self_, [id, ask](thread_context& s) { return ask(part_of(s, id)); }, deadline);
   }
 
   thread_context& self_;

@@ -13,7 +13,6 @@
 #include <limits>
 #include <optional>
 #include <seriema/base/error.hpp>
-#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/containers/detail/run_at.hpp>
 #include <seriema/fabric/thread_context.hpp>
@@ -67,6 +66,8 @@ template <class K, class V, class Hash = owner_hash<K>, invoke::channel C = invo
           class Policy = invoke::policy::retry>
 class map {
  public:
+  /// The kind, as errors name it.
+  static constexpr const char* kind_name = "map";
   using key_type = K;     ///< the keys
   using mapped_type = V;  ///< the values
 
@@ -91,9 +92,7 @@ class map {
   /// The worker that made this object (the only one that uses it).
   [[nodiscard]] thread_context& self() const noexcept { return self_; }
   /// What containers::post and ask (any_thread.hpp) name this object by.
-  [[nodiscard]] detail::part_key part_key() const noexcept {
-    return {registration_.id(), this, self_.id()};
-  }
+  [[nodiscard]] detail::part_key part_key() const noexcept { return registration_.key(); }
   /// The worker thread that owns `key`.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
     return static_cast<thread_id>(Hash{}(key) % workers_);
@@ -176,8 +175,8 @@ class map {
   /// Entries of every part, summed (asks every worker; meaningful after a barrier).
   std::uint64_t size(fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     std::uint64_t total = 0;
-    for (std::uint64_t n : ask_every_part([](map& m) { return std::uint64_t{m.local_.size()}; },
-                                          deadline)) {
+    const auto entries = [](map& m) { return std::uint64_t{m.local_.size()}; };
+    for (std::uint64_t n : registration_.ask_every_part(entries, deadline)) {
       total += n;
     }
     return total;
@@ -186,7 +185,8 @@ class map {
   std::vector<std::pair<K, V>> gather(
       fabric::deadline_clock::time_point deadline = fabric::no_deadline) {
     std::vector<std::pair<K, V>> out;
-    for (auto& part : ask_every_part([](map& m) { return m.local_entries(); }, deadline)) {
+    const auto entries = [](map& m) { return m.local_entries(); };
+    for (auto& part : registration_.ask_every_part(entries, deadline)) {
       out.insert(out.end(), std::make_move_iterator(part.begin()),
                  std::make_move_iterator(part.end()));
     }
@@ -200,7 +200,7 @@ class map {
                                          fabric::no_deadline) {
     const std::uint64_t count = k;
     std::vector<std::pair<K, V>> out;
-    for (auto& part : ask_every_part(
+    for (auto& part : registration_.ask_every_part(
              [count, less](map& m) { return largest(m.local_entries(), count, less); },
              deadline)) {
       out.insert(out.end(), std::make_move_iterator(part.begin()),
@@ -232,7 +232,7 @@ class map {
   // The part of container `id` at thread `s`; throws seriema::error when it does not exist
   // there (the caller's future fails with that error).
   static map& part_of(thread_context& s, std::uint32_t id) {
-    return detail::part_of<map>(s, id, "map");
+    return detail::part_of<map>(s, id, kind_name);
   }
   std::optional<V> lookup(const K& key) const {
     auto at = local_.find(key);
@@ -262,15 +262,6 @@ class map {
   call_status run_at(thread_id dest, At at, const Vals&... vals) {
     return detail::run_at<C, Policy>(*this, self_, registration_.table(), registration_.id(),
                                       dest, at, vals...);
-  }
-
-  // ask(part) of every worker's part, in thread order, waited for by `deadline` (throws the
-  // first failure as future::get does).
-  template <class Ask>
-  auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) {
-    const std::uint32_t id = registration_.id();
-    return detail::ask_every_worker(
-        self_, [id, ask](thread_context& s) { return ask(part_of(s, id)); }, deadline);
   }
 
   thread_context& self_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <fmt/format.h>
 #include <seriema/base/error.hpp>
+#include <seriema/containers/detail/ask_every_worker.hpp>
 #include <seriema/fabric/detail/thread_extension.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <string>
@@ -127,17 +128,31 @@ struct part_key {
 /// them (a service thread, an attached thread).
 container_table& containers_of(thread_context& self);
 
+/// Container `id` on thread `s`; throws seriema::error naming `kind` (the caller's future fails
+/// with it) when it does not exist there.
+template <class Container>
+Container& part_of(thread_context& s, std::uint32_t id, const char* kind) {
+  Container* found = containers_of(s).template find<Container>(id);
+  if (found == nullptr) {
+    throw error(fmt::format("containers::{}: it does not exist on thread {} (destroyed, or the "
+                            "threads made their containers in different orders)",
+                            kind, s.id()));
+  }
+  return *found;
+}
+
 /// A container's entry in its thread's table, held by the container as its last member (so the
 /// rest of it exists before an operation can reach it, and is still there until the entry
 /// goes): added when made, then a job-wide quiesce so that every worker's part exists before any
 /// operation is sent (a quiesce that throws removes the entry again); removed when destroyed,
-/// after which operations that reach it are dropped and counted.
+/// after which operations that reach it are dropped and counted. Container::kind_name names the
+/// kind in errors ("map", "array"...).
 template <class Container>
 class registration {
  public:
   registration(thread_context& self, Container* container,
                fabric::deadline_clock::time_point deadline)
-      : table_(containers_of(self)), id_(table_.add(container)) {
+      : self_(self), object_(container), table_(containers_of(self)), id_(table_.add(container)) {
     try {
       self.quiesce(deadline);
     } catch (...) {
@@ -153,23 +168,26 @@ class registration {
   [[nodiscard]] std::uint32_t id() const noexcept { return id_; }
   /// The table of the worker that made the container.
   [[nodiscard]] container_table& table() const noexcept { return table_; }
+  /// What containers::post and ask name the container by.
+  [[nodiscard]] part_key key() const noexcept { return {id_, object_, self_.id()}; }
+  /// ask(part) of every worker's part of the container, in thread order, waited for by
+  /// `deadline` (throws the first failure as future::get does). `ask` is a remote closure.
+  template <class Ask>
+  auto ask_every_part(Ask ask, fabric::deadline_clock::time_point deadline) const {
+    const std::uint32_t id = id_;
+    return ask_every_worker(
+        self_,
+        [id, ask](thread_context& s) {
+          return ask(part_of<Container>(s, id, Container::kind_name));
+        },
+        deadline);
+  }
 
  private:
+  thread_context& self_;
+  Container* object_;
   container_table& table_;
   std::uint32_t id_;
 };
-
-/// Container `id` on thread `s`; throws seriema::error naming `kind` (the caller's future fails
-/// with it) when it does not exist there.
-template <class Container>
-Container& part_of(thread_context& s, std::uint32_t id, const char* kind) {
-  Container* found = containers_of(s).template find<Container>(id);
-  if (found == nullptr) {
-    throw error(fmt::format("containers::{}: it does not exist on thread {} (destroyed, or the "
-                            "threads made their containers in different orders)",
-                            kind, s.id()));
-  }
-  return *found;
-}
 
 }  // namespace seriema::containers::detail
