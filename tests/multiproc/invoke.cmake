@@ -195,6 +195,11 @@ seriema_invoke_api_suite(coroutines)
 # emulated machines and mpirun. Then a rank that comes late: quiesce ends by its deadline.
 seriema_mp_executable(quiesce_mp_test quiesce_mp_test.cpp seriema::invoke)
 seriema_invoke_api_suite(quiesce)
+# Back-to-back quiesces with six workers on the machine's two cores: the race of a follower
+# preempted between arriving and reading the leader's round counter (it hung every run before
+# the fix, at 20 s).
+seriema_mp_run(mp.quiesce_back_to_back.np1.threads6.shm EXE quiesce_mp_test NP 1 TIMEOUT 120
+               ARGS --gtest_filter=Quiesce.BackToBackQuiescesEnd ENV SERIEMA_THREADS=6)
 seriema_mp_executable(quiesce_deadline_mp_test quiesce_deadline_mp_test.cpp seriema::fabric)
 seriema_mp_run(mp.quiesce_deadline.np2.shm EXE quiesce_deadline_mp_test NP 2 TIMEOUT 60
                ENV SERIEMA_THREADS=1)

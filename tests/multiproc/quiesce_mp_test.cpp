@@ -169,6 +169,16 @@ TEST(Quiesce, AFollowerPublishesWhatItsHandlersBatched) {
   });
 }
 
+// Quiesces back to back, nothing sent: each must end. A follower that read the leader's round
+// counter after arriving (preempted between the two) missed the leader's first round and never
+// answered it, and both waited for ever (found by bench/containers: a barrier, then the next
+// container's constructor). More workers than cores make that window likely.
+TEST(Quiesce, BackToBackQuiescesEnd) {
+  test::rt().run([&](thread_context& me) {
+    for (int k = 0; k < 2000; ++k) me.quiesce(std::chrono::seconds(20));
+  });
+}
+
 TEST(Quiesce, AnAttachedThreadIsRefused) {
   std::atomic<bool> refused{false};
   test::rt().run([&](thread_context& me) {

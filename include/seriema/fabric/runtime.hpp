@@ -322,8 +322,9 @@ class runtime {
   /// worker of a process to arrive leads its rounds, the others follow.
   struct quiescence;
   void lead_quiescence(thread_context& self, quiescence& q, deadline_clock::time_point deadline);
+  /// `seen_round`: the round counter read before this worker arrived.
   void follow_quiescence(thread_context& self, quiescence& q, std::uint64_t generation,
-                         deadline_clock::time_point deadline);
+                         std::uint64_t seen_round, deadline_clock::time_point deadline);
   /// Construction steps: placement of the job and binding of this process; the active-message
   /// handlers on the process worker; the startup exchange of reply-region locators and worker
   /// addresses.

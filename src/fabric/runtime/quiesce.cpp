@@ -69,10 +69,15 @@ void runtime::quiesce(thread_context& self, deadline_clock::time_point deadline)
   // early would leave this process's count of arrivals wrong.
   thread_context::deferring_scope keep(self);
   const std::uint64_t generation = q.generation.load(std::memory_order_acquire);
+  // Read before arriving: the leader bumps the round only after the last worker arrived, so
+  // this value precedes its first round. A follower that read it after arriving could read the
+  // bumped value (preempted between the two), never see a round start, never answer it, and
+  // leave the leader waiting for its answer.
+  const std::uint64_t round_before = q.flush_round.load(std::memory_order_acquire);
   if (q.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == options_.threads_per_process) {
     lead_quiescence(self, q, deadline);
   } else {
-    follow_quiescence(self, q, generation, deadline);
+    follow_quiescence(self, q, generation, round_before, deadline);
   }
 }
 
@@ -120,8 +125,7 @@ void runtime::lead_quiescence(thread_context& self, quiescence& q,
 }
 
 void runtime::follow_quiescence(thread_context& self, quiescence& q, std::uint64_t generation,
-                                deadline_clock::time_point deadline) {
-  std::uint64_t seen_round = q.flush_round.load(std::memory_order_acquire);
+                                std::uint64_t seen_round, deadline_clock::time_point deadline) {
   const auto started = deadline_clock::now();
   unsigned idle = 0;
   while (q.generation.load(std::memory_order_acquire) == generation) {
