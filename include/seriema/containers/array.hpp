@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <seriema/base/divider.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/containers/detail/packed_batches.hpp>
@@ -59,6 +60,7 @@ class array {
         fabric::deadline_clock::time_point deadline = fabric::no_deadline)
       : self_(self), size_(size), how_(how), workers_(self.thread_count()),
         base_(size / workers_), extra_(size % workers_), in_long_(extra_ * (base_ + 1)),
+        by_workers_(workers_), by_long_(base_ + 1), by_base_(base_),
         local_(static_cast<std::size_t>(count_of(self.id()))),
         batches_(self, detail::containers_of(self), workers_, packed_bytes),
         registration_(self, this, deadline) {
@@ -240,20 +242,22 @@ class array {
     }
   }
 
-  // Where index i lives: its owner and its slot in the owner's part, with one division.
+  // Where index i lives: its owner and its slot in the owner's part, with one division (by a
+  // multiplication: a divider).
   struct place {
     thread_id owner;
     std::size_t slot;
   };
   place locate(std::uint64_t i) const noexcept {
     if (how_ == distribution::cyclic) {
-      return {static_cast<thread_id>(i % workers_), static_cast<std::size_t>(i / workers_)};
+      const std::uint64_t round = by_workers_.quotient(i);
+      return {static_cast<thread_id>(i - round * workers_), static_cast<std::size_t>(round)};
     }
     if (i < in_long_) {  // the first extra_ blocks hold base_ + 1 indexes each
-      const std::uint64_t t = i / (base_ + 1);
+      const std::uint64_t t = by_long_.quotient(i);
       return {static_cast<thread_id>(t), static_cast<std::size_t>(i - t * (base_ + 1))};
     }
-    const std::uint64_t beyond = i - in_long_, t = beyond / base_;
+    const std::uint64_t beyond = i - in_long_, t = by_base_.quotient(beyond);  // base_ >= 1 here
     return {static_cast<thread_id>(extra_ + t), static_cast<std::size_t>(beyond - t * base_)};
   }
   std::size_t slot_of(std::uint64_t i) const noexcept { return locate(i).slot; }
@@ -299,6 +303,9 @@ class array {
   std::uint64_t base_;     // size_ / workers_: every part holds base_ or base_ + 1 indexes
   std::uint64_t extra_;    // size_ % workers_: the parts of workers 0..extra_ - 1 hold one more
   std::uint64_t in_long_;  // block: the indexes of those longer parts, 0..in_long_ - 1
+  divider by_workers_;     // / workers_ (cyclic)
+  divider by_long_;        // / (base_ + 1) (block, the longer parts)
+  divider by_base_;        // / base_ (block, the others; base_ 0 leaves none)
   std::vector<T> local_;
   detail::packed_batches batches_;
   detail::registration<array> registration_;  // last: made after, and gone before, the rest

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <seriema/base/divider.hpp>
 #include <seriema/containers/map.hpp>
 #include <utility>
 #include <vector>
@@ -34,7 +35,7 @@ class counting_set {
   /// Collective, as map's constructor. `cache_slots` 0 turns combining off.
   explicit counting_set(thread_context& self, std::size_t cache_slots = default_cache_slots,
                         fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : counts_(self, deadline), cache_(cache_slots) {
+      : counts_(self, deadline), cache_(cache_slots), by_slots_(cache_slots) {
     if (!cache_.empty()) {
       detail::containers_of(self).add_flusher(this, [](void* me) {
         (void)static_cast<counting_set*>(me)->flush();
@@ -55,7 +56,7 @@ class counting_set {
   call_status insert(const K& key) {
     if (cache_.empty()) return send(key, 1);
     // The owner is the hash modulo the workers (its low bits); the slot comes from its high half.
-    slot& s = cache_[static_cast<std::size_t>((Hash{}(key) >> 32) % cache_.size())];
+    slot& s = cache_[static_cast<std::size_t>(by_slots_.remainder(Hash{}(key) >> 32))];
     if (s.key && *s.key == key) {
       ++s.count;
       ++combined_;
@@ -137,6 +138,7 @@ class counting_set {
 
   map<K, std::uint64_t, Hash> counts_;
   std::vector<slot> cache_;
+  divider by_slots_;  // by cache_.size()
   std::uint64_t combined_ = 0;
   std::uint64_t sent_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <seriema/base/divider.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/containers/detail/run_at.hpp>
 #include <seriema/containers/map.hpp>
@@ -51,7 +52,7 @@ class disjoint_set {
   /// by `deadline` at the latest).
   explicit disjoint_set(thread_context& self,
                         fabric::deadline_clock::time_point deadline = fabric::no_deadline)
-      : self_(self), registration_(self, this, deadline) {}
+      : self_(self), workers_(self.thread_count()), registration_(self, this, deadline) {}
   /// Leaves the job's disjoint_set: operations that reach this part later are dropped and
   /// counted (call barrier() first when unites may still be on their way).
   ~disjoint_set() = default;
@@ -64,7 +65,7 @@ class disjoint_set {
   [[nodiscard]] detail::part_key part_key() const noexcept { return registration_.key(); }
   /// The worker that holds key's parent.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
-    return static_cast<thread_id>(Hash{}(key) % self_.thread_count());
+    return static_cast<thread_id>(workers_.remainder(Hash{}(key)));
   }
   /// Whether a comes before b in the keys' order (so b can have a as its parent).
   [[nodiscard]] static bool before(const K& a, const K& b) {
@@ -293,6 +294,7 @@ class disjoint_set {
   }
 
   thread_context& self_;
+  divider workers_;  // by the job's worker threads
   std::unordered_map<K, K> parent_;
   std::uint64_t merges_ = 0;
   std::vector<std::uint64_t> changes_;  // parents changed by compress(), per round

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <seriema/base/divider.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/containers/detail/container_table.hpp>
 #include <seriema/containers/detail/run_at.hpp>
@@ -95,7 +96,7 @@ class map {
   [[nodiscard]] detail::part_key part_key() const noexcept { return registration_.key(); }
   /// The worker thread that owns `key`.
   [[nodiscard]] thread_id owner(const K& key) const noexcept {
-    return static_cast<thread_id>(Hash{}(key) % workers_);
+    return static_cast<thread_id>(workers_.remainder(Hash{}(key)));
   }
 
   /// Adds (key, value) unless the key is there (then nothing changes).
@@ -265,7 +266,7 @@ class map {
   }
 
   thread_context& self_;
-  std::uint64_t workers_;  // the job's worker threads (fixed for the runtime's life)
+  divider workers_;  // by the job's worker threads (fixed for the runtime's life)
   std::unordered_map<K, V, std::hash<K>> local_;
   std::size_t max_local_entries_;
   detail::registration<map> registration_;  // last: made after, and gone before, the rest
