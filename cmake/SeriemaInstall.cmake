@@ -2,15 +2,15 @@
 #
 # cmake --install <build> [--prefix P] puts the headers, the static libraries, the tools (when
 # built), seriemaConfig.cmake with its version file and targets (seriema::base, ::transfer,
-# ::fabric, ::invoke, ::mcts, ::containers and ::seriema for all), seriema.pc, and the API reference when the
-# docs target built it. Both files locate the prefix relative
+# ::fabric, ::invoke, ::mcts, ::containers, ::pipe and ::seriema for all), seriema.pc, and the API
+# reference when the docs target built it. Both files locate the prefix relative
 # to themselves, so an installed tree can be moved. `cpack -G DEB` in the build directory makes
 # the Debian package of the same tree (prefix /usr).
 include(CMakePackageConfigHelpers)
 
 set(SERIEMA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/seriema)
 install(TARGETS seriema_base seriema_transfer seriema_fabric seriema_invoke seriema_mcts
-                seriema_containers seriema
+                seriema_containers seriema_pipe seriema
         EXPORT seriemaTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

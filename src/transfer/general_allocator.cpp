@@ -71,7 +71,8 @@ struct general_allocator::state {
     memory_block block = source->allocate_block();
     if (block.data == nullptr) return false;
     blocks.push_back(block);
-    insert_free(block.data, block.data + block_size, blocks.size() - 1);
+    // A source may hand out a block shorter than block_size (a pipe's heap): only its bytes.
+    insert_free(block.data, block.data + std::min(block.size, block_size), blocks.size() - 1);
     return true;
   }
 

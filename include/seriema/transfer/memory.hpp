@@ -54,7 +54,9 @@ struct registered_segment {
 /// A block_size-aligned piece of a segment.
 struct memory_block {
   std::byte* data = nullptr;                    ///< first byte; null: no block (source exhausted)
-  std::size_t size = 0;                         ///< bytes (block_size)
+  /// bytes: block_size, or fewer from a source of one short block (the general allocator then
+  /// uses only these; the circular allocators need whole blocks)
+  std::size_t size = 0;
   const registered_segment* segment = nullptr;  ///< the segment the block lies in
 };
 

@@ -1,0 +1,228 @@
+// Remote pipes (seed 001, rmalloc()/rpipe()): a one-way stream between two worker threads whose
+// writer allocates buffers directly in a heap in the reader's memory (rmalloc, no round trip),
+// fills them in place (rmem), publishes each with a notification flag (rwrite), and whose reader
+// finds them in write order by polling flags (rread), uses them in place and hands them back
+// (rfree). The protocol and the wire format are in docs/pipes.md and pipe/detail/slot.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <seriema/fabric/outcome.hpp>
+#include <seriema/fabric/placement.hpp>
+#include <seriema/transfer/allocators.hpp>
+#include <span>
+#include <string>
+
+namespace seriema::fabric {
+class thread_context;
+}
+
+namespace seriema::pipe {
+
+using fabric::deadline_clock;
+using fabric::no_deadline;
+
+/// How a write travels to the reader's memory.
+enum class write_protocol : std::uint8_t {
+  /// one_operation on the same machine and where puts are emulated (tcp); data_then_flag where
+  /// the network has RDMA (rc, dc, ugni).
+  automatic,
+  /// The seed's PUT_W_SYNC: payload and flag leave together, in one operation whose receiver
+  /// applies them in order: plain stores into the reader's mapped heap on the same machine, one
+  /// write message elsewhere.
+  one_operation,
+  /// The seed's 2PUT: put of header and payload, fence, put of the flag; through UCX even on the
+  /// same machine (rmem is then a local copy of the heap, not the reader's memory).
+  data_then_flag,
+};
+const char* to_string(write_protocol protocol) noexcept;  ///< "automatic", ...
+
+/// When a reader's rfree reaches the writer.
+enum class release_mode : std::uint8_t {
+  automatic,  ///< deferred with next_fit, immediate with the other policies (as the seed)
+  deferred,   ///< batched: release_batch frees (or the reader's idle moments) in one hand-back
+  immediate,  ///< every rfree is handed back at once
+};
+const char* to_string(release_mode mode) noexcept;  ///< "automatic", ...
+
+/// A pipe's settings; both ends must open it with equal options (open refuses a mismatch).
+struct pipe_options {
+  /// Bytes of the heap in the reader's memory; a multiple of 64, at least 4096, and with the
+  /// notification ring at most 2 MiB (one allocation of the allocation service).
+  std::size_t heap_bytes = std::size_t{1} << 20;
+  /// Buffers live at most (allocated and not yet handed back) and slots of the notification
+  /// ring; a power of two, 1 .. 4096.
+  std::uint32_t width = 256;
+  /// How rmalloc chooses a range: next_fit is a circular heap (the seed's default, the fastest);
+  /// best_fit, worst_fit and first_fit search the free ranges (less fragmentation).
+  transfer::fit_policy fit = transfer::fit_policy::next_fit;
+  release_mode release = release_mode::automatic;  ///< see release_mode
+  write_protocol protocol = write_protocol::automatic;  ///< see write_protocol
+  /// Deferred releases handed back together; 0: width / 4 (at least 1).
+  std::uint32_t release_batch = 0;
+
+  /// Throws config_error naming the field when a value is out of range.
+  void validate() const;
+  [[nodiscard]] bool operator==(const pipe_options&) const = default;
+};
+
+/// How a pipe operation ended. Data path: returned, never thrown.
+enum class pipe_status : std::uint8_t {
+  ok,
+  empty,              ///< rread: nothing written yet (the wait, if any, found nothing either)
+  zero_size,          ///< rmalloc(0): nothing allocated
+  too_large,          ///< rmalloc: larger than the heap can ever hold
+  exhausted,          ///< rmalloc: the heap or the width is full now (nothing allocated)
+  not_owner,          ///< the buffer is not one of this pipe end's (nothing done)
+  stale,              ///< the buffer was already written (rwrite) or freed (rfree): nothing done
+  closed,             ///< the end is closed, or (rread) the writer closed and all was read
+  peer_failed,        ///< the other end's process died: nothing done (not_executed)
+  deadline_exceeded,  ///< the wait ended at its deadline with nothing to show
+  error,              ///< the transport refused the operation (nothing done; see the log)
+};
+const char* to_string(pipe_status status) noexcept;  ///< "ok", "peer failed", ...
+
+/// A buffer of a pipe: where its payload lies in the heap, how long it is, and the end's
+/// bookkeeping (so that rwrite and rfree can refuse a buffer that is not theirs or not live). A
+/// plain value; meaningful only to the end that returned it.
+struct rbuffer {
+  std::uint64_t offset = 0;  ///< payload offset in the heap
+  std::uint64_t size = 0;    ///< payload bytes
+  std::uint32_t ticket = 0;  ///< writer: allocation entry; reader: the write's tag
+  std::uint32_t end = 0;     ///< the pipe end that handed it out (0: none)
+};
+
+/// rmalloc's answer.
+struct reservation {
+  rbuffer buffer;                          ///< valid when status == ok
+  pipe_status status = pipe_status::ok;    ///< ok, zero_size, too_large, exhausted, closed, ...
+  [[nodiscard]] explicit operator bool() const noexcept { return status == pipe_status::ok; }
+};
+
+/// rread's answer.
+struct read_result {
+  rbuffer buffer;                        ///< valid when status == ok
+  pipe_status status = pipe_status::ok;  ///< ok, empty, closed, peer_failed, deadline_exceeded
+  [[nodiscard]] explicit operator bool() const noexcept { return status == pipe_status::ok; }
+};
+
+/// What an end counted (statistics; the owner thread reads them).
+struct pipe_counters {
+  std::uint64_t buffers = 0;          ///< written (writer) or read (reader)
+  std::uint64_t bytes = 0;            ///< payload bytes written or read
+  std::uint64_t releases = 0;         ///< buffers handed back (reader) or taken back (writer)
+  std::uint64_t hand_backs = 0;       ///< release publications (reader)
+  std::uint64_t exhausted = 0;        ///< rmalloc calls that found the heap or width full
+  std::uint64_t rejected_slots = 0;   ///< slots that failed validation (reader; never used)
+  std::uint64_t rejected_releases = 0;  ///< release entries that named no written buffer
+  std::uint64_t peak_heap_bytes = 0;  ///< highest end of a live buffer in the heap (writer)
+  std::uint64_t peak_live_bytes = 0;  ///< most heap bytes live at once (writer)
+};
+
+namespace detail {
+class writer_state;
+class reader_state;
+}  // namespace detail
+
+/// The writing end of a pipe. Owner thread only (the worker that opened it).
+class writer {
+ public:
+  /// Opens the pipe to `reader` (a worker thread, not this one), which opens its end with
+  /// reader::open(ctx, this thread, options). The n-th writer opened from this thread to `reader`
+  /// meets the n-th reader opened there from this thread. Waits, serving calls, for the reader's
+  /// heap until `deadline` (or the deadline in force). Throws config_error for bad options,
+  /// seriema::error when the reader is not a worker, dead, opened with other options, or did not
+  /// come by the deadline (deadline_error).
+  static writer open(fabric::thread_context& ctx, fabric::thread_id reader,
+                     const pipe_options& options = {},
+                     deadline_clock::time_point deadline = no_deadline);
+
+  /// Allocates a buffer of `n` payload bytes in the reader's heap; no round trip, never waits.
+  [[nodiscard]] reservation rmalloc(std::size_t n);
+  /// rmalloc that waits for the reader to hand buffers back (serving calls) until `deadline`,
+  /// when the heap or the width is full: exhausted then.
+  [[nodiscard]] reservation rmalloc(std::size_t n, deadline_clock::time_point deadline);
+  /// The payload bytes of a buffer rmalloc returned and not yet written: on the same machine
+  /// with one_operation, the reader's memory itself (filling it is the transfer); otherwise a
+  /// local copy of the heap that rwrite sends. Empty for a buffer that is not live here.
+  [[nodiscard]] std::span<std::byte> rmem(const rbuffer& buffer) const noexcept;
+  /// Publishes a buffer filled through rmem: the reader's next rread returns it (writes are
+  /// read in the order of rwrite). After it the buffer is the reader's: do not touch it.
+  [[nodiscard]] pipe_status rwrite(const rbuffer& buffer);
+  /// Ends the stream: the reader reads what was written, then rread says closed. Idempotent;
+  /// never waits for the reader. The destructor closes.
+  void close() noexcept;
+
+  [[nodiscard]] const pipe_options& options() const noexcept;  ///< as opened
+  [[nodiscard]] write_protocol protocol() const noexcept;  ///< the protocol in use (resolved)
+  [[nodiscard]] bool direct() const noexcept;  ///< rmem is the reader's memory itself
+  [[nodiscard]] const pipe_counters& counters() const noexcept;  ///< this end's counters
+  [[nodiscard]] std::size_t live_buffers() const noexcept;  ///< allocated, not handed back
+
+  writer(writer&&) noexcept;
+  writer& operator=(writer&&) noexcept;
+  ~writer();
+
+ private:
+  explicit writer(std::unique_ptr<detail::writer_state> state) noexcept;
+  std::unique_ptr<detail::writer_state> state_;
+  friend struct duplex;
+};
+
+/// The reading end of a pipe. Owner thread only (the worker that opened it).
+class reader {
+ public:
+  /// Opens the pipe from `writer` (see writer::open): allocates the heap and the notification
+  /// ring in this thread's NUMA zone and hands them to the writer. Throws as writer::open does.
+  static reader open(fabric::thread_context& ctx, fabric::thread_id writer,
+                     const pipe_options& options = {},
+                     deadline_clock::time_point deadline = no_deadline);
+
+  /// The next buffer in write order, if it was published; never waits (empty if not).
+  [[nodiscard]] read_result rread();
+  /// The next buffer, waiting for it (serving calls) until `deadline` (or the deadline in force).
+  [[nodiscard]] read_result rread(deadline_clock::time_point deadline);
+  /// The payload of a buffer rread returned and not yet freed, in place; empty otherwise.
+  [[nodiscard]] std::span<std::byte> rmem(const rbuffer& buffer) const noexcept;
+  /// Gives a buffer back to the writer (deferred or immediate, per release_mode). After it the
+  /// buffer is the writer's: do not touch it.
+  [[nodiscard]] pipe_status rfree(const rbuffer& buffer);
+  /// Hands back the deferred releases now (rread does when it finds nothing, and the thread's
+  /// idle moments do).
+  void flush_releases();
+  /// Closes this end: buffers not freed are given up. Idempotent; the destructor closes.
+  void close() noexcept;
+
+  [[nodiscard]] const pipe_options& options() const noexcept;  ///< as opened
+  [[nodiscard]] const pipe_counters& counters() const noexcept;  ///< this end's counters
+
+  reader(reader&&) noexcept;
+  reader& operator=(reader&&) noexcept;
+  ~reader();
+
+ private:
+  explicit reader(std::unique_ptr<detail::reader_state> state) noexcept;
+  std::unique_ptr<detail::reader_state> state_;
+  friend struct duplex;
+};
+
+/// A full-duplex pipe: one pipe each way between two threads, opened in one rendezvous.
+struct duplex {
+  writer out;  ///< this thread writes, the peer reads
+  reader in;   ///< the peer writes, this thread reads
+  /// Both ends call it with each other's id. Throws as writer::open does.
+  static duplex open(fabric::thread_context& ctx, fabric::thread_id peer,
+                     const pipe_options& options = {},
+                     deadline_clock::time_point deadline = no_deadline) {
+    return open(ctx, peer, peer, options, deadline);
+  }
+  /// A pipe to `write_to` and one from `read_from`, both hellos sent before either end waits:
+  /// threads that each write to the next and read from the previous (a ring) open without
+  /// waiting for one another in turn. Throws as writer::open does.
+  static duplex open(fabric::thread_context& ctx, fabric::thread_id write_to,
+                     fabric::thread_id read_from, const pipe_options& options = {},
+                     deadline_clock::time_point deadline = no_deadline);
+};
+
+}  // namespace seriema::pipe

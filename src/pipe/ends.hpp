@@ -1,0 +1,214 @@
+// The pipe ends' state (writer_state, reader_state) and the per-thread pipe layer that meets them
+// (rendezvous messages, close notices, the regions of closed ends kept until the peer is done).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <seriema/fabric/detail/thread_extension.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/pipe/detail/heap_book.hpp>
+#include <seriema/pipe/detail/slot.hpp>
+#include <seriema/pipe/pipe.hpp>
+#include <seriema/transfer/memory.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <string>
+#include <vector>
+
+#include "publisher.hpp"
+
+namespace seriema::pipe::detail {
+
+/// Names one pipe job-wide: the n-th pipe opened from `writer` to `reader`.
+struct pipe_key {
+  std::uint32_t writer = 0;
+  std::uint32_t reader = 0;
+  std::uint32_t ordinal = 0;
+  auto operator<=>(const pipe_key&) const = default;
+};
+
+enum class role : std::uint8_t { writer, reader };
+
+/// What each end sends the other when it opens: the region the other writes into, and its
+/// options (the ends compare them).
+struct hello {
+  transfer::remote_memory_locator region;
+  pipe_options options;
+};
+
+class writer_state;
+class reader_state;
+
+/// A worker's pipes (layer_slot::pipe). Owner thread only.
+class pipe_layer final : public fabric::thread_extension {
+ public:
+  /// The calling worker's layer; throws seriema::error on a thread that is not a worker.
+  static pipe_layer& of(fabric::thread_context& ctx);
+  ~pipe_layer() override;
+
+  std::size_t poll(fabric::thread_context&) override { return 0; }
+  void flush(fabric::thread_context& self) override;  ///< readers hand back deferred releases
+  void peers_failed(fabric::thread_context& self) override;  ///< frees regions of dead peers
+  [[nodiscard]] std::string counters_json() const override;
+
+  /// The key of the next pipe this thread opens as `as` with `peer`.
+  pipe_key next_key(fabric::thread_id self, fabric::thread_id peer, role as);
+  std::uint32_t next_end_id() noexcept { return ++end_ids_; }
+
+  // Messages from the peer (run as calls on this thread).
+  void on_hello(const pipe_key& key, role from, const hello& h);
+  void on_closed(fabric::thread_context& self, const pipe_key& key, role from,
+                 std::uint64_t writes);
+  /// Whether the peer in role `from` closed its end of `key` already (its total writes in
+  /// *writes); an end that opens after that learns it here.
+  bool peer_closed(const pipe_key& key, role from, std::uint64_t* writes) const;
+  /// The hello the peer in role `from` sent for `key`, taken out; null when none arrived yet.
+  std::unique_ptr<hello> take_hello(const pipe_key& key, role from);
+
+  void add(writer_state* w) { writers_.push_back(w); }
+  void add(reader_state* r) { readers_.push_back(r); }
+  void remove(writer_state* w);
+  void remove(reader_state* r);
+  /// Keeps `region` (of this thread's end in role `as`) until the peer closed or died; frees it
+  /// at once when the peer already did.
+  void retire(fabric::thread_context& self, const pipe_key& key, role as,
+              const transfer::registered_buffer& region, int peer_process);
+  /// Adds a closed end's counters to the thread's totals.
+  void account(role as, const pipe_counters& c);
+
+ private:
+  struct kept_region {
+    transfer::registered_buffer region;
+    int peer_process = -1;
+  };
+  static void free_region(fabric::thread_context& self, const transfer::registered_buffer& region);
+
+  std::map<std::pair<fabric::thread_id, fabric::thread_id>, std::uint32_t> ordinals_;  ///< (w, r)
+  std::map<std::pair<pipe_key, role>, hello> hellos_;
+  /// (key, role of the end that closed) -> the writer's total writes (0 from a reader).
+  std::map<std::pair<pipe_key, role>, std::uint64_t> closed_peers_;
+  std::map<std::pair<pipe_key, role>, kept_region> kept_;  ///< (key, role of our end)
+  std::vector<writer_state*> writers_;
+  std::vector<reader_state*> readers_;
+  std::uint32_t end_ids_ = 0;
+  pipe_counters written_{};
+  pipe_counters read_{};
+  std::uint64_t opened_ = 0;
+};
+
+/// Everything an open needs before the peer answers.
+struct opening {
+  fabric::thread_context* ctx;
+  pipe_layer* layer;
+  pipe_key key;
+  pipe_options options;
+  fabric::thread_id peer;
+  int peer_process;
+  transfer::registered_buffer region;  ///< this end's region (written by the peer)
+};
+
+class writer_state {
+ public:
+  /// Allocates the release area and sends the hello (the first half of the rendezvous).
+  writer_state(fabric::thread_context& ctx, fabric::thread_id reader, const pipe_options& options);
+  ~writer_state();
+  /// Waits for the reader's hello and makes the heap's view (the second half).
+  void finish(fabric::deadline_clock::time_point deadline);
+
+  reservation rmalloc(std::size_t n);
+  reservation rmalloc(std::size_t n, fabric::deadline_clock::time_point deadline);
+  std::span<std::byte> rmem(const rbuffer& b) noexcept;
+  pipe_status rwrite(const rbuffer& b);
+  void close() noexcept;
+  void peer_closed() noexcept { peer_closed_ = true; }
+  [[nodiscard]] const pipe_key& key() const noexcept { return open_.key; }
+  [[nodiscard]] std::size_t live_buffers() const noexcept { return book_ ? book_->live() : 0; }
+
+  pipe_options options_;
+  pipe_counters counters_{};
+  std::unique_ptr<publisher> publisher_;
+
+ private:
+  pipe_status refusal() const noexcept;
+  reservation try_allocate(std::size_t n);
+  void collect_releases();
+  heap_book::record* live_record(const rbuffer& b) noexcept;
+
+  opening open_;
+  std::uint32_t id_;
+  std::uint64_t heap_offset_ = 0;  ///< of the heap in the reader's region
+  transfer::registered_buffer shadow_;  ///< local copy of the heap (not direct)
+  std::byte* view_ = nullptr;            ///< the heap as rmem sees it
+  std::unique_ptr<heap_book> book_;
+  std::uint64_t writes_ = 0;
+  std::uint64_t releases_seen_ = 0;
+  bool finished_ = false;
+  bool closed_ = false;
+  bool peer_closed_ = false;
+};
+
+class reader_state {
+ public:
+  /// Allocates the ring and the heap and sends the hello.
+  reader_state(fabric::thread_context& ctx, fabric::thread_id writer, const pipe_options& options);
+  ~reader_state();
+  /// Waits for the writer's hello.
+  void finish(fabric::deadline_clock::time_point deadline);
+
+  read_result rread();
+  read_result rread(fabric::deadline_clock::time_point deadline);
+  std::span<std::byte> rmem(const rbuffer& b) const noexcept;
+  pipe_status rfree(const rbuffer& b);
+  pipe_status flush_releases();
+  void close() noexcept;
+  void writer_closed(std::uint64_t writes) noexcept {
+    writer_closed_ = true;
+    writer_total_ = writes;
+  }
+  [[nodiscard]] const pipe_key& key() const noexcept { return open_.key; }
+
+  pipe_options options_;
+  pipe_counters counters_{};
+
+ private:
+  struct held_buffer {
+    std::uint64_t offset = 0;  ///< of the header
+    std::uint64_t size = 0;
+    std::uint32_t tag = 0;
+    std::uint32_t entry = 0;
+    bool live = false;
+  };
+  const held_buffer* live_buffer(const rbuffer& b) const noexcept;
+  [[nodiscard]] std::span<const std::byte> heap() const noexcept;
+  pipe_status no_buffer();
+  pipe_status hand_back();  ///< flush_releases' publications
+
+  opening open_;
+  std::uint32_t id_;
+  std::uint64_t heap_offset_ = 0;
+  std::unique_ptr<publisher> publisher_;
+  std::vector<held_buffer> held_;
+  std::vector<std::uint64_t> releases_;  ///< local copy of the release ring (publication source)
+  std::uint64_t read_ = 0;               ///< writes read so far
+  std::uint64_t released_ = 0;           ///< releases made
+  std::uint64_t unpublished_ = 0;        ///< of those, not handed back yet
+  std::uint32_t batch_ = 1;
+  std::uint64_t last_rejected_ = ~std::uint64_t{0};
+  std::uint64_t writer_total_ = 0;
+  bool writer_closed_ = false;
+  bool finished_ = false;
+  bool closed_ = false;
+  bool flushing_ = false;  ///< inside flush_releases (its waits poll, which flush again)
+};
+
+/// Bytes of the notification ring in front of the heap (a multiple of 64).
+constexpr std::uint64_t ring_bytes(std::uint32_t width) noexcept {
+  return (std::uint64_t{width} * 8 + heap_granule - 1) / heap_granule * heap_granule;
+}
+/// Bytes of the writer's release area.
+constexpr std::uint64_t release_area_bytes(std::uint32_t width) noexcept {
+  return release_entries_offset + std::uint64_t{width} * 8;
+}
+
+}  // namespace seriema::pipe::detail

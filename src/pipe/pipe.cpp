@@ -1,0 +1,165 @@
+// The public pipe API: option checks, names of the enums, and writer / reader / duplex over the
+// ends' state (src/pipe/writer.cpp, reader.cpp).
+#include <seriema/pipe/pipe.hpp>
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <seriema/base/error.hpp>
+
+#include "ends.hpp"
+
+namespace seriema::pipe {
+
+const char* to_string(write_protocol protocol) noexcept {
+  switch (protocol) {
+    case write_protocol::automatic:
+      return "automatic";
+    case write_protocol::one_operation:
+      return "one_operation";
+    case write_protocol::data_then_flag:
+      return "data_then_flag";
+  }
+  return "unknown";
+}
+
+const char* to_string(release_mode mode) noexcept {
+  switch (mode) {
+    case release_mode::automatic:
+      return "automatic";
+    case release_mode::deferred:
+      return "deferred";
+    case release_mode::immediate:
+      return "immediate";
+  }
+  return "unknown";
+}
+
+const char* to_string(pipe_status status) noexcept {
+  switch (status) {
+    case pipe_status::ok:
+      return "ok";
+    case pipe_status::empty:
+      return "empty";
+    case pipe_status::zero_size:
+      return "zero size";
+    case pipe_status::too_large:
+      return "too large";
+    case pipe_status::exhausted:
+      return "exhausted";
+    case pipe_status::not_owner:
+      return "not this pipe's buffer";
+    case pipe_status::stale:
+      return "stale buffer";
+    case pipe_status::closed:
+      return "closed";
+    case pipe_status::peer_failed:
+      return "peer failed";
+    case pipe_status::deadline_exceeded:
+      return "deadline exceeded";
+    case pipe_status::error:
+      return "transport error";
+  }
+  return "unknown";
+}
+
+void pipe_options::validate() const {
+  const std::uint64_t region = detail::ring_bytes(width) + heap_bytes;
+  if (width == 0 || width > 4096 || !std::has_single_bit(width)) {
+    throw config_error(fmt::format("pipe_options::width {} must be a power of two in 1..4096",
+                                   width));
+  }
+  if (heap_bytes < 4096 || heap_bytes % detail::heap_granule != 0 ||
+      region > transfer::block_size) {
+    throw config_error(fmt::format(
+        "pipe_options::heap_bytes {} must be a multiple of {}, at least 4096, and at most {} "
+        "with the {}-byte ring of width {}",
+        heap_bytes, detail::heap_granule, transfer::block_size - detail::ring_bytes(width),
+        detail::ring_bytes(width), width));
+  }
+  const auto f = fit;
+  if (f != transfer::fit_policy::next_fit && f != transfer::fit_policy::best_fit &&
+      f != transfer::fit_policy::worst_fit && f != transfer::fit_policy::first_fit) {
+    throw config_error(fmt::format("pipe_options::fit {} is not a fit policy",
+                                   static_cast<unsigned>(f)));
+  }
+  if (release_batch > width) {
+    throw config_error(fmt::format("pipe_options::release_batch {} exceeds the width {}",
+                                   release_batch, width));
+  }
+}
+
+// --- writer ---
+
+writer::writer(std::unique_ptr<detail::writer_state> state) noexcept : state_(std::move(state)) {}
+writer::writer(writer&&) noexcept = default;
+writer& writer::operator=(writer&&) noexcept = default;
+writer::~writer() = default;
+
+writer writer::open(fabric::thread_context& ctx, fabric::thread_id reader,
+                    const pipe_options& options, deadline_clock::time_point deadline) {
+  auto state = std::make_unique<detail::writer_state>(ctx, reader, options);
+  state->finish(deadline);
+  return writer(std::move(state));
+}
+
+reservation writer::rmalloc(std::size_t n) { return state_->rmalloc(n); }
+reservation writer::rmalloc(std::size_t n, deadline_clock::time_point deadline) {
+  return state_->rmalloc(n, deadline);
+}
+std::span<std::byte> writer::rmem(const rbuffer& buffer) const noexcept {
+  return state_->rmem(buffer);
+}
+pipe_status writer::rwrite(const rbuffer& buffer) { return state_->rwrite(buffer); }
+void writer::close() noexcept { state_->close(); }
+const pipe_options& writer::options() const noexcept { return state_->options_; }
+const pipe_counters& writer::counters() const noexcept { return state_->counters_; }
+std::size_t writer::live_buffers() const noexcept { return state_->live_buffers(); }
+bool writer::direct() const noexcept {
+  return state_->publisher_ && state_->publisher_->path() == detail::publish_path::direct;
+}
+write_protocol writer::protocol() const noexcept {
+  if (!state_->publisher_) return state_->options_.protocol;
+  return state_->publisher_->path() == detail::publish_path::put ? write_protocol::data_then_flag
+                                                                 : write_protocol::one_operation;
+}
+
+// --- reader ---
+
+reader::reader(std::unique_ptr<detail::reader_state> state) noexcept : state_(std::move(state)) {}
+reader::reader(reader&&) noexcept = default;
+reader& reader::operator=(reader&&) noexcept = default;
+reader::~reader() = default;
+
+reader reader::open(fabric::thread_context& ctx, fabric::thread_id writer,
+                    const pipe_options& options, deadline_clock::time_point deadline) {
+  auto state = std::make_unique<detail::reader_state>(ctx, writer, options);
+  state->finish(deadline);
+  return reader(std::move(state));
+}
+
+read_result reader::rread() { return state_->rread(); }
+read_result reader::rread(deadline_clock::time_point deadline) { return state_->rread(deadline); }
+std::span<std::byte> reader::rmem(const rbuffer& buffer) const noexcept {
+  return state_->rmem(buffer);
+}
+pipe_status reader::rfree(const rbuffer& buffer) { return state_->rfree(buffer); }
+void reader::flush_releases() { (void)state_->flush_releases(); }
+void reader::close() noexcept { state_->close(); }
+const pipe_options& reader::options() const noexcept { return state_->options_; }
+const pipe_counters& reader::counters() const noexcept { return state_->counters_; }
+
+// --- duplex ---
+
+duplex duplex::open(fabric::thread_context& ctx, fabric::thread_id write_to,
+                    fabric::thread_id read_from, const pipe_options& options,
+                    deadline_clock::time_point deadline) {
+  // Both hellos go out before either end waits: one rendezvous for the two pipes.
+  auto out = std::make_unique<detail::writer_state>(ctx, write_to, options);
+  auto in = std::make_unique<detail::reader_state>(ctx, read_from, options);
+  out->finish(deadline);
+  in->finish(deadline);
+  return duplex{writer(std::move(out)), reader(std::move(in))};
+}
+
+}  // namespace seriema::pipe

@@ -1,0 +1,186 @@
+// The reading end: rread validating the next slot of the notification ring against the heap,
+// rmem in place, rfree handing allocation entries back to the writer (deferred or immediate).
+#include <fmt/format.h>
+
+#include <atomic>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/fabric/runtime.hpp>
+
+#include "ends.hpp"
+#include "rendezvous.hpp"
+
+namespace seriema::pipe::detail {
+
+namespace {
+
+bool deferred(const pipe_options& options) noexcept {
+  if (options.release == release_mode::automatic) {
+    return options.fit == transfer::fit_policy::next_fit;
+  }
+  return options.release == release_mode::deferred;
+}
+
+}  // namespace
+
+reader_state::reader_state(fabric::thread_context& ctx, fabric::thread_id writer,
+                           const pipe_options& options)
+    : options_(options),
+      open_(begin_open(ctx, writer, options, role::reader,
+                       ring_bytes(options.width) + options.heap_bytes)),
+      id_(open_.layer->next_end_id()),
+      heap_offset_(ring_bytes(options.width)),
+      held_(options.width),
+      releases_(options.width) {
+  batch_ = !deferred(options)         ? 1u
+           : options.release_batch != 0 ? options.release_batch
+                                        : std::max<std::uint32_t>(1, options.width / 4);
+  open_.layer->add(this);
+}
+
+reader_state::~reader_state() {
+  close();
+  open_.layer->remove(this);
+}
+
+void reader_state::finish(fabric::deadline_clock::time_point deadline) {
+  const hello peer = end_open(open_, role::reader, deadline);
+  try {
+    if (peer.region.size < release_area_bytes(options_.width)) {
+      throw error(fmt::format("pipe: the writer's release area {} is too small",
+                              peer.region.to_string()));
+    }
+    publisher_ =
+        std::make_unique<publisher>(*open_.ctx, peer.region, options_.protocol, options_.width);
+    writer_closed_ = open_.layer->peer_closed(open_.key, role::writer, &writer_total_);
+  } catch (...) {
+    close();
+    throw;
+  }
+  finished_ = true;
+}
+
+std::span<const std::byte> reader_state::heap() const noexcept {
+  return {open_.region.data + heap_offset_, options_.heap_bytes};
+}
+
+pipe_status reader_state::no_buffer() {
+  (void)flush_releases();  // the writer may be waiting for room
+  // Writes from another machine land through this process's progress (the next rread sees them).
+  (void)open_.ctx->poll();
+  if (writer_closed_ && read_ >= writer_total_) return pipe_status::closed;
+  if (open_.ctx->rt().peer_failed(open_.peer_process)) return pipe_status::peer_failed;
+  return pipe_status::empty;
+}
+
+read_result reader_state::rread() {
+  if (closed_ || !finished_) return {{}, pipe_status::closed};
+  const std::uint64_t slot = read_ & (options_.width - 1);
+  const std::uint64_t word =
+      std::atomic_ref<const std::uint64_t>(
+          *reinterpret_cast<const std::uint64_t*>(open_.region.data + slot * 8))
+          .load(std::memory_order_acquire);
+  const std::uint32_t expected = tag_of(read_);
+  const std::uint32_t previous = read_ >= options_.width ? tag_of(read_ - options_.width) : 0;
+  const slot_view view = decode_slot(word, expected, previous, heap());
+  if (view.state == slot_state::ready) {
+    held_[slot] = {view.offset, view.size, expected, view.entry, true};
+    ++read_;
+    ++counters_.buffers;
+    counters_.bytes += view.size;
+    return {{view.offset + header_size, view.size, expected, id_}, pipe_status::ok};
+  }
+  if (view.state == slot_state::invalid && last_rejected_ != read_) {
+    last_rejected_ = read_;
+    if (counters_.rejected_slots++ == 0) {
+      log::error("pipe {} -> {}: slot {} of write {} does not describe a buffer of the heap "
+                 "(word {:#x}); it is not used (later ones are only counted)",
+                 open_.key.writer, open_.key.reader, slot, read_, word);
+    }
+  }
+  return {{}, no_buffer()};
+}
+
+read_result reader_state::rread(fabric::deadline_clock::time_point deadline) {
+  read_result r = rread();
+  if (r.status != pipe_status::empty) return r;
+  fabric::thread_context& ctx = *open_.ctx;
+  const bool came =
+      ctx.wait_until([&] { return (r = rread()).status != pipe_status::empty; },
+                     ctx.deadline_in_force(deadline));
+  if (!came) r.status = pipe_status::deadline_exceeded;
+  return r;
+}
+
+const reader_state::held_buffer* reader_state::live_buffer(const rbuffer& b) const noexcept {
+  if (b.end != id_ || b.ticket == 0) return nullptr;
+  const held_buffer& h = held_[(b.ticket - 1) & (options_.width - 1)];
+  if (!h.live || h.tag != b.ticket || h.offset + header_size != b.offset || h.size != b.size) {
+    return nullptr;
+  }
+  return &h;
+}
+
+std::span<std::byte> reader_state::rmem(const rbuffer& b) const noexcept {
+  if (closed_ || live_buffer(b) == nullptr) return {};
+  return {open_.region.data + heap_offset_ + b.offset, static_cast<std::size_t>(b.size)};
+}
+
+pipe_status reader_state::rfree(const rbuffer& b) {
+  if (b.end != id_) return pipe_status::not_owner;
+  if (closed_) return pipe_status::closed;
+  auto* h = const_cast<held_buffer*>(live_buffer(b));
+  if (h == nullptr) return pipe_status::stale;
+  h->live = false;
+  releases_[released_ & (options_.width - 1)] = release_entry(h->entry);
+  ++released_;
+  ++unpublished_;
+  ++counters_.releases;
+  if (unpublished_ >= batch_) return flush_releases();
+  return pipe_status::ok;
+}
+
+pipe_status reader_state::flush_releases() {
+  // A publication that waits for a cell polls, and the poll's idle flush comes back here.
+  if (unpublished_ == 0 || !publisher_ || flushing_) return pipe_status::ok;
+  flushing_ = true;
+  const pipe_status status = hand_back();
+  flushing_ = false;
+  if (status == pipe_status::ok) ++counters_.hand_backs;
+  return status;
+}
+
+pipe_status reader_state::hand_back() {
+  // The entries not handed back yet, in at most two runs of the ring (it may wrap), each
+  // published with the count it brings the writer to.
+  const std::uint64_t width = options_.width;
+  std::uint64_t first = released_ - unpublished_;
+  while (first != released_) {
+    const std::uint64_t start = first & (width - 1);
+    const std::uint64_t run = std::min(released_ - first, width - start);
+    const pipe_status status = publisher_->publish(
+        {reinterpret_cast<const std::byte*>(releases_.data() + start),
+         static_cast<std::size_t>(run * 8)},
+        release_entries_offset + start * 8, 0, first + run);
+    if (status != pipe_status::ok) return status;
+    first += run;
+    unpublished_ -= run;
+  }
+  return pipe_status::ok;
+}
+
+void reader_state::close() noexcept {
+  if (closed_) return;
+  if (finished_) {
+    try {
+      (void)flush_releases();
+    } catch (...) {  // a call run while waiting for room threw: the releases are given up
+    }
+  }
+  closed_ = true;
+  publisher_.reset();
+  open_.layer->account(role::reader, counters_);
+  if (open_.region) close_end(open_, role::reader, 0);
+}
+
+}  // namespace seriema::pipe::detail

@@ -1,0 +1,165 @@
+// The writing end: rmalloc in the book of the reader's heap (no round trip), rmem over the heap's
+// view, rwrite publishing header, payload and slot word, and the releases the reader hands back.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/runtime.hpp>
+
+#include "ends.hpp"
+#include "rendezvous.hpp"
+
+namespace seriema::pipe::detail {
+
+writer_state::writer_state(fabric::thread_context& ctx, fabric::thread_id reader,
+                           const pipe_options& options)
+    : options_(options),
+      open_(begin_open(ctx, reader, options, role::writer, release_area_bytes(options.width))),
+      id_(open_.layer->next_end_id()) {
+  open_.layer->add(this);
+}
+
+writer_state::~writer_state() {
+  close();
+  open_.layer->remove(this);
+}
+
+void writer_state::finish(fabric::deadline_clock::time_point deadline) {
+  const hello peer = end_open(open_, role::writer, deadline);
+  fabric::thread_context& ctx = *open_.ctx;
+  try {
+    heap_offset_ = ring_bytes(options_.width);
+    if (peer.region.size < heap_offset_ + options_.heap_bytes) {
+      throw error(fmt::format("pipe: the reader's region {} is smaller than its ring and heap",
+                              peer.region.to_string()));
+    }
+    publisher_ = std::make_unique<publisher>(ctx, peer.region, options_.protocol, options_.width);
+    if (publisher_->direct() != nullptr) {
+      view_ = publisher_->direct() + heap_offset_;
+    } else {
+      const int zone = ctx.rt().placement().locate(ctx.id()).zone;
+      shadow_ = ctx.rt().service_allocate(zone, options_.heap_bytes);
+      if (!shadow_) throw error("pipe: no memory for the writer's copy of the heap");
+      view_ = shadow_.data;
+    }
+    book_ = std::make_unique<heap_book>(options_.heap_bytes, options_.width, options_.fit, view_);
+    std::uint64_t unused;
+    peer_closed_ = open_.layer->peer_closed(open_.key, role::reader, &unused);
+  } catch (...) {
+    close();
+    throw;
+  }
+  finished_ = true;
+}
+
+pipe_status writer_state::refusal() const noexcept {
+  if (closed_ || peer_closed_) return pipe_status::closed;
+  if (open_.ctx->rt().peer_failed(open_.peer_process)) return pipe_status::peer_failed;
+  return pipe_status::ok;
+}
+
+void writer_state::collect_releases() {
+  const auto* area = open_.region.data;
+  const std::uint64_t handed_back =
+      std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(area))
+          .load(std::memory_order_acquire);
+  for (; releases_seen_ < handed_back; ++releases_seen_) {
+    std::uint64_t word;
+    std::memcpy(&word, area + release_entries_offset + (releases_seen_ % options_.width) * 8,
+                sizeof word);
+    std::uint32_t entry;
+    if (decode_release(word, entry) && book_->release(entry)) {
+      ++counters_.releases;
+    } else {
+      ++counters_.rejected_releases;
+    }
+  }
+}
+
+reservation writer_state::try_allocate(std::size_t n) {
+  if (const pipe_status refused = refusal(); refused != pipe_status::ok) return {{}, refused};
+  if (n == 0) return {{}, pipe_status::zero_size};
+  const std::uint64_t bytes = heap_bytes_for(n);
+  if (n > options_.heap_bytes || bytes > options_.heap_bytes) return {{}, pipe_status::too_large};
+  collect_releases();
+  const auto granted = book_->allocate(bytes);
+  if (!granted) return {{}, pipe_status::exhausted};
+  book_->find(granted->entry)->payload = n;
+  counters_.peak_heap_bytes = book_->peak_end();
+  counters_.peak_live_bytes = book_->peak_live_bytes();
+  return {{granted->offset + header_size, n, granted->entry, id_}, pipe_status::ok};
+}
+
+reservation writer_state::rmalloc(std::size_t n) {
+  reservation r = try_allocate(n);
+  if (r.status != pipe_status::exhausted) return r;
+  ++counters_.exhausted;
+  // Releases from another machine land through this process's progress: try once more after it.
+  if (open_.ctx->poll() != 0) r = try_allocate(n);
+  return r;
+}
+
+reservation writer_state::rmalloc(std::size_t n, fabric::deadline_clock::time_point deadline) {
+  reservation r = try_allocate(n);
+  if (r.status != pipe_status::exhausted) return r;
+  ++counters_.exhausted;
+  fabric::thread_context& ctx = *open_.ctx;
+  ctx.wait_until([&] { return (r = try_allocate(n)).status != pipe_status::exhausted; },
+                 ctx.deadline_in_force(deadline));
+  return r;
+}
+
+heap_book::record* writer_state::live_record(const rbuffer& b) noexcept {
+  if (b.end != id_ || !book_) return nullptr;
+  heap_book::record* r = book_->find(b.ticket);
+  if (r == nullptr || r->offset + header_size != b.offset || r->payload != b.size) return nullptr;
+  return r;
+}
+
+std::span<std::byte> writer_state::rmem(const rbuffer& b) noexcept {
+  heap_book::record* r = live_record(b);
+  if (r == nullptr || r->state != entry_state::allocated || closed_) return {};
+  return {view_ + b.offset, static_cast<std::size_t>(b.size)};
+}
+
+pipe_status writer_state::rwrite(const rbuffer& b) {
+  if (b.end != id_) return pipe_status::not_owner;
+  if (closed_) return pipe_status::closed;
+  heap_book::record* r = book_ ? book_->find(b.ticket) : nullptr;
+  if (r == nullptr || r->state != entry_state::allocated) return pipe_status::stale;
+  if (r->offset + header_size != b.offset || r->payload != b.size) return pipe_status::not_owner;
+  if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
+  const std::uint32_t tag = tag_of(writes_);
+  const buffer_header header{b.size, tag, b.ticket};
+  std::memcpy(view_ + r->offset, &header, sizeof header);
+  const std::uint64_t slot = writes_ & (options_.width - 1);
+  const pipe_status status =
+      publisher_->publish({view_ + r->offset, static_cast<std::size_t>(header_size + b.size)},
+                          heap_offset_ + r->offset, slot * 8, slot_word(tag, r->offset));
+  if (status != pipe_status::ok) return status;
+  r->state = entry_state::written;
+  ++writes_;
+  ++counters_.buffers;
+  counters_.bytes += b.size;
+  return pipe_status::ok;
+}
+
+void writer_state::close() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  if (publisher_) {
+    (void)publisher_->drain(fabric::deadline_clock::now() + std::chrono::seconds(5));
+    publisher_.reset();
+  }
+  if (shadow_) {
+    (void)open_.ctx->rt().service_free(reinterpret_cast<std::uint64_t>(shadow_.data),
+                                        shadow_.size);
+    shadow_ = {};
+  }
+  open_.layer->account(role::writer, counters_);
+  if (open_.region) close_end(open_, role::writer, writes_);
+}
+
+}  // namespace seriema::pipe::detail

@@ -1,0 +1,293 @@
+// Remote pipes across the worker threads of one or several processes: every worker writes to the
+// next and reads from the previous (a ring), irregular sizes 8 B - 64 KiB checked in order and
+// byte for byte, for every fit policy and write protocol; a duplex ping-pong; a slow reader; and
+// every refusal (zero size, too large, exhausted, stale, not this pipe's, closed, options that
+// disagree, a writer gone before its reader came).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/pipe/pipe.hpp>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "support/mp_main.hpp"
+
+using namespace seriema;
+using fabric::thread_context;
+using pipe::pipe_status;
+using transfer::fit_policy;
+
+namespace {
+
+constexpr auto phase_deadline = std::chrono::seconds(60);
+
+fabric::thread_id next_of(const thread_context& me) { return (me.id() + 1) % me.thread_count(); }
+fabric::thread_id previous_of(const thread_context& me) {
+  return (me.id() + me.thread_count() - 1) % me.thread_count();
+}
+
+// The sizes a writer sends: log-uniform in [8, max_size], from a seed both ends know.
+class size_stream {
+ public:
+  size_stream(std::uint64_t seed, std::size_t max_size) : random_(seed), max_(max_size) {}
+  std::size_t next() {
+    const double lg = std::uniform_real_distribution<double>(std::log(8.0),
+                                                             std::log(double(max_)))(random_);
+    return std::max<std::size_t>(8, static_cast<std::size_t>(std::exp(lg)));
+  }
+
+ private:
+  std::mt19937_64 random_;
+  std::size_t max_;
+};
+
+// Byte i of buffer `sequence` of a writer.
+std::byte content(std::uint64_t writer, std::uint64_t sequence, std::size_t i) {
+  return static_cast<std::byte>((writer * 131 + sequence * 31 + i * 7 + (i >> 8)) & 0xff);
+}
+
+void fill(std::span<std::byte> bytes, std::uint64_t writer, std::uint64_t sequence) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = content(writer, sequence, i);
+}
+
+bool matches(std::span<const std::byte> bytes, std::uint64_t writer, std::uint64_t sequence) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != content(writer, sequence, i)) return false;
+  }
+  return true;
+}
+
+struct stream_plan {
+  pipe::pipe_options options;
+  std::uint64_t count = 200;
+  std::size_t max_size = 64 * 1024;
+  int slow_reader_every = 0;  ///< sleep 1 ms every this many reads (0: never)
+};
+
+// This worker writes plan.count buffers to the next worker and reads as many from the previous,
+// in one loop (so that no worker waits for another in turn), checking every byte in order; then
+// closes its writer and reads on until its reader says closed.
+void stream_ring(thread_context& me, const stream_plan& plan, std::uint64_t seed) {
+  pipe::duplex ends = pipe::duplex::open(me, next_of(me), previous_of(me), plan.options,
+                                         fabric::deadline_clock::now() + phase_deadline);
+  size_stream sizes_out(seed * 1000 + me.id(), plan.max_size);
+  size_stream sizes_in(seed * 1000 + previous_of(me), plan.max_size);
+  std::uint64_t written = 0, read = 0;
+  std::size_t pending_size = sizes_out.next();
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  pipe_status last = pipe_status::ok;
+  while (written < plan.count || last != pipe_status::closed) {
+    ASSERT_LT(fabric::deadline_clock::now(), deadline) << "written " << written << " read " << read;
+    if (written < plan.count) {
+      pipe::reservation r = ends.out.rmalloc(pending_size);
+      if (r) {
+        fill(ends.out.rmem(r.buffer), me.id(), written);
+        ASSERT_EQ(ends.out.rwrite(r.buffer), pipe_status::ok);
+        if (++written < plan.count) pending_size = sizes_out.next();
+        if (written == plan.count) ends.out.close();
+      } else {
+        ASSERT_EQ(r.status, pipe_status::exhausted);
+      }
+    }
+    pipe::read_result got = ends.in.rread();
+    last = got.status;
+    if (!got) {
+      ASSERT_TRUE(got.status == pipe_status::empty || got.status == pipe_status::closed)
+          << pipe::to_string(got.status);
+      continue;
+    }
+    ASSERT_EQ(got.buffer.size, sizes_in.next()) << "buffer " << read;
+    ASSERT_TRUE(matches(ends.in.rmem(got.buffer), previous_of(me), read)) << "buffer " << read;
+    ASSERT_EQ(ends.in.rfree(got.buffer), pipe_status::ok);
+    ++read;
+    if (plan.slow_reader_every != 0 && read % plan.slow_reader_every == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  EXPECT_EQ(written, plan.count);
+  EXPECT_EQ(read, plan.count);
+  EXPECT_EQ(ends.in.counters().rejected_slots, 0u);
+  EXPECT_EQ(ends.out.counters().rejected_releases, 0u);
+  me.quiesce(phase_deadline);  // every ring pipe done before the next variant opens
+}
+
+class PipeStreams : public ::testing::TestWithParam<std::tuple<fit_policy, pipe::write_protocol>> {
+};
+
+TEST_P(PipeStreams, IrregularSizesArriveInOrder) {
+  stream_plan plan;
+  plan.options.fit = std::get<0>(GetParam());
+  plan.options.protocol = std::get<1>(GetParam());
+  plan.options.heap_bytes = 512 * 1024;
+  plan.options.width = 64;
+  const auto seed = static_cast<std::uint64_t>(plan.options.fit) * 10 +
+                    static_cast<std::uint64_t>(plan.options.protocol);
+  test::rt().run([&](thread_context& me) { stream_ring(me, plan, seed); });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryPolicyAndProtocol, PipeStreams,
+    ::testing::Combine(::testing::Values(fit_policy::next_fit, fit_policy::best_fit,
+                                         fit_policy::worst_fit, fit_policy::first_fit),
+                       ::testing::Values(pipe::write_protocol::automatic,
+                                         pipe::write_protocol::one_operation,
+                                         pipe::write_protocol::data_then_flag)));
+
+TEST(Pipe, SlowReaderSmallHeapWrapsAndWaits) {
+  for (fit_policy fit : {fit_policy::next_fit, fit_policy::best_fit}) {
+    stream_plan plan;
+    plan.options.fit = fit;
+    plan.options.heap_bytes = 160 * 1024;  // a few 64 KiB buffers: the heap wraps and fills
+    plan.options.width = 16;
+    plan.count = 300;
+    plan.slow_reader_every = 16;
+    test::rt().run([&](thread_context& me) { stream_ring(me, plan, 100 + unsigned(fit)); });
+  }
+}
+
+// Workers 2k and 2k + 1 echo 200 buffers of 8 - 256 B to each other over one duplex.
+void ping_pong(thread_context& me, fabric::thread_id peer) {
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  pipe::duplex ends = pipe::duplex::open(me, peer, {}, deadline);
+  const bool starts = me.id() % 2 == 0;
+  for (std::uint64_t round = 0; round < 200; ++round) {
+    const std::size_t size = 8 + round % 249;
+    if (starts) {
+      pipe::reservation r = ends.out.rmalloc(size, deadline);
+      ASSERT_TRUE(r) << pipe::to_string(r.status);
+      fill(ends.out.rmem(r.buffer), me.id(), round);
+      ASSERT_EQ(ends.out.rwrite(r.buffer), pipe_status::ok);
+    }
+    pipe::read_result got = ends.in.rread(deadline);
+    ASSERT_TRUE(got) << pipe::to_string(got.status) << " in round " << round;
+    ASSERT_EQ(got.buffer.size, size);
+    ASSERT_TRUE(matches(ends.in.rmem(got.buffer), starts ? me.id() : peer, round));
+    if (!starts) {  // echo the same bytes back
+      pipe::reservation r = ends.out.rmalloc(size, deadline);
+      ASSERT_TRUE(r) << pipe::to_string(r.status);
+      std::memcpy(ends.out.rmem(r.buffer).data(), ends.in.rmem(got.buffer).data(), size);
+      ASSERT_EQ(ends.out.rwrite(r.buffer), pipe_status::ok);
+    }
+    ASSERT_EQ(ends.in.rfree(got.buffer), pipe_status::ok);
+  }
+}
+
+TEST(Pipe, DuplexPingPong) {
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id peer = me.id() ^ 1u;
+    if (peer < me.thread_count()) ping_pong(me, peer);  // else an odd worker out
+    me.quiesce(phase_deadline);
+  });
+}
+
+// Every refusal of a writer and a reader, each with nothing sent.
+void refusals(thread_context& me) {
+  pipe::pipe_options options;
+  options.heap_bytes = 64 * 1024;
+  options.width = 8;
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  pipe::duplex a = pipe::duplex::open(me, next_of(me), previous_of(me), options, deadline);
+  pipe::duplex b = pipe::duplex::open(me, next_of(me), previous_of(me), options, deadline);
+
+  EXPECT_EQ(a.out.rmalloc(0).status, pipe_status::zero_size);
+  EXPECT_EQ(a.out.rmalloc(options.heap_bytes).status, pipe_status::too_large);
+  // The width (8) runs out before the heap: nothing is read on the other side yet.
+  std::vector<pipe::rbuffer> held;
+  for (int i = 0; i < 8; ++i) {
+    pipe::reservation r = a.out.rmalloc(1000);
+    ASSERT_TRUE(r) << i << ": " << pipe::to_string(r.status);
+    held.push_back(r.buffer);
+  }
+  EXPECT_EQ(a.out.rmalloc(8).status, pipe_status::exhausted);
+  EXPECT_EQ(a.out.rmalloc(8, fabric::deadline_clock::now() + std::chrono::milliseconds(20)).status,
+            pipe_status::exhausted);
+  EXPECT_EQ(a.out.live_buffers(), 8u);
+  // A buffer of pipe b handed to pipe a's writer, and a forged one.
+  pipe::reservation other = b.out.rmalloc(64);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(a.out.rwrite(other.buffer), pipe_status::not_owner);
+  EXPECT_TRUE(a.out.rmem(other.buffer).empty());
+  pipe::rbuffer forged = held[0];
+  forged.size += 1;
+  EXPECT_EQ(a.out.rwrite(forged), pipe_status::not_owner);
+  fill(a.out.rmem(held[0]), me.id(), 0);
+  EXPECT_EQ(a.out.rwrite(held[0]), pipe_status::ok);
+  EXPECT_EQ(a.out.rwrite(held[0]), pipe_status::stale);  // written already
+  EXPECT_TRUE(a.out.rmem(held[0]).empty());
+
+  pipe::read_result got = a.in.rread(deadline);
+  ASSERT_TRUE(got) << pipe::to_string(got.status);
+  EXPECT_TRUE(matches(a.in.rmem(got.buffer), previous_of(me), 0));
+  EXPECT_EQ(a.in.rread().status, pipe_status::empty);
+  EXPECT_EQ(b.in.rfree(got.buffer), pipe_status::not_owner);
+  EXPECT_EQ(a.in.rfree(got.buffer), pipe_status::ok);
+  EXPECT_EQ(a.in.rfree(got.buffer), pipe_status::stale);  // freed already
+  EXPECT_TRUE(a.in.rmem(got.buffer).empty());
+  a.in.flush_releases();
+
+  me.quiesce(phase_deadline);
+  a.out.close();
+  a.out.close();  // idempotent
+  EXPECT_EQ(a.out.rmalloc(8).status, pipe_status::closed);
+  EXPECT_EQ(a.out.rwrite(held[1]), pipe_status::closed);
+  // The writer before closed after one write: that was read, so the stream has ended.
+  EXPECT_EQ(a.in.rread(deadline).status, pipe_status::closed);
+  a.in.close();
+  EXPECT_EQ(a.in.rread().status, pipe_status::closed);
+  me.quiesce(phase_deadline);
+}
+
+TEST(Pipe, EveryRefusalLeavesThePipeUsable) {
+  test::rt().run([&](thread_context& me) { refusals(me); });
+}
+
+TEST(Pipe, OpenRefusesOptionsThatDisagreeAndBadOnes) {
+  test::rt().run([&](thread_context& me) {
+    pipe::pipe_options mine;
+    mine.width = me.id() == 0 ? 32 : 64;  // thread 0 and its neighbours disagree
+    const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+    const bool disagrees = me.id() == 0 || next_of(me) == 0 || previous_of(me) == 0;
+    if (disagrees) {
+      EXPECT_THROW((void)pipe::duplex::open(me, next_of(me), previous_of(me), mine, deadline),
+                   error);
+    } else {
+      EXPECT_NO_THROW((void)pipe::duplex::open(me, next_of(me), previous_of(me), mine, deadline));
+    }
+    pipe::pipe_options bad;
+    bad.width = 48;  // not a power of two
+    EXPECT_THROW((void)pipe::writer::open(me, next_of(me), bad, deadline), config_error);
+    bad = {};
+    bad.heap_bytes = 2 << 20;  // with the ring, more than one allocation
+    EXPECT_THROW((void)pipe::reader::open(me, previous_of(me), bad, deadline), config_error);
+    EXPECT_THROW((void)pipe::writer::open(me, me.id(), {}, deadline), error);
+    EXPECT_THROW((void)pipe::writer::open(me, me.thread_count() + 5, {}, deadline), error);
+    me.quiesce(phase_deadline);
+  });
+}
+
+TEST(Pipe, AReaderThatComesLateFindsTheWriterGone) {
+  test::rt().run([&](thread_context& me) {
+    // Every worker's writer gives up before the next worker opens its reader.
+    EXPECT_THROW((void)pipe::writer::open(me, next_of(me), {},
+                                          fabric::deadline_clock::now() +
+                                              std::chrono::milliseconds(100)),
+                 deadline_error);
+    me.quiesce(phase_deadline);
+    pipe::reader late = pipe::reader::open(me, previous_of(me), {},
+                                           fabric::deadline_clock::now() + phase_deadline);
+    EXPECT_EQ(late.rread(fabric::deadline_clock::now() + phase_deadline).status,
+              pipe_status::closed);
+    me.quiesce(phase_deadline);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
