@@ -119,7 +119,7 @@ class writer_state {
   reservation rmalloc(std::size_t n);
   reservation rmalloc(std::size_t n, fabric::deadline_clock::time_point deadline);
   std::span<std::byte> rmem(const rbuffer& b) noexcept;
-  pipe_status rwrite(const rbuffer& b);
+  pipe_status rwrite(const rbuffer& b, std::size_t used);
   void close() noexcept;
   void peer_closed() noexcept { peer_closed_ = true; }
   [[nodiscard]] const pipe_key& key() const noexcept { return open_.key; }
@@ -143,6 +143,7 @@ class writer_state {
   std::unique_ptr<heap_book> book_;
   std::uint64_t writes_ = 0;
   std::uint64_t releases_seen_ = 0;
+  std::uint32_t idle_allocations_ = 0;  ///< rmalloc calls that found no room (polling rhythm)
   bool finished_ = false;
   bool closed_ = false;
   bool peer_closed_ = false;
@@ -200,6 +201,7 @@ class reader_state {
   bool finished_ = false;
   bool closed_ = false;
   bool flushing_ = false;  ///< inside flush_releases (its waits poll, which flush again)
+  std::uint32_t idle_reads_ = 0;  ///< rread calls that found nothing (polling rhythm)
 };
 
 /// Bytes of the notification ring in front of the heap (a multiple of 64).

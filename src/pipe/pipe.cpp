@@ -110,7 +110,10 @@ reservation writer::rmalloc(std::size_t n, deadline_clock::time_point deadline) 
 std::span<std::byte> writer::rmem(const rbuffer& buffer) const noexcept {
   return state_->rmem(buffer);
 }
-pipe_status writer::rwrite(const rbuffer& buffer) { return state_->rwrite(buffer); }
+pipe_status writer::rwrite(const rbuffer& buffer) { return state_->rwrite(buffer, buffer.size); }
+pipe_status writer::rwrite(const rbuffer& buffer, std::size_t used) {
+  return state_->rwrite(buffer, used);
+}
 void writer::close() noexcept { state_->close(); }
 const pipe_options& writer::options() const noexcept { return state_->options_; }
 const pipe_counters& writer::counters() const noexcept { return state_->counters_; }

@@ -66,8 +66,12 @@ std::span<const std::byte> reader_state::heap() const noexcept {
 
 pipe_status reader_state::no_buffer() {
   (void)flush_releases();  // the writer may be waiting for room
-  // Writes from another machine land through this process's progress (the next rread sees them).
-  (void)open_.ctx->poll();
+  // Writes from another machine land through this process's progress (the next rread sees
+  // them); stores from this machine need none, so a spinning reader polls only now and then (a
+  // poll takes longer than the store it would wait for: every poll in the loop adds to latency).
+  if (publisher_->path() != publish_path::direct || (++idle_reads_ & 31) == 0) {
+    (void)open_.ctx->poll();
+  }
   if (writer_closed_ && read_ >= writer_total_) return pipe_status::closed;
   if (open_.ctx->rt().peer_failed(open_.peer_process)) return pipe_status::peer_failed;
   return pipe_status::empty;

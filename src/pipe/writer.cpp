@@ -96,8 +96,12 @@ reservation writer_state::rmalloc(std::size_t n) {
   reservation r = try_allocate(n);
   if (r.status != pipe_status::exhausted) return r;
   ++counters_.exhausted;
-  // Releases from another machine land through this process's progress: try once more after it.
-  if (open_.ctx->poll() != 0) r = try_allocate(n);
+  // Releases from another machine land through this process's progress: try once more after it
+  // (from this machine they are stores: poll only now and then, as the reader does).
+  if ((publisher_->path() != publish_path::direct || (++idle_allocations_ & 31) == 0) &&
+      open_.ctx->poll() != 0) {
+    r = try_allocate(n);
+  }
   return r;
 }
 
@@ -124,25 +128,25 @@ std::span<std::byte> writer_state::rmem(const rbuffer& b) noexcept {
   return {view_ + b.offset, static_cast<std::size_t>(b.size)};
 }
 
-pipe_status writer_state::rwrite(const rbuffer& b) {
-  if (b.end != id_) return pipe_status::not_owner;
+pipe_status writer_state::rwrite(const rbuffer& b, std::size_t used) {
+  if (b.end != id_ || used == 0 || used > b.size) return pipe_status::not_owner;
   if (closed_) return pipe_status::closed;
   heap_book::record* r = book_ ? book_->find(b.ticket) : nullptr;
   if (r == nullptr || r->state != entry_state::allocated) return pipe_status::stale;
   if (r->offset + header_size != b.offset || r->payload != b.size) return pipe_status::not_owner;
   if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
   const std::uint32_t tag = tag_of(writes_);
-  const buffer_header header{b.size, tag, b.ticket};
+  const buffer_header header{used, tag, b.ticket};
   std::memcpy(view_ + r->offset, &header, sizeof header);
   const std::uint64_t slot = writes_ & (options_.width - 1);
   const pipe_status status =
-      publisher_->publish({view_ + r->offset, static_cast<std::size_t>(header_size + b.size)},
-                          heap_offset_ + r->offset, slot * 8, slot_word(tag, r->offset));
+      publisher_->publish({view_ + r->offset, header_size + used}, heap_offset_ + r->offset,
+                          slot * 8, slot_word(tag, r->offset));
   if (status != pipe_status::ok) return status;
   r->state = entry_state::written;
   ++writes_;
   ++counters_.buffers;
-  counters_.bytes += b.size;
+  counters_.bytes += used;
   return pipe_status::ok;
 }
 

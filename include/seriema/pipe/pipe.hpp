@@ -150,6 +150,10 @@ class writer {
   /// Publishes a buffer filled through rmem: the reader's next rread returns it (writes are
   /// read in the order of rwrite). After it the buffer is the reader's: do not touch it.
   [[nodiscard]] pipe_status rwrite(const rbuffer& buffer);
+  /// rwrite of only the first `used` bytes (1 .. buffer.size): the reader's rread sees a buffer
+  /// of `used` bytes, and only those travel (a record shorter than the room reserved for it).
+  /// Anything else: not_owner.
+  [[nodiscard]] pipe_status rwrite(const rbuffer& buffer, std::size_t used);
   /// Ends the stream: the reader reads what was written, then rread says closed. Idempotent;
   /// never waits for the reader. The destructor closes.
   void close() noexcept;
