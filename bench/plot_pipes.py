@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Reads bench/run-pipes.sh's JSON (pipe_rate-<t>.json and mpi_rma_pipe-<t>-<variant>.json for t in
-tcp), prints every goal of the pipe issue with its ratio and whether it is met, writes
+"""Reads bench/run-pipes.sh's JSON (pipe_rate-<t>.json and mpi_rma_pipe-<t>-<variant>.json, for t
+in shm and tcp), prints every goal of the pipe issue with its ratio and whether it is met, writes
 pipes-summary.json, and (unless --no-plot) draws pipes.png: one-way latency against size for the
 pipe's two write protocols, ucx_perftest ucp_put_lat and MPI-3 RMA, one panel per transport.
 
