@@ -132,6 +132,9 @@ class writer_state {
  private:
   pipe_status refusal() const noexcept;
   reservation try_allocate(std::size_t n);
+  pipe_status publish_in_ring(heap_book::record& r);
+  pipe_status publish_queued();  ///< next fit: the queued buffers next in allocation order
+  void written(heap_book::record& r) noexcept;
   void collect_releases();
   heap_book::record* live_record(const rbuffer& b) noexcept;
 
@@ -184,6 +187,9 @@ class reader_state {
   [[nodiscard]] std::span<const std::byte> heap() const noexcept;
   pipe_status no_buffer();
   pipe_status hand_back();  ///< flush_releases' publications
+  [[nodiscard]] std::uint64_t load_word(std::uint64_t heap_offset) const noexcept;  ///< acquire
+  slot_view next_in_place() noexcept;  ///< next fit: the buffer where the previous one ended
+  slot_view next_in_ring() noexcept;   ///< the others: the buffer the next ring slot names
 
   opening open_;
   std::uint32_t id_;
@@ -195,6 +201,8 @@ class reader_state {
   std::uint64_t released_ = 0;           ///< releases made
   std::uint64_t unpublished_ = 0;        ///< of those, not handed back yet
   std::uint32_t batch_ = 1;
+  bool in_place_ = false;        ///< next fit: buffers are polled where the previous one ended
+  std::uint64_t position_ = 0;   ///< in place: where the next buffer's header is expected
   std::uint64_t last_rejected_ = ~std::uint64_t{0};
   std::uint64_t writer_total_ = 0;
   bool writer_closed_ = false;

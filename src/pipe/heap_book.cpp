@@ -49,8 +49,12 @@ heap_book::heap_book(std::size_t heap_bytes, std::uint32_t width, transfer::fit_
 heap_book::~heap_book() = default;
 
 std::optional<std::uint64_t> heap_book::place_next_fit(std::uint64_t bytes) const noexcept {
-  if (head_ == tail_) return bytes <= heap_bytes_ ? std::optional<std::uint64_t>(0) : std::nullopt;
-  const std::uint64_t oldest = entries_[tail_ % width_].offset;
+  // Empty: go on from the cursor (the reader looks there next), or wrap to the start.
+  if (head_ == tail_) {
+    if (heap_bytes_ - cursor_ >= bytes) return cursor_;
+    return bytes <= heap_bytes_ ? std::optional<std::uint64_t>(0) : std::nullopt;
+  }
+  const std::uint64_t oldest = entries_[tail_ % width_].holds_from;
   if (cursor_ > oldest) {  // live: [oldest, cursor_); room after it, else before it
     if (heap_bytes_ - cursor_ >= bytes) return cursor_;
     if (oldest >= bytes) return 0;
@@ -72,6 +76,9 @@ std::optional<heap_book::grant> heap_book::allocate(std::uint64_t bytes) {
     if (!placed) return std::nullopt;
     offset = *placed;
     index = static_cast<std::uint32_t>(head_ % width_);
+    entries_[index].sequence = head_;
+    entries_[index].follows = cursor_;
+    entries_[index].holds_from = offset == cursor_ || cursor_ == heap_bytes_ ? offset : cursor_;
     ++head_;
     cursor_ = offset + bytes;
   } else {
@@ -85,6 +92,7 @@ std::optional<heap_book::grant> heap_book::allocate(std::uint64_t bytes) {
   r.offset = offset;
   r.bytes = bytes;
   r.payload = 0;
+  r.used = 0;
   ++r.generation;
   r.state = entry_state::allocated;
   ++live_;
@@ -100,6 +108,15 @@ heap_book::record* heap_book::find(std::uint32_t entry) noexcept {
   record& r = entries_[index];
   if (r.state == entry_state::free || r.generation != entry >> 16) return nullptr;
   return &r;
+}
+
+heap_book::record* heap_book::at_sequence(std::uint64_t sequence) noexcept {
+  record& r = entries_[sequence % width_];
+  return r.state != entry_state::free && r.sequence == sequence ? &r : nullptr;
+}
+
+std::uint32_t heap_book::name_of(const record& r) const noexcept {
+  return static_cast<std::uint32_t>(&r - entries_.data()) | std::uint32_t{r.generation} << 16;
 }
 
 bool heap_book::release(std::uint32_t entry) {

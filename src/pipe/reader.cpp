@@ -1,5 +1,6 @@
-// The reading end: rread validating the next slot of the notification ring against the heap,
-// rmem in place, rfree handing allocation entries back to the writer (deferred or immediate).
+// The reading end: rread validating the next buffer (polled in place for next fit, or found
+// through the notification ring) against the heap, rmem in place, rfree handing allocation
+// entries back to the writer (deferred or immediate).
 #include <fmt/format.h>
 
 #include <atomic>
@@ -31,7 +32,8 @@ reader_state::reader_state(fabric::thread_context& ctx, fabric::thread_id writer
       id_(open_.layer->next_end_id()),
       heap_offset_(ring_bytes(options.width)),
       held_(options.width),
-      releases_(options.width) {
+      releases_(options.width),
+      in_place_(options.fit == transfer::fit_policy::next_fit) {
   batch_ = !deferred(options)         ? 1u
            : options.release_batch != 0 ? options.release_batch
                                         : std::max<std::uint32_t>(1, options.width / 4);
@@ -77,29 +79,53 @@ pipe_status reader_state::no_buffer() {
   return pipe_status::empty;
 }
 
-read_result reader_state::rread() {
-  if (closed_ || !finished_) return {{}, pipe_status::closed};
+std::uint64_t reader_state::load_word(std::uint64_t heap_offset) const noexcept {
+  return std::atomic_ref<const std::uint64_t>(
+             *reinterpret_cast<const std::uint64_t*>(open_.region.data + heap_offset_ +
+                                                      heap_offset))
+      .load(std::memory_order_acquire);
+}
+
+slot_view reader_state::next_in_place() noexcept {
+  const std::uint32_t expected = tag_of(read_);
+  for (int hops = 0; hops < 2; ++hops) {  // at most one wrap marker per write
+    if (options_.heap_bytes - position_ < header_size) position_ = 0;
+    const slot_view view = decode_in_place(load_word(position_), position_, expected, heap());
+    if (view.state != slot_state::wrap) return view;
+    position_ = 0;
+  }
+  return {slot_state::invalid, 0, 0, 0, 0};  // a marker at the start: not what a writer writes
+}
+
+slot_view reader_state::next_in_ring() noexcept {
   const std::uint64_t slot = read_ & (options_.width - 1);
   const std::uint64_t word =
       std::atomic_ref<const std::uint64_t>(
           *reinterpret_cast<const std::uint64_t*>(open_.region.data + slot * 8))
           .load(std::memory_order_acquire);
-  const std::uint32_t expected = tag_of(read_);
   const std::uint32_t previous = read_ >= options_.width ? tag_of(read_ - options_.width) : 0;
-  const slot_view view = decode_slot(word, expected, previous, heap());
+  return decode_slot(word, tag_of(read_), previous, heap(),
+                     [this](std::uint64_t offset) { return load_word(offset); });
+}
+
+read_result reader_state::rread() {
+  if (closed_ || !finished_) return {{}, pipe_status::closed};
+  const slot_view view = in_place_ ? next_in_place() : next_in_ring();
   if (view.state == slot_state::ready) {
-    held_[slot] = {view.offset, view.size, expected, view.entry, true};
+    const std::uint32_t tag = tag_of(read_);
+    held_[read_ & (options_.width - 1)] = {view.offset, view.size, tag, view.entry, true};
+    if (in_place_) position_ = view.offset + view.granules * heap_granule;
     ++read_;
     ++counters_.buffers;
     counters_.bytes += view.size;
-    return {{view.offset + header_size, view.size, expected, id_}, pipe_status::ok};
+    return {{view.offset + header_size, view.size, tag, id_}, pipe_status::ok};
   }
   if (view.state == slot_state::invalid && last_rejected_ != read_) {
     last_rejected_ = read_;
     if (counters_.rejected_slots++ == 0) {
-      log::error("pipe {} -> {}: slot {} of write {} does not describe a buffer of the heap "
-                 "(word {:#x}); it is not used (later ones are only counted)",
-                 open_.key.writer, open_.key.reader, slot, read_, word);
+      log::error("pipe {} -> {}: write {} at heap offset {} does not describe a buffer of the "
+                 "heap; it is not used (later ones are only counted)",
+                 open_.key.writer, open_.key.reader, read_, view.offset);
     }
   }
   return {{}, no_buffer()};

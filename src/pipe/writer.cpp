@@ -1,5 +1,6 @@
 // The writing end: rmalloc in the book of the reader's heap (no round trip), rmem over the heap's
-// view, rwrite publishing header, payload and slot word, and the releases the reader hands back.
+// view, rwrite publishing header, payload and flag (in place, or through the notification ring),
+// and the releases the reader hands back.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -135,18 +136,55 @@ pipe_status writer_state::rwrite(const rbuffer& b, std::size_t used) {
   if (r == nullptr || r->state != entry_state::allocated) return pipe_status::stale;
   if (r->offset + header_size != b.offset || r->payload != b.size) return pipe_status::not_owner;
   if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
-  const std::uint32_t tag = tag_of(writes_);
-  const buffer_header header{used, tag, b.ticket};
-  std::memcpy(view_ + r->offset, &header, sizeof header);
-  const std::uint64_t slot = writes_ & (options_.width - 1);
-  const pipe_status status =
-      publisher_->publish({view_ + r->offset, header_size + used}, heap_offset_ + r->offset,
-                          slot * 8, slot_word(tag, r->offset));
-  if (status != pipe_status::ok) return status;
-  r->state = entry_state::written;
+  r->used = used;
+  if (options_.fit != transfer::fit_policy::next_fit) {
+    const pipe_status status = publish_in_ring(*r);
+    if (status == pipe_status::ok) written(*r);
+    return status;
+  }
+  // In place: buffers go out in allocation order; this one may wait for older ones.
+  r->state = entry_state::queued;
+  return publish_queued();
+}
+
+void writer_state::written(heap_book::record& r) noexcept {
+  r.state = entry_state::written;
   ++writes_;
   ++counters_.buffers;
-  counters_.bytes += used;
+  counters_.bytes += r.used;
+}
+
+pipe_status writer_state::publish_in_ring(heap_book::record& r) {
+  const std::uint32_t tag = tag_of(writes_);
+  const std::uint64_t words[2] = {header_word0(tag, r.bytes / heap_granule),
+                                  header_word1(r.used, book_->name_of(r))};
+  std::memcpy(view_ + r.offset, words, sizeof words);
+  const std::uint64_t slot = writes_ & (options_.width - 1);
+  return publisher_->publish({view_ + r.offset, header_size + r.used}, heap_offset_ + r.offset,
+                             slot * 8, slot_word(tag, r.offset));
+}
+
+pipe_status writer_state::publish_queued() {
+  while (heap_book::record* r = book_->at_sequence(writes_)) {
+    if (r->state != entry_state::queued) break;
+    const std::uint32_t tag = tag_of(writes_);
+    // The reader looks where the previous buffer ended (at the start when under 16 bytes were
+    // left there); a buffer that wrapped elsewhere leaves it a marker pointing to the start.
+    const std::uint64_t expected =
+        options_.heap_bytes - r->follows < header_size ? 0 : r->follows;
+    if (r->offset != expected) {
+      const pipe_status marked =
+          publisher_->publish({}, 0, heap_offset_ + expected, header_word0(tag, 0));
+      if (marked != pipe_status::ok) return marked;
+    }
+    const std::uint64_t word1 = header_word1(r->used, book_->name_of(*r));
+    std::memcpy(view_ + r->offset + 8, &word1, sizeof word1);
+    const pipe_status status = publisher_->publish(
+        {view_ + r->offset + 8, 8 + r->used}, heap_offset_ + r->offset + 8,
+        heap_offset_ + r->offset, header_word0(tag, r->bytes / heap_granule));
+    if (status != pipe_status::ok) return status;
+    written(*r);
+  }
   return pipe_status::ok;
 }
 

@@ -39,9 +39,19 @@ TEST(PipeHeapBook, NextFitWrapsAndFreesFromTheOldestEnd) {
   EXPECT_FALSE(book.allocate(64));  // the gap [384, 384) before b is empty
   write(book, c->entry);
   EXPECT_TRUE(book.release(b->entry));
-  auto d = book.allocate(640);  // [384, 1024) is free again
+  // c wrapped from 768: [768, 1024) holds the reader's wrap marker until c is released, so only
+  // [384, 768) is free.
+  EXPECT_FALSE(book.allocate(640));
+  auto d = book.allocate(384);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->offset, 384u);
+  EXPECT_EQ(book.find(c->entry)->holds_from, 768u);
+  EXPECT_EQ(book.find(d->entry)->follows, 384u);
+  write(book, d->entry);
+  EXPECT_TRUE(book.release(c->entry));
+  auto e = book.allocate(256);  // after d, up to the end
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->offset, 768u);
   EXPECT_EQ(book.peak_end(), 1024u);
 }
 

@@ -1,5 +1,6 @@
-// The pipe's slot decoder and release entries: a slot is used only when its word, its header and
-// its payload agree with the heap; anything else is empty (not yet written) or invalid.
+// The pipe's decoders: a buffer is used only when its flag, its header and its extent agree with
+// the heap (in place and through the notification ring); anything else is empty (not written
+// yet), a wrap marker, or invalid. Release entries round-trip and reject garbage.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,10 +13,24 @@ namespace {
 
 struct heap_fixture {
   std::vector<std::byte> heap = std::vector<std::byte>(4096);
-  void write_header(std::uint64_t offset, std::uint64_t size, std::uint32_t tag,
-                    std::uint32_t entry) {
-    const buffer_header h{size, tag, entry};
-    std::memcpy(heap.data() + offset, &h, sizeof h);
+  // Writes a header at `offset` and returns its word 0 (what the reader would load).
+  std::uint64_t header(std::uint64_t offset, std::uint32_t tag, std::uint64_t granules,
+                       std::uint64_t used, std::uint32_t entry) {
+    const std::uint64_t words[2] = {header_word0(tag, granules), header_word1(used, entry)};
+    std::memcpy(heap.data() + offset, words, sizeof words);
+    return words[0];
+  }
+  std::uint64_t word0(std::uint64_t offset) const {
+    std::uint64_t w;
+    std::memcpy(&w, heap.data() + offset, sizeof w);
+    return w;
+  }
+  slot_view in_place(std::uint64_t position, std::uint32_t expected) const {
+    return decode_in_place(word0(position), position, expected, heap);
+  }
+  slot_view ring(std::uint64_t word, std::uint32_t expected, std::uint32_t previous) const {
+    return decode_slot(word, expected, previous, heap,
+                       [this](std::uint64_t offset) { return word0(offset); });
   }
 };
 
@@ -25,49 +40,66 @@ TEST(PipeSlot, TagsSkipZero) {
   EXPECT_EQ(tag_of(0xffffffffull), 1u);  // would be 0: "never written"
 }
 
-TEST(PipeSlot, AValidSlotDecodes) {
+TEST(PipeSlot, InPlaceHeaderDecodes) {
   heap_fixture f;
-  f.write_header(128, 100, tag_of(7), 0x30002);
-  const slot_view v = decode_slot(slot_word(tag_of(7), 128), tag_of(7), tag_of(3), f.heap);
+  f.header(128, tag_of(7), 2, 100, 0x30002);
+  const slot_view v = f.in_place(128, tag_of(7));
   ASSERT_EQ(v.state, slot_state::ready);
   EXPECT_EQ(v.offset, 128u);
   EXPECT_EQ(v.size, 100u);
+  EXPECT_EQ(v.granules, 2u);
   EXPECT_EQ(v.entry, 0x30002u);
 }
 
-TEST(PipeSlot, UnwrittenAndPreviousLapAreEmpty) {
+TEST(PipeSlot, InPlaceUnwrittenAndMarkers) {
   heap_fixture f;
-  EXPECT_EQ(decode_slot(0, tag_of(0), 0, f.heap).state, slot_state::empty);
-  EXPECT_EQ(decode_slot(slot_word(tag_of(3), 0), tag_of(7), tag_of(3), f.heap).state,
-            slot_state::empty);
+  EXPECT_EQ(f.in_place(0, tag_of(0)).state, slot_state::empty);  // zeroed heap
+  f.header(64, tag_of(3), 1, 8, 0);  // an older write at the place
+  EXPECT_EQ(f.in_place(64, tag_of(7)).state, slot_state::empty);
+  f.header(64, tag_of(7), 0, 0, 0);
+  EXPECT_EQ(f.in_place(64, tag_of(7)).state, slot_state::wrap);
 }
 
-TEST(PipeSlot, ForeignTagsOffsetsAndSizesAreInvalid) {
+TEST(PipeSlot, InPlaceExtentsOutsideTheHeapAreInvalid) {
   heap_fixture f;
-  f.write_header(64, 100, tag_of(7), 1);
+  f.header(64, tag_of(7), 64, 100, 1);  // 64 + 64 * 64 > 4096
+  EXPECT_EQ(f.in_place(64, tag_of(7)).state, slot_state::invalid);
+  f.header(64, tag_of(7), 1, 0, 1);  // nothing used
+  EXPECT_EQ(f.in_place(64, tag_of(7)).state, slot_state::invalid);
+  f.header(64, tag_of(7), 1, 49, 1);  // more than the granule holds after the header
+  EXPECT_EQ(f.in_place(64, tag_of(7)).state, slot_state::invalid);
+  f.header(64, tag_of(7), 62, 62 * 64 - 16, 1);  // exactly to the end
+  EXPECT_EQ(f.in_place(64, tag_of(7)).state, slot_state::ready);
+  EXPECT_EQ(decode_in_place(header_word0(tag_of(7), 1), 4090, tag_of(7), f.heap).state,
+            slot_state::invalid);  // no room for a header
+}
+
+TEST(PipeSlot, RingSlotLeadsToAValidHeader) {
+  heap_fixture f;
+  f.header(128, tag_of(7), 2, 100, 5);
+  const slot_view v = f.ring(slot_word(tag_of(7), 128), tag_of(7), tag_of(3));
+  ASSERT_EQ(v.state, slot_state::ready);
+  EXPECT_EQ(v.offset, 128u);
+  EXPECT_EQ(v.size, 100u);
+  EXPECT_EQ(v.entry, 5u);
+}
+
+TEST(PipeSlot, RingEmptyAndInvalid) {
+  heap_fixture f;
+  f.header(128, tag_of(7), 2, 100, 5);
+  EXPECT_EQ(f.ring(0, tag_of(7), tag_of(3)).state, slot_state::empty);
+  EXPECT_EQ(f.ring(slot_word(tag_of(3), 0), tag_of(7), tag_of(3)).state, slot_state::empty);
   // A tag from neither this write nor the slot's previous one.
-  EXPECT_EQ(decode_slot(slot_word(tag_of(5), 64), tag_of(7), tag_of(3), f.heap).state,
+  EXPECT_EQ(f.ring(slot_word(tag_of(5), 128), tag_of(7), tag_of(3)).state, slot_state::invalid);
+  // Offsets past the heap.
+  EXPECT_EQ(f.ring(slot_word(tag_of(7), 4096), tag_of(7), 0).state, slot_state::invalid);
+  EXPECT_EQ(f.ring((std::uint64_t{tag_of(7)} << 32) | 0xffffffffu, tag_of(7), 0).state,
             slot_state::invalid);
-  // Offsets past the heap, or leaving no room for the header.
-  EXPECT_EQ(decode_slot(slot_word(tag_of(7), 8192), tag_of(7), 0, f.heap).state,
-            slot_state::invalid);
-  EXPECT_EQ(decode_slot((std::uint64_t{tag_of(7)} << 32) | 0xffffffffu, tag_of(7), 0, f.heap).state,
-            slot_state::invalid);
-  // The header names another write (torn or stale data), a size of 0, or one past the heap.
-  f.write_header(64, 100, tag_of(6), 1);
-  EXPECT_EQ(decode_slot(slot_word(tag_of(7), 64), tag_of(7), 0, f.heap).state,
-            slot_state::invalid);
-  f.write_header(64, 0, tag_of(7), 1);
-  EXPECT_EQ(decode_slot(slot_word(tag_of(7), 64), tag_of(7), 0, f.heap).state,
-            slot_state::invalid);
-  f.write_header(64, 4096 - 64 - header_size + 1, tag_of(7), 1);
-  EXPECT_EQ(decode_slot(slot_word(tag_of(7), 64), tag_of(7), 0, f.heap).state,
-            slot_state::invalid);
-  f.write_header(64, 4096 - 64 - header_size, tag_of(7), 1);  // exactly to the end
-  EXPECT_EQ(decode_slot(slot_word(tag_of(7), 64), tag_of(7), 0, f.heap).state, slot_state::ready);
-  f.write_header(64, ~std::uint64_t{0}, tag_of(7), 1);  // overflow
-  EXPECT_EQ(decode_slot(slot_word(tag_of(7), 64), tag_of(7), 0, f.heap).state,
-            slot_state::invalid);
+  // The header names another write (torn or stale), or is a wrap marker.
+  f.header(128, tag_of(6), 2, 100, 5);
+  EXPECT_EQ(f.ring(slot_word(tag_of(7), 128), tag_of(7), 0).state, slot_state::invalid);
+  f.header(128, tag_of(7), 0, 0, 0);
+  EXPECT_EQ(f.ring(slot_word(tag_of(7), 128), tag_of(7), 0).state, slot_state::invalid);
 }
 
 TEST(PipeSlot, ReleaseEntriesRoundTripAndRejectGarbage) {

@@ -12,8 +12,9 @@
 
 namespace seriema::pipe::detail {
 
-/// A live allocation's state.
-enum class entry_state : std::uint8_t { free, allocated, written };
+/// A live allocation's state: rmalloc'd, rwrite'n but waiting for older allocations to be
+/// published (next fit publishes in allocation order), published.
+enum class entry_state : std::uint8_t { free, allocated, queued, written };
 
 /// Owner thread only (the writer's). Offsets are of the buffer's header in the heap; sizes are
 /// heap bytes (heap_bytes_for(payload)). Entries are named index | generation << 16, so a
@@ -39,10 +40,21 @@ class heap_book {
     std::uint64_t offset = 0;
     std::uint64_t bytes = 0;
     std::uint64_t payload = 0;  ///< payload bytes (set by the caller at allocation)
+    std::uint64_t used = 0;     ///< payload bytes written (set by the caller at rwrite)
+    std::uint64_t sequence = 0;  ///< next fit: allocations before this one
+    std::uint64_t follows = 0;   ///< next fit: where the previous allocation ended (the cursor)
+    /// next fit: where the range this allocation holds starts: its offset, or `follows` when it
+    /// wrapped to the start (the skipped end of the heap holds the reader's wrap marker, which
+    /// must stay until the reader has passed it, i.e. until this allocation is released)
+    std::uint64_t holds_from = 0;
     std::uint16_t generation = 0;
     entry_state state = entry_state::free;
   };
   [[nodiscard]] record* find(std::uint32_t entry) noexcept;
+  /// Next fit: the live allocation made after `sequence` others, or null.
+  [[nodiscard]] record* at_sequence(std::uint64_t sequence) noexcept;
+  /// The name (index | generation << 16) of a live record.
+  [[nodiscard]] std::uint32_t name_of(const record& r) const noexcept;
   /// Takes back a written entry (the reader released it); false when it names none.
   bool release(std::uint32_t entry);
 

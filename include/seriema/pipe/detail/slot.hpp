@@ -1,22 +1,34 @@
-// The pipe's wire format: the regions each end writes into the other's memory, the notification
-// slot word that publishes a written buffer, the header in front of each buffer, the release
-// entries a reader hands back, and the decoder that validates a slot before the reader uses it.
+// The pipe's wire format: the regions each end writes into the other's memory, the header in front
+// of each buffer, how a write is published (in place for next fit, through a notification ring
+// for the other fit policies), the release entries a reader hands back, and the decoders that
+// validate what the reader finds before it uses it.
 //
 // Reader's region (allocated by the reader in its own zone; written only by the writer):
-//   [0, 8 * width)           notification ring: slot i holds the word of write i, i + width, ...
+//   [0, 8 * width)           notification ring (ring mode): slot i holds the word of write i,
+//                            i + width, ...
 //   [heap_offset, + heap)    the heap the writer manages; buffer = header (16 B) + payload
 // Writer's region (allocated by the writer in its own zone; written only by the reader):
 //   [0, 8)                   releases handed back so far (the release count word)
 //   [64, 64 + 8 * width)     release entries: entry k at (k % width)
 //
-// Publication order (every path: direct stores, put + fence + put, one write message): the
-// header and payload land before the slot word, and release entries before the count word; the
-// word is stored with release and loaded with acquire. So a reader that sees a slot word whose tag
-// is the one it expects reads a header and payload that are complete, unless the writer is broken
-// or the memory was written by someone else: hence the checks of decode_slot.
+// Header: word 0 = tag << 32 | granules (heap bytes / 64 of the allocation; 0: a wrap marker),
+// word 1 = used bytes | entry << 32 (the writer's allocation entry). Payload at +16.
 //
-// Why a slot never holds a record the reader has not read yet: a writer has at most `width`
-// allocations live (allocated and not yet released back to it), and a write's slot is reused
+// In-place mode (next fit: the heap is circular and buffers are published in allocation order):
+// the reader knows where the next buffer starts (the end of the previous one; the heap's start
+// once fewer than 16 bytes are left, or where a wrap marker sends it) and polls its word 0, the
+// flag, which the writer stores last. Payload and flag share their cache lines (the seed's
+// PUT_W_SYNC, flag beside the data): a small write costs the reader one line.
+// Ring mode (best, worst, first fit: buffers anywhere): the writer stores the whole header with
+// the payload, then the slot word (tag << 32 | offset / 64) of the write's ring slot.
+//
+// Publication order (every path: direct stores, put + fence + put, one write message): what a
+// word publishes lands before the word; the word is stored with release and loaded with acquire.
+// So a reader that sees the tag it expects reads a complete header and payload, unless the writer
+// is broken or someone else wrote the memory: hence the checks of the decoders.
+//
+// Why no slot or release entry is overwritten before it is read: a writer has at most `width`
+// allocations live (allocated and not yet released back to it), and a write's ring slot is reused
 // width writes later; if write s - width were unread when write s goes out, writes s - width .. s
 // would all be unread, hence unreleased, hence live: width + 1 of them. The same bound keeps the
 // release ring from overwriting an entry the writer has not processed.
@@ -36,13 +48,14 @@ inline constexpr std::size_t header_size = 16;
 /// Offset of the release entries in the writer's region.
 inline constexpr std::size_t release_entries_offset = 64;
 
-/// What the writer writes in front of a payload, in the same operation as the payload.
-struct buffer_header {
-  std::uint64_t size;    ///< payload bytes
-  std::uint32_t tag;     ///< the write's tag (as in its slot word)
-  std::uint32_t entry;   ///< the writer's allocation entry: index | generation << 16
-};
-static_assert(sizeof(buffer_header) == header_size);
+/// Header word 0: the tag and the allocation's granules (0: a wrap marker, "go to offset 0").
+constexpr std::uint64_t header_word0(std::uint32_t tag, std::uint64_t granules) noexcept {
+  return (std::uint64_t{tag} << 32) | granules;
+}
+/// Header word 1: the payload bytes used and the writer's allocation entry.
+constexpr std::uint64_t header_word1(std::uint64_t used, std::uint32_t entry) noexcept {
+  return (std::uint64_t{entry} << 32) | used;
+}
 
 /// The tag of write number `sequence` (0, 1, ...): never 0, so a slot never written (zeroed)
 /// never looks published.
@@ -68,39 +81,67 @@ constexpr bool decode_release(std::uint64_t word, std::uint32_t& entry) noexcept
 }
 
 enum class slot_state : std::uint8_t {
-  empty,    ///< not written yet (the slot still holds an older lap's word, or nothing)
-  ready,    ///< a valid buffer: offset and size inside the heap, header agrees with the word
-  invalid,  ///< the word or the header is not what a writer of this pipe writes
+  empty,    ///< not written yet (the place still holds an older write, or nothing)
+  ready,    ///< a valid buffer: inside the heap, header and flag agree
+  wrap,     ///< in-place mode: a wrap marker; the next buffer is at the heap's start
+  invalid,  ///< what the reader found is not what a writer of this pipe writes
 };
 
-/// A decoded slot.
+/// A decoded slot or header.
 struct slot_view {
   slot_state state = slot_state::empty;
-  std::uint64_t offset = 0;  ///< of the header, in the heap
-  std::uint64_t size = 0;    ///< payload bytes
-  std::uint32_t entry = 0;   ///< the writer's allocation entry
+  std::uint64_t offset = 0;    ///< of the header, in the heap
+  std::uint64_t size = 0;      ///< payload bytes used
+  std::uint64_t granules = 0;  ///< of the allocation (where in-place mode's next buffer starts)
+  std::uint32_t entry = 0;     ///< the writer's allocation entry
 };
 
-/// Validates slot `word` for the write whose tag is `expected` (and whose previous lap's tag is
-/// `previous`) against `heap`: the header must lie inside the heap, name the same tag, and its
-/// payload fit. Reads nothing outside `heap`; never trusts a field before checking it.
-inline slot_view decode_slot(std::uint64_t word, std::uint32_t expected, std::uint32_t previous,
-                             std::span<const std::byte> heap) noexcept {
+/// Validates the header at `offset` of `heap` for the write whose tag is `expected`, given its
+/// word 0 as loaded (acquire) by the caller: the tag must match (else empty: not written yet),
+/// and the allocation and the payload must lie inside the heap (else invalid). Reads nothing
+/// outside `heap`; never trusts a field before checking it. `offset` + 16 <= heap.size().
+inline slot_view decode_header(std::uint64_t word0, std::uint64_t offset, std::uint32_t expected,
+                               std::span<const std::byte> heap) noexcept {
+  if (static_cast<std::uint32_t>(word0 >> 32) != expected) return {};
+  const std::uint64_t granules = word0 & 0xffffffffu;
+  if (granules == 0) return {slot_state::wrap, offset, 0, 0, 0};
+  std::uint64_t word1;
+  std::memcpy(&word1, heap.data() + offset + 8, sizeof word1);
+  const std::uint64_t used = word1 & 0xffffffffu;
+  const std::uint64_t room = heap.size() - offset;
+  if (granules > room / heap_granule || used == 0 || used > granules * heap_granule - header_size) {
+    return {slot_state::invalid, offset, 0, 0, 0};
+  }
+  return {slot_state::ready, offset, used, granules, static_cast<std::uint32_t>(word1 >> 32)};
+}
+
+/// In-place mode: the buffer the reader expects at `position` (it moved to 0 when fewer than 16
+/// bytes were left), for the write whose tag is `expected`.
+inline slot_view decode_in_place(std::uint64_t word0, std::uint64_t position,
+                                 std::uint32_t expected, std::span<const std::byte> heap) noexcept {
+  if (position > heap.size() || heap.size() - position < header_size) {
+    return {slot_state::invalid, position, 0, 0, 0};
+  }
+  return decode_header(word0, position, expected, heap);
+}
+
+/// Ring mode: validates slot `word` for the write whose tag is `expected` (and whose previous
+/// lap's tag is `previous`), then the header it points to, whose word 0 the caller loads through
+/// `load_word0(offset)` once the offset is known to be inside the heap.
+template <class LoadWord0>
+slot_view decode_slot(std::uint64_t word, std::uint32_t expected, std::uint32_t previous,
+                      std::span<const std::byte> heap, LoadWord0 load_word0) noexcept {
   const auto tag = static_cast<std::uint32_t>(word >> 32);
   if (tag != expected) {
-    return {tag == 0 || tag == previous ? slot_state::empty : slot_state::invalid, 0, 0, 0};
+    return {tag == 0 || tag == previous ? slot_state::empty : slot_state::invalid, 0, 0, 0, 0};
   }
   const std::uint64_t granules = word & 0xffffffffu;
-  if (granules > heap.size() / heap_granule) return {slot_state::invalid, 0, 0, 0};
+  if (granules >= heap.size() / heap_granule) return {slot_state::invalid, 0, 0, 0, 0};
   const std::uint64_t offset = granules * heap_granule;
-  if (heap.size() - offset < header_size) return {slot_state::invalid, 0, 0, 0};
-  buffer_header header;
-  std::memcpy(&header, heap.data() + offset, sizeof header);
-  const std::uint64_t room = heap.size() - offset - header_size;
-  if (header.tag != expected || header.size == 0 || header.size > room) {
-    return {slot_state::invalid, 0, 0, 0};
-  }
-  return {slot_state::ready, offset, header.size, header.entry};
+  const slot_view view = decode_header(load_word0(offset), offset, expected, heap);
+  // The slot said it is written: a header that disagrees (or a wrap marker) is not a buffer.
+  if (view.state != slot_state::ready) return {slot_state::invalid, offset, 0, 0, 0};
+  return view;
 }
 
 /// Bytes a buffer of `payload` bytes takes in the heap (header included, rounded to granules).
