@@ -1,0 +1,58 @@
+// Fuzzes what a pipe's reader reads from memory its writer wrote: decode_in_place at a position of
+// a heap (next fit), decode_slot on a ring slot word and the header it names (other fit policies),
+// and decode_release on a release entry. Whatever they accept must lie inside the heap.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <seriema/pipe/detail/slot.hpp>
+#include <span>
+#include <vector>
+
+namespace pipe = seriema::pipe::detail;
+
+namespace {
+
+void check(bool invariant) {
+  if (!invariant) std::abort();
+}
+
+void check_view(const pipe::slot_view& v, std::size_t heap) {
+  if (v.state != pipe::slot_state::ready) return;
+  check(v.offset <= heap && v.size >= 1);
+  check(v.granules >= 1 && v.granules <= (heap - v.offset) / pipe::heap_granule);
+  check(pipe::header_size + v.size <= v.granules * pipe::heap_granule);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 24) return 0;
+  std::uint64_t word, position;
+  std::uint32_t expected, previous;
+  std::memcpy(&word, data, 8);
+  std::memcpy(&position, data + 8, 8);
+  std::memcpy(&expected, data + 16, 4);
+  std::memcpy(&previous, data + 20, 4);
+  // The heap: the rest, in whole granules (as the reader's heap is), aligned like one.
+  const std::size_t heap_bytes = (size - 24) / pipe::heap_granule * pipe::heap_granule;
+  std::vector<std::uint64_t> storage(heap_bytes / 8 + 1);
+  auto* heap = reinterpret_cast<std::byte*>(storage.data());
+  std::memcpy(heap, data + 24, heap_bytes);
+  const std::span<const std::byte> bytes(heap, heap_bytes);
+  auto word0_at = [&](std::uint64_t offset) {
+    std::uint64_t w;
+    std::memcpy(&w, heap + offset, sizeof w);
+    return w;
+  };
+
+  // In place: the word the reader loads at its position (when the position is in the heap).
+  position %= heap_bytes + 64;
+  const std::uint64_t at = position + 8 <= heap_bytes ? word0_at(position) : word;
+  check_view(pipe::decode_in_place(at, position, expected, bytes), heap_bytes);
+  check_view(pipe::decode_in_place(word, position, expected, bytes), heap_bytes);
+  // Ring: the slot word names the header.
+  check_view(pipe::decode_slot(word, expected, previous, bytes, word0_at), heap_bytes);
+  std::uint32_t entry;
+  if (pipe::decode_release(word, entry)) check(pipe::release_entry(entry) == word);
+  return 0;
+}
