@@ -74,6 +74,7 @@ class pipe_layer final : public fabric::thread_extension {
   /// at once when the peer already did.
   void retire(fabric::thread_context& self, const pipe_key& key, role as,
               const transfer::registered_buffer& region, int peer_process);
+  [[nodiscard]] std::size_t kept_regions() const noexcept { return kept_.size(); }
   /// Adds a closed end's counters to the thread's totals.
   void account(role as, const pipe_counters& c);
 

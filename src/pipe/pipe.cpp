@@ -165,4 +165,8 @@ duplex duplex::open(fabric::thread_context& ctx, fabric::thread_id write_to,
   return duplex{writer(std::move(out)), reader(std::move(in))};
 }
 
+std::size_t regions_awaiting_peers(fabric::thread_context& ctx) {
+  return detail::pipe_layer::of(ctx).kept_regions();
+}
+
 }  // namespace seriema::pipe

@@ -163,6 +163,7 @@ std::string pipe_layer::counters_json() const {
   for (const writer_state* w : writers_) add_to(written, w->counters_);
   for (const reader_state* r : readers_) add_to(read, r->counters_);
   return nlohmann::json{{"ends_closed", opened_},
+                        {"regions_awaiting_peers", kept_.size()},
                         {"open_writers", writers_.size()},
                         {"open_readers", readers_.size()},
                         {"written", to_json(written)},

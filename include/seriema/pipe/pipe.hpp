@@ -229,4 +229,8 @@ struct duplex {
                      deadline_clock::time_point deadline = no_deadline);
 };
 
+/// Regions of this worker's closed pipe ends that it keeps until their peers close or die (a
+/// peer that is alive and open could still write into them); 0 once every peer is done.
+std::size_t regions_awaiting_peers(fabric::thread_context& ctx);
+
 }  // namespace seriema::pipe

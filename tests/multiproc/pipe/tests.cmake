@@ -3,3 +3,20 @@
 # threads, 2 x 3 over shm, tcp and 2 emulated machines, and under mpirun.
 seriema_mp_executable(pipe_mp_test pipe/pipe_mp_test.cpp seriema::pipe)
 seriema_invoke_api_suite(pipe)
+
+# A peer that dies or stalls: 3 processes x 1 thread over shm and tcp, and over tcp across 3
+# emulated machines.
+seriema_mp_executable(pipe_failure_mp_test pipe/pipe_failure_mp_test.cpp seriema::pipe)
+foreach(variant default tcp machines3.tcp)
+  set(extra "")
+  if(variant STREQUAL "machines3.tcp")
+    set(extra --machines 3)
+  endif()
+  add_test(NAME mp.pipe_failure.np3.${variant}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/pipe/pipe_failure_test.sh
+                   $<TARGET_FILE:seriema-run> $<TARGET_FILE:pipe_failure_mp_test> ${extra})
+  set_tests_properties(mp.pipe_failure.np3.${variant} PROPERTIES LABELS multiproc TIMEOUT 300)
+  if(variant MATCHES "tcp$")
+    set_tests_properties(mp.pipe_failure.np3.${variant} PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
+  endif()
+endforeach()

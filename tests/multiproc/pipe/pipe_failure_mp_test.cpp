@@ -1,0 +1,226 @@
+// Pipes whose peer dies or stalls: 3 processes x 1 thread, pipes 0 -> 1 (next fit), 1 -> 2 (best
+// fit) and 0 -> 2 (live). After some traffic rank 1 kills itself ("dead") or stops ("stalled").
+// Dead: rank 0's writer to it ends rmalloc (waiting for room), rmalloc and rwrite with
+// peer_failed; rank 2 reads what rank 1 published before dying, then its rread ends peer_failed;
+// both within keepalive + 1 s of the death; the pipe 0 -> 2 goes on; closing the dead pipes'
+// ends keeps no region. Stalled: rank 2's rread and rank 0's rmalloc given deadlines end by them
+// (deadline_exceeded, exhausted); rank 0 then kills rank 1. Run by pipe_failure_test.sh under
+// seriema-run --on-failure wait.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/pipe/pipe.hpp>
+#include <signal.h>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "support/broken_job.hpp"
+#include "support/report_failure.hpp"
+
+using namespace seriema;
+using fabric::thread_context;
+using pipe::pipe_status;
+using test::fail;
+
+namespace {
+
+constexpr std::uint64_t before_death = 5;  // buffers rank 1 writes to rank 2 before it goes
+constexpr auto open_deadline = std::chrono::seconds(30);
+
+pipe::pipe_options small(transfer::fit_policy fit) {
+  pipe::pipe_options o;
+  o.heap_bytes = 64 * 1024;
+  o.width = 8;
+  o.fit = fit;
+  return o;
+}
+
+double seconds_since(const std::string& death_file) {
+  double died = 0;
+  std::ifstream(death_file) >> died;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return died > 0 ? now - died : -1;
+}
+
+// Rank 0: its writer to the dead rank 1 fills the heap, then waits for room: the wait ends
+// peer_failed once rank 1 is known dead; rmalloc and rwrite are then refused. Its live pipe to
+// rank 2 carries 10 buffers.
+void writer_side(pipe::writer& to_dead, pipe::writer& to_live,
+                 const std::string& death_file) {
+  pipe::rbuffer held{};
+  for (;;) {
+    pipe::reservation r = to_dead.rmalloc(4096);
+    if (!r) break;
+    held = r.buffer;
+  }
+  const pipe::reservation waited = to_dead.rmalloc(
+      4096, fabric::deadline_clock::now() + std::chrono::seconds(30));
+  const double after = seconds_since(death_file);
+  if (waited.status != pipe_status::peer_failed) {
+    fail("rank 0: rmalloc waiting on the dead reader ended '{}'", pipe::to_string(waited.status));
+  }
+  if (const auto st = to_dead.rmalloc(8).status; st != pipe_status::peer_failed) {
+    fail("rank 0: rmalloc after the death: '{}'", pipe::to_string(st));
+  }
+  if (const auto st = to_dead.rwrite(held); st != pipe_status::peer_failed) {
+    fail("rank 0: rwrite after the death: '{}'", pipe::to_string(st));
+  }
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    pipe::reservation r = to_live.rmalloc(64, fabric::deadline_clock::now() + open_deadline);
+    if (!r) return fail("rank 0: live rmalloc: '{}'", pipe::to_string(r.status));
+    std::memcpy(to_live.rmem(r.buffer).data(), &i, sizeof i);
+    if (to_live.rwrite(r.buffer) != pipe_status::ok) return fail("rank 0: live rwrite");
+  }
+  fmt::print("rank 0: dead reader: rmalloc ended {} {:.2f} s after the death\n",
+             pipe::to_string(waited.status), after);
+}
+
+// Rank 2: reads what rank 1 published before it died, then rread ends peer_failed; its live
+// pipe from rank 0 still delivers every buffer in order.
+void reader_side(pipe::reader& from_dead, pipe::reader& from_live,
+                 const std::string& death_file) {
+  std::uint64_t got = 0;
+  pipe::read_result r;
+  while ((r = from_dead.rread(fabric::deadline_clock::now() + std::chrono::seconds(30)))) {
+    ++got;
+    (void)from_dead.rfree(r.buffer);
+  }
+  const double after = seconds_since(death_file);
+  if (r.status != pipe_status::peer_failed) {
+    fail("rank 2: rread from the dead writer ended '{}'", pipe::to_string(r.status));
+  }
+  if (got != before_death) fail("rank 2: read {} of the {} buffers written", got, before_death);
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    pipe::read_result live = from_live.rread(fabric::deadline_clock::now() + open_deadline);
+    std::uint64_t value = ~0ull;
+    if (live) std::memcpy(&value, from_live.rmem(live.buffer).data(), sizeof value);
+    if (!live || value != i) return fail("rank 2: live buffer {} lost or wrong", i);
+    (void)from_live.rfree(live.buffer);
+  }
+  fmt::print("rank 2: dead writer: rread ended {} {:.2f} s after the death, after {} buffers\n",
+             pipe::to_string(r.status), after, got);
+}
+
+// Stalled rank 1: the waits end by their deadlines. Then rank 2 says it is done and rank 0 kills
+// rank 1, so that run()'s end fails at once instead of waiting for a stopped rank.
+void stalled_side(thread_context& me, pipe::writer* to_stalled, pipe::reader* from_stalled,
+                  const std::string& marker) {
+  const auto soon = [] { return fabric::deadline_clock::now() + std::chrono::milliseconds(300); };
+  if (to_stalled != nullptr) {
+    while (to_stalled->rmalloc(4096)) {
+    }
+    const auto st = to_stalled->rmalloc(4096, soon()).status;
+    if (st != pipe_status::exhausted) fail("rank 0: rmalloc on a stalled reader: '{}'",
+                                           pipe::to_string(st));
+    fmt::print("rank 0: stalled reader: rmalloc ended {}\n", pipe::to_string(st));
+  } else {
+    pipe::read_result r;
+    while ((r = from_stalled->rread(soon()))) (void)from_stalled->rfree(r.buffer);
+    if (r.status != pipe_status::deadline_exceeded) {
+      fail("rank 2: rread from a stalled writer: '{}'", pipe::to_string(r.status));
+    }
+    fmt::print("rank 2: stalled writer: rread ended {}\n", pipe::to_string(r.status));
+  }
+  std::fflush(stdout);
+  const std::string checked = marker + ".rank2-checked";
+  if (me.id() == 2) {
+    std::ofstream(checked) << "done\n";
+    return;
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::ifstream(checked) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  pid_t stopped = 0;
+  if (!(std::ifstream(marker + ".rank1-pid") >> stopped) || stopped <= 0) {
+    return fail("rank 1's pid unknown");
+  }
+  ::kill(stopped, SIGKILL);
+}
+
+void body(thread_context& me, bool stalled, const std::string& marker) {
+  const auto deadline = fabric::deadline_clock::now() + open_deadline;
+  const std::string death_file = marker + ".death";
+  if (me.id() == 1) {
+    pipe::reader in = pipe::reader::open(me, 0, small(transfer::fit_policy::next_fit), deadline);
+    pipe::writer out = pipe::writer::open(me, 2, small(transfer::fit_policy::best_fit), deadline);
+    for (std::uint64_t i = 0; i < before_death; ++i) {
+      pipe::reservation r = out.rmalloc(100, deadline);
+      if (!r || out.rwrite(r.buffer) != pipe_status::ok) fail("rank 1: a write before its end");
+    }
+    me.flush_endpoints();
+    if (stalled) {
+      std::ofstream(marker + ".rank1-pid") << ::getpid() << "\n";
+      std::raise(SIGSTOP);
+    }
+    std::ofstream(death_file) << fmt::format(
+        "{:.6f}\n",
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    std::raise(SIGKILL);
+  }
+  if (me.id() == 0) {
+    pipe::writer to_1 = pipe::writer::open(me, 1, small(transfer::fit_policy::next_fit), deadline);
+    pipe::writer to_2 = pipe::writer::open(me, 2, {}, deadline);
+    if (stalled) {
+      stalled_side(me, &to_1, nullptr, marker);
+    } else {
+      writer_side(to_1, to_2, death_file);
+    }
+    to_1.close();
+    to_2.close();
+  } else {
+    pipe::reader from_1 =
+        pipe::reader::open(me, 1, small(transfer::fit_policy::best_fit), deadline);
+    pipe::reader from_0 = pipe::reader::open(me, 0, {}, deadline);
+    if (stalled) {
+      stalled_side(me, nullptr, &from_1, marker);
+    } else {
+      reader_side(from_1, from_0, death_file);
+    }
+    from_1.close();
+    from_0.close();
+  }
+  if (!stalled) {
+    // The dead pipe's region is freed at once; the live one's once its peer closed too.
+    const auto until = fabric::deadline_clock::now() + std::chrono::seconds(10);
+    me.wait_until([&] { return pipe::regions_awaiting_peers(me) == 0; }, until);
+    if (const std::size_t kept = pipe::regions_awaiting_peers(me); kept != 0) {
+      fail("rank {}: {} pipe region(s) still kept after every peer closed or died", me.id(), kept);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::string(argv[1]) != "dead" && std::string(argv[1]) != "stalled")) {
+    fmt::print(stderr, "usage: pipe_failure_mp_test dead|stalled <marker file>\n");
+    return 2;
+  }
+  const bool stalled = std::string(argv[1]) == "stalled";
+  const std::string marker = argv[2];
+  try {
+    fabric::runtime rt;
+    if (rt.size() != 3 || rt.options().threads_per_process != 1) {
+      fmt::print(stderr, "pipe failure test: needs 3 processes x 1 thread\n");
+      return 2;
+    }
+    std::string ended = "returned normally";
+    try {
+      rt.run([&](thread_context& me) { body(me, stalled, marker); });
+    } catch (const std::exception& e) {
+      ended = e.what();
+    }
+    fmt::print("rank {}: run ended: {}\n", rt.rank(), ended);
+    test::leave_broken_job(rt, marker);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "pipe failure test: {}\n", e.what());
+    return 1;
+  }
+}
