@@ -64,6 +64,7 @@ struct pipe_options {
 
   /// Throws config_error naming the field when a value is out of range.
   void validate() const;
+  /// Field by field (open compares the two ends' options).
   [[nodiscard]] bool operator==(const pipe_options&) const = default;
 };
 
@@ -97,6 +98,7 @@ struct rbuffer {
 struct reservation {
   rbuffer buffer;                          ///< valid when status == ok
   pipe_status status = pipe_status::ok;    ///< ok, zero_size, too_large, exhausted, closed, ...
+  /// True when a buffer was allocated.
   [[nodiscard]] explicit operator bool() const noexcept { return status == pipe_status::ok; }
 };
 
@@ -104,6 +106,7 @@ struct reservation {
 struct read_result {
   rbuffer buffer;                        ///< valid when status == ok
   pipe_status status = pipe_status::ok;  ///< ok, empty, closed, peer_failed, deadline_exceeded
+  /// True when a buffer was read.
   [[nodiscard]] explicit operator bool() const noexcept { return status == pipe_status::ok; }
 };
 
@@ -164,9 +167,11 @@ class writer {
   [[nodiscard]] const pipe_counters& counters() const noexcept;  ///< this end's counters
   [[nodiscard]] std::size_t live_buffers() const noexcept;  ///< allocated, not handed back
 
-  writer(writer&&) noexcept;
-  writer& operator=(writer&&) noexcept;
-  ~writer();
+  /// Takes over the end; `other` may then only be destroyed or assigned to.
+  writer(writer&& other) noexcept;
+  /// Closes this end, then takes over `other`.
+  writer& operator=(writer&& other) noexcept;
+  ~writer();  ///< close()
 
  private:
   explicit writer(std::unique_ptr<detail::writer_state> state) noexcept;
@@ -201,9 +206,11 @@ class reader {
   [[nodiscard]] const pipe_options& options() const noexcept;  ///< as opened
   [[nodiscard]] const pipe_counters& counters() const noexcept;  ///< this end's counters
 
-  reader(reader&&) noexcept;
-  reader& operator=(reader&&) noexcept;
-  ~reader();
+  /// Takes over the end; `other` may then only be destroyed or assigned to.
+  reader(reader&& other) noexcept;
+  /// Closes this end, then takes over `other`.
+  reader& operator=(reader&& other) noexcept;
+  ~reader();  ///< close()
 
  private:
   explicit reader(std::unique_ptr<detail::reader_state> state) noexcept;
