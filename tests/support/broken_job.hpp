@@ -1,9 +1,10 @@
-// The end of a 3-rank test program whose rank 1 died (no collective shutdown is possible): rank 2
-// says it is done, rank 0 waits for that (an exit of rank 0 before would be a second death for
-// rank 2), and each survivor prints its exit status and leaves at once.
+// The end of a 3-rank test program whose rank 1 died or stalled (no collective shutdown is
+// possible): rank 2 says it is done, rank 0 waits for that (an exit of rank 0 before would be a
+// second death for rank 2), and each survivor prints its exit status and leaves at once.
 #pragma once
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,26 @@
 #include "support/report_failure.hpp"
 
 namespace seriema::test {
+
+// The end of a stalled-rank-1 scenario, once each survivor is done with rank 1: rank 2 says so,
+// rank 0 waits for that (bounded) and kills the stopped rank 1 (its pid in `pid_file`), so that
+// run()'s end fails at once instead of waiting for a stopped rank. `checked_file`: a path both
+// survivors can see.
+inline void kill_stalled_rank1(int rank, const std::string& checked_file,
+                               const std::string& pid_file) {
+  std::fflush(stdout);
+  if (rank == 2) {
+    std::ofstream(checked_file) << "done\n";
+    return;
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::ifstream(checked_file) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  pid_t stopped = 0;
+  if (!(std::ifstream(pid_file) >> stopped) || stopped <= 0) return fail("rank 1's pid unknown");
+  ::kill(stopped, SIGKILL);
+}
 
 // `marker`: a path both survivors can see (rank 2 creates `marker`.rank2-done).
 [[noreturn]] inline void leave_broken_job(fabric::runtime& rt, const std::string& marker) {

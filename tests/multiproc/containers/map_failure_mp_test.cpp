@@ -123,21 +123,8 @@ void stalled_body(thread_context& me, counts& m, const std::string& pid_file) {
   if (barrier == "returned") fail("rank {}: the barrier returned with a stalled worker", me.id());
   fmt::print("rank {}: stalled owner: find {}; barrier threw: {}\n", me.id(),
              fabric::to_string(found), barrier);
-  std::fflush(stdout);
-  // Rank 1 goes once both survivors are done with it: rank 2 says so, rank 0 kills it; run()'s
-  // end then fails naming it, at once, instead of waiting for a stopped rank.
-  const std::string checked = pid_file + ".rank2-checked";
-  if (me.id() == 2) {
-    std::ofstream(checked) << "done\n";
-    return;
-  }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!std::ifstream(checked) && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  pid_t stopped = 0;
-  if (!(std::ifstream(pid_file) >> stopped) || stopped <= 0) return fail("rank 1's pid unknown");
-  ::kill(stopped, SIGKILL);
+  // Rank 1 goes once both survivors are done with it: rank 2 says so, rank 0 kills it.
+  test::kill_stalled_rank1(static_cast<int>(me.id()), pid_file + ".rank2-checked", pid_file);
 }
 
 }  // namespace

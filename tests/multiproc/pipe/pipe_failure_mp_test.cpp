@@ -127,21 +127,8 @@ void stalled_side(thread_context& me, pipe::writer* to_stalled, pipe::reader* fr
     }
     fmt::print("rank 2: stalled writer: rread ended {}\n", pipe::to_string(r.status));
   }
-  std::fflush(stdout);
-  const std::string checked = marker + ".rank2-checked";
-  if (me.id() == 2) {
-    std::ofstream(checked) << "done\n";
-    return;
-  }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!std::ifstream(checked) && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  pid_t stopped = 0;
-  if (!(std::ifstream(marker + ".rank1-pid") >> stopped) || stopped <= 0) {
-    return fail("rank 1's pid unknown");
-  }
-  ::kill(stopped, SIGKILL);
+  test::kill_stalled_rank1(static_cast<int>(me.id()), marker + ".rank2-checked",
+                           marker + ".rank1-pid");
 }
 
 void body(thread_context& me, bool stalled, const std::string& marker) {

@@ -1,8 +1,9 @@
 // Remote pipes across the worker threads of one or several processes: every worker writes to the
 // next and reads from the previous (a ring), irregular sizes 8 B - 64 KiB checked in order and
-// byte for byte, for every fit policy and write protocol; a duplex ping-pong; a slow reader; and
-// every refusal (zero size, too large, exhausted, stale, not this pipe's, closed, options that
-// disagree, a writer gone before its reader came).
+// byte for byte, for every fit policy and write protocol; a duplex ping-pong; a slow reader; the
+// order of buffers written out of their allocation order, and short writes; and every refusal
+// (zero size, too large, exhausted, stale, not this pipe's, closed, options that disagree, a
+// writer gone before its reader came).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -113,6 +114,8 @@ void stream_ring(thread_context& me, const stream_plan& plan, std::uint64_t seed
   }
   EXPECT_EQ(written, plan.count);
   EXPECT_EQ(read, plan.count);
+  EXPECT_EQ(ends.out.counters().buffers, plan.count);
+  EXPECT_EQ(ends.in.counters().buffers, plan.count);
   EXPECT_EQ(ends.in.counters().rejected_slots, 0u);
   EXPECT_EQ(ends.out.counters().rejected_releases, 0u);
   me.quiesce(phase_deadline);  // every ring pipe done before the next variant opens
@@ -242,6 +245,57 @@ void refusals(thread_context& me) {
   a.in.close();
   EXPECT_EQ(a.in.rread().status, pipe_status::closed);
   me.quiesce(phase_deadline);
+}
+
+// Next fit publishes in allocation order (a buffer written early waits for the older ones); the
+// other policies in write order. A buffer may be written shorter than its room.
+void write_orders(thread_context& me, fit_policy fit) {
+  pipe::pipe_options options;
+  options.fit = fit;
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  pipe::duplex ends = pipe::duplex::open(me, next_of(me), previous_of(me), options, deadline);
+  pipe::reservation a = ends.out.rmalloc(100), b = ends.out.rmalloc(200), c = ends.out.rmalloc(50);
+  ASSERT_TRUE(a && b && c);
+  fill(ends.out.rmem(a.buffer), me.id(), 0);
+  fill(ends.out.rmem(b.buffer), me.id(), 1);
+  fill(ends.out.rmem(c.buffer), me.id(), 2);
+  EXPECT_EQ(ends.out.rwrite(a.buffer, 0), pipe_status::not_owner);
+  EXPECT_EQ(ends.out.rwrite(a.buffer, 101), pipe_status::not_owner);
+  ASSERT_EQ(ends.out.rwrite(c.buffer), pipe_status::ok);  // next fit: queued behind a and b
+  ASSERT_EQ(ends.out.rwrite(a.buffer, 10), pipe_status::ok);
+  EXPECT_EQ(ends.out.rwrite(c.buffer), pipe_status::stale);
+  me.quiesce(phase_deadline);
+
+  const bool in_allocation_order = fit == fit_policy::next_fit;
+  auto expect_next = [&](std::uint64_t sequence, std::size_t size) {
+    pipe::read_result got = ends.in.rread(deadline);
+    ASSERT_TRUE(got) << pipe::to_string(got.status);
+    EXPECT_EQ(got.buffer.size, size) << "buffer " << sequence;
+    EXPECT_TRUE(matches(ends.in.rmem(got.buffer), previous_of(me), sequence));
+    EXPECT_EQ(ends.in.rfree(got.buffer), pipe_status::ok);
+  };
+  if (in_allocation_order) {
+    expect_next(0, 10);
+    EXPECT_EQ(ends.in.rread().status, pipe_status::empty);  // c waits for b
+  } else {
+    expect_next(2, 50);
+    expect_next(0, 10);
+  }
+  me.quiesce(phase_deadline);
+  ASSERT_EQ(ends.out.rwrite(b.buffer), pipe_status::ok);
+  expect_next(1, 200);
+  if (in_allocation_order) expect_next(2, 50);
+  EXPECT_EQ(ends.in.rread().status, pipe_status::empty);
+  EXPECT_EQ(ends.out.counters().buffers, 3u);
+  EXPECT_EQ(ends.out.counters().bytes, 260u);
+  EXPECT_EQ(ends.in.counters().buffers, 3u);
+  me.quiesce(phase_deadline);
+}
+
+TEST(Pipe, NextFitReadsInAllocationOrderTheOthersInWriteOrder) {
+  for (fit_policy fit : {fit_policy::next_fit, fit_policy::best_fit}) {
+    test::rt().run([&](thread_context& me) { write_orders(me, fit); });
+  }
 }
 
 TEST(Pipe, EveryRefusalLeavesThePipeUsable) {
