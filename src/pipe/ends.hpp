@@ -30,6 +30,12 @@ struct pipe_key {
 
 enum class role : std::uint8_t { writer, reader };
 
+/// What a writer's close notice tells its reader: its writes and its posts (pull direction).
+struct stream_totals {
+  std::uint64_t writes = 0;
+  std::uint64_t posts = 0;
+};
+
 /// What each end sends the other when it opens: the region the other writes into, and its
 /// options (the ends compare them).
 struct hello {
@@ -59,10 +65,10 @@ class pipe_layer final : public fabric::thread_extension {
   // Messages from the peer (run as calls on this thread).
   void on_hello(const pipe_key& key, role from, const hello& h);
   void on_closed(fabric::thread_context& self, const pipe_key& key, role from,
-                 std::uint64_t writes);
-  /// Whether the peer in role `from` closed its end of `key` already (its total writes in
-  /// *writes); an end that opens after that learns it here.
-  bool peer_closed(const pipe_key& key, role from, std::uint64_t* writes) const;
+                 stream_totals totals);
+  /// Whether the peer in role `from` closed its end of `key` already (a writer's totals in
+  /// *totals); an end that opens after that learns it here.
+  bool peer_closed(const pipe_key& key, role from, stream_totals* totals) const;
   /// The hello the peer in role `from` sent for `key`, taken out; null when none arrived yet.
   std::unique_ptr<hello> take_hello(const pipe_key& key, role from);
 
@@ -87,8 +93,8 @@ class pipe_layer final : public fabric::thread_extension {
 
   std::map<std::pair<fabric::thread_id, fabric::thread_id>, std::uint32_t> ordinals_;  ///< (w, r)
   std::map<std::pair<pipe_key, role>, hello> hellos_;
-  /// (key, role of the end that closed) -> the writer's total writes (0 from a reader).
-  std::map<std::pair<pipe_key, role>, std::uint64_t> closed_peers_;
+  /// (key, role of the end that closed) -> a writer's totals (zeros from a reader).
+  std::map<std::pair<pipe_key, role>, stream_totals> closed_peers_;
   std::map<std::pair<pipe_key, role>, kept_region> kept_;  ///< (key, role of our end)
   std::vector<writer_state*> writers_;
   std::vector<reader_state*> readers_;
@@ -119,6 +125,8 @@ class writer_state {
 
   reservation rmalloc(std::size_t n);
   reservation rmalloc(std::size_t n, fabric::deadline_clock::time_point deadline);
+  reservation rstage(std::size_t n);
+  pipe_status rpost(const rbuffer& b);
   std::span<std::byte> rmem(const rbuffer& b) noexcept;
   pipe_status rwrite(const rbuffer& b, std::size_t used);
   void close() noexcept;
@@ -138,10 +146,16 @@ class writer_state {
   void written(heap_book::record& r) noexcept;
   void collect_releases();
   heap_book::record* live_record(const rbuffer& b) noexcept;
+  [[nodiscard]] std::byte* exposed() const noexcept;  ///< the exposed heap in our region
 
   opening open_;
+  region_layout layout_;
   std::uint32_t id_;
+  std::uint32_t pull_id_;               ///< the end id of staged buffers (pull direction)
   std::uint64_t heap_offset_ = 0;  ///< of the heap in the reader's region
+  std::unique_ptr<heap_book> pull_book_;         ///< the exposed heap (pull direction)
+  std::vector<std::uint64_t> pull_descriptors_;  ///< publication source of each pull slot
+  std::uint64_t posts_ = 0;
   transfer::registered_buffer shadow_;  ///< local copy of the heap (not direct)
   std::byte* view_ = nullptr;            ///< the heap as rmem sees it
   std::unique_ptr<heap_book> book_;
@@ -163,13 +177,15 @@ class reader_state {
 
   read_result rread();
   read_result rread(fabric::deadline_clock::time_point deadline);
+  get_result rget(std::span<std::byte> into);
+  get_result rget(std::span<std::byte> into, fabric::deadline_clock::time_point deadline);
   std::span<std::byte> rmem(const rbuffer& b) const noexcept;
   pipe_status rfree(const rbuffer& b);
   pipe_status flush_releases();
   void close() noexcept;
-  void writer_closed(std::uint64_t writes) noexcept {
+  void writer_closed(stream_totals totals) noexcept {
     writer_closed_ = true;
-    writer_total_ = writes;
+    writer_totals_ = totals;
   }
   [[nodiscard]] const pipe_key& key() const noexcept { return open_.key; }
 
@@ -186,16 +202,22 @@ class reader_state {
   };
   const held_buffer* live_buffer(const rbuffer& b) const noexcept;
   [[nodiscard]] std::span<const std::byte> heap() const noexcept;
-  pipe_status no_buffer();
+  /// Nothing found: hands back releases, polls now and then; closed once the writer closed and
+  /// every write (or post, when `pulling`) was seen, peer_failed once it died, else empty.
+  pipe_status no_buffer(bool pulling);
+  /// Appends a hand-back and publishes the batch when it is full (its status, else ok).
+  pipe_status release(std::uint32_t entry);
   pipe_status hand_back();  ///< flush_releases' publications
   [[nodiscard]] std::uint64_t load_word(std::uint64_t heap_offset) const noexcept;  ///< acquire
   slot_view next_in_place() noexcept;  ///< next fit: the buffer where the previous one ended
   slot_view next_in_ring() noexcept;   ///< the others: the buffer the next ring slot names
 
   opening open_;
+  region_layout layout_;
   std::uint32_t id_;
   std::uint64_t heap_offset_ = 0;
   std::unique_ptr<publisher> publisher_;
+  std::uint64_t gets_ = 0;  ///< posts pulled so far
   std::vector<held_buffer> held_;
   std::vector<std::uint64_t> releases_;  ///< local copy of the release ring (publication source)
   std::uint64_t read_ = 0;               ///< writes read so far
@@ -205,21 +227,12 @@ class reader_state {
   bool in_place_ = false;        ///< next fit: buffers are polled where the previous one ended
   std::uint64_t position_ = 0;   ///< in place: where the next buffer's header is expected
   std::uint64_t last_rejected_ = ~std::uint64_t{0};
-  std::uint64_t writer_total_ = 0;
+  stream_totals writer_totals_{};
   bool writer_closed_ = false;
   bool finished_ = false;
   bool closed_ = false;
   bool flushing_ = false;  ///< inside flush_releases (its waits poll, which flush again)
   std::uint32_t idle_reads_ = 0;  ///< rread calls that found nothing (polling rhythm)
 };
-
-/// Bytes of the notification ring in front of the heap (a multiple of 64).
-constexpr std::uint64_t ring_bytes(std::uint32_t width) noexcept {
-  return (std::uint64_t{width} * 8 + heap_granule - 1) / heap_granule * heap_granule;
-}
-/// Bytes of the writer's release area.
-constexpr std::uint64_t release_area_bytes(std::uint32_t width) noexcept {
-  return release_entries_offset + std::uint64_t{width} * 8;
-}
 
 }  // namespace seriema::pipe::detail

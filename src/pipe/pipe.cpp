@@ -64,7 +64,8 @@ const char* to_string(pipe_status status) noexcept {
 }
 
 void pipe_options::validate() const {
-  const std::uint64_t region = detail::ring_bytes(width) + heap_bytes;
+  const detail::region_layout layout{width, heap_bytes, pull_heap_bytes};
+  const std::uint64_t region = layout.heap_offset() + heap_bytes;
   if (width == 0 || width > 4096 || !std::has_single_bit(width)) {
     throw config_error(fmt::format("pipe_options::width {} must be a power of two in 1..4096",
                                    width));
@@ -74,14 +75,22 @@ void pipe_options::validate() const {
     throw config_error(fmt::format(
         "pipe_options::heap_bytes {} must be a multiple of {}, at least 4096, and at most {} "
         "with the {}-byte ring of width {}",
-        heap_bytes, detail::heap_granule, transfer::block_size - detail::ring_bytes(width),
-        detail::ring_bytes(width), width));
+        heap_bytes, detail::heap_granule, transfer::block_size - layout.heap_offset(),
+        layout.heap_offset(), width));
   }
   const auto f = fit;
   if (f != transfer::fit_policy::next_fit && f != transfer::fit_policy::best_fit &&
       f != transfer::fit_policy::worst_fit && f != transfer::fit_policy::first_fit) {
     throw config_error(fmt::format("pipe_options::fit {} is not a fit policy",
                                    static_cast<unsigned>(f)));
+  }
+  if (pull_heap_bytes % detail::heap_granule != 0 || layout.writer_bytes() > transfer::block_size ||
+      layout.reader_bytes() > transfer::block_size) {
+    throw config_error(fmt::format(
+        "pipe_options::pull_heap_bytes {} must be a multiple of {}, at most {} (and the heap "
+        "with its two rings at most {})",
+        pull_heap_bytes, detail::heap_granule, transfer::block_size - layout.exposed_offset(),
+        transfer::block_size));
   }
   if (release_batch > width) {
     throw config_error(fmt::format("pipe_options::release_batch {} exceeds the width {}",
@@ -114,6 +123,8 @@ pipe_status writer::rwrite(const rbuffer& buffer) { return state_->rwrite(buffer
 pipe_status writer::rwrite(const rbuffer& buffer, std::size_t used) {
   return state_->rwrite(buffer, used);
 }
+reservation writer::rstage(std::size_t n) { return state_->rstage(n); }
+pipe_status writer::rpost(const rbuffer& staged) { return state_->rpost(staged); }
 void writer::close() noexcept { state_->close(); }
 const pipe_options& writer::options() const noexcept { return state_->options_; }
 const pipe_counters& writer::counters() const noexcept { return state_->counters_; }
@@ -147,6 +158,10 @@ std::span<std::byte> reader::rmem(const rbuffer& buffer) const noexcept {
   return state_->rmem(buffer);
 }
 pipe_status reader::rfree(const rbuffer& buffer) { return state_->rfree(buffer); }
+get_result reader::rget(std::span<std::byte> into) { return state_->rget(into); }
+get_result reader::rget(std::span<std::byte> into, deadline_clock::time_point deadline) {
+  return state_->rget(into, deadline);
+}
 void reader::flush_releases() { (void)state_->flush_releases(); }
 void reader::close() noexcept { state_->close(); }
 const pipe_options& reader::options() const noexcept { return state_->options_; }

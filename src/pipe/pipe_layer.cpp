@@ -90,17 +90,17 @@ std::unique_ptr<hello> pipe_layer::take_hello(const pipe_key& key, role from) {
 }
 
 void pipe_layer::on_closed(fabric::thread_context& self, const pipe_key& key, role from,
-                           std::uint64_t writes) {
+                           stream_totals totals) {
   const role ours = from == role::writer ? role::reader : role::writer;
   if (auto kept = kept_.find({key, ours}); kept != kept_.end()) {
     free_region(self, kept->second.region);
     kept_.erase(kept);
     return;
   }
-  closed_peers_[{key, from}] = writes;
+  closed_peers_[{key, from}] = totals;
   if (from == role::writer) {
     for (reader_state* r : readers_) {
-      if (r->key() == key) r->writer_closed(writes);
+      if (r->key() == key) r->writer_closed(totals);
     }
   } else {
     for (writer_state* w : writers_) {
@@ -109,10 +109,10 @@ void pipe_layer::on_closed(fabric::thread_context& self, const pipe_key& key, ro
   }
 }
 
-bool pipe_layer::peer_closed(const pipe_key& key, role from, std::uint64_t* writes) const {
+bool pipe_layer::peer_closed(const pipe_key& key, role from, stream_totals* totals) const {
   auto it = closed_peers_.find({key, from});
   if (it == closed_peers_.end()) return false;
-  *writes = it->second;
+  *totals = it->second;
   return true;
 }
 

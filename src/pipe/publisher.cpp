@@ -93,6 +93,19 @@ bool publisher::drain(fabric::deadline_clock::time_point deadline) {
   return wait_for(transmitter_->current_tag(), deadline);
 }
 
+pipe_status publisher::fetch(std::span<std::byte> into, std::uint64_t offset,
+                             fabric::deadline_clock::time_point deadline) {
+  if (peer_dead()) return pipe_status::peer_failed;
+  if (path_ == publish_path::direct) {
+    std::memcpy(into.data(), direct_ + offset, into.size());
+    return pipe_status::ok;
+  }
+  const transfer::op_status posted = transmitter_->get(into, region_, offset);
+  if (posted != transfer::op_status::ok) return from_op(posted);
+  if (wait_for(transmitter_->current_tag(), deadline)) return pipe_status::ok;
+  return peer_dead() ? pipe_status::peer_failed : pipe_status::deadline_exceeded;
+}
+
 pipe_status publisher::publish(std::span<const std::byte> data, std::uint64_t data_offset,
                                std::uint64_t word_offset, std::uint64_t word) {
   if (peer_dead()) return pipe_status::peer_failed;

@@ -44,6 +44,11 @@ class publisher {
   /// deadline_exceeded (a cell stayed in flight past the deadline in force: nothing sent).
   [[nodiscard]] pipe_status publish(std::span<const std::byte> data, std::uint64_t data_offset,
                                     std::uint64_t word_offset, std::uint64_t word);
+  /// Copies region[offset, + into.size()) into `into`: a copy on the direct path, else a get
+  /// and a wait for it (serving calls) until `deadline`. ok, peer_failed, deadline_exceeded (the
+  /// get may still land: `into` must stay alive until drain()), or error.
+  [[nodiscard]] pipe_status fetch(std::span<std::byte> into, std::uint64_t offset,
+                                  fabric::deadline_clock::time_point deadline);
   /// Waits, serving calls, until everything published has reached the peer's memory, the peer
   /// died, or `deadline`; true when it all arrived (always on the direct path).
   bool drain(fabric::deadline_clock::time_point deadline);

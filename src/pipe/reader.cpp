@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstring>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
@@ -28,9 +29,11 @@ reader_state::reader_state(fabric::thread_context& ctx, fabric::thread_id writer
                            const pipe_options& options)
     : options_(options),
       open_(begin_open(ctx, writer, options, role::reader,
-                       ring_bytes(options.width) + options.heap_bytes)),
+                       region_layout{options.width, options.heap_bytes, options.pull_heap_bytes}
+                           .reader_bytes())),
+      layout_{options.width, options.heap_bytes, options.pull_heap_bytes},
       id_(open_.layer->next_end_id()),
-      heap_offset_(ring_bytes(options.width)),
+      heap_offset_(layout_.heap_offset()),
       held_(options.width),
       releases_(options.width),
       in_place_(options.fit == transfer::fit_policy::next_fit) {
@@ -48,13 +51,13 @@ reader_state::~reader_state() {
 void reader_state::finish(fabric::deadline_clock::time_point deadline) {
   const hello peer = end_open(open_, role::reader, deadline);
   try {
-    if (peer.region.size < release_area_bytes(options_.width)) {
+    if (peer.region.size < layout_.writer_bytes()) {
       throw error(fmt::format("pipe: the writer's release area {} is too small",
                               peer.region.to_string()));
     }
     publisher_ =
         std::make_unique<publisher>(*open_.ctx, peer.region, options_.protocol, options_.width);
-    writer_closed_ = open_.layer->peer_closed(open_.key, role::writer, &writer_total_);
+    writer_closed_ = open_.layer->peer_closed(open_.key, role::writer, &writer_totals_);
   } catch (...) {
     close();
     throw;
@@ -66,7 +69,7 @@ std::span<const std::byte> reader_state::heap() const noexcept {
   return {open_.region.data + heap_offset_, options_.heap_bytes};
 }
 
-pipe_status reader_state::no_buffer() {
+pipe_status reader_state::no_buffer(bool pulling) {
   (void)flush_releases();  // the writer may be waiting for room
   // Writes from another machine land through this process's progress (the next rread sees
   // them); stores from this machine need none, so a spinning reader polls only now and then (a
@@ -74,7 +77,9 @@ pipe_status reader_state::no_buffer() {
   if (publisher_->path() != publish_path::direct || (++idle_reads_ & 31) == 0) {
     (void)open_.ctx->poll();
   }
-  if (writer_closed_ && read_ >= writer_total_) return pipe_status::closed;
+  // After the poll: the writer's close notice may have come in it.
+  const bool all_seen = pulling ? gets_ >= writer_totals_.posts : read_ >= writer_totals_.writes;
+  if (writer_closed_ && all_seen) return pipe_status::closed;
   if (open_.ctx->rt().peer_failed(open_.peer_process)) return pipe_status::peer_failed;
   return pipe_status::empty;
 }
@@ -128,7 +133,7 @@ read_result reader_state::rread() {
                  open_.key.writer, open_.key.reader, read_, view.offset);
     }
   }
-  return {{}, no_buffer()};
+  return {{}, no_buffer(false)};
 }
 
 read_result reader_state::rread(fabric::deadline_clock::time_point deadline) {
@@ -162,12 +167,65 @@ pipe_status reader_state::rfree(const rbuffer& b) {
   auto* h = const_cast<held_buffer*>(live_buffer(b));
   if (h == nullptr) return pipe_status::stale;
   h->live = false;
-  releases_[released_ & (options_.width - 1)] = release_entry(h->entry);
+  return release(h->entry);
+}
+
+pipe_status reader_state::release(std::uint32_t entry) {
+  releases_[released_ & (options_.width - 1)] = release_entry(entry);
   ++released_;
   ++unpublished_;
   ++counters_.releases;
-  if (unpublished_ >= batch_) return flush_releases();
-  return pipe_status::ok;
+  return unpublished_ >= batch_ ? flush_releases() : pipe_status::ok;
+}
+
+get_result reader_state::rget(std::span<std::byte> into) {
+  if (closed_ || !finished_ || options_.pull_heap_bytes == 0) return {0, pipe_status::closed};
+  const std::uint64_t slot_at = layout_.pull_ring_offset() + (gets_ & (options_.width - 1)) * 16;
+  const std::uint64_t flag =
+      std::atomic_ref<const std::uint64_t>(
+          *reinterpret_cast<const std::uint64_t*>(open_.region.data + slot_at + 8))
+          .load(std::memory_order_acquire);
+  if (static_cast<std::uint32_t>(flag >> 32) != tag_of(gets_)) {
+    return {0, no_buffer(true)};
+  }
+  std::uint64_t descriptor;
+  std::memcpy(&descriptor, open_.region.data + slot_at, sizeof descriptor);
+  const std::uint64_t offset = (descriptor & 0xffffffffu) * heap_granule;
+  const std::uint64_t size = descriptor >> 32;
+  const std::uint64_t room = options_.pull_heap_bytes;
+  if (offset > room || room - offset < header_size || size == 0 ||
+      size > room - offset - header_size) {
+    if (last_rejected_ != ~gets_ && counters_.rejected_slots++ == 0) {
+      log::error("pipe {} -> {}: post {} does not describe a buffer of the exposed heap; it is "
+                 "not used (later ones are only counted)",
+                 open_.key.writer, open_.key.reader, gets_);
+    }
+    last_rejected_ = ~gets_;
+    return {0, pipe_status::empty};
+  }
+  if (into.size() < size) return {static_cast<std::size_t>(size), pipe_status::too_large};
+  const pipe_status fetched =
+      publisher_->fetch(into.first(static_cast<std::size_t>(size)),
+                        layout_.exposed_offset() + offset + header_size,
+                        open_.ctx->deadline_in_force());
+  if (fetched != pipe_status::ok) return {0, fetched};
+  ++gets_;
+  ++counters_.buffers;
+  counters_.bytes += size;
+  // Pulled: a hand-back that fails (the writer died meanwhile) does not undo that.
+  (void)release(static_cast<std::uint32_t>(flag) | pull_entry_bit);
+  return {static_cast<std::size_t>(size), pipe_status::ok};
+}
+
+get_result reader_state::rget(std::span<std::byte> into,
+                              fabric::deadline_clock::time_point deadline) {
+  get_result r = rget(into);
+  if (r.status != pipe_status::empty) return r;
+  fabric::thread_context& ctx = *open_.ctx;
+  const bool came = ctx.wait_until([&] { return (r = rget(into)).status != pipe_status::empty; },
+                                   ctx.deadline_in_force(deadline));
+  if (!came) r.status = pipe_status::deadline_exceeded;
+  return r;
 }
 
 pipe_status reader_state::flush_releases() {
@@ -210,7 +268,7 @@ void reader_state::close() noexcept {
   closed_ = true;
   publisher_.reset();
   open_.layer->account(role::reader, counters_);
-  if (open_.region) close_end(open_, role::reader, 0);
+  if (open_.region) close_end(open_, role::reader, {});
 }
 
 }  // namespace seriema::pipe::detail

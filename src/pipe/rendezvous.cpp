@@ -83,7 +83,7 @@ hello end_open(opening& o, role as, fabric::deadline_clock::time_point deadline)
                           o.peer_process);
   }
   if (problem.empty()) return *got;
-  close_end(o, as, 0);
+  close_end(o, as, {});
   const std::string message =
       fmt::format("pipe {} -> {} (#{}): the {} on thread {} did not open its end: {}",
                   o.key.writer, o.key.reader, o.key.ordinal, name(other(as)), o.peer, problem);
@@ -91,13 +91,13 @@ hello end_open(opening& o, role as, fabric::deadline_clock::time_point deadline)
   throw error(message);
 }
 
-void close_end(opening& o, role as, std::uint64_t writes) noexcept {
+void close_end(opening& o, role as, stream_totals totals) noexcept {
   fabric::thread_context& ctx = *o.ctx;
   const pipe_key key = o.key;
   try {
     // Lost when the peer is dead, which frees our region in the layer as well.
-    (void)ctx.call(o.peer, [key, as, writes](fabric::thread_context& self) {
-      pipe_layer::of(self).on_closed(self, key, as, writes);
+    (void)ctx.call(o.peer, [key, as, totals](fabric::thread_context& self) {
+      pipe_layer::of(self).on_closed(self, key, as, totals);
     });
     o.layer->retire(ctx, key, as, o.region, o.peer_process);
   } catch (...) {  // a full map or log: the region then stays with the allocation service

@@ -15,8 +15,8 @@ opening begin_open(fabric::thread_context& ctx, fabric::thread_id peer,
 /// checks it. On failure closes this end (close_end) and throws deadline_error (the peer did not
 /// come) or seriema::error (it died, or disagrees on the options).
 hello end_open(opening& o, role as, fabric::deadline_clock::time_point deadline);
-/// Tells the peer this end closed (`writes`: the writer's total) and hands the region to the
-/// layer, which frees it once the peer closed too or died.
-void close_end(opening& o, role as, std::uint64_t writes) noexcept;
+/// Tells the peer this end closed (`totals`: the writer's) and hands the region to the layer,
+/// which frees it once the peer closed too or died.
+void close_end(opening& o, role as, stream_totals totals) noexcept;
 
 }  // namespace seriema::pipe::detail

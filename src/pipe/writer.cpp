@@ -17,8 +17,12 @@ namespace seriema::pipe::detail {
 writer_state::writer_state(fabric::thread_context& ctx, fabric::thread_id reader,
                            const pipe_options& options)
     : options_(options),
-      open_(begin_open(ctx, reader, options, role::writer, release_area_bytes(options.width))),
-      id_(open_.layer->next_end_id()) {
+      open_(begin_open(ctx, reader, options, role::writer,
+                       region_layout{options.width, options.heap_bytes, options.pull_heap_bytes}
+                           .writer_bytes())),
+      layout_{options.width, options.heap_bytes, options.pull_heap_bytes},
+      id_(open_.layer->next_end_id()),
+      pull_id_(open_.layer->next_end_id()) {
   open_.layer->add(this);
 }
 
@@ -31,8 +35,8 @@ void writer_state::finish(fabric::deadline_clock::time_point deadline) {
   const hello peer = end_open(open_, role::writer, deadline);
   fabric::thread_context& ctx = *open_.ctx;
   try {
-    heap_offset_ = ring_bytes(options_.width);
-    if (peer.region.size < heap_offset_ + options_.heap_bytes) {
+    heap_offset_ = layout_.heap_offset();
+    if (peer.region.size < layout_.reader_bytes()) {
       throw error(fmt::format("pipe: the reader's region {} is smaller than its ring and heap",
                               peer.region.to_string()));
     }
@@ -46,7 +50,12 @@ void writer_state::finish(fabric::deadline_clock::time_point deadline) {
       view_ = shadow_.data;
     }
     book_ = std::make_unique<heap_book>(options_.heap_bytes, options_.width, options_.fit, view_);
-    std::uint64_t unused;
+    if (options_.pull_heap_bytes != 0) {
+      pull_book_ = std::make_unique<heap_book>(options_.pull_heap_bytes, options_.width,
+                                               options_.fit, exposed());
+      pull_descriptors_.resize(options_.width);
+    }
+    stream_totals unused;
     peer_closed_ = open_.layer->peer_closed(open_.key, role::reader, &unused);
   } catch (...) {
     close();
@@ -71,7 +80,9 @@ void writer_state::collect_releases() {
     std::memcpy(&word, area + release_entries_offset + (releases_seen_ % options_.width) * 8,
                 sizeof word);
     std::uint32_t entry;
-    if (decode_release(word, entry) && book_->release(entry)) {
+    const bool decoded = decode_release(word, entry);
+    heap_book* book = (entry & pull_entry_bit) != 0 ? pull_book_.get() : book_.get();
+    if (decoded && book != nullptr && book->release(entry & ~pull_entry_bit)) {
       ++counters_.releases;
     } else {
       ++counters_.rejected_releases;
@@ -117,8 +128,9 @@ reservation writer_state::rmalloc(std::size_t n, fabric::deadline_clock::time_po
 }
 
 heap_book::record* writer_state::live_record(const rbuffer& b) noexcept {
-  if (b.end != id_ || !book_) return nullptr;
-  heap_book::record* r = book_->find(b.ticket);
+  heap_book* book = b.end == id_ ? book_.get() : b.end == pull_id_ ? pull_book_.get() : nullptr;
+  if (book == nullptr) return nullptr;
+  heap_book::record* r = book->find(b.ticket);
   if (r == nullptr || r->offset + header_size != b.offset || r->payload != b.size) return nullptr;
   return r;
 }
@@ -126,7 +138,7 @@ heap_book::record* writer_state::live_record(const rbuffer& b) noexcept {
 std::span<std::byte> writer_state::rmem(const rbuffer& b) noexcept {
   heap_book::record* r = live_record(b);
   if (r == nullptr || r->state != entry_state::allocated || closed_) return {};
-  return {view_ + b.offset, static_cast<std::size_t>(b.size)};
+  return {(b.end == id_ ? view_ : exposed()) + b.offset, static_cast<std::size_t>(b.size)};
 }
 
 pipe_status writer_state::rwrite(const rbuffer& b, std::size_t used) {
@@ -188,6 +200,51 @@ pipe_status writer_state::publish_queued() {
   return pipe_status::ok;
 }
 
+std::byte* writer_state::exposed() const noexcept {
+  return open_.region.data + layout_.exposed_offset();
+}
+
+reservation writer_state::rstage(std::size_t n) {
+  if (!pull_book_) return {{}, pipe_status::closed};
+  if (const pipe_status refused = refusal(); refused != pipe_status::ok) return {{}, refused};
+  if (n == 0) return {{}, pipe_status::zero_size};
+  const std::uint64_t bytes = heap_bytes_for(n);
+  if (n > options_.pull_heap_bytes || bytes > options_.pull_heap_bytes) {
+    return {{}, pipe_status::too_large};
+  }
+  collect_releases();
+  const auto granted = pull_book_->allocate(bytes);
+  if (!granted) {
+    ++counters_.exhausted;
+    (void)open_.ctx->poll();  // hand-backs from another machine land through it
+    return {{}, pipe_status::exhausted};
+  }
+  pull_book_->find(granted->entry)->payload = n;
+  return {{granted->offset + header_size, n, granted->entry, pull_id_}, pipe_status::ok};
+}
+
+pipe_status writer_state::rpost(const rbuffer& b) {
+  if (b.end != pull_id_) return pipe_status::not_owner;
+  if (closed_) return pipe_status::closed;
+  heap_book::record* r = pull_book_->find(b.ticket);
+  if (r == nullptr || r->state != entry_state::allocated) return pipe_status::stale;
+  if (r->offset + header_size != b.offset || r->payload != b.size) return pipe_status::not_owner;
+  if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
+  // The descriptor, then the flag (the post's tag and the entry the reader hands back).
+  const std::uint64_t slot = posts_ & (options_.width - 1);
+  pull_descriptors_[slot] = pull_descriptor(r->offset, b.size);
+  const pipe_status status = publisher_->publish(
+      {reinterpret_cast<const std::byte*>(&pull_descriptors_[slot]), 8},
+      layout_.pull_ring_offset() + slot * 16, layout_.pull_ring_offset() + slot * 16 + 8,
+      header_word0(tag_of(posts_), 0) | b.ticket);
+  if (status != pipe_status::ok) return status;
+  r->state = entry_state::written;
+  ++posts_;
+  ++counters_.buffers;
+  counters_.bytes += b.size;
+  return pipe_status::ok;
+}
+
 void writer_state::close() noexcept {
   if (closed_) return;
   closed_ = true;
@@ -201,7 +258,7 @@ void writer_state::close() noexcept {
     shadow_ = {};
   }
   open_.layer->account(role::writer, counters_);
-  if (open_.region) close_end(open_, role::writer, writes_);
+  if (open_.region) close_end(open_, role::writer, {writes_, posts_});
 }
 
 }  // namespace seriema::pipe::detail

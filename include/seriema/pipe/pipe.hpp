@@ -61,6 +61,9 @@ struct pipe_options {
   write_protocol protocol = write_protocol::automatic;  ///< see write_protocol
   /// Deferred releases handed back together; 0: width / 4 (at least 1).
   std::uint32_t release_batch = 0;
+  /// Bytes of the writer's exposed heap for the pull direction (rstage / rpost / rget): a
+  /// multiple of 64 up to 2 MiB less the release area; 0 (the default): no pull direction.
+  std::size_t pull_heap_bytes = 0;
 
   /// Throws config_error naming the field when a value is out of range.
   void validate() const;
@@ -99,6 +102,14 @@ struct reservation {
   rbuffer buffer;                          ///< valid when status == ok
   pipe_status status = pipe_status::ok;    ///< ok, zero_size, too_large, exhausted, closed, ...
   /// True when a buffer was allocated.
+  [[nodiscard]] explicit operator bool() const noexcept { return status == pipe_status::ok; }
+};
+
+/// rget's answer.
+struct get_result {
+  std::size_t size = 0;                  ///< bytes copied (ok), or needed (too_large)
+  pipe_status status = pipe_status::ok;  ///< ok, empty, too_large, closed, peer_failed, ...
+  /// True when a buffer was pulled.
   [[nodiscard]] explicit operator bool() const noexcept { return status == pipe_status::ok; }
 };
 
@@ -157,6 +168,14 @@ class writer {
   /// of `used` bytes, and only those travel (a record shorter than the room reserved for it).
   /// Anything else: not_owner.
   [[nodiscard]] pipe_status rwrite(const rbuffer& buffer, std::size_t used);
+  /// Pull direction (pipe_options::pull_heap_bytes): a buffer of `n` bytes in this thread's own
+  /// exposed heap, filled through rmem, then offered with rpost for the reader to pull (rget).
+  /// The same refusals as rmalloc; closed when the pipe has no pull direction.
+  [[nodiscard]] reservation rstage(std::size_t n);
+  /// Offers a staged buffer to the reader (the seed's rread source): its next rget copies it
+  /// straight out of this thread's memory (one get, or a copy on the same machine) and hands
+  /// it back. Buffers are pulled in rpost order.
+  [[nodiscard]] pipe_status rpost(const rbuffer& staged);
   /// Ends the stream: the reader reads what was written, then rread says closed. Idempotent;
   /// never waits for the reader. The destructor closes.
   void close() noexcept;
@@ -197,6 +216,14 @@ class reader {
   /// Gives a buffer back to the writer (deferred or immediate, per release_mode). After it the
   /// buffer is the writer's: do not touch it.
   [[nodiscard]] pipe_status rfree(const rbuffer& buffer);
+  /// Pull direction: copies the next posted buffer into `into` (one get from the writer's
+  /// memory, or a copy on the same machine; the wait for it serves calls until the deadline in
+  /// force) and hands it back; never waits for a post (empty). too_large (with the size needed,
+  /// nothing consumed) when `into` is shorter than the buffer; closed when the writer closed and
+  /// every post was pulled, or the pipe has no pull direction.
+  [[nodiscard]] get_result rget(std::span<std::byte> into);
+  /// rget that waits (serving calls) for a post until `deadline` (or the deadline in force).
+  [[nodiscard]] get_result rget(std::span<std::byte> into, deadline_clock::time_point deadline);
   /// Hands back the deferred releases now (rread does when it finds nothing, and the thread's
   /// idle moments do).
   void flush_releases();

@@ -1,7 +1,8 @@
 // Remote pipes across the worker threads of one or several processes: every worker writes to the
 // next and reads from the previous (a ring), irregular sizes 8 B - 64 KiB checked in order and
 // byte for byte, for every fit policy and write protocol; a duplex ping-pong; a slow reader; the
-// order of buffers written out of their allocation order, and short writes; and every refusal
+// order of buffers written out of their allocation order, and short writes; the pull direction
+// (rstage, rpost, rget) and its refusals; and every refusal
 // (zero size, too large, exhausted, stale, not this pipe's, closed, options that disagree, a
 // writer gone before its reader came).
 #include <gtest/gtest.h>
@@ -296,6 +297,92 @@ TEST(Pipe, NextFitReadsInAllocationOrderTheOthersInWriteOrder) {
   for (fit_policy fit : {fit_policy::next_fit, fit_policy::best_fit}) {
     test::rt().run([&](thread_context& me) { write_orders(me, fit); });
   }
+}
+
+// The pull direction: every worker stages and posts irregular buffers to the next, and pulls
+// those of the previous into its own memory (rget), in one loop; then the end of the stream.
+void pull_ring(thread_context& me, fit_policy fit, pipe::write_protocol protocol) {
+  pipe::pipe_options options;
+  options.fit = fit;
+  options.protocol = protocol;
+  options.heap_bytes = 4096;
+  options.pull_heap_bytes = 256 * 1024;
+  options.width = 16;
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  pipe::duplex ends = pipe::duplex::open(me, next_of(me), previous_of(me), options, deadline);
+  constexpr std::uint64_t count = 150;
+  size_stream sizes_out(7000 + me.id(), 32 * 1024), sizes_in(7000 + previous_of(me), 32 * 1024);
+  std::vector<std::byte> into(32 * 1024);
+  std::uint64_t posted = 0, pulled = 0;
+  std::size_t pending_size = sizes_out.next();
+  pipe_status last = pipe_status::ok;
+  while (posted < count || last != pipe_status::closed) {
+    ASSERT_LT(fabric::deadline_clock::now(), deadline) << "posted " << posted << " pulled " << pulled;
+    if (posted < count) {
+      pipe::reservation r = ends.out.rstage(pending_size);
+      if (r) {
+        fill(ends.out.rmem(r.buffer), me.id(), posted);
+        ASSERT_EQ(ends.out.rpost(r.buffer), pipe_status::ok);
+        if (++posted < count) pending_size = sizes_out.next();
+        if (posted == count) ends.out.close();
+      } else {
+        ASSERT_EQ(r.status, pipe_status::exhausted);
+      }
+    }
+    pipe::get_result got = ends.in.rget(into);
+    last = got.status;
+    if (!got) {
+      ASSERT_TRUE(last == pipe_status::empty || last == pipe_status::closed) << pipe::to_string(last);
+      continue;
+    }
+    ASSERT_EQ(got.size, sizes_in.next()) << "post " << pulled;
+    ASSERT_TRUE(matches(std::span(into).first(got.size), previous_of(me), pulled)) << pulled;
+    ++pulled;
+  }
+  EXPECT_EQ(pulled, count);
+  me.quiesce(phase_deadline);
+}
+
+TEST(Pipe, PullDirectionDeliversInPostOrder) {
+  for (fit_policy fit : {fit_policy::next_fit, fit_policy::best_fit}) {
+    for (auto protocol : {pipe::write_protocol::automatic, pipe::write_protocol::data_then_flag}) {
+      test::rt().run([&](thread_context& me) { pull_ring(me, fit, protocol); });
+    }
+  }
+}
+
+TEST(Pipe, PullRefusals) {
+  test::rt().run([&](thread_context& me) {
+    pipe::pipe_options options;
+    options.pull_heap_bytes = 64 * 1024;
+    const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+    pipe::duplex ends = pipe::duplex::open(me, next_of(me), previous_of(me), options, deadline);
+    EXPECT_EQ(ends.out.rstage(0).status, pipe_status::zero_size);
+    EXPECT_EQ(ends.out.rstage(options.pull_heap_bytes).status, pipe_status::too_large);
+    pipe::reservation staged = ends.out.rstage(1000);
+    pipe::reservation pushed = ends.out.rmalloc(8);
+    ASSERT_TRUE(staged && pushed);
+    EXPECT_EQ(ends.out.rpost(pushed.buffer), pipe_status::not_owner);
+    EXPECT_EQ(ends.out.rwrite(staged.buffer), pipe_status::not_owner);
+    fill(ends.out.rmem(staged.buffer), me.id(), 9);
+    ASSERT_EQ(ends.out.rpost(staged.buffer), pipe_status::ok);
+    EXPECT_EQ(ends.out.rpost(staged.buffer), pipe_status::stale);
+    std::vector<std::byte> small(999), enough(1000);
+    pipe::get_result got;
+    {
+      const auto until = fabric::deadline_clock::now() + phase_deadline;
+      me.wait_until([&] { return (got = ends.in.rget(small)).status != pipe_status::empty; }, until);
+    }
+    EXPECT_EQ(got.status, pipe_status::too_large);
+    EXPECT_EQ(got.size, 1000u);
+    got = ends.in.rget(enough, deadline);  // nothing was consumed by the refusal
+    ASSERT_TRUE(got) << pipe::to_string(got.status);
+    EXPECT_TRUE(matches(enough, previous_of(me), 9));
+    pipe::duplex plain = pipe::duplex::open(me, next_of(me), previous_of(me), {}, deadline);
+    EXPECT_EQ(plain.out.rstage(8).status, pipe_status::closed);  // opened without a pull heap
+    EXPECT_EQ(plain.in.rget(enough).status, pipe_status::closed);
+    me.quiesce(phase_deadline);
+  });
 }
 
 TEST(Pipe, EveryRefusalLeavesThePipeUsable) {

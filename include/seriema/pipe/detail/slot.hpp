@@ -144,6 +144,38 @@ slot_view decode_slot(std::uint64_t word, std::uint32_t expected, std::uint32_t 
   return view;
 }
 
+/// Where things lie in the two regions (pull_heap: pipe_options::pull_heap_bytes, 0 when the
+/// pipe has no pull direction).
+struct region_layout {
+  std::uint64_t width, heap, pull_heap;
+  static constexpr std::uint64_t granules(std::uint64_t bytes) noexcept {
+    return (bytes + heap_granule - 1) / heap_granule * heap_granule;
+  }
+  /// Reader's region: the notification ring, the heap, the pull ring (16-byte slots).
+  [[nodiscard]] constexpr std::uint64_t heap_offset() const noexcept { return granules(width * 8); }
+  [[nodiscard]] constexpr std::uint64_t pull_ring_offset() const noexcept {
+    return heap_offset() + heap;
+  }
+  [[nodiscard]] constexpr std::uint64_t reader_bytes() const noexcept {
+    return pull_ring_offset() + (pull_heap != 0 ? width * 16 : 0);
+  }
+  /// Writer's region: the release count and entries, the exposed heap of the pull direction.
+  [[nodiscard]] constexpr std::uint64_t exposed_offset() const noexcept {
+    return granules(release_entries_offset + width * 8);
+  }
+  [[nodiscard]] constexpr std::uint64_t writer_bytes() const noexcept {
+    return exposed_offset() + pull_heap;
+  }
+};
+
+/// Pull direction: the descriptor of a posted buffer (its offset in the exposed heap in granules,
+/// its size) and the flag word after it (the post's tag, the writer's allocation entry).
+constexpr std::uint64_t pull_descriptor(std::uint64_t offset, std::uint64_t size) noexcept {
+  return (size << 32) | (offset / heap_granule);
+}
+/// Marks a release entry as one of the exposed heap's (entry indexes are below 4096).
+inline constexpr std::uint32_t pull_entry_bit = 0x8000;
+
 /// Bytes a buffer of `payload` bytes takes in the heap (header included, rounded to granules).
 constexpr std::uint64_t heap_bytes_for(std::uint64_t payload) noexcept {
   return (header_size + payload + heap_granule - 1) / heap_granule * heap_granule;
