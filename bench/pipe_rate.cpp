@@ -9,6 +9,7 @@
 //  * an irregular trace (sizes 8 B .. 64 KiB log-uniform): time per buffer and the heap's peak for
 //    next, best, worst and first fit, and for a fixed-slot ring (every buffer takes a 64 KiB slot:
 //    rmalloc(64 KiB), rwrite of the bytes used).
+//  * the pull direction (the seed's rread): rpost -> rget ping-pong, one-way, at the same sizes.
 // MPI-3 RMA (the seed's baseline) is bench/mpi_rma_pipe, run beside it by bench/run-pipes.sh.
 #include <fmt/format.h>
 
@@ -126,6 +127,47 @@ std::vector<double> ping_pong(thread_context& ctx, std::size_t size, pipe::write
   return one_way;
 }
 
+// The pull direction: one-way µs of `n` ping-pongs of `size` bytes, each a staged buffer posted
+// (rstage, rpost) and pulled by the other side (rget into its own memory); rank 1 posts back what
+// it pulled.
+std::vector<double> pull_ping_pong(thread_context& ctx, std::size_t size, std::uint64_t n) {
+  pipe::pipe_options o;
+  o.heap_bytes = 4096;
+  o.pull_heap_bytes = 256 * 1024;
+  pipe::duplex ends = open_pair(ctx, o);
+  const std::vector<std::byte> payload = source_bytes(size);
+  std::vector<std::byte> into(size);
+  auto post = [&](std::span<const std::byte> bytes) {
+    pipe::reservation r;
+    while (!(r = ends.out.rstage(size))) {
+      if (r.status != pipe_status::exhausted) throw error("pipe_rate: rstage refused");
+    }
+    std::memcpy(ends.out.rmem(r.buffer).data(), bytes.data(), size);
+    if (ends.out.rpost(r.buffer) != pipe_status::ok) throw error("pipe_rate: rpost refused");
+  };
+  auto pull = [&] {
+    for (;;) {
+      const pipe::get_result got = ends.in.rget(into);
+      if (got) return;
+      if (got.status != pipe_status::empty) throw error("pipe_rate: rget refused");
+    }
+  };
+  std::vector<double> one_way;
+  const std::uint64_t warmup = std::min<std::uint64_t>(n, 200);
+  for (std::uint64_t i = 0; i < warmup + n; ++i) {
+    if (ctx.id() == 0) {
+      const auto start = clock_type::now();
+      post(payload);
+      pull();
+      if (i >= warmup) one_way.push_back(since_us(start) / 2);
+    } else {
+      pull();
+      post(into);
+    }
+  }
+  return one_way;
+}
+
 // Streams `n` buffers of `sizes` (payload copied in by the writer, freed unread by the reader);
 // returns the writer's microseconds until the reader's acknowledgement came back.
 struct stream_result {
@@ -212,6 +254,7 @@ std::vector<std::size_t> irregular_sizes(std::uint64_t n) {
 struct samples {
   // [protocol][size] one-way µs (every repetition's round trips)
   std::vector<std::vector<std::vector<double>>> latency;
+  std::vector<std::vector<double>> pull_latency;  // [size] one-way µs of rpost -> rget
   std::vector<std::vector<double>> stream_mib;  // [protocol] MiB/s per repetition
   std::vector<double> raw_put_mib;
   std::vector<std::vector<double>> trace_us;  // [variant] µs per buffer per repetition
@@ -231,6 +274,12 @@ void one_repetition(thread_context& ctx, const options& opt, bool warm, samples&
       if (!warm && ctx.id() == 0) {
         out.latency[p][s].insert(out.latency[p][s].end(), v.begin(), v.end());
       }
+    }
+  }
+  for (std::size_t s = 0; s < opt.sizes.size(); ++s) {
+    std::vector<double> v = pull_ping_pong(ctx, opt.sizes[s], trips);
+    if (!warm && ctx.id() == 0) {
+      out.pull_latency[s].insert(out.pull_latency[s].end(), v.begin(), v.end());
     }
   }
   const std::uint64_t buffers = warm ? 100 : opt.stream_buffers;
@@ -298,18 +347,21 @@ report_json report(const options& opt, const samples& all, const std::string& pe
   fmt::print("# {} repetitions; medians; ucx_perftest with UCX_TLS={}\n\n", opt.reps,
              perftest_tls.empty() ? "(default)" : perftest_tls);
   report_json latency = report_json::array();
-  fmt::print("{:>8} {:>14} {:>14} {:>14} {:>10} {:>10}\n", "bytes", "one_op us", "2put us",
-             "put_lat us", "one_op/raw", "2put/raw");
+  fmt::print("{:>8} {:>14} {:>14} {:>14} {:>10} {:>10} {:>10}\n", "bytes", "one_op us", "2put us",
+             "put_lat us", "one_op/raw", "2put/raw", "pull us");
   for (std::size_t s = 0; s < opt.sizes.size(); ++s) {
     const auto one = median_or_none(all.latency[0][s]);
     const auto two = median_or_none(all.latency[1][s]);
     const auto raw = median_or_none(all.put_lat_us[s]);
-    fmt::print("{:>8} {:>14} {:>14} {:>14} {:>10} {:>10}\n", opt.sizes[s], cell(one, 3),
-               cell(two, 3), cell(raw, 3), cell(ratio(one, raw), 2), cell(ratio(two, raw), 2));
+    const auto pulled = median_or_none(all.pull_latency[s]);
+    fmt::print("{:>8} {:>14} {:>14} {:>14} {:>10} {:>10} {:>10}\n", opt.sizes[s], cell(one, 3),
+               cell(two, 3), cell(raw, 3), cell(ratio(one, raw), 2), cell(ratio(two, raw), 2),
+               cell(pulled, 3));
     latency.push_back({{"bytes", opt.sizes[s]},
                        {"one_operation_us", rounded_or_null(one, 4)},
                        {"one_operation_p99_us", rounded(percentile(all.latency[0][s], 0.99), 4)},
                        {"data_then_flag_us", rounded_or_null(two, 4)},
+                       {"pull_us", rounded_or_null(pulled, 4)},
                        {"ucp_put_lat_us", rounded_or_null(raw, 4)},
                        {"one_operation_over_put_lat", rounded_or_null(ratio(one, raw), 3)},
                        {"data_then_flag_over_put_lat", rounded_or_null(ratio(two, raw), 3)}});
@@ -389,6 +441,7 @@ int main(int argc, char** argv) try {
   pair_setup pair(rt, launch, opt.perftest, opt.transport, "pipe_rate");
   samples all;
   all.latency.assign(protocols.size(), std::vector<std::vector<double>>(opt.sizes.size()));
+  all.pull_latency.resize(opt.sizes.size());
   all.stream_mib.resize(protocols.size());
   all.trace_us.resize(trace_variants.size());
   all.trace_peak.assign(trace_variants.size(), 0);

@@ -59,6 +59,8 @@ def check(transport, pipe, mpi):
              3.0 if size <= 256 else 1.5, True)
         goal(rows, transport, f"data_then_flag / one_operation, {size} B (information)",
              ratio(row["data_then_flag_us"], row["one_operation_us"]), 0, True)
+        goal(rows, transport, f"pull (rpost -> rget) / rwrite, {size} B (information)",
+             ratio(row.get("pull_us"), row["one_operation_us"]), 0, True)
     s = pipe["streaming"]
     goal(rows, transport, "streaming 64 KiB / raw transmitter put", s["one_operation_over_raw_put"],
          0.9, True)
@@ -89,6 +91,7 @@ def plot(directory, results):
         sizes = [row["bytes"] for row in pipe["latency"]]
         series = [("pipe, one operation", [r["one_operation_us"] for r in pipe["latency"]], "o"),
                   ("pipe, data then flag", [r["data_then_flag_us"] for r in pipe["latency"]], "s"),
+                  ("pipe, pull (rpost -> rget)", [r.get("pull_us") for r in pipe["latency"]], "D"),
                   ("ucx_perftest ucp_put_lat", [r["ucp_put_lat_us"] for r in pipe["latency"]], "^")]
         if mpi:
             series.append(("fastest MPI-3 RMA (put, flush, flag)",

@@ -185,16 +185,13 @@ get_result reader_state::rget(std::span<std::byte> into) {
       std::atomic_ref<const std::uint64_t>(
           *reinterpret_cast<const std::uint64_t*>(open_.region.data + slot_at + 8))
           .load(std::memory_order_acquire);
-  if (static_cast<std::uint32_t>(flag >> 32) != tag_of(gets_)) {
-    return {0, no_buffer(true)};
-  }
   std::uint64_t descriptor;
   std::memcpy(&descriptor, open_.region.data + slot_at, sizeof descriptor);
-  const std::uint64_t offset = (descriptor & 0xffffffffu) * heap_granule;
-  const std::uint64_t size = descriptor >> 32;
-  const std::uint64_t room = options_.pull_heap_bytes;
-  if (offset > room || room - offset < header_size || size == 0 ||
-      size > room - offset - header_size) {
+  const slot_view view = decode_pull(flag, descriptor, tag_of(gets_), options_.pull_heap_bytes);
+  if (view.state == slot_state::empty) return {0, no_buffer(true)};
+  const std::uint64_t offset = view.offset;
+  const std::uint64_t size = view.size;
+  if (view.state != slot_state::ready) {
     if (last_rejected_ != ~gets_ && counters_.rejected_slots++ == 0) {
       log::error("pipe {} -> {}: post {} does not describe a buffer of the exposed heap; it is "
                  "not used (later ones are only counted)",
@@ -213,7 +210,7 @@ get_result reader_state::rget(std::span<std::byte> into) {
   ++counters_.buffers;
   counters_.bytes += size;
   // Pulled: a hand-back that fails (the writer died meanwhile) does not undo that.
-  (void)release(static_cast<std::uint32_t>(flag) | pull_entry_bit);
+  (void)release(view.entry | pull_entry_bit);
   return {static_cast<std::size_t>(size), pipe_status::ok};
 }
 

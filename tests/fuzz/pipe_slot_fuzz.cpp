@@ -1,6 +1,7 @@
 // Fuzzes what a pipe's reader reads from memory its writer wrote: decode_in_place at a position of
 // a heap (next fit), decode_slot on a ring slot word and the header it names (other fit policies),
-// and decode_release on a release entry. Whatever they accept must lie inside the heap.
+// decode_pull on a pull slot (flag, descriptor), and decode_release on a release entry. Whatever
+// they accept must lie inside the heap.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -46,12 +47,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
 
   // In place: the word the reader loads at its position (when the position is in the heap).
+  const std::uint64_t descriptor = position;  // the pull slot's, below: all 64 bits
   position %= heap_bytes + 64;
   const std::uint64_t at = position + 8 <= heap_bytes ? word0_at(position) : word;
   check_view(pipe::decode_in_place(at, position, expected, bytes), heap_bytes);
   check_view(pipe::decode_in_place(word, position, expected, bytes), heap_bytes);
   // Ring: the slot word names the header.
   check_view(pipe::decode_slot(word, expected, previous, bytes, word0_at), heap_bytes);
+  // Pull: a flag and a descriptor against an exposed heap of the same size.
+  const pipe::slot_view pulled = pipe::decode_pull(word, descriptor, expected, heap_bytes);
+  if (pulled.state == pipe::slot_state::ready) {
+    check(pulled.size >= 1 && pulled.offset + pipe::header_size + pulled.size <= heap_bytes);
+  }
   std::uint32_t entry;
   if (pipe::decode_release(word, entry)) check(pipe::release_entry(entry) == word);
   return 0;

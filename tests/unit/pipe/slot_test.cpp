@@ -1,6 +1,7 @@
 // The pipe's decoders: a buffer is used only when its flag, its header and its extent agree with
-// the heap (in place and through the notification ring); anything else is empty (not written
-// yet), a wrap marker, or invalid. Release entries round-trip and reject garbage.
+// the heap (in place, through the notification ring, and pull slots against the exposed heap);
+// anything else is empty (not written yet), a wrap marker, or invalid. Release entries
+// round-trip and reject garbage.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -100,6 +101,24 @@ TEST(PipeSlot, RingEmptyAndInvalid) {
   EXPECT_EQ(f.ring(slot_word(tag_of(7), 128), tag_of(7), 0).state, slot_state::invalid);
   f.header(128, tag_of(7), 0, 0, 0);
   EXPECT_EQ(f.ring(slot_word(tag_of(7), 128), tag_of(7), 0).state, slot_state::invalid);
+}
+
+TEST(PipeSlot, PullSlotsDecodeInsideTheExposedHeap) {
+  const std::uint64_t flag = header_word0(tag_of(4), 0) | 0x20003;
+  const slot_view v = decode_pull(flag, pull_descriptor(128, 1000), tag_of(4), 4096);
+  ASSERT_EQ(v.state, slot_state::ready);
+  EXPECT_EQ(v.offset, 128u);
+  EXPECT_EQ(v.size, 1000u);
+  EXPECT_EQ(v.entry, 0x20003u);
+  EXPECT_EQ(decode_pull(flag, pull_descriptor(128, 1000), tag_of(5), 4096).state,
+            slot_state::empty);  // not posted yet
+  EXPECT_EQ(decode_pull(flag, pull_descriptor(4096, 8), tag_of(4), 4096).state,
+            slot_state::invalid);  // no room for a header
+  EXPECT_EQ(decode_pull(flag, pull_descriptor(0, 4096 - 15), tag_of(4), 4096).state,
+            slot_state::invalid);  // past the end
+  EXPECT_EQ(decode_pull(flag, pull_descriptor(0, 0), tag_of(4), 4096).state, slot_state::invalid);
+  EXPECT_EQ(decode_pull(flag, (std::uint64_t{1} << 32) | 0xffffffffu, tag_of(4), 4096).state,
+            slot_state::invalid);
 }
 
 TEST(PipeSlot, ReleaseEntriesRoundTripAndRejectGarbage) {

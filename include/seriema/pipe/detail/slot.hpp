@@ -168,6 +168,11 @@ struct region_layout {
   }
 };
 
+/// Bytes a buffer of `payload` bytes takes in the heap (header included, rounded to granules).
+constexpr std::uint64_t heap_bytes_for(std::uint64_t payload) noexcept {
+  return (header_size + payload + heap_granule - 1) / heap_granule * heap_granule;
+}
+
 /// Pull direction: the descriptor of a posted buffer (its offset in the exposed heap in granules,
 /// its size) and the flag word after it (the post's tag, the writer's allocation entry).
 constexpr std::uint64_t pull_descriptor(std::uint64_t offset, std::uint64_t size) noexcept {
@@ -176,9 +181,21 @@ constexpr std::uint64_t pull_descriptor(std::uint64_t offset, std::uint64_t size
 /// Marks a release entry as one of the exposed heap's (entry indexes are below 4096).
 inline constexpr std::uint32_t pull_entry_bit = 0x8000;
 
-/// Bytes a buffer of `payload` bytes takes in the heap (header included, rounded to granules).
-constexpr std::uint64_t heap_bytes_for(std::uint64_t payload) noexcept {
-  return (header_size + payload + heap_granule - 1) / heap_granule * heap_granule;
+/// Validates a pull slot: its flag (loaded with acquire) must carry the post's tag `expected`
+/// (else empty), and its descriptor a payload inside an exposed heap of `exposed_bytes` (else
+/// invalid). `offset` is the header's; the payload follows it.
+constexpr slot_view decode_pull(std::uint64_t flag, std::uint64_t descriptor,
+                                std::uint32_t expected, std::uint64_t exposed_bytes) noexcept {
+  if (static_cast<std::uint32_t>(flag >> 32) != expected) return {};
+  const std::uint64_t granules = descriptor & 0xffffffffu;
+  const std::uint64_t size = descriptor >> 32;
+  if (granules > exposed_bytes / heap_granule) return {slot_state::invalid, 0, 0, 0, 0};
+  const std::uint64_t offset = granules * heap_granule;
+  const std::uint64_t room = exposed_bytes - offset;
+  if (room < header_size || size == 0 || size > room - header_size) {
+    return {slot_state::invalid, offset, 0, 0, 0};
+  }
+  return {slot_state::ready, offset, size, 0, static_cast<std::uint32_t>(flag)};
 }
 
 }  // namespace seriema::pipe::detail
