@@ -127,20 +127,23 @@ class writer_state {
   reservation rmalloc(std::size_t n, fabric::deadline_clock::time_point deadline);
   reservation rstage(std::size_t n);
   pipe_status rpost(const rbuffer& b);
+  reservation try_allocate(std::size_t n);  ///< rmalloc without counting or polling
   std::span<std::byte> rmem(const rbuffer& b) noexcept;
   pipe_status rwrite(const rbuffer& b, std::size_t used);
   void close() noexcept;
   void peer_closed() noexcept { peer_closed_ = true; }
   [[nodiscard]] const pipe_key& key() const noexcept { return open_.key; }
   [[nodiscard]] std::size_t live_buffers() const noexcept { return book_ ? book_->live() : 0; }
+  [[nodiscard]] fabric::thread_context& context() const noexcept { return *open_.ctx; }
 
   pipe_options options_;
   pipe_counters counters_{};
   std::unique_ptr<publisher> publisher_;
+  /// False once the end closed: futures of its waits still pending end with closed.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
  private:
   pipe_status refusal() const noexcept;
-  reservation try_allocate(std::size_t n);
   pipe_status publish_in_ring(heap_book::record& r);
   pipe_status publish_queued();  ///< next fit: the queued buffers next in allocation order
   void written(heap_book::record& r) noexcept;
@@ -175,7 +178,9 @@ class reader_state {
   /// Waits for the writer's hello.
   void finish(fabric::deadline_clock::time_point deadline);
 
-  read_result rread();
+  /// `may_poll` false: neither polls nor hands releases back (a future's attempt runs inside a
+  /// poll of the thread, which must not nest another).
+  read_result rread(bool may_poll = true);
   read_result rread(fabric::deadline_clock::time_point deadline);
   get_result rget(std::span<std::byte> into);
   get_result rget(std::span<std::byte> into, fabric::deadline_clock::time_point deadline);
@@ -183,6 +188,7 @@ class reader_state {
   pipe_status rfree(const rbuffer& b);
   pipe_status flush_releases();
   void close() noexcept;
+  [[nodiscard]] fabric::thread_context& context() const noexcept { return *open_.ctx; }
   void writer_closed(stream_totals totals) noexcept {
     writer_closed_ = true;
     writer_totals_ = totals;
@@ -191,6 +197,8 @@ class reader_state {
 
   pipe_options options_;
   pipe_counters counters_{};
+  /// False once the end closed: futures of its waits still pending end with closed.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
  private:
   struct held_buffer {
@@ -204,7 +212,7 @@ class reader_state {
   [[nodiscard]] std::span<const std::byte> heap() const noexcept;
   /// Nothing found: hands back releases, polls now and then; closed once the writer closed and
   /// every write (or post, when `pulling`) was seen, peer_failed once it died, else empty.
-  pipe_status no_buffer(bool pulling);
+  pipe_status no_buffer(bool pulling, bool may_poll);
   /// Appends a hand-back and publishes the batch when it is full (its status, else ok).
   pipe_status release(std::uint32_t entry);
   pipe_status hand_back();  ///< flush_releases' publications

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <functional>
+#include <memory>
 #include <seriema/base/error.hpp>
 
 #include "ends.hpp"
@@ -98,6 +100,56 @@ void pipe_options::validate() const {
   }
 }
 
+// --- futures of the waits ---
+
+namespace {
+
+// A future's wait on a pipe end: each time the thread's polls drive it, `attempt` tries the
+// operation once without polling (it runs inside a poll) and the node ends the future with its
+// result unless it says "not yet" (`pending`) before the deadline, when `at_deadline` is
+// reported. An end closed first (its `alive` word false) ends it with closed.
+template <class R>
+struct pipe_wait : invoke::detail::combinator<pipe_wait<R>> {
+  std::function<R()> attempt;
+  pipe_status pending = pipe_status::empty;
+  pipe_status at_deadline = pipe_status::deadline_exceeded;
+  deadline_clock::time_point deadline = no_deadline;
+  std::shared_ptr<bool> alive;
+
+  bool advance() {
+    R result{};
+    result.status = pipe_status::closed;
+    if (*alive) {
+      result = attempt();
+      if (result.status == pending) {
+        if (deadline_clock::now() < deadline) return false;
+        result.status = at_deadline;
+      }
+    }
+    this->table->note_advanced();
+    invoke::detail::fulfil<R>(*this->table, *this->out, result);
+    return this->done();
+  }
+};
+
+template <class R>
+invoke::future<R> pipe_future(fabric::thread_context& ctx, std::function<R()> attempt,
+                              pipe_status pending, pipe_status at_deadline,
+                              deadline_clock::time_point deadline, std::shared_ptr<bool> alive) {
+  invoke::detail::future_table& table = invoke::detail::futures_of(ctx);
+  auto out = invoke::detail::make_local_future<R>(table);
+  auto* node = new pipe_wait<R>;
+  node->attempt = std::move(attempt);
+  node->pending = pending;
+  node->at_deadline = at_deadline;
+  node->deadline = ctx.deadline_in_force(deadline);
+  node->alive = std::move(alive);
+  pipe_wait<R>::install(node, *out.record(), table);
+  return out;
+}
+
+}  // namespace
+
 // --- writer ---
 
 writer::writer(std::unique_ptr<detail::writer_state> state) noexcept : state_(std::move(state)) {}
@@ -122,6 +174,13 @@ std::span<std::byte> writer::rmem(const rbuffer& buffer) const noexcept {
 pipe_status writer::rwrite(const rbuffer& buffer) { return state_->rwrite(buffer, buffer.size); }
 pipe_status writer::rwrite(const rbuffer& buffer, std::size_t used) {
   return state_->rwrite(buffer, used);
+}
+invoke::future<reservation> writer::rmalloc_async(std::size_t n,
+                                                  deadline_clock::time_point deadline) {
+  detail::writer_state* state = state_.get();
+  return pipe_future<reservation>(
+      state->context(), [state, n] { return state->try_allocate(n); }, pipe_status::exhausted,
+      pipe_status::exhausted, deadline, state->alive_);
 }
 reservation writer::rstage(std::size_t n) { return state_->rstage(n); }
 pipe_status writer::rpost(const rbuffer& staged) { return state_->rpost(staged); }
@@ -153,6 +212,12 @@ reader reader::open(fabric::thread_context& ctx, fabric::thread_id writer,
 }
 
 read_result reader::rread() { return state_->rread(); }
+invoke::future<read_result> reader::rread_async(deadline_clock::time_point deadline) {
+  detail::reader_state* state = state_.get();
+  return pipe_future<read_result>(
+      state->context(), [state] { return state->rread(false); }, pipe_status::empty,
+      pipe_status::deadline_exceeded, deadline, state->alive_);
+}
 read_result reader::rread(deadline_clock::time_point deadline) { return state_->rread(deadline); }
 std::span<std::byte> reader::rmem(const rbuffer& buffer) const noexcept {
   return state_->rmem(buffer);

@@ -69,12 +69,12 @@ std::span<const std::byte> reader_state::heap() const noexcept {
   return {open_.region.data + heap_offset_, options_.heap_bytes};
 }
 
-pipe_status reader_state::no_buffer(bool pulling) {
-  (void)flush_releases();  // the writer may be waiting for room
+pipe_status reader_state::no_buffer(bool pulling, bool may_poll) {
+  if (may_poll) (void)flush_releases();  // the writer may be waiting for room
   // Writes from another machine land through this process's progress (the next rread sees
   // them); stores from this machine need none, so a spinning reader polls only now and then (a
   // poll takes longer than the store it would wait for: every poll in the loop adds to latency).
-  if (publisher_->path() != publish_path::direct || (++idle_reads_ & 31) == 0) {
+  if (may_poll && (publisher_->path() != publish_path::direct || (++idle_reads_ & 31) == 0)) {
     (void)open_.ctx->poll();
   }
   // After the poll: the writer's close notice may have come in it.
@@ -113,7 +113,7 @@ slot_view reader_state::next_in_ring() noexcept {
                      [this](std::uint64_t offset) { return load_word(offset); });
 }
 
-read_result reader_state::rread() {
+read_result reader_state::rread(bool may_poll) {
   if (closed_ || !finished_) return {{}, pipe_status::closed};
   const slot_view view = in_place_ ? next_in_place() : next_in_ring();
   if (view.state == slot_state::ready) {
@@ -133,7 +133,7 @@ read_result reader_state::rread() {
                  open_.key.writer, open_.key.reader, read_, view.offset);
     }
   }
-  return {{}, no_buffer(false)};
+  return {{}, no_buffer(false, may_poll)};
 }
 
 read_result reader_state::rread(fabric::deadline_clock::time_point deadline) {
@@ -188,7 +188,7 @@ get_result reader_state::rget(std::span<std::byte> into) {
   std::uint64_t descriptor;
   std::memcpy(&descriptor, open_.region.data + slot_at, sizeof descriptor);
   const slot_view view = decode_pull(flag, descriptor, tag_of(gets_), options_.pull_heap_bytes);
-  if (view.state == slot_state::empty) return {0, no_buffer(true)};
+  if (view.state == slot_state::empty) return {0, no_buffer(true, true)};
   const std::uint64_t offset = view.offset;
   const std::uint64_t size = view.size;
   if (view.state != slot_state::ready) {
@@ -263,6 +263,7 @@ void reader_state::close() noexcept {
     }
   }
   closed_ = true;
+  *alive_ = false;
   publisher_.reset();
   open_.layer->account(role::reader, counters_);
   if (open_.region) close_end(open_, role::reader, {});

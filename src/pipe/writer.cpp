@@ -248,6 +248,7 @@ pipe_status writer_state::rpost(const rbuffer& b) {
 void writer_state::close() noexcept {
   if (closed_) return;
   closed_ = true;
+  *alive_ = false;
   if (publisher_) {
     (void)publisher_->drain(fabric::deadline_clock::now() + std::chrono::seconds(5));
     publisher_.reset();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <seriema/fabric/outcome.hpp>
 #include <seriema/fabric/placement.hpp>
+#include <seriema/invoke/future.hpp>
 #include <seriema/transfer/allocators.hpp>
 #include <span>
 #include <string>
@@ -157,6 +158,11 @@ class writer {
   /// rmalloc that waits for the reader to hand buffers back (serving calls) until `deadline`,
   /// when the heap or the width is full: exhausted then.
   [[nodiscard]] reservation rmalloc(std::size_t n, deadline_clock::time_point deadline);
+  /// rmalloc(n, deadline) as a future of this thread (get, co_await, then): it ends done with
+  /// the reservation once there is room, a refusal, or the deadline (exhausted). The thread's
+  /// polls drive it; an end closed first ends it with closed.
+  [[nodiscard]] invoke::future<reservation> rmalloc_async(std::size_t n,
+                                                          deadline_clock::time_point deadline);
   /// The payload bytes of a buffer rmalloc returned and not yet written: on the same machine
   /// with one_operation, the reader's memory itself (filling it is the transfer); otherwise a
   /// local copy of the heap that rwrite sends. Empty for a buffer that is not live here.
@@ -211,6 +217,10 @@ class reader {
   [[nodiscard]] read_result rread();
   /// The next buffer, waiting for it (serving calls) until `deadline` (or the deadline in force).
   [[nodiscard]] read_result rread(deadline_clock::time_point deadline);
+  /// rread(deadline) as a future of this thread (get, co_await, then): it ends done with the
+  /// result (deadline_exceeded when the deadline passed first). The thread's polls drive it; an
+  /// end closed first ends it with closed.
+  [[nodiscard]] invoke::future<read_result> rread_async(deadline_clock::time_point deadline);
   /// The payload of a buffer rread returned and not yet freed, in place; empty otherwise.
   [[nodiscard]] std::span<std::byte> rmem(const rbuffer& buffer) const noexcept;
   /// Gives a buffer back to the writer (deferred or immediate, per release_mode). After it the

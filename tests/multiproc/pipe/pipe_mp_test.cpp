@@ -2,7 +2,7 @@
 // next and reads from the previous (a ring), irregular sizes 8 B - 64 KiB checked in order and
 // byte for byte, for every fit policy and write protocol; a duplex ping-pong; a slow reader; the
 // order of buffers written out of their allocation order, and short writes; the pull direction
-// (rstage, rpost, rget) and its refusals; and every refusal
+// (rstage, rpost, rget) and its refusals; the waits as futures; and every refusal
 // (zero size, too large, exhausted, stale, not this pipe's, closed, options that disagree, a
 // writer gone before its reader came).
 #include <gtest/gtest.h>
@@ -383,6 +383,39 @@ TEST(Pipe, PullRefusals) {
     EXPECT_EQ(plain.in.rget(enough).status, pipe_status::closed);
     me.quiesce(phase_deadline);
   });
+}
+
+// The waits as futures: rread_async made before the write it waits for, rmalloc_async, a then
+// chain, the deadline, an end closed under a pending future.
+void futures_of_waits(thread_context& me) {
+  pipe::pipe_options options;
+  options.width = 2;
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  pipe::duplex ends = pipe::duplex::open(me, next_of(me), previous_of(me), options, deadline);
+  invoke::future<pipe::read_result> next = ends.in.rread_async(deadline);
+  pipe::reservation r = ends.out.rmalloc_async(100, deadline).get();
+  ASSERT_TRUE(r) << pipe::to_string(r.status);
+  fill(ends.out.rmem(r.buffer), me.id(), 0);
+  ASSERT_EQ(ends.out.rwrite(r.buffer), pipe_status::ok);
+  const pipe::read_result got = next.get();
+  ASSERT_TRUE(got) << pipe::to_string(got.status);
+  EXPECT_TRUE(matches(ends.in.rmem(got.buffer), previous_of(me), 0));
+  // Nothing more is written: the deadline ends the wait, through a continuation.
+  const auto soon = fabric::deadline_clock::now() + std::chrono::milliseconds(50);
+  EXPECT_EQ(ends.in.rread_async(soon).then([](pipe::read_result x) { return x.status; }).get(),
+            pipe_status::deadline_exceeded);
+  // The width (2) is full while the buffer above is not freed and a second one is held.
+  ASSERT_TRUE(ends.out.rmalloc(8));
+  EXPECT_EQ(ends.out.rmalloc_async(8, soon).get().status, pipe_status::exhausted);
+  me.quiesce(phase_deadline);
+  invoke::future<pipe::read_result> orphan = ends.in.rread_async(deadline);
+  ends.in.close();
+  EXPECT_EQ(orphan.get().status, pipe_status::closed);
+  me.quiesce(phase_deadline);
+}
+
+TEST(Pipe, FuturesOfTheWaits) {
+  test::rt().run([&](thread_context& me) { futures_of_waits(me); });
 }
 
 TEST(Pipe, EveryRefusalLeavesThePipeUsable) {
