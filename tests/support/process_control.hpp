@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <chrono>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -14,10 +15,17 @@
 
 namespace seriema::test {
 
-// The state letter of process `pid` (/proc/<pid>/stat: 'T' stopped, 'Z' zombie), or '?'.
+// The state letter of process `pid` (/proc/<pid>/stat: 'T' stopped, 'Z' zombie), or '?' (gone).
 inline char process_state(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    text.assign(std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    // A process that ends while its stat is read fails the read (ESRCH), and libstdc++'s filebuf
+    // throws for that whatever the stream's exception mask: the process is gone.
+    return '?';
+  }
   const auto paren = text.rfind(')');
   return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
 }
