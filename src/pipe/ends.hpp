@@ -46,6 +46,14 @@ struct hello {
 class writer_state;
 class reader_state;
 
+/// A buffer a writer forwarded in place (rforward): whose reader end lent it, and the entry that
+/// end hands back to its own writer once the next hop freed the redirect record.
+struct forward_note {
+  std::uint32_t from_end = 0;  ///< 0: no forward
+  pipe_key from_key;
+  std::uint32_t from_entry = 0;
+};
+
 /// A worker's pipes (layer_slot::pipe). Owner thread only.
 class pipe_layer final : public fabric::thread_extension {
  public:
@@ -53,7 +61,7 @@ class pipe_layer final : public fabric::thread_extension {
   static pipe_layer& of(fabric::thread_context& ctx);
   ~pipe_layer() override;
 
-  std::size_t poll(fabric::thread_context&) override { return 0; }
+  std::size_t poll(fabric::thread_context&) override;  ///< takes back forwards freed downstream
   void flush(fabric::thread_context& self) override;  ///< readers hand back deferred releases
   void peers_failed(fabric::thread_context& self) override;  ///< frees regions of dead peers
   [[nodiscard]] std::string counters_json() const override;
@@ -64,6 +72,9 @@ class pipe_layer final : public fabric::thread_extension {
 
   // Messages from the peer (run as calls on this thread).
   void on_hello(const pipe_key& key, role from, const hello& h);
+  /// The writer of `key` named source `index` (1, 2, ...) of its redirect records.
+  void on_source(const pipe_key& key, std::uint32_t index,
+                 const transfer::remote_memory_locator& region);
   void on_closed(fabric::thread_context& self, const pipe_key& key, role from,
                  stream_totals totals);
   /// Whether the peer in role `from` closed its end of `key` already (a writer's totals in
@@ -81,6 +92,15 @@ class pipe_layer final : public fabric::thread_extension {
   void retire(fabric::thread_context& self, const pipe_key& key, role as,
               const transfer::registered_buffer& region, int peer_process);
   [[nodiscard]] std::size_t kept_regions() const noexcept { return kept_.size(); }
+
+  // Forwards in place: the reader end that lent a buffer keeps its region (held) until the
+  // buffer comes back; a writer closed while its next hop still reads forwarded buffers leaves
+  // their notes here (adopt) until that reader closes or dies.
+  void hold(const pipe_key& reader_key) { ++holds_[reader_key]; }
+  void release_hold(fabric::thread_context& self, const pipe_key& reader_key);
+  /// The lent buffer comes back: to its reader end if that is still open, and the hold ends.
+  void settle(fabric::thread_context& self, const forward_note& note);
+  void adopt(const pipe_key& key, int peer_process, std::vector<forward_note> notes);
   /// Adds a closed end's counters to the thread's totals.
   void account(role as, const pipe_counters& c);
 
@@ -88,14 +108,25 @@ class pipe_layer final : public fabric::thread_extension {
   struct kept_region {
     transfer::registered_buffer region;
     int peer_process = -1;
+    bool peer_done = false;  ///< the peer closed or died: only holds keep the region now
+  };
+  using kept_map = std::map<std::pair<pipe_key, role>, kept_region>;  ///< (key, role of our end)
+  struct orphans {
+    int peer_process = -1;
+    std::vector<forward_note> notes;
   };
   static void free_region(fabric::thread_context& self, const transfer::registered_buffer& region);
+  /// Frees a kept region once its peer is done and no forward holds it; the next entry.
+  kept_map::iterator free_if_unused(fabric::thread_context& self, kept_map::iterator it);
+  void settle_orphans(fabric::thread_context& self, const pipe_key& key);
 
   std::map<std::pair<fabric::thread_id, fabric::thread_id>, std::uint32_t> ordinals_;  ///< (w, r)
   std::map<std::pair<pipe_key, role>, hello> hellos_;
   /// (key, role of the end that closed) -> a writer's totals (zeros from a reader).
   std::map<std::pair<pipe_key, role>, stream_totals> closed_peers_;
-  std::map<std::pair<pipe_key, role>, kept_region> kept_;  ///< (key, role of our end)
+  kept_map kept_;
+  std::map<pipe_key, std::uint32_t> holds_;  ///< reader key -> buffers lent and not back
+  std::map<pipe_key, orphans> orphans_;      ///< closed writer's key -> its forwards
   std::vector<writer_state*> writers_;
   std::vector<reader_state*> readers_;
   std::uint32_t end_ids_ = 0;
@@ -130,8 +161,16 @@ class writer_state {
   reservation try_allocate(std::size_t n);  ///< rmalloc without counting or polling
   std::span<std::byte> rmem(const rbuffer& b) noexcept;
   pipe_status rwrite(const rbuffer& b, std::size_t used);
+  pipe_status rforward(reader_state& from, const rbuffer& b);
+  pipe_status rforward(reader_state& from, const rbuffer& b,
+                       fabric::deadline_clock::time_point deadline);
   void close() noexcept;
-  void peer_closed() noexcept { peer_closed_ = true; }
+  /// The reader closed: forwards it still held come back.
+  void peer_closed() noexcept;
+  void settle_forwards() noexcept;  ///< every forward still out comes back (the reader is gone)
+  /// Takes back the forwards the reader freed (from the thread's polls); how many.
+  std::size_t poll_forwards() { return lent_out_ != 0 && !closed_ ? collect_releases() : 0; }
+  [[nodiscard]] int peer_process() const noexcept { return open_.peer_process; }
   [[nodiscard]] const pipe_key& key() const noexcept { return open_.key; }
   [[nodiscard]] std::size_t live_buffers() const noexcept { return book_ ? book_->live() : 0; }
   [[nodiscard]] fabric::thread_context& context() const noexcept { return *open_.ctx; }
@@ -147,7 +186,11 @@ class writer_state {
   pipe_status publish_in_ring(heap_book::record& r);
   pipe_status publish_queued();  ///< next fit: the queued buffers next in allocation order
   void written(heap_book::record& r) noexcept;
-  void collect_releases();
+  std::size_t collect_releases();  ///< takes back what the reader freed; forwards settled
+  std::uint32_t announce(const transfer::remote_memory_locator& region);  ///< 0: cannot
+  pipe_status forward_copy(reader_state& from, const rbuffer& b, std::span<const std::byte> data);
+  pipe_status forward_in_place(reader_state& from, const rbuffer& b, std::uint32_t source);
+
   heap_book::record* live_record(const rbuffer& b) noexcept;
   [[nodiscard]] std::byte* exposed() const noexcept;  ///< the exposed heap in our region
 
@@ -165,6 +208,10 @@ class writer_state {
   std::uint64_t writes_ = 0;
   std::uint64_t releases_seen_ = 0;
   std::uint32_t idle_allocations_ = 0;  ///< rmalloc calls that found no room (polling rhythm)
+  std::vector<forward_note> forwards_;  ///< by allocation entry index: forwards in place
+  std::uint32_t lent_out_ = 0;          ///< of those, not freed by the reader yet
+  std::vector<transfer::remote_memory_locator> sources_;  ///< announced: source i + 1
+  bool by_reference_ = false;  ///< the reader is on this machine: forwards go in place
   bool finished_ = false;
   bool closed_ = false;
   bool peer_closed_ = false;
@@ -187,6 +234,27 @@ class reader_state {
   std::span<std::byte> rmem(const rbuffer& b) const noexcept;
   pipe_status rfree(const rbuffer& b);
   pipe_status flush_releases();
+
+  // Forwarding (writer_state::rforward on another pipe of this thread).
+  /// Where a live buffer lies: in this end's region (`region` is then its locator and `offset`
+  /// the payload's offset in it), or in a region another pipe forwarded (redirected: copy it).
+  struct lendable {
+    pipe_status status = pipe_status::ok;  ///< ok, not_owner, stale, closed
+    std::span<const std::byte> payload;
+    bool redirected = false;
+    std::uint64_t offset = 0;
+    std::uint32_t entry = 0;
+  };
+  [[nodiscard]] lendable lend_check(const rbuffer& b) const noexcept;
+  void lend(const rbuffer& b) noexcept;    ///< the buffer leaves: neither rmem nor rfree now
+  void unlend(const rbuffer& b) noexcept;  ///< the forward failed: the buffer is ours again
+  /// A lent buffer came back: its release is queued (published by the next flush; never here,
+  /// as this may run inside a poll).
+  void return_lent(std::uint32_t entry) noexcept;
+  pipe_status flush_if_due();  ///< publishes the queued releases once a batch is full
+  [[nodiscard]] transfer::remote_memory_locator region_locator() const;
+  void add_source(std::uint32_t index, const transfer::remote_memory_locator& region);
+  [[nodiscard]] std::uint32_t id() const noexcept { return id_; }
   void close() noexcept;
   [[nodiscard]] fabric::thread_context& context() const noexcept { return *open_.ctx; }
   void writer_closed(stream_totals totals) noexcept {
@@ -202,12 +270,23 @@ class reader_state {
 
  private:
   struct held_buffer {
-    std::uint64_t offset = 0;  ///< of the header
+    std::uint64_t offset = 0;  ///< rbuffer::offset (the heap's, or the source region's)
+    std::byte* payload = nullptr;
     std::uint64_t size = 0;
     std::uint32_t tag = 0;
     std::uint32_t entry = 0;
     bool live = false;
+    bool redirected = false;  ///< the payload lies in a source region (a forward in place)
   };
+  /// A source region of redirect records, mapped (a writer names at most max_redirect_sources).
+  struct source_region {
+    std::unique_ptr<transfer::remote_memory> memory;
+    std::byte* base = nullptr;  ///< null: announced but not mappable (its records are invalid)
+    bool announced = false;
+  };
+  /// A ready slot's buffer: in place in the heap, or where its redirect record says; false when
+  /// the record names a source not announced yet (the announcement is on its way: try later).
+  bool place(const slot_view& view, held_buffer& h);
   const held_buffer* live_buffer(const rbuffer& b) const noexcept;
   [[nodiscard]] std::span<const std::byte> heap() const noexcept;
   /// Nothing found: hands back releases, polls now and then; closed once the writer closed and
@@ -215,6 +294,7 @@ class reader_state {
   pipe_status no_buffer(bool pulling, bool may_poll);
   /// Appends a hand-back and publishes the batch when it is full (its status, else ok).
   pipe_status release(std::uint32_t entry);
+  void queue_release(std::uint32_t entry) noexcept;  ///< appends a hand-back
   pipe_status hand_back();  ///< flush_releases' publications
   [[nodiscard]] std::uint64_t load_word(std::uint64_t heap_offset) const noexcept;  ///< acquire
   slot_view next_in_place() noexcept;  ///< next fit: the buffer where the previous one ended
@@ -241,6 +321,8 @@ class reader_state {
   bool closed_ = false;
   bool flushing_ = false;  ///< inside flush_releases (its waits poll, which flush again)
   std::uint32_t idle_reads_ = 0;  ///< rread calls that found nothing (polling rhythm)
+  std::vector<source_region> sources_;  ///< source i + 1 of redirect records
+  std::uint32_t lent_ = 0;              ///< buffers forwarded in place, not back yet
 };
 
 }  // namespace seriema::pipe::detail

@@ -93,6 +93,7 @@ std::optional<heap_book::grant> heap_book::allocate(std::uint64_t bytes) {
   r.bytes = bytes;
   r.payload = 0;
   r.used = 0;
+  r.redirect = false;
   ++r.generation;
   r.state = entry_state::allocated;
   ++live_;

@@ -61,6 +61,8 @@ const char* to_string(pipe_status status) noexcept {
       return "deadline exceeded";
     case pipe_status::error:
       return "transport error";
+    case pipe_status::mismatch:
+      return "contributions differ in size";
   }
   return "unknown";
 }
@@ -184,6 +186,13 @@ invoke::future<reservation> writer::rmalloc_async(std::size_t n,
 }
 reservation writer::rstage(std::size_t n) { return state_->rstage(n); }
 pipe_status writer::rpost(const rbuffer& staged) { return state_->rpost(staged); }
+pipe_status writer::rforward(reader& from, const rbuffer& buffer) {
+  return state_->rforward(*from.state_, buffer);
+}
+pipe_status writer::rforward(reader& from, const rbuffer& buffer,
+                             deadline_clock::time_point deadline) {
+  return state_->rforward(*from.state_, buffer, deadline);
+}
 void writer::close() noexcept { state_->close(); }
 const pipe_options& writer::options() const noexcept { return state_->options_; }
 const pipe_counters& writer::counters() const noexcept { return state_->counters_; }
@@ -243,6 +252,81 @@ duplex duplex::open(fabric::thread_context& ctx, fabric::thread_id write_to,
   out->finish(deadline);
   in->finish(deadline);
   return duplex{writer(std::move(out)), reader(std::move(in))};
+}
+
+// --- reduction_reader ---
+
+reduction_reader::reduction_reader(std::vector<reader> ends)
+    : ends_(std::move(ends)), round_(ends_.size(), read_result{{}, pipe_status::empty}) {}
+
+reduction_reader reduction_reader::open(fabric::thread_context& ctx,
+                                        std::span<const fabric::thread_id> writers,
+                                        const pipe_options& options,
+                                        deadline_clock::time_point deadline) {
+  if (writers.empty()) throw config_error("pipe::reduction_reader::open: no writers");
+  // Every hello goes out before any end waits: one rendezvous for the k pipes.
+  std::vector<std::unique_ptr<detail::reader_state>> states;
+  states.reserve(writers.size());
+  for (const fabric::thread_id w : writers) {
+    states.push_back(std::make_unique<detail::reader_state>(ctx, w, options));
+  }
+  std::vector<reader> ends;
+  ends.reserve(states.size());
+  for (auto& state : states) {
+    state->finish(deadline);
+    ends.push_back(reader(std::move(state)));
+  }
+  return reduction_reader(std::move(ends));
+}
+
+pipe_status reduction_reader::gather(std::size_t element) {
+  pipe_status outcome = pipe_status::ok;
+  for (std::size_t w = 0; w < ends_.size(); ++w) {
+    if (round_[w].status != pipe_status::ok) round_[w] = ends_[w].rread();
+    // A writer closed or dead ends the reduction; one not written yet only delays the round.
+    const pipe_status status = round_[w].status;
+    if (status != pipe_status::ok && (outcome == pipe_status::ok || outcome == pipe_status::empty)) {
+      outcome = status;
+    }
+  }
+  if (outcome != pipe_status::ok) return outcome;
+  const std::uint64_t size = round_[0].buffer.size;
+  for (const read_result& r : round_) {
+    if (r.buffer.size == size && size % element == 0) continue;
+    for (std::size_t w = 0; w < ends_.size(); ++w) (void)ends_[w].rfree(round_[w].buffer);
+    std::fill(round_.begin(), round_.end(), read_result{{}, pipe_status::empty});
+    return pipe_status::mismatch;
+  }
+  return pipe_status::ok;
+}
+
+pipe_status reduction_reader::gather(std::size_t element, deadline_clock::time_point deadline) {
+  pipe_status status = gather(element);
+  if (status != pipe_status::empty) return status;
+  fabric::thread_context& ctx = ends_[0].state_->context();
+  const bool came = ctx.wait_until(
+      [&] { return (status = gather(element)) != pipe_status::empty; },
+      ctx.deadline_in_force(deadline));
+  return came ? status : pipe_status::deadline_exceeded;
+}
+
+read_result reduction_reader::finish_round() {
+  for (std::size_t w = 1; w < ends_.size(); ++w) (void)ends_[w].rfree(round_[w].buffer);
+  const read_result first = round_[0];
+  std::fill(round_.begin(), round_.end(), read_result{{}, pipe_status::empty});
+  return first;
+}
+
+std::span<std::byte> reduction_reader::rmem(const rbuffer& buffer) const noexcept {
+  return ends_.empty() ? std::span<std::byte>{} : ends_[0].rmem(buffer);
+}
+
+pipe_status reduction_reader::rfree(const rbuffer& buffer) {
+  return ends_.empty() ? pipe_status::closed : ends_[0].rfree(buffer);
+}
+
+void reduction_reader::close() noexcept {
+  for (reader& end : ends_) end.close();
 }
 
 std::size_t regions_awaiting_peers(fabric::thread_context& ctx) {

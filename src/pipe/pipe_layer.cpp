@@ -31,7 +31,9 @@ nlohmann::json to_json(const pipe_counters& c) {
           {"rejected_slots", c.rejected_slots},
           {"rejected_releases", c.rejected_releases},
           {"peak_heap_bytes", c.peak_heap_bytes},
-          {"peak_live_bytes", c.peak_live_bytes}};
+          {"peak_live_bytes", c.peak_live_bytes},
+          {"forwarded", c.forwarded},
+          {"redirected", c.redirected}};
 }
 
 void add_to(pipe_counters& total, const pipe_counters& c) {
@@ -44,6 +46,8 @@ void add_to(pipe_counters& total, const pipe_counters& c) {
   total.rejected_releases += c.rejected_releases;
   total.peak_heap_bytes = std::max(total.peak_heap_bytes, c.peak_heap_bytes);
   total.peak_live_bytes = std::max(total.peak_live_bytes, c.peak_live_bytes);
+  total.forwarded += c.forwarded;
+  total.redirected += c.redirected;
 }
 
 }  // namespace
@@ -89,12 +93,20 @@ std::unique_ptr<hello> pipe_layer::take_hello(const pipe_key& key, role from) {
   return h;
 }
 
+void pipe_layer::on_source(const pipe_key& key, std::uint32_t index,
+                           const transfer::remote_memory_locator& region) {
+  for (reader_state* r : readers_) {
+    if (r->key() == key) r->add_source(index, region);
+  }
+}
+
 void pipe_layer::on_closed(fabric::thread_context& self, const pipe_key& key, role from,
                            stream_totals totals) {
   const role ours = from == role::writer ? role::reader : role::writer;
+  if (from == role::reader) settle_orphans(self, key);
   if (auto kept = kept_.find({key, ours}); kept != kept_.end()) {
-    free_region(self, kept->second.region);
-    kept_.erase(kept);
+    kept->second.peer_done = true;
+    (void)free_if_unused(self, kept);
     return;
   }
   closed_peers_[{key, from}] = totals;
@@ -119,11 +131,56 @@ bool pipe_layer::peer_closed(const pipe_key& key, role from, stream_totals* tota
 void pipe_layer::retire(fabric::thread_context& self, const pipe_key& key, role as,
                         const transfer::registered_buffer& region, int peer_process) {
   const role peer = as == role::writer ? role::reader : role::writer;
-  if (closed_peers_.erase({key, peer}) != 0 || self.rt().peer_failed(peer_process)) {
-    free_region(self, region);
-    return;
+  const bool peer_done =
+      closed_peers_.erase({key, peer}) != 0 || self.rt().peer_failed(peer_process);
+  const auto [it, added] = kept_.insert_or_assign({key, as}, kept_region{region, peer_process,
+                                                                         peer_done});
+  (void)added;
+  (void)free_if_unused(self, it);
+}
+
+pipe_layer::kept_map::iterator pipe_layer::free_if_unused(fabric::thread_context& self,
+                                                          kept_map::iterator it) {
+  const bool held = it->first.second == role::reader && holds_.contains(it->first.first);
+  if (!it->second.peer_done || held) return std::next(it);
+  free_region(self, it->second.region);
+  return kept_.erase(it);
+}
+
+void pipe_layer::release_hold(fabric::thread_context& self, const pipe_key& reader_key) {
+  auto hold = holds_.find(reader_key);
+  if (hold == holds_.end() || --hold->second != 0) return;
+  holds_.erase(hold);
+  if (auto kept = kept_.find({reader_key, role::reader}); kept != kept_.end()) {
+    (void)free_if_unused(self, kept);
   }
-  kept_[{key, as}] = {region, peer_process};
+}
+
+void pipe_layer::settle(fabric::thread_context& self, const forward_note& note) {
+  for (reader_state* r : readers_) {
+    if (r->id() == note.from_end) r->return_lent(note.from_entry);
+  }
+  release_hold(self, note.from_key);
+}
+
+void pipe_layer::adopt(const pipe_key& key, int peer_process, std::vector<forward_note> notes) {
+  std::erase_if(notes, [](const forward_note& n) { return n.from_end == 0; });
+  orphans_[key] = {peer_process, std::move(notes)};
+}
+
+void pipe_layer::settle_orphans(fabric::thread_context& self, const pipe_key& key) {
+  auto it = orphans_.find(key);
+  if (it == orphans_.end()) return;
+  const std::vector<forward_note> notes = std::move(it->second.notes);
+  orphans_.erase(it);
+  for (const forward_note& note : notes) settle(self, note);
+}
+
+std::size_t pipe_layer::poll(fabric::thread_context&) {
+  // Work done when forwards came back: their releases then wait for the idle flush.
+  std::size_t settled = 0;
+  for (writer_state* w : writers_) settled += w->poll_forwards();
+  return settled;
 }
 
 void pipe_layer::free_region(fabric::thread_context& self,
@@ -147,13 +204,18 @@ void pipe_layer::flush(fabric::thread_context&) {
 }
 
 void pipe_layer::peers_failed(fabric::thread_context& self) {
+  fabric::runtime& rt = self.rt();
+  for (writer_state* w : writers_) {
+    if (rt.peer_failed(w->peer_process())) w->settle_forwards();  // they come back
+  }
+  std::vector<pipe_key> dead_orphans;
+  for (const auto& [key, o] : orphans_) {
+    if (rt.peer_failed(o.peer_process)) dead_orphans.push_back(key);
+  }
+  for (const pipe_key& key : dead_orphans) settle_orphans(self, key);
   for (auto it = kept_.begin(); it != kept_.end();) {
-    if (self.rt().peer_failed(it->second.peer_process)) {
-      free_region(self, it->second.region);
-      it = kept_.erase(it);
-    } else {
-      ++it;
-    }
+    if (rt.peer_failed(it->second.peer_process)) it->second.peer_done = true;
+    it = free_if_unused(self, it);
   }
 }
 

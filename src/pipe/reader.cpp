@@ -113,17 +113,49 @@ slot_view reader_state::next_in_ring() noexcept {
                      [this](std::uint64_t offset) { return load_word(offset); });
 }
 
+bool reader_state::place(const slot_view& view, held_buffer& h) {
+  h = {view.offset + header_size, open_.region.data + heap_offset_ + view.offset + header_size,
+       view.size, tag_of(read_), view.entry, true, false};
+  if (!view.redirect) return true;
+  const std::span<const std::byte, redirect_descriptor_size> descriptor(h.payload,
+                                                                        redirect_descriptor_size);
+  const std::uint32_t source = redirect_source(descriptor);
+  if (source != 0 && source <= max_redirect_sources &&
+      (source > sources_.size() || !sources_[source - 1].announced)) {
+    return false;  // named before its announcement was served here
+  }
+  const std::uint64_t region_bytes =
+      source != 0 && source <= sources_.size() && sources_[source - 1].base != nullptr
+          ? sources_[source - 1].memory->size()
+          : 0;  // unknown or unmapped: invalid
+  const redirect_view r = decode_redirect(descriptor, region_bytes);
+  if (r.source == 0) {
+    h.live = false;  // invalid: the caller counts it
+    return true;
+  }
+  h.offset = r.offset;
+  h.payload = sources_[source - 1].base + r.offset;
+  h.size = r.size;
+  h.redirected = true;
+  return true;
+}
+
 read_result reader_state::rread(bool may_poll) {
   if (closed_ || !finished_) return {{}, pipe_status::closed};
-  const slot_view view = in_place_ ? next_in_place() : next_in_ring();
+  slot_view view = in_place_ ? next_in_place() : next_in_ring();
   if (view.state == slot_state::ready) {
-    const std::uint32_t tag = tag_of(read_);
-    held_[read_ & (options_.width - 1)] = {view.offset, view.size, tag, view.entry, true};
+    held_buffer& h = held_[read_ & (options_.width - 1)];
+    if (!place(view, h)) return {{}, no_buffer(false, may_poll)};
+    if (!h.live) view.state = slot_state::invalid;
+  }
+  if (view.state == slot_state::ready) {
+    const held_buffer& h = held_[read_ & (options_.width - 1)];
     if (in_place_) position_ = view.offset + view.granules * heap_granule;
     ++read_;
     ++counters_.buffers;
-    counters_.bytes += view.size;
-    return {{view.offset + header_size, view.size, tag, id_}, pipe_status::ok};
+    counters_.bytes += h.size;
+    if (h.redirected) ++counters_.redirected;
+    return {{h.offset, h.size, h.tag, id_}, pipe_status::ok};
   }
   if (view.state == slot_state::invalid && last_rejected_ != read_) {
     last_rejected_ = read_;
@@ -150,15 +182,14 @@ read_result reader_state::rread(fabric::deadline_clock::time_point deadline) {
 const reader_state::held_buffer* reader_state::live_buffer(const rbuffer& b) const noexcept {
   if (b.end != id_ || b.ticket == 0) return nullptr;
   const held_buffer& h = held_[(b.ticket - 1) & (options_.width - 1)];
-  if (!h.live || h.tag != b.ticket || h.offset + header_size != b.offset || h.size != b.size) {
-    return nullptr;
-  }
+  if (!h.live || h.tag != b.ticket || h.offset != b.offset || h.size != b.size) return nullptr;
   return &h;
 }
 
 std::span<std::byte> reader_state::rmem(const rbuffer& b) const noexcept {
-  if (closed_ || live_buffer(b) == nullptr) return {};
-  return {open_.region.data + heap_offset_ + b.offset, static_cast<std::size_t>(b.size)};
+  const held_buffer* h = closed_ ? nullptr : live_buffer(b);
+  if (h == nullptr) return {};
+  return {h->payload, static_cast<std::size_t>(h->size)};
 }
 
 pipe_status reader_state::rfree(const rbuffer& b) {
@@ -170,12 +201,16 @@ pipe_status reader_state::rfree(const rbuffer& b) {
   return release(h->entry);
 }
 
-pipe_status reader_state::release(std::uint32_t entry) {
+void reader_state::queue_release(std::uint32_t entry) noexcept {
   releases_[released_ & (options_.width - 1)] = release_entry(entry);
   ++released_;
   ++unpublished_;
   ++counters_.releases;
-  return unpublished_ >= batch_ ? flush_releases() : pipe_status::ok;
+}
+
+pipe_status reader_state::release(std::uint32_t entry) {
+  queue_release(entry);
+  return flush_if_due();
 }
 
 get_result reader_state::rget(std::span<std::byte> into) {
@@ -252,6 +287,61 @@ pipe_status reader_state::hand_back() {
     unpublished_ -= run;
   }
   return pipe_status::ok;
+}
+
+reader_state::lendable reader_state::lend_check(const rbuffer& b) const noexcept {
+  if (b.end != id_) return {pipe_status::not_owner, {}, false, 0, 0};
+  if (closed_) return {pipe_status::closed, {}, false, 0, 0};
+  const held_buffer* h = live_buffer(b);
+  if (h == nullptr) return {pipe_status::stale, {}, false, 0, 0};
+  return {pipe_status::ok,
+          {h->payload, static_cast<std::size_t>(h->size)},
+          h->redirected,
+          static_cast<std::uint64_t>(h->payload - open_.region.data),
+          h->entry};
+}
+
+void reader_state::lend(const rbuffer& b) noexcept {
+  const_cast<held_buffer*>(live_buffer(b))->live = false;
+  ++lent_;
+}
+
+void reader_state::unlend(const rbuffer& b) noexcept {
+  held_[(b.ticket - 1) & (options_.width - 1)].live = true;
+  --lent_;
+}
+
+void reader_state::return_lent(std::uint32_t entry) noexcept {
+  --lent_;
+  if (!closed_) queue_release(entry);  // else given up with the end, as its other buffers
+}
+
+pipe_status reader_state::flush_if_due() {
+  return unpublished_ >= batch_ ? flush_releases() : pipe_status::ok;
+}
+
+transfer::remote_memory_locator reader_state::region_locator() const {
+  return transfer::remote_memory_locator::make(open_.ctx->rt().rank(), open_.region);
+}
+
+void reader_state::add_source(std::uint32_t index, const transfer::remote_memory_locator& region) {
+  if (closed_ || index == 0 || index > max_redirect_sources) return;
+  if (sources_.size() < index) sources_.resize(index);
+  source_region& s = sources_[index - 1];
+  s.announced = true;
+  try {
+    s.memory = std::make_unique<transfer::remote_memory>(open_.ctx->endpoint_to(region.process),
+                                                         region, true);
+    s.base = s.memory->direct();
+  } catch (const std::exception&) {
+    s.memory.reset();
+    s.base = nullptr;
+  }
+  if (s.base == nullptr) {
+    log::error("pipe {} -> {}: source {} of redirect records ({}) cannot be mapped here; the "
+               "buffers it names are not used",
+               open_.key.writer, open_.key.reader, index, region.to_string());
+  }
 }
 
 void reader_state::close() noexcept {

@@ -14,6 +14,23 @@
 
 namespace seriema::pipe::detail {
 
+namespace {
+
+/// Whether the reader can map this process's regions (then forwards go in place): when it is on
+/// this machine and a transport maps memory here (as this process can map the reader's).
+bool reader_maps_ours(fabric::thread_context& ctx, const transfer::remote_memory_locator& region) {
+  if (!ctx.rt().same_machine(region.process)) return false;
+  const transfer::remote_memory probe(ctx.endpoint_to(region.process), region, true);
+  return probe.direct() != nullptr;
+}
+
+/// Header word 1's used bytes, with the redirect bit of a redirect record.
+std::uint64_t used_word(const heap_book::record& r) noexcept {
+  return r.used | (r.redirect ? redirect_bit : 0);
+}
+
+}  // namespace
+
 writer_state::writer_state(fabric::thread_context& ctx, fabric::thread_id reader,
                            const pipe_options& options)
     : options_(options),
@@ -55,6 +72,8 @@ void writer_state::finish(fabric::deadline_clock::time_point deadline) {
                                                options_.fit, exposed());
       pull_descriptors_.resize(options_.width);
     }
+    forwards_.resize(options_.width);
+    by_reference_ = reader_maps_ours(ctx, peer.region);
     stream_totals unused;
     peer_closed_ = open_.layer->peer_closed(open_.key, role::reader, &unused);
   } catch (...) {
@@ -70,7 +89,8 @@ pipe_status writer_state::refusal() const noexcept {
   return pipe_status::ok;
 }
 
-void writer_state::collect_releases() {
+std::size_t writer_state::collect_releases() {
+  std::size_t settled = 0;
   const auto* area = open_.region.data;
   const std::uint64_t handed_back =
       std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(area))
@@ -84,10 +104,19 @@ void writer_state::collect_releases() {
     heap_book* book = (entry & pull_entry_bit) != 0 ? pull_book_.get() : book_.get();
     if (decoded && book != nullptr && book->release(entry & ~pull_entry_bit)) {
       ++counters_.releases;
+      forward_note* note =
+          book == book_.get() && lent_out_ != 0 ? &forwards_[heap_book::index_of(entry)] : nullptr;
+      if (note != nullptr && note->from_end != 0) {
+        open_.layer->settle(*open_.ctx, *note);
+        *note = {};
+        --lent_out_;
+        ++settled;
+      }
     } else {
       ++counters_.rejected_releases;
     }
   }
+  return settled;
 }
 
 reservation writer_state::try_allocate(std::size_t n) {
@@ -169,7 +198,7 @@ void writer_state::written(heap_book::record& r) noexcept {
 pipe_status writer_state::publish_in_ring(heap_book::record& r) {
   const std::uint32_t tag = tag_of(writes_);
   const std::uint64_t words[2] = {header_word0(tag, r.bytes / heap_granule),
-                                  header_word1(r.used, book_->name_of(r))};
+                                  header_word1(used_word(r), book_->name_of(r))};
   std::memcpy(view_ + r.offset, words, sizeof words);
   const std::uint64_t slot = writes_ & (options_.width - 1);
   return publisher_->publish({view_ + r.offset, header_size + r.used}, heap_offset_ + r.offset,
@@ -189,7 +218,7 @@ pipe_status writer_state::publish_queued() {
           publisher_->publish({}, 0, heap_offset_ + expected, header_word0(tag, 0));
       if (marked != pipe_status::ok) return marked;
     }
-    const std::uint64_t word1 = header_word1(r->used, book_->name_of(*r));
+    const std::uint64_t word1 = header_word1(used_word(*r), book_->name_of(*r));
     std::memcpy(view_ + r->offset + 8, &word1, sizeof word1);
     const pipe_status status = publisher_->publish(
         {view_ + r->offset + 8, 8 + r->used}, heap_offset_ + r->offset + 8,
@@ -245,10 +274,123 @@ pipe_status writer_state::rpost(const rbuffer& b) {
   return pipe_status::ok;
 }
 
+// --- forwarding (redirection pipes) ---
+
+pipe_status writer_state::rforward(reader_state& from, const rbuffer& b) {
+  if (&from.context() != open_.ctx) return pipe_status::not_owner;
+  if (closed_) return pipe_status::closed;
+  const reader_state::lendable lent = from.lend_check(b);
+  if (lent.status != pipe_status::ok) return lent.status;
+  if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
+  collect_releases();
+  (void)from.flush_if_due();  // the forwards just taken back, to their writer
+  const std::uint32_t source =
+      by_reference_ && !lent.redirected ? announce(from.region_locator()) : 0;
+  if (source == 0) return forward_copy(from, b, lent.payload);
+  return forward_in_place(from, b, source);
+}
+
+pipe_status writer_state::rforward(reader_state& from, const rbuffer& b,
+                                   fabric::deadline_clock::time_point deadline) {
+  pipe_status status = rforward(from, b);
+  if (status != pipe_status::exhausted) return status;
+  fabric::thread_context& ctx = *open_.ctx;
+  ctx.wait_until([&] { return (status = rforward(from, b)) != pipe_status::exhausted; },
+                 ctx.deadline_in_force(deadline));
+  return status;
+}
+
+std::uint32_t writer_state::announce(const transfer::remote_memory_locator& region) {
+  for (std::size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i].process == region.process && sources_[i].address == region.address) {
+      return static_cast<std::uint32_t>(i + 1);
+    }
+  }
+  if (sources_.size() >= max_redirect_sources) return 0;
+  const auto index = static_cast<std::uint32_t>(sources_.size() + 1);
+  const pipe_key key = open_.key;
+  // A call, so it may be served after the first record naming it is seen: the reader then
+  // waits for it (the record reads as not written yet).
+  const fabric::call_status sent =
+      open_.ctx->call(open_.peer, [key, index, region](fabric::thread_context& self) {
+        pipe_layer::of(self).on_source(key, index, region);
+      });
+  if (sent != fabric::call_status::ok) return 0;
+  sources_.push_back(region);
+  return index;
+}
+
+pipe_status writer_state::forward_copy(reader_state& from, const rbuffer& b,
+                                       std::span<const std::byte> data) {
+  const reservation r = try_allocate(data.size());
+  if (!r) return r.status;
+  std::memcpy(view_ + r.buffer.offset, data.data(), data.size());
+  const pipe_status status = rwrite(r.buffer, data.size());
+  if (status == pipe_status::ok) (void)from.rfree(b);
+  return status;
+}
+
+pipe_status writer_state::forward_in_place(reader_state& from, const rbuffer& b,
+                                           std::uint32_t source) {
+  const reservation r = try_allocate(redirect_descriptor_size);
+  if (!r) return r.status;
+  const reader_state::lendable lent = from.lend_check(b);
+  encode_redirect(std::span<std::byte, redirect_descriptor_size>(view_ + r.buffer.offset,
+                                                                 redirect_descriptor_size),
+                  source, lent.offset, lent.payload.size());
+  book_->find(r.buffer.ticket)->redirect = true;
+  // Lent before the write goes out: the reader may free the record at once.
+  forward_note& note = forwards_[heap_book::index_of(r.buffer.ticket)];
+  note = {from.id(), from.key(), lent.entry};
+  open_.layer->hold(from.key());
+  from.lend(b);
+  ++lent_out_;
+  const pipe_status status = rwrite(r.buffer, redirect_descriptor_size);
+  if (status == pipe_status::ok) ++counters_.forwarded;
+  // Refused before it was queued (a record left queued goes out with the next publication, or
+  // comes back when the reader dies): the buffer is the caller's again.
+  if (status != pipe_status::ok && book_->find(r.buffer.ticket)->state == entry_state::allocated) {
+    note = {};
+    --lent_out_;
+    from.unlend(b);
+    open_.layer->release_hold(*open_.ctx, from.key());
+  }
+  return status;
+}
+
+void writer_state::settle_forwards() noexcept {
+  for (forward_note& note : forwards_) {
+    if (note.from_end == 0) continue;
+    try {
+      open_.layer->settle(*open_.ctx, note);
+    } catch (...) {  // the log of a region that cannot be freed: it stays with the service
+    }
+    note = {};
+  }
+  lent_out_ = 0;
+}
+
+void writer_state::peer_closed() noexcept {
+  peer_closed_ = true;
+  settle_forwards();  // the reader reads none of them any more
+}
+
 void writer_state::close() noexcept {
   if (closed_) return;
   closed_ = true;
   *alive_ = false;
+  if (lent_out_ != 0) {
+    if (peer_closed_ || open_.ctx->rt().peer_failed(open_.peer_process)) {
+      settle_forwards();
+    } else {
+      try {  // the reader may still read them in place: they come back when it closes or dies
+        open_.layer->adopt(open_.key, open_.peer_process, std::move(forwards_));
+      } catch (...) {  // no memory: they stay lent
+      }
+      forwards_.clear();
+      lent_out_ = 0;
+    }
+  }
   if (publisher_) {
     (void)publisher_->drain(fabric::deadline_clock::now() + std::chrono::seconds(5));
     publisher_.reset();

@@ -1,7 +1,8 @@
 // Fuzzes what a pipe's reader reads from memory its writer wrote: decode_in_place at a position of
 // a heap (next fit), decode_slot on a ring slot word and the header it names (other fit policies),
-// decode_pull on a pull slot (flag, descriptor), and decode_release on a release entry. Whatever
-// they accept must lie inside the heap.
+// decode_pull on a pull slot (flag, descriptor), decode_redirect on the payload of a redirect
+// record, and decode_release on a release entry. Whatever they accept must lie inside the heap
+// (or, for a redirect, inside its source's region).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,18 @@ void check_view(const pipe::slot_view& v, std::size_t heap) {
   check(v.offset <= heap && v.size >= 1);
   check(v.granules >= 1 && v.granules <= (heap - v.offset) / pipe::heap_granule);
   check(pipe::header_size + v.size <= v.granules * pipe::heap_granule);
+  check(!v.redirect || v.size == pipe::redirect_descriptor_size);
+}
+
+// A ready redirect record's payload, against a source region as large as `source_bytes`.
+void check_redirect(const pipe::slot_view& v, const std::byte* heap, std::uint64_t source_bytes) {
+  if (v.state != pipe::slot_state::ready || !v.redirect) return;
+  const std::span<const std::byte, pipe::redirect_descriptor_size> d(
+      heap + v.offset + pipe::header_size, pipe::redirect_descriptor_size);
+  const pipe::redirect_view r = pipe::decode_redirect(d, source_bytes);
+  if (r.source == 0) return;
+  check(r.source == pipe::redirect_source(d));
+  check(r.size >= 1 && r.offset + r.size <= source_bytes);
 }
 
 }  // namespace
@@ -53,7 +66,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_view(pipe::decode_in_place(at, position, expected, bytes), heap_bytes);
   check_view(pipe::decode_in_place(word, position, expected, bytes), heap_bytes);
   // Ring: the slot word names the header.
-  check_view(pipe::decode_slot(word, expected, previous, bytes, word0_at), heap_bytes);
+  const pipe::slot_view ringed = pipe::decode_slot(word, expected, previous, bytes, word0_at);
+  check_view(ringed, heap_bytes);
+  check_redirect(ringed, heap, previous);  // a source region of any size, `previous` bytes
   // Pull: a flag and a descriptor against an exposed heap of the same size.
   const pipe::slot_view pulled = pipe::decode_pull(word, descriptor, expected, heap_bytes);
   if (pulled.state == pipe::slot_state::ready) {

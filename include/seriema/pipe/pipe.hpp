@@ -14,6 +14,8 @@
 #include <seriema/transfer/allocators.hpp>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace seriema::fabric {
 class thread_context;
@@ -85,6 +87,7 @@ enum class pipe_status : std::uint8_t {
   peer_failed,        ///< the other end's process died: nothing done (not_executed)
   deadline_exceeded,  ///< the wait ended at its deadline with nothing to show
   error,              ///< the transport refused the operation (nothing done; see the log)
+  mismatch,           ///< reduction: a round's contributions differ in size (round dropped)
 };
 const char* to_string(pipe_status status) noexcept;  ///< "ok", "peer failed", ...
 
@@ -133,12 +136,16 @@ struct pipe_counters {
   std::uint64_t rejected_releases = 0;  ///< release entries that named no written buffer
   std::uint64_t peak_heap_bytes = 0;  ///< highest end of a live buffer in the heap (writer)
   std::uint64_t peak_live_bytes = 0;  ///< most heap bytes live at once (writer)
+  std::uint64_t forwarded = 0;  ///< rforward by reference, not copied (writer)
+  std::uint64_t redirected = 0;  ///< buffers read in place in another pipe's heap (reader)
 };
 
 namespace detail {
 class writer_state;
 class reader_state;
 }  // namespace detail
+
+class reader;
 
 /// The writing end of a pipe. Owner thread only (the worker that opened it).
 class writer {
@@ -174,6 +181,18 @@ class writer {
   /// of `used` bytes, and only those travel (a record shorter than the room reserved for it).
   /// Anything else: not_owner.
   [[nodiscard]] pipe_status rwrite(const rbuffer& buffer, std::size_t used);
+  /// Redirection: hands a buffer this thread read from `from` (another pipe's reader end of
+  /// this thread, not yet freed) on to this pipe's reader, in order with the rwrites. When that
+  /// reader is on this machine the payload is not copied: a 16-byte redirect record names it
+  /// where it lies, the next hop reads it there in place, and its rfree frees it in `from` (the
+  /// buffer stays out of `from`'s heap until then). Elsewhere it is copied once, straight from
+  /// `from`'s heap into this pipe's, and freed in `from` at once. A buffer that was itself
+  /// forwarded to this thread is copied. Never waits: exhausted when this pipe's heap or width
+  /// is full (the buffer stays `from`'s). not_owner / stale as for rfree on `from`.
+  [[nodiscard]] pipe_status rforward(reader& from, const rbuffer& buffer);
+  /// rforward that waits (serving calls) until `deadline` for room in this pipe's heap.
+  [[nodiscard]] pipe_status rforward(reader& from, const rbuffer& buffer,
+                                     deadline_clock::time_point deadline);
   /// Pull direction (pipe_options::pull_heap_bytes): a buffer of `n` bytes in this thread's own
   /// exposed heap, filled through rmem, then offered with rpost for the reader to pull (rget).
   /// The same refusals as rmalloc; closed when the pipe has no pull direction.
@@ -253,6 +272,8 @@ class reader {
   explicit reader(std::unique_ptr<detail::reader_state> state) noexcept;
   std::unique_ptr<detail::reader_state> state_;
   friend struct duplex;
+  friend class writer;
+  friend class reduction_reader;
 };
 
 /// A full-duplex pipe: one pipe each way between two threads, opened in one rendezvous.
@@ -271,6 +292,72 @@ struct duplex {
   static duplex open(fabric::thread_context& ctx, fabric::thread_id write_to,
                      fabric::thread_id read_from, const pipe_options& options = {},
                      deadline_clock::time_point deadline = no_deadline);
+};
+
+/// A reduction pipe: k writers into one reader, combined element by element. One pipe from each
+/// writer (each opens an ordinary writer to this thread), all opened in one rendezvous; round n
+/// is the n-th buffer of every writer, combined in writer order into the first writer's buffer
+/// in place (nothing copied), which rreduce returns: use it through rmem, give it back with
+/// rfree. Owner thread only.
+class reduction_reader {
+ public:
+  /// Opens a reader from each of `writers` (the n-th reduction opened here from a writer meets
+  /// the n-th writer it opens to this thread, as reader::open). Throws as reader::open does.
+  static reduction_reader open(fabric::thread_context& ctx,
+                               std::span<const fabric::thread_id> writers,
+                               const pipe_options& options = {},
+                               deadline_clock::time_point deadline = no_deadline);
+
+  /// The next round combined with `op` (T(T accumulated, T next), e.g. std::plus<T>{}), if
+  /// every writer's buffer of it was written; never waits (empty if not). mismatch when the
+  /// buffers differ in size or are not whole elements (the round's buffers are freed); closed
+  /// once a writer closed and every round it wrote was combined; peer_failed when one died.
+  template <class T, class Op>
+  [[nodiscard]] read_result rreduce(Op op) {
+    return combine<T>(op, gather(sizeof(T)));
+  }
+  /// rreduce that waits (serving calls) for the round until `deadline` (or the deadline in
+  /// force): deadline_exceeded then (the writers' buffers already here stay for the next call).
+  template <class T, class Op>
+  [[nodiscard]] read_result rreduce(Op op, deadline_clock::time_point deadline) {
+    return combine<T>(op, gather(sizeof(T), deadline));
+  }
+  /// The combined payload of a buffer rreduce returned and not yet freed, in place.
+  [[nodiscard]] std::span<std::byte> rmem(const rbuffer& buffer) const noexcept;
+  /// Gives the combined buffer back (to the first writer).
+  [[nodiscard]] pipe_status rfree(const rbuffer& buffer);
+  /// Closes every end. Idempotent; the destructor closes.
+  void close() noexcept;
+
+  [[nodiscard]] std::size_t writers() const noexcept { return ends_.size(); }
+  /// The reader end of the i-th writer's pipe (its counters, its options).
+  [[nodiscard]] const reader& end(std::size_t i) const { return ends_.at(i); }
+
+ private:
+  explicit reduction_reader(std::vector<reader> ends);
+  /// ok once every writer's buffer of the round is held (sizes equal, whole `element` bytes).
+  pipe_status gather(std::size_t element);
+  pipe_status gather(std::size_t element, deadline_clock::time_point deadline);
+  /// Frees the round's other buffers and hands out the first.
+  read_result finish_round();
+
+  template <class T, class Op>
+  read_result combine(Op& op, pipe_status gathered) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16,
+                  "a reduction combines trivially copyable elements aligned to at most 16");
+    if (gathered != pipe_status::ok) return {{}, gathered};
+    // Payloads start 16 bytes into 64-byte aligned ranges: aligned for T.
+    auto* acc = reinterpret_cast<T*>(ends_[0].rmem(round_[0].buffer).data());
+    const std::size_t n = round_[0].buffer.size / sizeof(T);
+    for (std::size_t w = 1; w < ends_.size(); ++w) {
+      const auto* next = reinterpret_cast<const T*>(ends_[w].rmem(round_[w].buffer).data());
+      for (std::size_t i = 0; i < n; ++i) acc[i] = op(acc[i], next[i]);
+    }
+    return finish_round();
+  }
+
+  std::vector<reader> ends_;
+  std::vector<read_result> round_;  ///< the current round's buffers (status ok: held)
 };
 
 /// Regions of this worker's closed pipe ends that it keeps until their peers close or die (a

@@ -4,7 +4,10 @@
 // peer_failed; rank 2 reads what rank 1 published before dying, then its rread ends peer_failed;
 // both within keepalive + 1 s of the death; the pipe 0 -> 2 goes on; closing the dead pipes'
 // ends keeps no region. Stalled: rank 2's rread and rank 0's rmalloc given deadlines end by them
-// (deadline_exceeded, exhausted); rank 0 then kills rank 1. Run by pipe_failure_test.sh under
+// (deadline_exceeded, exhausted); rank 0 then kills rank 1. Dead also forwards: rank 2 forwards
+// the buffers of a pipe 0 -> 2 to rank 1 (in place when it maps rank 2's memory), which reads
+// them and dies holding them; they come back to rank 0's heap (its next writes need the room)
+// and rank 2's next rforward to rank 1 ends peer_failed. Run by pipe_failure_test.sh under
 // seriema-run --on-failure wait.
 #include <fmt/format.h>
 
@@ -12,6 +15,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/pipe/pipe.hpp>
 #include <signal.h>
@@ -38,6 +42,60 @@ pipe::pipe_options small(transfer::fit_policy fit) {
   o.width = 8;
   o.fit = fit;
   return o;
+}
+
+// The forwarded stream: a heap of 16 KiB holds only these three 4 KiB buffers.
+constexpr std::uint64_t forwarded_count = 3;
+pipe::pipe_options forward_options() {
+  pipe::pipe_options o;
+  o.heap_bytes = 16 * 1024;
+  o.width = 4;
+  return o;
+}
+
+void write_forwarded(pipe::writer& out, std::uint64_t first) {
+  for (std::uint64_t i = first; i < first + forwarded_count; ++i) {
+    pipe::reservation r = out.rmalloc(4096, fabric::deadline_clock::now() + open_deadline);
+    if (!r) return fail("rank 0: forwarded stream: rmalloc {}: '{}'", i, pipe::to_string(r.status));
+    std::memset(out.rmem(r.buffer).data(), static_cast<int>(i + 1), 4096);
+    if (out.rwrite(r.buffer) != pipe_status::ok) return fail("rank 0: forwarded stream: rwrite");
+  }
+}
+
+// Rank 2 forwards the first three buffers of rank 0's stream to rank 1, which dies holding them.
+void forward_to_doomed(pipe::reader& in, pipe::writer& out) {
+  for (std::uint64_t i = 0; i < forwarded_count; ++i) {
+    const auto deadline = fabric::deadline_clock::now() + open_deadline;
+    const pipe::read_result r = in.rread(deadline);
+    if (!r) return fail("rank 2: forwarded stream: rread {}: '{}'", i, pipe::to_string(r.status));
+    if (const auto st = out.rforward(in, r.buffer, deadline); st != pipe_status::ok) {
+      return fail("rank 2: rforward {} to rank 1: '{}'", i, pipe::to_string(st));
+    }
+  }
+}
+
+// Rank 2, once rank 1 is dead: rank 0's next three buffers came (they needed the room of the
+// forwarded ones), and a forward to the dead rank is refused.
+void forwards_after_death(pipe::reader& in, pipe::writer& out) {
+  for (std::uint64_t i = forwarded_count; i < 2 * forwarded_count; ++i) {
+    const pipe::read_result r = in.rread(fabric::deadline_clock::now() + open_deadline);
+    if (!r || in.rmem(r.buffer)[4095] != static_cast<std::byte>(i + 1)) {
+      return fail("rank 2: forwarded stream: buffer {} after the death: '{}'", i,
+                  pipe::to_string(r.status));
+    }
+    if (i + 1 < 2 * forwarded_count) {
+      (void)in.rfree(r.buffer);
+      continue;
+    }
+    const pipe_status st = out.rforward(in, r.buffer);
+    if (st != pipe_status::peer_failed) {
+      fail("rank 2: rforward to the dead rank 1: '{}'", pipe::to_string(st));
+    }
+    if (in.rfree(r.buffer) != pipe_status::ok) fail("rank 2: the refused forward kept the buffer");
+    fmt::print("rank 2: dead forward target: {} buffer(s) forwarded in place came back; rforward "
+               "ended {}\n",
+               out.counters().forwarded, pipe::to_string(st));
+  }
 }
 
 double seconds_since(const std::string& death_file) {
@@ -142,6 +200,16 @@ void body(thread_context& me, bool stalled, const std::string& marker) {
       pipe::reservation r = out.rmalloc(100, deadline);
       if (!r || out.rwrite(r.buffer) != pipe_status::ok) fail("rank 1: a write before its end");
     }
+    std::optional<pipe::reader> forwarded;
+    if (!stalled) {  // reads the forwarded buffers and dies holding them (its end open)
+      forwarded = pipe::reader::open(me, 2, forward_options(), deadline);
+      for (std::uint64_t i = 0; i < forwarded_count; ++i) {
+        const pipe::read_result r = forwarded->rread(deadline);
+        if (!r || forwarded->rmem(r.buffer)[0] != static_cast<std::byte>(i + 1)) {
+          fail("rank 1: forwarded buffer {}: '{}'", i, pipe::to_string(r.status));
+        }
+      }
+    }
     me.flush_endpoints();
     if (stalled) {
       std::ofstream(marker + ".rank1-pid") << ::getpid() << "\n";
@@ -158,7 +226,11 @@ void body(thread_context& me, bool stalled, const std::string& marker) {
     if (stalled) {
       stalled_side(me, &to_1, nullptr, marker);
     } else {
+      pipe::writer forwarded = pipe::writer::open(me, 2, forward_options(), deadline);
+      write_forwarded(forwarded, 0);
       writer_side(to_1, to_2, death_file);
+      write_forwarded(forwarded, forwarded_count);  // needs the room of the forwarded ones
+      fmt::print("rank 0: dead forward target: the forwarded buffers came back\n");
     }
     to_1.close();
     to_2.close();
@@ -169,7 +241,11 @@ void body(thread_context& me, bool stalled, const std::string& marker) {
     if (stalled) {
       stalled_side(me, nullptr, &from_1, marker);
     } else {
+      pipe::reader forwarded_in = pipe::reader::open(me, 0, forward_options(), deadline);
+      pipe::writer forwarded_out = pipe::writer::open(me, 1, forward_options(), deadline);
+      forward_to_doomed(forwarded_in, forwarded_out);
       reader_side(from_1, from_0, death_file);
+      forwards_after_death(forwarded_in, forwarded_out);
     }
     from_1.close();
     from_0.close();

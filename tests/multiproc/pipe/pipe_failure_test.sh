@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pipes with a dead or stalled peer (pipe_failure_mp_test.cpp), 3 ranks x 1 thread: rank 1 kills
 # itself ("dead": rank 0's writer to it and rank 2's reader from it end peer_failed, the pipe
-# 0 -> 2 goes on, no region is kept) or stops itself ("stalled": the waits end by their
+# 0 -> 2 goes on, buffers forwarded to it come back, no region is kept) or stops itself ("stalled": the waits end by their
 # deadlines); both survivors exit cleanly. Usage: pipe_failure_test.sh <seriema-run>
 # <pipe_failure_mp_test> [launcher args]; UCX_TLS from the environment picks shm or tcp.
 set -u
@@ -12,6 +12,10 @@ check() {
       fail "rank 0 did not see its writer's wait end peer_failed"
     grep -q "rank 2: dead writer: rread ended peer failed" <<<"$out" ||
       fail "rank 2 did not see its reader's wait end peer_failed"
+    grep -q "rank 0: dead forward target: the forwarded buffers came back" <<<"$out" ||
+      fail "the buffers forwarded to the dead rank did not come back to rank 0's heap"
+    grep -q "rank 2: dead forward target: .* rforward ended peer failed" <<<"$out" ||
+      fail "rank 2's rforward to the dead rank did not end peer_failed"
   else
     grep -q "rank 0: stalled reader: rmalloc ended exhausted" <<<"$out" ||
       fail "rank 0's rmalloc on the stalled reader did not end by its deadline"

@@ -4,6 +4,11 @@
 seriema_mp_executable(pipe_mp_test pipe/pipe_mp_test.cpp seriema::pipe)
 seriema_invoke_api_suite(pipe)
 
+# Redirection (buffers forwarded round a ring of workers, in place or copied) and reduction (k
+# writers into one reader); as the pipe suite.
+seriema_mp_executable(pipe_forward_mp_test pipe/pipe_forward_mp_test.cpp seriema::pipe)
+seriema_invoke_api_suite(pipe_forward)
+
 # A peer that dies or stalls: 3 processes x 1 thread over shm and tcp, and over tcp across 3
 # emulated machines.
 seriema_mp_executable(pipe_failure_mp_test pipe/pipe_failure_mp_test.cpp seriema::pipe)

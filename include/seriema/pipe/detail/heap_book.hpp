@@ -49,10 +49,13 @@ class heap_book {
     std::uint64_t holds_from = 0;
     std::uint16_t generation = 0;
     entry_state state = entry_state::free;
+    bool redirect = false;  ///< the payload is a redirect descriptor (rforward in place)
   };
   [[nodiscard]] record* find(std::uint32_t entry) noexcept;
   /// Next fit: the live allocation made after `sequence` others, or null.
   [[nodiscard]] record* at_sequence(std::uint64_t sequence) noexcept;
+  /// The index part of an entry's name (below the width).
+  static constexpr std::uint32_t index_of(std::uint32_t entry) noexcept { return entry & 0xffffu; }
   /// The name (index | generation << 16) of a live record.
   [[nodiscard]] std::uint32_t name_of(const record& r) const noexcept;
   /// Takes back a written entry (the reader released it); false when it names none.

@@ -12,7 +12,10 @@
 //   [64, 64 + 8 * width)     release entries: entry k at (k % width)
 //
 // Header: word 0 = tag << 32 | granules (heap bytes / 64 of the allocation; 0: a wrap marker),
-// word 1 = used bytes | entry << 32 (the writer's allocation entry). Payload at +16.
+// word 1 = used bytes | entry << 32 (the writer's allocation entry); bit 31 of the used bytes
+// marks a redirect record, whose 16-byte payload names a buffer in another region on this
+// machine (a buffer forwarded without being copied, see "Redirection" in docs/pipes.md). Payload
+// at +16.
 //
 // In-place mode (next fit: the heap is circular and buffers are published in allocation order):
 // the reader knows where the next buffer starts (the end of the previous one; the heap's start
@@ -56,6 +59,13 @@ constexpr std::uint64_t header_word0(std::uint32_t tag, std::uint64_t granules) 
 constexpr std::uint64_t header_word1(std::uint64_t used, std::uint32_t entry) noexcept {
   return (std::uint64_t{entry} << 32) | used;
 }
+/// In header word 1's used bytes: the payload is a redirect descriptor.
+inline constexpr std::uint64_t redirect_bit = std::uint64_t{1} << 31;
+/// Payload bytes of a redirect record: word 0 = source << 32 | size, word 1 = the forwarded
+/// payload's offset in the source region (source: 1, 2, ... as the writer announced them).
+inline constexpr std::size_t redirect_descriptor_size = 16;
+/// Source regions a writer may name in its redirect records (more are forwarded by copy).
+inline constexpr std::uint32_t max_redirect_sources = 64;
 
 /// The tag of write number `sequence` (0, 1, ...): never 0, so a slot never written (zeroed)
 /// never looks published.
@@ -94,6 +104,7 @@ struct slot_view {
   std::uint64_t size = 0;      ///< payload bytes used
   std::uint64_t granules = 0;  ///< of the allocation (where in-place mode's next buffer starts)
   std::uint32_t entry = 0;     ///< the writer's allocation entry
+  bool redirect = false;       ///< the payload is a redirect descriptor (size 16)
 };
 
 /// Validates the header at `offset` of `heap` for the write whose tag is `expected`, given its
@@ -107,12 +118,47 @@ inline slot_view decode_header(std::uint64_t word0, std::uint64_t offset, std::u
   if (granules == 0) return {slot_state::wrap, offset, 0, 0, 0};
   std::uint64_t word1;
   std::memcpy(&word1, heap.data() + offset + 8, sizeof word1);
-  const std::uint64_t used = word1 & 0xffffffffu;
+  const bool redirect = (word1 & redirect_bit) != 0;
+  const std::uint64_t used = word1 & (redirect_bit - 1);
   const std::uint64_t room = heap.size() - offset;
-  if (granules > room / heap_granule || used == 0 || used > granules * heap_granule - header_size) {
+  if (granules > room / heap_granule || used == 0 || used > granules * heap_granule - header_size ||
+      (redirect && used != redirect_descriptor_size)) {
     return {slot_state::invalid, offset, 0, 0, 0};
   }
-  return {slot_state::ready, offset, used, granules, static_cast<std::uint32_t>(word1 >> 32)};
+  return {slot_state::ready, offset, used, granules, static_cast<std::uint32_t>(word1 >> 32),
+          redirect};
+}
+
+/// A redirect record's payload, decoded: the source it names (0 when invalid) and where in that
+/// source's region the forwarded payload lies.
+struct redirect_view {
+  std::uint32_t source = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+/// The source a redirect descriptor names (look it up before validating the rest).
+inline std::uint32_t redirect_source(std::span<const std::byte, redirect_descriptor_size> d) noexcept {
+  std::uint64_t word0;
+  std::memcpy(&word0, d.data(), sizeof word0);
+  return static_cast<std::uint32_t>(word0 >> 32);
+}
+/// Validates a redirect descriptor against its source's region of `source_bytes`: the source
+/// must be named (not 0) and the payload non-empty and inside the region (else source 0: invalid).
+inline redirect_view decode_redirect(std::span<const std::byte, redirect_descriptor_size> d,
+                                     std::uint64_t source_bytes) noexcept {
+  std::uint64_t words[2];
+  std::memcpy(words, d.data(), sizeof words);
+  const std::uint64_t size = words[0] & 0xffffffffu;
+  const std::uint64_t offset = words[1];
+  const auto source = static_cast<std::uint32_t>(words[0] >> 32);
+  if (source == 0 || size == 0 || offset > source_bytes || size > source_bytes - offset) return {};
+  return {source, offset, size};
+}
+/// The descriptor a writer stores as a redirect record's payload.
+inline void encode_redirect(std::span<std::byte, redirect_descriptor_size> d, std::uint32_t source,
+                            std::uint64_t offset, std::uint64_t size) noexcept {
+  const std::uint64_t words[2] = {(std::uint64_t{source} << 32) | size, offset};
+  std::memcpy(d.data(), words, sizeof words);
 }
 
 /// In-place mode: the buffer the reader expects at `position` (it moved to 0 when fewer than 16
