@@ -3,8 +3,10 @@
 # (rwrite -> rread latency per write protocol against ucx_perftest ucp_put_lat, 64 KiB streaming
 # against the raw transmitter and ucp_put_bw, the irregular trace per fit policy) and the seed's
 # baseline, MPI-3 passive-target RMA (bench/mpi_rma_pipe: MPI_Put + MPI_Win_flush + flag), over
-# shared memory and over TCP between two emulated machines. Then bench/plot_pipes.py prints the
-# ratios against the issue's goals and draws bench/results/pipes.png.
+# shared memory and over TCP between two emulated machines; and bench/pipe_forward (a relay
+# through a middle rank: rforward against the hand-written copy and no relay) over shared memory
+# and across three emulated machines. Then bench/plot_pipes.py prints the ratios against the
+# issue's goals and draws bench/results/pipes.png.
 #   bench/run-pipes.sh [--quick] [--out DIR] [BUILD_DIR]
 # Full run: 5 repetitions, about 2 minutes on 2 cores. --quick (smoke test): 1 short repetition,
 # into BUILD_DIR/bench-results.
@@ -13,15 +15,18 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/bench/runner-args.sh" "$@"
 launcher=$build/tools/seriema-run
-require_built "$build/bench/pipe_rate" "$build/bench/mpi_rma_pipe" "$launcher"
+require_built "$build/bench/pipe_rate" "$build/bench/pipe_forward" "$build/bench/mpi_rma_pipe" \
+  "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
   args=(--reps 1 --round-trips 200 --stream-buffers 100)
   pipe_args=(--trace-buffers 200)
+  forward_args=(--reps 1 --round-trips 100 --stream-buffers 100)
 else
   out=${out:-$repo/bench/results}
   args=(--reps 5 --round-trips 2000 --stream-buffers 2000)
   pipe_args=(--trace-buffers 2000)
+  forward_args=(--reps 5)
 fi
 mkdir -p "$out"
 unset UCX_TLS UCX_NET_DEVICES
@@ -55,6 +60,13 @@ UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/pipe_rate" "${ar
   || status=$?
 UCX_TLS=tcp,self mpi tcp ucx -x UCX_TLS "${mpi_ucx[@]}"
 mpi tcp pt2pt --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo --mca osc pt2pt
+echo
+echo "== forwarding: rank 0 -> 1 -> 2, seriema-run -n 3 over shared memory, and over TCP across"
+echo "   three emulated machines (no mapping: rforward copies once, as the hand-written relay)"
+"$launcher" -n 3 -- "$build/bench/pipe_forward" "${forward_args[@]}" --transport shm \
+  --json "$out/pipe_forward-shm.json" || status=$?
+UCX_TLS=tcp,self "$launcher" -n 3 --machines 3 -- "$build/bench/pipe_forward" \
+  "${forward_args[@]}" --transport tcp --json "$out/pipe_forward-tcp.json" || status=$?
 echo
 if ((status == 0)); then
   python=python3

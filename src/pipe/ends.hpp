@@ -2,8 +2,10 @@
 // (rendezvous messages, close notices, the regions of closed ends kept until the peer is done).
 #pragma once
 
+#include <atomic>
 #include <compare>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <seriema/fabric/detail/thread_extension.hpp>
@@ -46,13 +48,44 @@ struct hello {
 class writer_state;
 class reader_state;
 
-/// A buffer a writer forwarded in place (rforward): whose reader end lent it, and the entry that
-/// end hands back to its own writer once the next hop freed the redirect record.
+/// A buffer a writer forwarded in place (rforward): the redirect record's allocation entry, whose
+/// reader end lent the buffer, and the entry that end hands back to its own writer once the next
+/// hop freed the record.
 struct forward_note {
+  std::uint32_t record = 0;
   std::uint32_t from_end = 0;  ///< 0: no forward
   pipe_key from_key;
   std::uint32_t from_entry = 0;
 };
+
+/// What a reader end says of a live buffer another pipe of its thread would forward: where its
+/// payload lies (`offset`: in the end's region), the entry to hand back for it, and whether it
+/// lies in a region another pipe forwarded (redirected: copy it on).
+struct lendable_buffer {
+  pipe_status status = pipe_status::ok;  ///< ok, not_owner, stale, closed
+  std::span<const std::byte> payload;
+  bool redirected = false;
+  std::uint64_t offset = 0;
+  std::uint32_t entry = 0;
+};
+
+/// Reads the release entries a reader handed back into a writer's release area (`area`, of a pipe
+/// of `width`) since `seen`, advancing it: on_entry(decoded, entry) for each, in order. The count
+/// word is loaded with acquire: the entries it counts were stored before it.
+template <class OnEntry>
+void read_releases(const std::byte* area, std::uint32_t width, std::uint64_t& seen,
+                   OnEntry on_entry) {
+  const std::uint64_t handed_back =
+      std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(area))
+          .load(std::memory_order_acquire);
+  for (; seen < handed_back; ++seen) {
+    std::uint64_t word;
+    std::memcpy(&word, area + release_entries_offset + (seen % width) * 8, sizeof word);
+    std::uint32_t entry;
+    const bool decoded = decode_release(word, entry);
+    on_entry(decoded, entry);
+  }
+}
 
 /// A worker's pipes (layer_slot::pipe). Owner thread only.
 class pipe_layer final : public fabric::thread_extension {
@@ -72,9 +105,6 @@ class pipe_layer final : public fabric::thread_extension {
 
   // Messages from the peer (run as calls on this thread).
   void on_hello(const pipe_key& key, role from, const hello& h);
-  /// The writer of `key` named source `index` (1, 2, ...) of its redirect records.
-  void on_source(const pipe_key& key, std::uint32_t index,
-                 const transfer::remote_memory_locator& region);
   void on_closed(fabric::thread_context& self, const pipe_key& key, role from,
                  stream_totals totals);
   /// Whether the peer in role `from` closed its end of `key` already (a writer's totals in
@@ -100,7 +130,17 @@ class pipe_layer final : public fabric::thread_extension {
   void release_hold(fabric::thread_context& self, const pipe_key& reader_key);
   /// The lent buffer comes back: to its reader end if that is still open, and the hold ends.
   void settle(fabric::thread_context& self, const forward_note& note);
-  void adopt(const pipe_key& key, int peer_process, std::vector<forward_note> notes);
+  /// A writer closed with forwards out: its notes (by record index), its release area (kept
+  /// with its region until the reader is done) and how far it had read it.
+  struct orphans {
+    int peer_process = -1;
+    std::vector<forward_note> notes;
+    const std::byte* area = nullptr;
+    std::uint32_t width = 0;
+    std::uint64_t seen = 0;
+    std::uint32_t out = 0;  ///< notes not settled yet
+  };
+  void adopt(const pipe_key& key, orphans o);
   /// Adds a closed end's counters to the thread's totals.
   void account(role as, const pipe_counters& c);
 
@@ -111,14 +151,12 @@ class pipe_layer final : public fabric::thread_extension {
     bool peer_done = false;  ///< the peer closed or died: only holds keep the region now
   };
   using kept_map = std::map<std::pair<pipe_key, role>, kept_region>;  ///< (key, role of our end)
-  struct orphans {
-    int peer_process = -1;
-    std::vector<forward_note> notes;
-  };
   static void free_region(fabric::thread_context& self, const transfer::registered_buffer& region);
   /// Frees a kept region once its peer is done and no forward holds it; the next entry.
   kept_map::iterator free_if_unused(fabric::thread_context& self, kept_map::iterator it);
   void settle_orphans(fabric::thread_context& self, const pipe_key& key);
+  /// Settles the orphaned forwards whose records the reader freed since; how many.
+  std::size_t collect_orphans(fabric::thread_context& self);
 
   std::map<std::pair<fabric::thread_id, fabric::thread_id>, std::uint32_t> ordinals_;  ///< (w, r)
   std::map<std::pair<pipe_key, role>, hello> hellos_;
@@ -187,9 +225,18 @@ class writer_state {
   pipe_status publish_queued();  ///< next fit: the queued buffers next in allocation order
   void written(heap_book::record& r) noexcept;
   std::size_t collect_releases();  ///< takes back what the reader freed; forwards settled
-  std::uint32_t announce(const transfer::remote_memory_locator& region);  ///< 0: cannot
+  /// The number the reader knows `region` by, sending a source record first when it is new: ok,
+  /// or the record's refusal (exhausted, ...); source 0 (with ok) when no number is left.
+  struct announced {
+    pipe_status status = pipe_status::ok;
+    std::uint32_t source = 0;
+  };
+  announced announce(const transfer::remote_memory_locator& region);
+  bool poll_for_room();  ///< counts an exhausted heap and polls now and then; whether it did work
+  reservation allocate_for_forward(std::size_t n);  ///< try_allocate, poll_for_room if exhausted
   pipe_status forward_copy(reader_state& from, const rbuffer& b, std::span<const std::byte> data);
-  pipe_status forward_in_place(reader_state& from, const rbuffer& b, std::uint32_t source);
+  pipe_status forward_in_place(reader_state& from, const rbuffer& b,
+                               const lendable_buffer& lent, std::uint32_t source);
 
   heap_book::record* live_record(const rbuffer& b) noexcept;
   [[nodiscard]] std::byte* exposed() const noexcept;  ///< the exposed heap in our region
@@ -211,7 +258,7 @@ class writer_state {
   std::vector<forward_note> forwards_;  ///< by allocation entry index: forwards in place
   std::uint32_t lent_out_ = 0;          ///< of those, not freed by the reader yet
   std::vector<transfer::remote_memory_locator> sources_;  ///< announced: source i + 1
-  bool by_reference_ = false;  ///< the reader is on this machine: forwards go in place
+  bool by_reference_ = false;  ///< the heap is mapped (direct): forwards go in place
   bool finished_ = false;
   bool closed_ = false;
   bool peer_closed_ = false;
@@ -236,16 +283,7 @@ class reader_state {
   pipe_status flush_releases();
 
   // Forwarding (writer_state::rforward on another pipe of this thread).
-  /// Where a live buffer lies: in this end's region (`region` is then its locator and `offset`
-  /// the payload's offset in it), or in a region another pipe forwarded (redirected: copy it).
-  struct lendable {
-    pipe_status status = pipe_status::ok;  ///< ok, not_owner, stale, closed
-    std::span<const std::byte> payload;
-    bool redirected = false;
-    std::uint64_t offset = 0;
-    std::uint32_t entry = 0;
-  };
-  [[nodiscard]] lendable lend_check(const rbuffer& b) const noexcept;
+  [[nodiscard]] lendable_buffer lend_check(const rbuffer& b) const noexcept;
   void lend(const rbuffer& b) noexcept;    ///< the buffer leaves: neither rmem nor rfree now
   void unlend(const rbuffer& b) noexcept;  ///< the forward failed: the buffer is ours again
   /// A lent buffer came back: its release is queued (published by the next flush; never here,
@@ -253,7 +291,6 @@ class reader_state {
   void return_lent(std::uint32_t entry) noexcept;
   pipe_status flush_if_due();  ///< publishes the queued releases once a batch is full
   [[nodiscard]] transfer::remote_memory_locator region_locator() const;
-  void add_source(std::uint32_t index, const transfer::remote_memory_locator& region);
   [[nodiscard]] std::uint32_t id() const noexcept { return id_; }
   void close() noexcept;
   [[nodiscard]] fabric::thread_context& context() const noexcept { return *open_.ctx; }
@@ -281,12 +318,15 @@ class reader_state {
   /// A source region of redirect records, mapped (a writer names at most max_redirect_sources).
   struct source_region {
     std::unique_ptr<transfer::remote_memory> memory;
-    std::byte* base = nullptr;  ///< null: announced but not mappable (its records are invalid)
-    bool announced = false;
+    std::byte* base = nullptr;  ///< null: not announced, or not mappable (records naming it
+                                ///< are invalid)
   };
-  /// A ready slot's buffer: in place in the heap, or where its redirect record says; false when
-  /// the record names a source not announced yet (the announcement is on its way: try later).
-  bool place(const slot_view& view, held_buffer& h);
+  enum class placed : std::uint8_t { buffer, source, invalid };
+  /// A ready slot: a buffer in place in the heap, or where its redirect record says (h filled);
+  /// a source record (mapped, and its room queued for release); or invalid.
+  placed place(const slot_view& view, held_buffer& h);
+  void add_source(std::span<const std::byte, source_record_size> record);
+  void advance(const slot_view& view) noexcept;  ///< past a ready slot
   const held_buffer* live_buffer(const rbuffer& b) const noexcept;
   [[nodiscard]] std::span<const std::byte> heap() const noexcept;
   /// Nothing found: hands back releases, polls now and then; closed once the writer closed and

@@ -280,6 +280,7 @@ reduction_reader reduction_reader::open(fabric::thread_context& ctx,
 }
 
 pipe_status reduction_reader::gather(std::size_t element) {
+  if (ends_.empty()) return pipe_status::closed;  // moved from
   pipe_status outcome = pipe_status::ok;
   for (std::size_t w = 0; w < ends_.size(); ++w) {
     if (round_[w].status != pipe_status::ok) round_[w] = ends_[w].rread();
@@ -302,7 +303,7 @@ pipe_status reduction_reader::gather(std::size_t element) {
 
 pipe_status reduction_reader::gather(std::size_t element, deadline_clock::time_point deadline) {
   pipe_status status = gather(element);
-  if (status != pipe_status::empty) return status;
+  if (status != pipe_status::empty) return status;  // (closed when moved from)
   fabric::thread_context& ctx = ends_[0].state_->context();
   const bool came = ctx.wait_until(
       [&] { return (status = gather(element)) != pipe_status::empty; },

@@ -93,13 +93,6 @@ std::unique_ptr<hello> pipe_layer::take_hello(const pipe_key& key, role from) {
   return h;
 }
 
-void pipe_layer::on_source(const pipe_key& key, std::uint32_t index,
-                           const transfer::remote_memory_locator& region) {
-  for (reader_state* r : readers_) {
-    if (r->key() == key) r->add_source(index, region);
-  }
-}
-
 void pipe_layer::on_closed(fabric::thread_context& self, const pipe_key& key, role from,
                            stream_totals totals) {
   const role ours = from == role::writer ? role::reader : role::writer;
@@ -163,9 +156,23 @@ void pipe_layer::settle(fabric::thread_context& self, const forward_note& note) 
   release_hold(self, note.from_key);
 }
 
-void pipe_layer::adopt(const pipe_key& key, int peer_process, std::vector<forward_note> notes) {
-  std::erase_if(notes, [](const forward_note& n) { return n.from_end == 0; });
-  orphans_[key] = {peer_process, std::move(notes)};
+void pipe_layer::adopt(const pipe_key& key, orphans o) { orphans_[key] = std::move(o); }
+
+std::size_t pipe_layer::collect_orphans(fabric::thread_context& self) {
+  std::size_t settled = 0;
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    orphans& o = it->second;
+    read_releases(o.area, o.width, o.seen, [&](bool decoded, std::uint32_t entry) {
+      forward_note& note = o.notes[heap_book::index_of(entry) % o.width];
+      if (!decoded || note.from_end == 0 || note.record != entry) return;
+      settle(self, note);
+      note = {};
+      --o.out;
+      ++settled;
+    });
+    it = o.out == 0 ? orphans_.erase(it) : std::next(it);
+  }
+  return settled;
 }
 
 void pipe_layer::settle_orphans(fabric::thread_context& self, const pipe_key& key) {
@@ -173,13 +180,16 @@ void pipe_layer::settle_orphans(fabric::thread_context& self, const pipe_key& ke
   if (it == orphans_.end()) return;
   const std::vector<forward_note> notes = std::move(it->second.notes);
   orphans_.erase(it);
-  for (const forward_note& note : notes) settle(self, note);
+  for (const forward_note& note : notes) {
+    if (note.from_end != 0) settle(self, note);
+  }
 }
 
-std::size_t pipe_layer::poll(fabric::thread_context&) {
+std::size_t pipe_layer::poll(fabric::thread_context& self) {
   // Work done when forwards came back: their releases then wait for the idle flush.
   std::size_t settled = 0;
   for (writer_state* w : writers_) settled += w->poll_forwards();
+  if (!orphans_.empty()) settled += collect_orphans(self);
   return settled;
 }
 

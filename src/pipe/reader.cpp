@@ -113,59 +113,62 @@ slot_view reader_state::next_in_ring() noexcept {
                      [this](std::uint64_t offset) { return load_word(offset); });
 }
 
-bool reader_state::place(const slot_view& view, held_buffer& h) {
-  h = {view.offset + header_size, open_.region.data + heap_offset_ + view.offset + header_size,
-       view.size, tag_of(read_), view.entry, true, false};
-  if (!view.redirect) return true;
-  const std::span<const std::byte, redirect_descriptor_size> descriptor(h.payload,
+reader_state::placed reader_state::place(const slot_view& view, held_buffer& h) {
+  std::byte* payload = open_.region.data + heap_offset_ + view.offset + header_size;
+  h = {view.offset + header_size, payload, view.size, tag_of(read_), view.entry, true, false};
+  if (!view.redirect) return placed::buffer;
+  h.live = false;
+  if (view.size == source_record_size) {
+    add_source(std::span<const std::byte, source_record_size>(payload, source_record_size));
+    return placed::source;
+  }
+  const std::span<const std::byte, redirect_descriptor_size> descriptor(payload,
                                                                         redirect_descriptor_size);
   const std::uint32_t source = redirect_source(descriptor);
-  if (source != 0 && source <= max_redirect_sources &&
-      (source > sources_.size() || !sources_[source - 1].announced)) {
-    return false;  // named before its announcement was served here
-  }
-  const std::uint64_t region_bytes =
-      source != 0 && source <= sources_.size() && sources_[source - 1].base != nullptr
-          ? sources_[source - 1].memory->size()
-          : 0;  // unknown or unmapped: invalid
-  const redirect_view r = decode_redirect(descriptor, region_bytes);
-  if (r.source == 0) {
-    h.live = false;  // invalid: the caller counts it
-    return true;
-  }
-  h.offset = r.offset;
-  h.payload = sources_[source - 1].base + r.offset;
-  h.size = r.size;
-  h.redirected = true;
-  return true;
+  const bool known = source != 0 && source <= sources_.size() && sources_[source - 1].base;
+  const redirect_view r =
+      decode_redirect(descriptor, known ? sources_[source - 1].memory->size() : 0);
+  if (r.source == 0) return placed::invalid;
+  h = {r.offset, sources_[source - 1].base + r.offset, r.size, h.tag, h.entry, true, true};
+  return placed::buffer;
+}
+
+void reader_state::advance(const slot_view& view) noexcept {
+  if (in_place_) position_ = view.offset + view.granules * heap_granule;
+  ++read_;
 }
 
 read_result reader_state::rread(bool may_poll) {
   if (closed_ || !finished_) return {{}, pipe_status::closed};
-  slot_view view = in_place_ ? next_in_place() : next_in_ring();
-  if (view.state == slot_state::ready) {
-    held_buffer& h = held_[read_ & (options_.width - 1)];
-    if (!place(view, h)) return {{}, no_buffer(false, may_poll)};
-    if (!h.live) view.state = slot_state::invalid;
-  }
-  if (view.state == slot_state::ready) {
-    const held_buffer& h = held_[read_ & (options_.width - 1)];
-    if (in_place_) position_ = view.offset + view.granules * heap_granule;
-    ++read_;
-    ++counters_.buffers;
-    counters_.bytes += h.size;
-    if (h.redirected) ++counters_.redirected;
-    return {{h.offset, h.size, h.tag, id_}, pipe_status::ok};
-  }
-  if (view.state == slot_state::invalid && last_rejected_ != read_) {
-    last_rejected_ = read_;
-    if (counters_.rejected_slots++ == 0) {
-      log::error("pipe {} -> {}: write {} at heap offset {} does not describe a buffer of the "
-                 "heap; it is not used (later ones are only counted)",
-                 open_.key.writer, open_.key.reader, read_, view.offset);
+  for (;;) {
+    slot_view view = in_place_ ? next_in_place() : next_in_ring();
+    if (view.state == slot_state::ready) {
+      held_buffer& h = held_[read_ & (options_.width - 1)];
+      const placed what = place(view, h);
+      if (what == placed::source) {  // a source record is the writer's only: its room goes back
+        advance(view);
+        queue_release(view.entry);
+        continue;
+      }
+      if (what == placed::buffer) {
+        advance(view);
+        ++counters_.buffers;
+        counters_.bytes += h.size;
+        if (h.redirected) ++counters_.redirected;
+        return {{h.offset, h.size, h.tag, id_}, pipe_status::ok};
+      }
+      view.state = slot_state::invalid;
     }
+    if (view.state == slot_state::invalid && last_rejected_ != read_) {
+      last_rejected_ = read_;
+      if (counters_.rejected_slots++ == 0) {
+        log::error("pipe {} -> {}: write {} at heap offset {} does not describe a buffer of the "
+                   "heap; it is not used (later ones are only counted)",
+                   open_.key.writer, open_.key.reader, read_, view.offset);
+      }
+    }
+    return {{}, no_buffer(false, may_poll)};
   }
-  return {{}, no_buffer(false, may_poll)};
 }
 
 read_result reader_state::rread(fabric::deadline_clock::time_point deadline) {
@@ -289,7 +292,7 @@ pipe_status reader_state::hand_back() {
   return pipe_status::ok;
 }
 
-reader_state::lendable reader_state::lend_check(const rbuffer& b) const noexcept {
+lendable_buffer reader_state::lend_check(const rbuffer& b) const noexcept {
   if (b.end != id_) return {pipe_status::not_owner, {}, false, 0, 0};
   if (closed_) return {pipe_status::closed, {}, false, 0, 0};
   const held_buffer* h = live_buffer(b);
@@ -324,20 +327,26 @@ transfer::remote_memory_locator reader_state::region_locator() const {
   return transfer::remote_memory_locator::make(open_.ctx->rt().rank(), open_.region);
 }
 
-void reader_state::add_source(std::uint32_t index, const transfer::remote_memory_locator& region) {
-  if (closed_ || index == 0 || index > max_redirect_sources) return;
+void reader_state::add_source(std::span<const std::byte, source_record_size> record) {
+  std::uint64_t index;
+  transfer::remote_memory_locator region;
+  static_assert(sizeof index + sizeof region == source_record_size);
+  std::memcpy(&index, record.data(), sizeof index);
+  std::memcpy(&region, record.data() + sizeof index, sizeof region);
+  if (index == 0 || index > max_redirect_sources) return;  // its redirects will be invalid
   if (sources_.size() < index) sources_.resize(index);
   source_region& s = sources_[index - 1];
-  s.announced = true;
+  s = {};
   try {
-    s.memory = std::make_unique<transfer::remote_memory>(open_.ctx->endpoint_to(region.process),
-                                                         region, true);
-    s.base = s.memory->direct();
-  } catch (const std::exception&) {
-    s.memory.reset();
-    s.base = nullptr;
+    if (region.valid() && region.rkey_size <= region.packed_rkey.size()) {
+      s.memory = std::make_unique<transfer::remote_memory>(
+          open_.ctx->endpoint_to(region.process), region, true);
+      s.base = s.memory->direct();
+    }
+  } catch (const std::exception&) {  // a locator that does not resolve: no mapping
   }
   if (s.base == nullptr) {
+    s.memory.reset();
     log::error("pipe {} -> {}: source {} of redirect records ({}) cannot be mapped here; the "
                "buffers it names are not used",
                open_.key.writer, open_.key.reader, index, region.to_string());

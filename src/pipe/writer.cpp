@@ -16,14 +16,6 @@ namespace seriema::pipe::detail {
 
 namespace {
 
-/// Whether the reader can map this process's regions (then forwards go in place): when it is on
-/// this machine and a transport maps memory here (as this process can map the reader's).
-bool reader_maps_ours(fabric::thread_context& ctx, const transfer::remote_memory_locator& region) {
-  if (!ctx.rt().same_machine(region.process)) return false;
-  const transfer::remote_memory probe(ctx.endpoint_to(region.process), region, true);
-  return probe.direct() != nullptr;
-}
-
 /// Header word 1's used bytes, with the redirect bit of a redirect record.
 std::uint64_t used_word(const heap_book::record& r) noexcept {
   return r.used | (r.redirect ? redirect_bit : 0);
@@ -73,7 +65,7 @@ void writer_state::finish(fabric::deadline_clock::time_point deadline) {
       pull_descriptors_.resize(options_.width);
     }
     forwards_.resize(options_.width);
-    by_reference_ = reader_maps_ours(ctx, peer.region);
+    by_reference_ = publisher_->path() == publish_path::direct;
     stream_totals unused;
     peer_closed_ = open_.layer->peer_closed(open_.key, role::reader, &unused);
   } catch (...) {
@@ -91,31 +83,22 @@ pipe_status writer_state::refusal() const noexcept {
 
 std::size_t writer_state::collect_releases() {
   std::size_t settled = 0;
-  const auto* area = open_.region.data;
-  const std::uint64_t handed_back =
-      std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(area))
-          .load(std::memory_order_acquire);
-  for (; releases_seen_ < handed_back; ++releases_seen_) {
-    std::uint64_t word;
-    std::memcpy(&word, area + release_entries_offset + (releases_seen_ % options_.width) * 8,
-                sizeof word);
-    std::uint32_t entry;
-    const bool decoded = decode_release(word, entry);
+  read_releases(open_.region.data, options_.width, releases_seen_,
+                [&](bool decoded, std::uint32_t entry) {
     heap_book* book = (entry & pull_entry_bit) != 0 ? pull_book_.get() : book_.get();
-    if (decoded && book != nullptr && book->release(entry & ~pull_entry_bit)) {
-      ++counters_.releases;
-      forward_note* note =
-          book == book_.get() && lent_out_ != 0 ? &forwards_[heap_book::index_of(entry)] : nullptr;
-      if (note != nullptr && note->from_end != 0) {
-        open_.layer->settle(*open_.ctx, *note);
-        *note = {};
-        --lent_out_;
-        ++settled;
-      }
-    } else {
+    if (!decoded || book == nullptr || !book->release(entry & ~pull_entry_bit)) {
       ++counters_.rejected_releases;
+      return;
     }
-  }
+    ++counters_.releases;
+    if (book != book_.get() || lent_out_ == 0) return;
+    forward_note& note = forwards_[heap_book::index_of(entry)];
+    if (note.from_end == 0 || note.record != entry) return;
+    open_.layer->settle(*open_.ctx, note);
+    note = {};
+    --lent_out_;
+    ++settled;
+  });
   return settled;
 }
 
@@ -133,16 +116,25 @@ reservation writer_state::try_allocate(std::size_t n) {
   return {{granted->offset + header_size, n, granted->entry, id_}, pipe_status::ok};
 }
 
-reservation writer_state::rmalloc(std::size_t n) {
-  reservation r = try_allocate(n);
-  if (r.status != pipe_status::exhausted) return r;
+bool writer_state::poll_for_room() {
   ++counters_.exhausted;
-  // Releases from another machine land through this process's progress: try once more after it
-  // (from this machine they are stores: poll only now and then, as the reader does).
-  if ((publisher_->path() != publish_path::direct || (++idle_allocations_ & 31) == 0) &&
-      open_.ctx->poll() != 0) {
-    r = try_allocate(n);
-  }
+  // Releases from another machine land through this process's progress (from this machine they
+  // are stores: poll only now and then, as the reader does).
+  return (publisher_->path() != publish_path::direct || (++idle_allocations_ & 31) == 0) &&
+         open_.ctx->poll() != 0;
+}
+
+reservation writer_state::rmalloc(std::size_t n) {
+  const reservation r = try_allocate(n);
+  if (r.status != pipe_status::exhausted) return r;
+  return poll_for_room() ? try_allocate(n) : r;  // once more when the poll did something
+}
+
+reservation writer_state::allocate_for_forward(std::size_t n) {
+  // No poll between a granted allocation and its rwrite: the forwarded buffer checked before
+  // stays as it was (a poll runs calls), and no allocation is left unwritten.
+  const reservation r = try_allocate(n);
+  if (r.status == pipe_status::exhausted) (void)poll_for_room();
   return r;
 }
 
@@ -279,15 +271,16 @@ pipe_status writer_state::rpost(const rbuffer& b) {
 pipe_status writer_state::rforward(reader_state& from, const rbuffer& b) {
   if (&from.context() != open_.ctx) return pipe_status::not_owner;
   if (closed_) return pipe_status::closed;
-  const reader_state::lendable lent = from.lend_check(b);
+  const lendable_buffer lent = from.lend_check(b);
   if (lent.status != pipe_status::ok) return lent.status;
   if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
   collect_releases();
-  (void)from.flush_if_due();  // the forwards just taken back, to their writer
-  const std::uint32_t source =
-      by_reference_ && !lent.redirected ? announce(from.region_locator()) : 0;
-  if (source == 0) return forward_copy(from, b, lent.payload);
-  return forward_in_place(from, b, source);
+  if (by_reference_ && !lent.redirected) {
+    const announced a = announce(from.region_locator());
+    if (a.status != pipe_status::ok) return a.status;
+    if (a.source != 0) return forward_in_place(from, b, lent, a.source);
+  }
+  return forward_copy(from, b, lent.payload);
 }
 
 pipe_status writer_state::rforward(reader_state& from, const rbuffer& b,
@@ -300,56 +293,70 @@ pipe_status writer_state::rforward(reader_state& from, const rbuffer& b,
   return status;
 }
 
-std::uint32_t writer_state::announce(const transfer::remote_memory_locator& region) {
+writer_state::announced writer_state::announce(const transfer::remote_memory_locator& region) {
   for (std::size_t i = 0; i < sources_.size(); ++i) {
-    if (sources_[i].process == region.process && sources_[i].address == region.address) {
-      return static_cast<std::uint32_t>(i + 1);
+    const transfer::remote_memory_locator& known = sources_[i];
+    if (known.process == region.process && known.address == region.address &&
+        known.size == region.size && known.rkey_size == region.rkey_size &&
+        std::memcmp(known.packed_rkey.data(), region.packed_rkey.data(), region.rkey_size) == 0) {
+      return {pipe_status::ok, static_cast<std::uint32_t>(i + 1)};
     }
   }
-  if (sources_.size() >= max_redirect_sources) return 0;
-  const auto index = static_cast<std::uint32_t>(sources_.size() + 1);
-  const pipe_key key = open_.key;
-  // A call, so it may be served after the first record naming it is seen: the reader then
-  // waits for it (the record reads as not written yet).
-  const fabric::call_status sent =
-      open_.ctx->call(open_.peer, [key, index, region](fabric::thread_context& self) {
-        pipe_layer::of(self).on_source(key, index, region);
-      });
-  if (sent != fabric::call_status::ok) return 0;
+  if (sources_.size() >= max_redirect_sources) return {pipe_status::ok, 0};  // copied then
+  // A source record, in order before every redirect record that names it.
+  const reservation r = allocate_for_forward(source_record_size);
+  if (!r) return {r.status, 0};
+  const std::uint64_t source = sources_.size() + 1;
+  static_assert(sizeof source + sizeof region == source_record_size);
+  std::memcpy(view_ + r.buffer.offset, &source, sizeof source);
+  std::memcpy(view_ + r.buffer.offset + sizeof source, &region, sizeof region);
+  book_->find(r.buffer.ticket)->redirect = true;
+  const pipe_status status = rwrite(r.buffer, source_record_size);
+  if (status != pipe_status::ok && book_->find(r.buffer.ticket)->state == entry_state::allocated) {
+    return {status, 0};  // refused before it was queued: the number stays free
+  }
   sources_.push_back(region);
-  return index;
+  return {status, static_cast<std::uint32_t>(source)};
 }
 
 pipe_status writer_state::forward_copy(reader_state& from, const rbuffer& b,
                                        std::span<const std::byte> data) {
-  const reservation r = try_allocate(data.size());
+  const reservation r = allocate_for_forward(data.size());
   if (!r) return r.status;
   std::memcpy(view_ + r.buffer.offset, data.data(), data.size());
   const pipe_status status = rwrite(r.buffer, data.size());
-  if (status == pipe_status::ok) (void)from.rfree(b);
+  // Queued (next fit: it goes out with the next publication) counts as passed on.
+  if (status == pipe_status::ok ||
+      book_->find(r.buffer.ticket)->state != entry_state::allocated) {
+    (void)from.rfree(b);
+  }
   return status;
 }
 
 pipe_status writer_state::forward_in_place(reader_state& from, const rbuffer& b,
+                                           const lendable_buffer& lent,
                                            std::uint32_t source) {
-  const reservation r = try_allocate(redirect_descriptor_size);
+  const reservation r = allocate_for_forward(redirect_descriptor_size);
   if (!r) return r.status;
-  const reader_state::lendable lent = from.lend_check(b);
   encode_redirect(std::span<std::byte, redirect_descriptor_size>(view_ + r.buffer.offset,
                                                                  redirect_descriptor_size),
                   source, lent.offset, lent.payload.size());
   book_->find(r.buffer.ticket)->redirect = true;
   // Lent before the write goes out: the reader may free the record at once.
-  forward_note& note = forwards_[heap_book::index_of(r.buffer.ticket)];
-  note = {from.id(), from.key(), lent.entry};
+  const std::uint32_t index = heap_book::index_of(r.buffer.ticket);
+  forwards_[index] = {r.buffer.ticket, from.id(), from.key(), lent.entry};
   open_.layer->hold(from.key());
   from.lend(b);
   ++lent_out_;
   const pipe_status status = rwrite(r.buffer, redirect_descriptor_size);
   if (status == pipe_status::ok) ++counters_.forwarded;
-  // Refused before it was queued (a record left queued goes out with the next publication, or
-  // comes back when the reader dies): the buffer is the caller's again.
-  if (status != pipe_status::ok && book_->find(r.buffer.ticket)->state == entry_state::allocated) {
+  // Refused before it was queued: the buffer is the caller's again (a record left queued goes
+  // out with the next publication, or its note is settled when the reader is gone). The note
+  // is checked again: the direct path never polls, but nothing else may have settled it.
+  forward_note& note = forwards_[index];
+  if (status != pipe_status::ok &&
+      book_->find(r.buffer.ticket)->state == entry_state::allocated &&
+      note.record == r.buffer.ticket && note.from_end == from.id()) {
     note = {};
     --lent_out_;
     from.unlend(b);
@@ -383,8 +390,12 @@ void writer_state::close() noexcept {
     if (peer_closed_ || open_.ctx->rt().peer_failed(open_.peer_process)) {
       settle_forwards();
     } else {
-      try {  // the reader may still read them in place: they come back when it closes or dies
-        open_.layer->adopt(open_.key, open_.peer_process, std::move(forwards_));
+      // The reader may still read them in place: the layer takes them back as it frees them
+      // (its release area stays with our region until it closes or dies).
+      try {
+        open_.layer->adopt(open_.key, {open_.peer_process, std::move(forwards_),
+                                       open_.region.data, options_.width, releases_seen_,
+                                       lent_out_});
       } catch (...) {  // no memory: they stay lent
       }
       forwards_.clear();

@@ -23,18 +23,20 @@ void check_view(const pipe::slot_view& v, std::size_t heap) {
   check(v.offset <= heap && v.size >= 1);
   check(v.granules >= 1 && v.granules <= (heap - v.offset) / pipe::heap_granule);
   check(pipe::header_size + v.size <= v.granules * pipe::heap_granule);
-  check(!v.redirect || v.size == pipe::redirect_descriptor_size);
+  check(!v.redirect || v.size == pipe::redirect_descriptor_size ||
+        v.size == pipe::source_record_size);
 }
 
 // A ready redirect record's payload, against a source region as large as `source_bytes`.
 void check_redirect(const pipe::slot_view& v, const std::byte* heap, std::uint64_t source_bytes) {
-  if (v.state != pipe::slot_state::ready || !v.redirect) return;
+  if (v.state != pipe::slot_state::ready || v.size != pipe::redirect_descriptor_size) return;
   const std::span<const std::byte, pipe::redirect_descriptor_size> d(
       heap + v.offset + pipe::header_size, pipe::redirect_descriptor_size);
   const pipe::redirect_view r = pipe::decode_redirect(d, source_bytes);
   if (r.source == 0) return;
   check(r.source == pipe::redirect_source(d));
   check(r.size >= 1 && r.offset + r.size <= source_bytes);
+  check(r.offset % pipe::heap_granule == pipe::header_size);
 }
 
 }  // namespace

@@ -16,6 +16,10 @@ check() {
       fail "the buffers forwarded to the dead rank did not come back to rank 0's heap"
     grep -q "rank 2: dead forward target: .* rforward ended peer failed" <<<"$out" ||
       fail "rank 2's rforward to the dead rank did not end peer_failed"
+    if [ -z "${UCX_TLS:-}" ]; then  # shared memory: the three went in place, not copied
+      grep -q "rank 2: dead forward target: 3 buffer(s) forwarded in place" <<<"$out" ||
+        fail "rank 2 did not forward the three buffers in place"
+    fi
   else
     grep -q "rank 0: stalled reader: rmalloc ended exhausted" <<<"$out" ||
       fail "rank 0's rmalloc on the stalled reader did not end by its deadline"

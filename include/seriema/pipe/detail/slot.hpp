@@ -13,9 +13,10 @@
 //
 // Header: word 0 = tag << 32 | granules (heap bytes / 64 of the allocation; 0: a wrap marker),
 // word 1 = used bytes | entry << 32 (the writer's allocation entry); bit 31 of the used bytes
-// marks a redirect record, whose 16-byte payload names a buffer in another region on this
-// machine (a buffer forwarded without being copied, see "Redirection" in docs/pipes.md). Payload
-// at +16.
+// marks a record of forwarding (docs/pipes.md, "Redirect records"): with a 16-byte payload a
+// redirect record, naming a buffer in another region on this machine (forwarded uncopied); with a
+// 216-byte one a source record, announcing that region (its number and locator) ahead of the
+// first redirect record naming it. Payload at +16.
 //
 // In-place mode (next fit: the heap is circular and buffers are published in allocation order):
 // the reader knows where the next buffer starts (the end of the previous one; the heap's start
@@ -66,6 +67,9 @@ inline constexpr std::uint64_t redirect_bit = std::uint64_t{1} << 31;
 inline constexpr std::size_t redirect_descriptor_size = 16;
 /// Source regions a writer may name in its redirect records (more are forwarded by copy).
 inline constexpr std::uint32_t max_redirect_sources = 64;
+/// Payload bytes of a source record: word 0 = the source's number, then the region's locator
+/// (transfer::remote_memory_locator, 208 bytes).
+inline constexpr std::size_t source_record_size = 8 + 208;
 
 /// The tag of write number `sequence` (0, 1, ...): never 0, so a slot never written (zeroed)
 /// never looks published.
@@ -104,7 +108,7 @@ struct slot_view {
   std::uint64_t size = 0;      ///< payload bytes used
   std::uint64_t granules = 0;  ///< of the allocation (where in-place mode's next buffer starts)
   std::uint32_t entry = 0;     ///< the writer's allocation entry
-  bool redirect = false;       ///< the payload is a redirect descriptor (size 16)
+  bool redirect = false;  ///< a record of forwarding: a redirect (size 16) or a source record
 };
 
 /// Validates the header at `offset` of `heap` for the write whose tag is `expected`, given its
@@ -122,7 +126,7 @@ inline slot_view decode_header(std::uint64_t word0, std::uint64_t offset, std::u
   const std::uint64_t used = word1 & (redirect_bit - 1);
   const std::uint64_t room = heap.size() - offset;
   if (granules > room / heap_granule || used == 0 || used > granules * heap_granule - header_size ||
-      (redirect && used != redirect_descriptor_size)) {
+      (redirect && used != redirect_descriptor_size && used != source_record_size)) {
     return {slot_state::invalid, offset, 0, 0, 0};
   }
   return {slot_state::ready, offset, used, granules, static_cast<std::uint32_t>(word1 >> 32),
@@ -143,7 +147,8 @@ inline std::uint32_t redirect_source(std::span<const std::byte, redirect_descrip
   return static_cast<std::uint32_t>(word0 >> 32);
 }
 /// Validates a redirect descriptor against its source's region of `source_bytes`: the source
-/// must be named (not 0) and the payload non-empty and inside the region (else source 0: invalid).
+/// must be named (not 0), the payload non-empty, inside the region and where a heap's payload
+/// lies (16 bytes into a granule: aligned like any buffer); else source 0, invalid.
 inline redirect_view decode_redirect(std::span<const std::byte, redirect_descriptor_size> d,
                                      std::uint64_t source_bytes) noexcept {
   std::uint64_t words[2];
@@ -151,7 +156,10 @@ inline redirect_view decode_redirect(std::span<const std::byte, redirect_descrip
   const std::uint64_t size = words[0] & 0xffffffffu;
   const std::uint64_t offset = words[1];
   const auto source = static_cast<std::uint32_t>(words[0] >> 32);
-  if (source == 0 || size == 0 || offset > source_bytes || size > source_bytes - offset) return {};
+  if (source == 0 || size == 0 || offset % heap_granule != header_size || offset > source_bytes ||
+      size > source_bytes - offset) {
+    return {};
+  }
   return {source, offset, size};
 }
 /// The descriptor a writer stores as a redirect record's payload.
