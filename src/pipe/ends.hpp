@@ -13,6 +13,7 @@
 #include <seriema/pipe/detail/heap_book.hpp>
 #include <seriema/pipe/detail/slot.hpp>
 #include <seriema/pipe/pipe.hpp>
+#include <seriema/transfer/completion.hpp>
 #include <seriema/transfer/memory.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <string>
@@ -67,6 +68,15 @@ struct lendable_buffer {
   bool redirected = false;
   std::uint64_t offset = 0;
   std::uint32_t entry = 0;
+};
+
+/// One rget_async's pull in flight: which post (the reader's count of pulls when it began), its
+/// slot, the get's completion tag.
+struct pull_ticket {
+  bool active = false;
+  std::uint64_t post = 0;
+  slot_view view;
+  transfer::completion_tag tag;
 };
 
 /// Reads the release entries a reader handed back into a writer's release area (`area`, of a pipe
@@ -278,6 +288,9 @@ class reader_state {
   read_result rread(fabric::deadline_clock::time_point deadline);
   get_result rget(std::span<std::byte> into);
   get_result rget(std::span<std::byte> into, fabric::deadline_clock::time_point deadline);
+  /// rget_async's attempt (inside a poll: neither waits nor publishes): starts the pull of the
+  /// next post into `into`, or sees whether the one `ticket` started landed; empty until then.
+  get_result rget_step(std::span<std::byte> into, pull_ticket& ticket);
   std::span<std::byte> rmem(const rbuffer& b) const noexcept;
   pipe_status rfree(const rbuffer& b);
   pipe_status flush_releases();
@@ -339,6 +352,10 @@ class reader_state {
   [[nodiscard]] std::uint64_t load_word(std::uint64_t heap_offset) const noexcept;  ///< acquire
   slot_view next_in_place() noexcept;  ///< next fit: the buffer where the previous one ended
   slot_view next_in_ring() noexcept;   ///< the others: the buffer the next ring slot names
+  /// Pull direction: the next post's slot, validated (an invalid one is counted, logged once).
+  slot_view next_post();
+  /// A post pulled: counted, its release published (`may_publish`) or queued.
+  get_result pulled(const slot_view& view, bool may_publish);
 
   opening open_;
   region_layout layout_;

@@ -236,6 +236,14 @@ get_result reader::rget(std::span<std::byte> into) { return state_->rget(into); 
 get_result reader::rget(std::span<std::byte> into, deadline_clock::time_point deadline) {
   return state_->rget(into, deadline);
 }
+invoke::future<get_result> reader::rget_async(std::span<std::byte> into,
+                                              deadline_clock::time_point deadline) {
+  detail::reader_state* state = state_.get();
+  auto ticket = std::make_shared<detail::pull_ticket>();
+  return pipe_future<get_result>(
+      state->context(), [state, into, ticket] { return state->rget_step(into, *ticket); },
+      pipe_status::empty, pipe_status::deadline_exceeded, deadline, state->alive_);
+}
 void reader::flush_releases() { (void)state_->flush_releases(); }
 void reader::close() noexcept { state_->close(); }
 const pipe_options& reader::options() const noexcept { return state_->options_; }

@@ -106,6 +106,36 @@ pipe_status publisher::fetch(std::span<std::byte> into, std::uint64_t offset,
   return peer_dead() ? pipe_status::peer_failed : pipe_status::deadline_exceeded;
 }
 
+pipe_status publisher::start_fetch(std::span<std::byte> into, std::uint64_t offset,
+                                   transfer::completion_tag& in_flight) {
+  if (peer_dead()) return pipe_status::peer_failed;
+  in_flight = {};
+  if (path_ == publish_path::direct) {
+    std::memcpy(into.data(), direct_ + offset, into.size());
+    return pipe_status::ok;
+  }
+  const transfer::op_status posted = transmitter_->get(into, region_, offset);
+  if (posted != transfer::op_status::ok) return from_op(posted);
+  in_flight = transmitter_->current_tag();
+  transmitter_->request_completion();
+  return pipe_status::ok;
+}
+
+bool publisher::free_cells(std::size_t publications) const noexcept {
+  if (path_ == publish_path::direct) return true;
+  for (std::size_t i = 0; i < publications && i < cells_.size(); ++i) {
+    if (!cells_[(next_cell_ + i) % cells_.size()].in_flight.is_complete()) return false;
+  }
+  return true;
+}
+
+pipe_status publisher::fetch_state(const transfer::completion_tag& in_flight) const noexcept {
+  if (in_flight.is_complete()) {
+    return transmitter_ && transmitter_->failed() ? pipe_status::peer_failed : pipe_status::ok;
+  }
+  return peer_dead() ? pipe_status::peer_failed : pipe_status::empty;
+}
+
 pipe_status publisher::publish(std::span<const std::byte> data, std::uint64_t data_offset,
                                std::uint64_t word_offset, std::uint64_t word) {
   if (peer_dead()) return pipe_status::peer_failed;

@@ -49,6 +49,16 @@ class publisher {
   /// get may still land: `into` must stay alive until drain()), or error.
   [[nodiscard]] pipe_status fetch(std::span<std::byte> into, std::uint64_t offset,
                                   fabric::deadline_clock::time_point deadline);
+  /// fetch without waiting (for a future's attempt, which runs inside a poll): a copy on the
+  /// direct path (`in_flight` empty), else a get posted with its completion asked for, whose
+  /// tag is `in_flight`. ok, peer_failed or error.
+  [[nodiscard]] pipe_status start_fetch(std::span<std::byte> into, std::uint64_t offset,
+                                        transfer::completion_tag& in_flight);
+  /// Whether the next `publications` publish calls would find their cells free (never wait, so
+  /// never poll): always on the direct path.
+  [[nodiscard]] bool free_cells(std::size_t publications) const noexcept;
+  /// Where a started fetch stands: ok (landed), empty (not yet), peer_failed.
+  [[nodiscard]] pipe_status fetch_state(const transfer::completion_tag& in_flight) const noexcept;
   /// Waits, serving calls, until everything published has reached the peer's memory, the peer
   /// died, or `deadline`; true when it all arrived (always on the direct path).
   bool drain(fabric::deadline_clock::time_point deadline);

@@ -216,8 +216,7 @@ pipe_status reader_state::release(std::uint32_t entry) {
   return flush_if_due();
 }
 
-get_result reader_state::rget(std::span<std::byte> into) {
-  if (closed_ || !finished_ || options_.pull_heap_bytes == 0) return {0, pipe_status::closed};
+slot_view reader_state::next_post() {
   const std::uint64_t slot_at = layout_.pull_ring_offset() + (gets_ & (options_.width - 1)) * 16;
   const std::uint64_t flag =
       std::atomic_ref<const std::uint64_t>(
@@ -226,30 +225,68 @@ get_result reader_state::rget(std::span<std::byte> into) {
   std::uint64_t descriptor;
   std::memcpy(&descriptor, open_.region.data + slot_at, sizeof descriptor);
   const slot_view view = decode_pull(flag, descriptor, tag_of(gets_), options_.pull_heap_bytes);
-  if (view.state == slot_state::empty) return {0, no_buffer(true, true)};
-  const std::uint64_t offset = view.offset;
-  const std::uint64_t size = view.size;
-  if (view.state != slot_state::ready) {
+  if (view.state == slot_state::invalid) {
     if (last_rejected_ != ~gets_ && counters_.rejected_slots++ == 0) {
       log::error("pipe {} -> {}: post {} does not describe a buffer of the exposed heap; it is "
                  "not used (later ones are only counted)",
                  open_.key.writer, open_.key.reader, gets_);
     }
     last_rejected_ = ~gets_;
-    return {0, pipe_status::empty};
   }
-  if (into.size() < size) return {static_cast<std::size_t>(size), pipe_status::too_large};
-  const pipe_status fetched =
-      publisher_->fetch(into.first(static_cast<std::size_t>(size)),
-                        layout_.exposed_offset() + offset + header_size,
-                        open_.ctx->deadline_in_force());
-  if (fetched != pipe_status::ok) return {0, fetched};
+  return view;
+}
+
+get_result reader_state::pulled(const slot_view& view, bool may_publish) {
   ++gets_;
   ++counters_.buffers;
-  counters_.bytes += size;
+  counters_.bytes += view.size;
   // Pulled: a hand-back that fails (the writer died meanwhile) does not undo that.
-  (void)release(view.entry | pull_entry_bit);
-  return {static_cast<std::size_t>(size), pipe_status::ok};
+  if (may_publish) {
+    (void)release(view.entry | pull_entry_bit);
+    return {static_cast<std::size_t>(view.size), pipe_status::ok};
+  }
+  // Inside a poll: published only when that cannot wait (a hand-back takes at most two
+  // publications), else by the next flush.
+  queue_release(view.entry | pull_entry_bit);
+  if (unpublished_ >= batch_ && publisher_->free_cells(2)) (void)flush_releases();
+  return {static_cast<std::size_t>(view.size), pipe_status::ok};
+}
+
+get_result reader_state::rget(std::span<std::byte> into) {
+  if (closed_ || !finished_ || options_.pull_heap_bytes == 0) return {0, pipe_status::closed};
+  const slot_view view = next_post();
+  if (view.state == slot_state::empty) return {0, no_buffer(true, true)};
+  if (view.state != slot_state::ready) return {0, pipe_status::empty};
+  const auto size = static_cast<std::size_t>(view.size);
+  if (into.size() < size) return {size, pipe_status::too_large};
+  const pipe_status fetched =
+      publisher_->fetch(into.first(size), layout_.exposed_offset() + view.offset + header_size,
+                        open_.ctx->deadline_in_force());
+  if (fetched != pipe_status::ok) return {0, fetched};
+  return pulled(view, true);
+}
+
+get_result reader_state::rget_step(std::span<std::byte> into, pull_ticket& ticket) {
+  if (closed_ || !finished_ || options_.pull_heap_bytes == 0) return {0, pipe_status::closed};
+  if (ticket.active && ticket.post != gets_) ticket.active = false;  // pulled since: start over
+  if (!ticket.active) {
+    const slot_view view = next_post();
+    if (view.state == slot_state::empty) return {0, no_buffer(true, false)};
+    if (view.state != slot_state::ready) return {0, pipe_status::empty};
+    const auto size = static_cast<std::size_t>(view.size);
+    if (into.size() < size) return {size, pipe_status::too_large};
+    const pipe_status started = publisher_->start_fetch(
+        into.first(size), layout_.exposed_offset() + view.offset + header_size, ticket.tag);
+    if (started != pipe_status::ok) return {0, started};
+    ticket.active = true;
+    ticket.post = gets_;
+    ticket.view = view;
+  }
+  const pipe_status landed = publisher_->fetch_state(ticket.tag);
+  if (landed == pipe_status::empty) return {0, pipe_status::empty};
+  ticket.active = false;
+  if (landed != pipe_status::ok) return {0, landed};
+  return pulled(ticket.view, false);
 }
 
 get_result reader_state::rget(std::span<std::byte> into,

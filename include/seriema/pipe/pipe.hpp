@@ -253,6 +253,13 @@ class reader {
   [[nodiscard]] get_result rget(std::span<std::byte> into);
   /// rget that waits (serving calls) for a post until `deadline` (or the deadline in force).
   [[nodiscard]] get_result rget(std::span<std::byte> into, deadline_clock::time_point deadline);
+  /// rget(into, deadline) as a future of this thread: its polls look for a post, start its get
+  /// (a copy on the same machine) and see it land, never waiting inside a poll; it ends done
+  /// with the result (deadline_exceeded when the deadline passed first; a get already started
+  /// may then still land in `into`, which must stay alive until this end closes). `into` must
+  /// stay alive until the future ends.
+  [[nodiscard]] invoke::future<get_result> rget_async(std::span<std::byte> into,
+                                                      deadline_clock::time_point deadline);
   /// Hands back the deferred releases now (rread does when it finds nothing, and the thread's
   /// idle moments do).
   void flush_releases();

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/thread_context.hpp>
@@ -300,8 +301,9 @@ TEST(Pipe, NextFitReadsInAllocationOrderTheOthersInWriteOrder) {
 }
 
 // The pull direction: every worker stages and posts irregular buffers to the next, and pulls
-// those of the previous into its own memory (rget), in one loop; then the end of the stream.
-void pull_ring(thread_context& me, fit_policy fit, pipe::write_protocol protocol) {
+// those of the previous into its own memory (rget, or rget_async driven by the thread's polls),
+// in one loop; then the end of the stream.
+void pull_ring(thread_context& me, fit_policy fit, pipe::write_protocol protocol, bool by_future) {
   pipe::pipe_options options;
   options.fit = fit;
   options.protocol = protocol;
@@ -316,6 +318,7 @@ void pull_ring(thread_context& me, fit_policy fit, pipe::write_protocol protocol
   std::uint64_t posted = 0, pulled = 0;
   std::size_t pending_size = sizes_out.next();
   pipe_status last = pipe_status::ok;
+  std::optional<invoke::future<pipe::get_result>> pulling;
   while (posted < count || last != pipe_status::closed) {
     ASSERT_LT(fabric::deadline_clock::now(), deadline) << "posted " << posted << " pulled " << pulled;
     if (posted < count) {
@@ -329,7 +332,18 @@ void pull_ring(thread_context& me, fit_policy fit, pipe::write_protocol protocol
         ASSERT_EQ(r.status, pipe_status::exhausted);
       }
     }
-    pipe::get_result got = ends.in.rget(into);
+    pipe::get_result got;
+    if (by_future) {
+      if (!pulling) pulling.emplace(ends.in.rget_async(into, deadline));
+      if (!pulling->ready()) {
+        (void)me.poll();
+        continue;
+      }
+      got = pulling->get();
+      pulling.reset();
+    } else {
+      got = ends.in.rget(into);
+    }
     last = got.status;
     if (!got) {
       ASSERT_TRUE(last == pipe_status::empty || last == pipe_status::closed) << pipe::to_string(last);
@@ -346,7 +360,10 @@ void pull_ring(thread_context& me, fit_policy fit, pipe::write_protocol protocol
 TEST(Pipe, PullDirectionDeliversInPostOrder) {
   for (fit_policy fit : {fit_policy::next_fit, fit_policy::best_fit}) {
     for (auto protocol : {pipe::write_protocol::automatic, pipe::write_protocol::data_then_flag}) {
-      test::rt().run([&](thread_context& me) { pull_ring(me, fit, protocol); });
+      // Half of them pull through rget_async.
+      const bool by_future =
+          (fit == fit_policy::best_fit) != (protocol == pipe::write_protocol::automatic);
+      test::rt().run([&](thread_context& me) { pull_ring(me, fit, protocol, by_future); });
     }
   }
 }
@@ -378,9 +395,14 @@ TEST(Pipe, PullRefusals) {
     got = ends.in.rget(enough, deadline);  // nothing was consumed by the refusal
     ASSERT_TRUE(got) << pipe::to_string(got.status);
     EXPECT_TRUE(matches(enough, previous_of(me), 9));
+    // Nothing more is posted: the future ends by its deadline; on a pipe without a pull heap
+    // it ends closed at once.
+    const auto soon = fabric::deadline_clock::now() + std::chrono::milliseconds(50);
+    EXPECT_EQ(ends.in.rget_async(enough, soon).get().status, pipe_status::deadline_exceeded);
     pipe::duplex plain = pipe::duplex::open(me, next_of(me), previous_of(me), {}, deadline);
     EXPECT_EQ(plain.out.rstage(8).status, pipe_status::closed);  // opened without a pull heap
     EXPECT_EQ(plain.in.rget(enough).status, pipe_status::closed);
+    EXPECT_EQ(plain.in.rget_async(enough, deadline).get().status, pipe_status::closed);
     me.quiesce(phase_deadline);
   });
 }
