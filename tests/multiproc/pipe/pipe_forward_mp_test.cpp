@@ -15,6 +15,7 @@
 #include <seriema/pipe/pipe.hpp>
 #include <vector>
 
+#include "ring.hpp"
 #include "support/mp_main.hpp"
 
 using namespace seriema;
@@ -23,12 +24,9 @@ using pipe::pipe_status;
 
 namespace {
 
-constexpr auto phase_deadline = std::chrono::seconds(60);
-
-fabric::thread_id next_of(const thread_context& me) { return (me.id() + 1) % me.thread_count(); }
-fabric::thread_id previous_of(const thread_context& me) {
-  return (me.id() + me.thread_count() - 1) % me.thread_count();
-}
+using test::next_of;
+using test::phase_deadline;
+using test::previous_of;
 
 // Size of buffer `sequence` of the stream: 8 B .. 8 KiB, from a seed every worker knows.
 std::size_t size_of(std::uint64_t sequence) {

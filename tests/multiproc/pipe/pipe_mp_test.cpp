@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ring.hpp"
 #include "support/mp_main.hpp"
 
 using namespace seriema;
@@ -29,12 +30,9 @@ using transfer::fit_policy;
 
 namespace {
 
-constexpr auto phase_deadline = std::chrono::seconds(60);
-
-fabric::thread_id next_of(const thread_context& me) { return (me.id() + 1) % me.thread_count(); }
-fabric::thread_id previous_of(const thread_context& me) {
-  return (me.id() + me.thread_count() - 1) % me.thread_count();
-}
+using test::next_of;
+using test::phase_deadline;
+using test::previous_of;
 
 // The sizes a writer sends: log-uniform in [8, max_size], from a seed both ends know.
 class size_stream {
