@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/pipe/pipe.hpp>
@@ -141,6 +142,67 @@ TEST(PipeForward, RefusesBuffersThatAreNotLiveInTheSource) {
     EXPECT_EQ(more.status, pipe_status::empty);
     me.quiesce(phase_deadline);
   });
+}
+
+// A buffer forwarded in place outlives the pipe it came from: worker 1 forwards worker 0's
+// buffer to worker 2, then both ends of the pipe 0 -> 1 close and worker 1 opens and closes more
+// pipes (fresh regions, which must not reuse the held one); worker 2 then reads the buffer intact.
+// Once it freed it, no region is kept anywhere.
+void forward_outlives_its_pipe(thread_context& me) {
+  const auto deadline = fabric::deadline_clock::now() + phase_deadline;
+  constexpr std::size_t size = 3000;
+  std::optional<pipe::writer> out;
+  std::optional<pipe::reader> in;
+  if (me.id() == 0) out = pipe::writer::open(me, 1, {}, deadline);
+  if (me.id() == 1) in = pipe::reader::open(me, 0, {}, deadline);
+  std::optional<pipe::writer> onward;
+  std::optional<pipe::reader> last;
+  if (me.id() == 1) onward = pipe::writer::open(me, 2, {}, deadline);
+  if (me.id() == 2) last = pipe::reader::open(me, 1, {}, deadline);
+  if (me.id() == 0) {
+    const pipe::reservation r = out->rmalloc(size, deadline);
+    ASSERT_TRUE(r);
+    std::span<std::byte> bytes = out->rmem(r.buffer);
+    for (std::size_t i = 0; i < size; ++i) bytes[i] = content(77, i);
+    ASSERT_EQ(out->rwrite(r.buffer), pipe_status::ok);
+    out->close();
+  }
+  if (me.id() == 1) {
+    const pipe::read_result got = in->rread(deadline);
+    ASSERT_TRUE(got) << pipe::to_string(got.status);
+    ASSERT_EQ(onward->rforward(*in, got.buffer, deadline), pipe_status::ok);
+    in->close();
+  }
+  me.quiesce(phase_deadline);
+  for (int round = 0; round < 4; ++round) {  // fresh regions on every worker
+    pipe::duplex churn = pipe::duplex::open(me, next_of(me), previous_of(me), {}, deadline);
+    const pipe::reservation r = churn.out.rmalloc(size, deadline);
+    ASSERT_TRUE(r);
+    std::memset(churn.out.rmem(r.buffer).data(), 0xee, size);
+    ASSERT_EQ(churn.out.rwrite(r.buffer), pipe_status::ok);
+    const pipe::read_result got = churn.in.rread(deadline);
+    ASSERT_TRUE(got) << pipe::to_string(got.status);
+    me.quiesce(phase_deadline);
+  }
+  if (me.id() == 2) {
+    const pipe::read_result got = last->rread(deadline);
+    ASSERT_TRUE(got) << pipe::to_string(got.status);
+    const std::span<const std::byte> bytes = last->rmem(got.buffer);
+    ASSERT_EQ(bytes.size(), size);
+    for (std::size_t i = 0; i < size; ++i) ASSERT_EQ(bytes[i], content(77, i)) << "byte " << i;
+    ASSERT_EQ(last->rfree(got.buffer), pipe_status::ok);
+    last->close();
+  }
+  if (me.id() == 1) onward->close();
+  me.quiesce(phase_deadline);
+  EXPECT_TRUE(me.wait_until([&] { return pipe::regions_awaiting_peers(me) == 0; },
+                            fabric::deadline_clock::now() + phase_deadline))
+      << pipe::regions_awaiting_peers(me) << " regions kept";
+  me.quiesce(phase_deadline);
+}
+
+TEST(PipeForward, AForwardedBufferOutlivesThePipeItCameFrom) {
+  test::rt().run([&](thread_context& me) { forward_outlives_its_pipe(me); });
 }
 
 // Round r of writer w: size_of(r) / 8 values (writer, round, index).
