@@ -209,7 +209,8 @@ class writer_state {
   reservation try_allocate(std::size_t n);  ///< rmalloc without counting or polling
   std::span<std::byte> rmem(const rbuffer& b) noexcept;
   pipe_status rwrite(const rbuffer& b, std::size_t used);
-  pipe_status rforward(reader_state& from, const rbuffer& b);
+  /// `in_poll`: a future's attempt (neither polls nor waits for a cell: exhausted instead).
+  pipe_status rforward(reader_state& from, const rbuffer& b, bool in_poll);
   pipe_status rforward(reader_state& from, const rbuffer& b,
                        fabric::deadline_clock::time_point deadline);
   void close() noexcept;
@@ -269,6 +270,7 @@ class writer_state {
   std::uint32_t lent_out_ = 0;          ///< of those, not freed by the reader yet
   std::vector<transfer::remote_memory_locator> sources_;  ///< announced: source i + 1
   bool by_reference_ = false;  ///< the heap is mapped (direct): forwards go in place
+  bool in_poll_ = false;       ///< inside rforward(..., in_poll = true)
   bool finished_ = false;
   bool closed_ = false;
   bool peer_closed_ = false;
@@ -292,7 +294,9 @@ class reader_state {
   /// next post into `into`, or sees whether the one `ticket` started landed; empty until then.
   get_result rget_step(std::span<std::byte> into, pull_ticket& ticket);
   std::span<std::byte> rmem(const rbuffer& b) const noexcept;
-  pipe_status rfree(const rbuffer& b);
+  /// `may_wait` false (inside a poll): the hand-back is published only when no cell is busy,
+  /// else at the next flush.
+  pipe_status rfree(const rbuffer& b, bool may_wait = true);
   pipe_status flush_releases();
 
   // Forwarding (writer_state::rforward on another pipe of this thread).
@@ -348,6 +352,10 @@ class reader_state {
   /// Appends a hand-back and publishes the batch when it is full (its status, else ok).
   pipe_status release(std::uint32_t entry);
   void queue_release(std::uint32_t entry) noexcept;  ///< appends a hand-back
+  /// Inside a poll: publishes the queued hand-backs when a batch is full and that cannot wait.
+  void flush_if_free() {
+    if (unpublished_ >= batch_ && publisher_->free_cells(2)) (void)flush_releases();
+  }
   pipe_status hand_back();  ///< flush_releases' publications
   [[nodiscard]] std::uint64_t load_word(std::uint64_t heap_offset) const noexcept;  ///< acquire
   slot_view next_in_place() noexcept;  ///< next fit: the buffer where the previous one ended

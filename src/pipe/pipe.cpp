@@ -110,6 +110,12 @@ namespace {
 // operation once without polling (it runs inside a poll) and the node ends the future with its
 // result unless it says "not yet" (`pending`) before the deadline, when `at_deadline` is
 // reported. An end closed first (its `alive` word false) ends it with closed.
+pipe_status& status_of(pipe_status& status) noexcept { return status; }
+template <class R>
+pipe_status& status_of(R& result) noexcept {
+  return result.status;
+}
+
 template <class R>
 struct pipe_wait : invoke::detail::combinator<pipe_wait<R>> {
   std::function<R()> attempt;
@@ -120,12 +126,12 @@ struct pipe_wait : invoke::detail::combinator<pipe_wait<R>> {
 
   bool advance() {
     R result{};
-    result.status = pipe_status::closed;
+    status_of(result) = pipe_status::closed;
     if (*alive) {
       result = attempt();
-      if (result.status == pending) {
+      if (status_of(result) == pending) {
         if (deadline_clock::now() < deadline) return false;
-        result.status = at_deadline;
+        status_of(result) = at_deadline;
       }
     }
     this->table->note_advanced();
@@ -187,7 +193,19 @@ invoke::future<reservation> writer::rmalloc_async(std::size_t n,
 reservation writer::rstage(std::size_t n) { return state_->rstage(n); }
 pipe_status writer::rpost(const rbuffer& staged) { return state_->rpost(staged); }
 pipe_status writer::rforward(reader& from, const rbuffer& buffer) {
-  return state_->rforward(*from.state_, buffer);
+  return state_->rforward(*from.state_, buffer, false);
+}
+invoke::future<pipe_status> writer::rforward_async(reader& from, const rbuffer& buffer,
+                                                   deadline_clock::time_point deadline) {
+  detail::writer_state* state = state_.get();
+  detail::reader_state* source = from.state_.get();
+  std::shared_ptr<bool> source_open = source->alive_;
+  return pipe_future<pipe_status>(
+      state->context(),
+      [state, source, source_open, buffer] {
+        return *source_open ? state->rforward(*source, buffer, true) : pipe_status::closed;
+      },
+      pipe_status::exhausted, pipe_status::exhausted, deadline, state->alive_);
 }
 pipe_status writer::rforward(reader& from, const rbuffer& buffer,
                              deadline_clock::time_point deadline) {
@@ -265,7 +283,18 @@ duplex duplex::open(fabric::thread_context& ctx, fabric::thread_id write_to,
 // --- reduction_reader ---
 
 reduction_reader::reduction_reader(std::vector<reader> ends)
-    : ends_(std::move(ends)), round_(ends_.size(), read_result{{}, pipe_status::empty}) {}
+    : rounds_(std::make_shared<rounds>()) {
+  rounds_->held.assign(ends.size(), read_result{{}, pipe_status::empty});
+  rounds_->ends = std::move(ends);
+}
+
+reduction_reader& reduction_reader::operator=(reduction_reader&& other) noexcept {
+  close();
+  rounds_ = std::move(other.rounds_);
+  return *this;
+}
+
+reduction_reader::~reduction_reader() { close(); }
 
 reduction_reader reduction_reader::open(fabric::thread_context& ctx,
                                         std::span<const fabric::thread_id> writers,
@@ -287,55 +316,71 @@ reduction_reader reduction_reader::open(fabric::thread_context& ctx,
   return reduction_reader(std::move(ends));
 }
 
-pipe_status reduction_reader::gather(std::size_t element) {
-  if (ends_.empty()) return pipe_status::closed;  // moved from
+pipe_status reduction_reader::gather(rounds& r, std::size_t element, bool in_poll) {
+  if (r.ends.empty()) return pipe_status::closed;  // moved from
   pipe_status outcome = pipe_status::ok;
-  for (std::size_t w = 0; w < ends_.size(); ++w) {
-    if (round_[w].status != pipe_status::ok) round_[w] = ends_[w].rread();
+  for (std::size_t w = 0; w < r.ends.size(); ++w) {
+    if (r.held[w].status != pipe_status::ok) r.held[w] = r.ends[w].state_->rread(!in_poll);
     // A writer closed or dead ends the reduction; one not written yet only delays the round.
-    const pipe_status status = round_[w].status;
+    const pipe_status status = r.held[w].status;
     if (status != pipe_status::ok && (outcome == pipe_status::ok || outcome == pipe_status::empty)) {
       outcome = status;
     }
   }
   if (outcome != pipe_status::ok) return outcome;
-  const std::uint64_t size = round_[0].buffer.size;
-  for (const read_result& r : round_) {
-    if (r.buffer.size == size && size % element == 0) continue;
-    for (std::size_t w = 0; w < ends_.size(); ++w) (void)ends_[w].rfree(round_[w].buffer);
-    std::fill(round_.begin(), round_.end(), read_result{{}, pipe_status::empty});
+  const std::uint64_t size = r.held[0].buffer.size;
+  for (const read_result& held : r.held) {
+    if (held.buffer.size == size && size % element == 0) continue;
+    for (std::size_t w = 0; w < r.ends.size(); ++w) {
+      (void)r.ends[w].state_->rfree(r.held[w].buffer, !in_poll);
+    }
+    std::fill(r.held.begin(), r.held.end(), read_result{{}, pipe_status::empty});
     return pipe_status::mismatch;
   }
   return pipe_status::ok;
 }
 
-pipe_status reduction_reader::gather(std::size_t element, deadline_clock::time_point deadline) {
-  pipe_status status = gather(element);
+pipe_status reduction_reader::gather(rounds& r, std::size_t element,
+                                     deadline_clock::time_point deadline) {
+  pipe_status status = gather(r, element, false);
   if (status != pipe_status::empty) return status;  // (closed when moved from)
-  fabric::thread_context& ctx = ends_[0].state_->context();
+  fabric::thread_context& ctx = r.ends[0].state_->context();
   const bool came = ctx.wait_until(
-      [&] { return (status = gather(element)) != pipe_status::empty; },
+      [&] { return (status = gather(r, element, false)) != pipe_status::empty; },
       ctx.deadline_in_force(deadline));
   return came ? status : pipe_status::deadline_exceeded;
 }
 
-read_result reduction_reader::finish_round() {
-  for (std::size_t w = 1; w < ends_.size(); ++w) (void)ends_[w].rfree(round_[w].buffer);
-  const read_result first = round_[0];
-  std::fill(round_.begin(), round_.end(), read_result{{}, pipe_status::empty});
+read_result reduction_reader::finish_round(rounds& r, bool in_poll) {
+  for (std::size_t w = 1; w < r.ends.size(); ++w) {
+    (void)r.ends[w].state_->rfree(r.held[w].buffer, !in_poll);
+  }
+  const read_result first = r.held[0];
+  std::fill(r.held.begin(), r.held.end(), read_result{{}, pipe_status::empty});
   return first;
 }
 
+invoke::future<read_result> reduction_reader::reduce_future(std::function<read_result()> attempt,
+                                                            deadline_clock::time_point deadline) {
+  if (!rounds_ || rounds_->ends.empty()) {
+    throw error("pipe::reduction_reader::rreduce_async: the reader was moved from");
+  }
+  detail::reader_state& first = *rounds_->ends[0].state_;
+  return pipe_future<read_result>(first.context(), std::move(attempt), pipe_status::empty,
+                                  pipe_status::deadline_exceeded, deadline, first.alive_);
+}
+
 std::span<std::byte> reduction_reader::rmem(const rbuffer& buffer) const noexcept {
-  return ends_.empty() ? std::span<std::byte>{} : ends_[0].rmem(buffer);
+  return writers() == 0 ? std::span<std::byte>{} : rounds_->ends[0].rmem(buffer);
 }
 
 pipe_status reduction_reader::rfree(const rbuffer& buffer) {
-  return ends_.empty() ? pipe_status::closed : ends_[0].rfree(buffer);
+  return writers() == 0 ? pipe_status::closed : rounds_->ends[0].rfree(buffer);
 }
 
 void reduction_reader::close() noexcept {
-  for (reader& end : ends_) end.close();
+  if (!rounds_) return;
+  for (reader& end : rounds_->ends) end.close();
 }
 
 std::size_t regions_awaiting_peers(fabric::thread_context& ctx) {

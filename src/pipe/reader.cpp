@@ -195,13 +195,16 @@ std::span<std::byte> reader_state::rmem(const rbuffer& b) const noexcept {
   return {h->payload, static_cast<std::size_t>(h->size)};
 }
 
-pipe_status reader_state::rfree(const rbuffer& b) {
+pipe_status reader_state::rfree(const rbuffer& b, bool may_wait) {
   if (b.end != id_) return pipe_status::not_owner;
   if (closed_) return pipe_status::closed;
   auto* h = const_cast<held_buffer*>(live_buffer(b));
   if (h == nullptr) return pipe_status::stale;
   h->live = false;
-  return release(h->entry);
+  if (may_wait) return release(h->entry);
+  queue_release(h->entry);
+  flush_if_free();
+  return pipe_status::ok;
 }
 
 void reader_state::queue_release(std::uint32_t entry) noexcept {
@@ -248,7 +251,7 @@ get_result reader_state::pulled(const slot_view& view, bool may_publish) {
   // Inside a poll: published only when that cannot wait (a hand-back takes at most two
   // publications), else by the next flush.
   queue_release(view.entry | pull_entry_bit);
-  if (unpublished_ >= batch_ && publisher_->free_cells(2)) (void)flush_releases();
+  flush_if_free();
   return {static_cast<std::size_t>(view.size), pipe_status::ok};
 }
 

@@ -134,7 +134,7 @@ reservation writer_state::allocate_for_forward(std::size_t n) {
   // No poll between a granted allocation and its rwrite: the forwarded buffer checked before
   // stays as it was (a poll runs calls), and no allocation is left unwritten.
   const reservation r = try_allocate(n);
-  if (r.status == pipe_status::exhausted) (void)poll_for_room();
+  if (r.status == pipe_status::exhausted && !in_poll_) (void)poll_for_room();
   return r;
 }
 
@@ -268,27 +268,33 @@ pipe_status writer_state::rpost(const rbuffer& b) {
 
 // --- forwarding (redirection pipes) ---
 
-pipe_status writer_state::rforward(reader_state& from, const rbuffer& b) {
+pipe_status writer_state::rforward(reader_state& from, const rbuffer& b, bool in_poll) {
   if (&from.context() != open_.ctx) return pipe_status::not_owner;
   if (closed_) return pipe_status::closed;
   const lendable_buffer lent = from.lend_check(b);
   if (lent.status != pipe_status::ok) return lent.status;
   if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
   collect_releases();
-  if (by_reference_ && !lent.redirected) {
-    const announced a = announce(from.region_locator());
-    if (a.status != pipe_status::ok) return a.status;
-    if (a.source != 0) return forward_in_place(from, b, lent, a.source);
+  // Inside a poll nothing may wait for a cell: a source record and the buffer, each with a wrap
+  // marker, take at most four publications.
+  if (in_poll && !publisher_->free_cells(4)) return pipe_status::exhausted;
+  in_poll_ = in_poll;
+  announced a;
+  if (by_reference_ && !lent.redirected) a = announce(from.region_locator());
+  if (a.status == pipe_status::ok) {
+    a.status = a.source != 0 ? forward_in_place(from, b, lent, a.source)
+                             : forward_copy(from, b, lent.payload);
   }
-  return forward_copy(from, b, lent.payload);
+  in_poll_ = false;
+  return a.status;
 }
 
 pipe_status writer_state::rforward(reader_state& from, const rbuffer& b,
                                    fabric::deadline_clock::time_point deadline) {
-  pipe_status status = rforward(from, b);
+  pipe_status status = rforward(from, b, false);
   if (status != pipe_status::exhausted) return status;
   fabric::thread_context& ctx = *open_.ctx;
-  ctx.wait_until([&] { return (status = rforward(from, b)) != pipe_status::exhausted; },
+  ctx.wait_until([&] { return (status = rforward(from, b, false)) != pipe_status::exhausted; },
                  ctx.deadline_in_force(deadline));
   return status;
 }
@@ -328,7 +334,7 @@ pipe_status writer_state::forward_copy(reader_state& from, const rbuffer& b,
   // Queued (next fit: it goes out with the next publication) counts as passed on.
   if (status == pipe_status::ok ||
       book_->find(r.buffer.ticket)->state != entry_state::allocated) {
-    (void)from.rfree(b);
+    (void)from.rfree(b, !in_poll_);
   }
   return status;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <seriema/fabric/outcome.hpp>
 #include <seriema/fabric/placement.hpp>
@@ -193,6 +194,11 @@ class writer {
   /// rforward that waits (serving calls) until `deadline` for room in this pipe's heap.
   [[nodiscard]] pipe_status rforward(reader& from, const rbuffer& buffer,
                                      deadline_clock::time_point deadline);
+  /// rforward(from, buffer, deadline) as a future of this thread: its polls try the forward
+  /// (never waiting inside a poll) until it is done or refused, or the deadline (exhausted);
+  /// closed when either end closes first. The buffer is `from`'s until the future ends ok.
+  [[nodiscard]] invoke::future<pipe_status> rforward_async(reader& from, const rbuffer& buffer,
+                                                           deadline_clock::time_point deadline);
   /// Pull direction (pipe_options::pull_heap_bytes): a buffer of `n` bytes in this thread's own
   /// exposed heap, filled through rmem, then offered with rpost for the reader to pull (rget).
   /// The same refusals as rmalloc; closed when the pipe has no pull direction.
@@ -321,13 +327,25 @@ class reduction_reader {
   /// once a writer closed and every round it wrote was combined; peer_failed when one died.
   template <class T, class Op>
   [[nodiscard]] read_result rreduce(Op op) {
-    return combine<T>(op, gather(sizeof(T)));
+    return combine<T>(*rounds_, op, gather(*rounds_, sizeof(T), false), false);
   }
   /// rreduce that waits (serving calls) for the round until `deadline` (or the deadline in
   /// force): deadline_exceeded then (the writers' buffers already here stay for the next call).
   template <class T, class Op>
   [[nodiscard]] read_result rreduce(Op op, deadline_clock::time_point deadline) {
-    return combine<T>(op, gather(sizeof(T), deadline));
+    return combine<T>(*rounds_, op, gather(*rounds_, sizeof(T), deadline), false);
+  }
+  /// rreduce(op, deadline) as a future of this thread (get, co_await, then): the thread's polls
+  /// gather the round (never waiting inside a poll) and combine it once complete; it ends with
+  /// the result, deadline_exceeded when the deadline passed first, closed when the reader closed
+  /// first. One such future at a time per reduction.
+  template <class T, class Op>
+  [[nodiscard]] invoke::future<read_result> rreduce_async(Op op,
+                                                          deadline_clock::time_point deadline) {
+    std::shared_ptr<rounds> r = rounds_;
+    return reduce_future(
+        [r, op]() mutable { return combine<T>(*r, op, gather(*r, sizeof(T), true), true); },
+        deadline);
   }
   /// The combined payload of a buffer rreduce returned and not yet freed, in place.
   [[nodiscard]] std::span<std::byte> rmem(const rbuffer& buffer) const noexcept;
@@ -336,35 +354,46 @@ class reduction_reader {
   /// Closes every end. Idempotent; the destructor closes.
   void close() noexcept;
 
-  [[nodiscard]] std::size_t writers() const noexcept { return ends_.size(); }
+  [[nodiscard]] std::size_t writers() const noexcept { return rounds_ ? rounds_->ends.size() : 0; }
   /// The reader end of the i-th writer's pipe (its counters, its options).
-  [[nodiscard]] const reader& end(std::size_t i) const { return ends_.at(i); }
+  [[nodiscard]] const reader& end(std::size_t i) const { return rounds_->ends.at(i); }
+
+  reduction_reader(reduction_reader&&) noexcept = default;  ///< the other may only be destroyed
+  reduction_reader& operator=(reduction_reader&& other) noexcept;  ///< closes this one first
+  ~reduction_reader();  ///< close()
 
  private:
+  /// The ends and the round being gathered, shared with the futures of rreduce_async.
+  struct rounds {
+    std::vector<reader> ends;
+    std::vector<read_result> held;  ///< this round's buffers so far (status ok: held)
+  };
   explicit reduction_reader(std::vector<reader> ends);
-  /// ok once every writer's buffer of the round is held (sizes equal, whole `element` bytes).
-  pipe_status gather(std::size_t element);
-  pipe_status gather(std::size_t element, deadline_clock::time_point deadline);
+  /// ok once every writer's buffer of the round is held (sizes equal, whole `element` bytes);
+  /// `in_poll`: a future's attempt (neither polls nor waits to publish).
+  static pipe_status gather(rounds& r, std::size_t element, bool in_poll);
+  static pipe_status gather(rounds& r, std::size_t element, deadline_clock::time_point deadline);
   /// Frees the round's other buffers and hands out the first.
-  read_result finish_round();
+  static read_result finish_round(rounds& r, bool in_poll);
+  invoke::future<read_result> reduce_future(std::function<read_result()> attempt,
+                                            deadline_clock::time_point deadline);
 
   template <class T, class Op>
-  read_result combine(Op& op, pipe_status gathered) {
+  static read_result combine(rounds& r, Op& op, pipe_status gathered, bool in_poll) {
     static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16,
                   "a reduction combines trivially copyable elements aligned to at most 16");
     if (gathered != pipe_status::ok) return {{}, gathered};
     // Payloads start 16 bytes into 64-byte aligned ranges: aligned for T.
-    auto* acc = reinterpret_cast<T*>(ends_[0].rmem(round_[0].buffer).data());
-    const std::size_t n = round_[0].buffer.size / sizeof(T);
-    for (std::size_t w = 1; w < ends_.size(); ++w) {
-      const auto* next = reinterpret_cast<const T*>(ends_[w].rmem(round_[w].buffer).data());
+    auto* acc = reinterpret_cast<T*>(r.ends[0].rmem(r.held[0].buffer).data());
+    const std::size_t n = r.held[0].buffer.size / sizeof(T);
+    for (std::size_t w = 1; w < r.ends.size(); ++w) {
+      const auto* next = reinterpret_cast<const T*>(r.ends[w].rmem(r.held[w].buffer).data());
       for (std::size_t i = 0; i < n; ++i) acc[i] = op(acc[i], next[i]);
     }
-    return finish_round();
+    return finish_round(r, in_poll);
   }
 
-  std::vector<reader> ends_;
-  std::vector<read_result> round_;  ///< the current round's buffers (status ok: held)
+  std::shared_ptr<rounds> rounds_;
 };
 
 /// Regions of this worker's closed pipe ends that it keeps until their peers close or die (a

@@ -75,8 +75,11 @@ void forward_ring(thread_context& me, std::uint64_t count, const pipe::pipe_opti
       }
       ASSERT_EQ(ends.in.rfree(got.buffer), pipe_status::ok);
     } else {
-      ASSERT_EQ(ends.out.rforward(ends.in, got.buffer, deadline), pipe_status::ok)
-          << "buffer " << seen;
+      // Odd workers forward through the future (its polls try until there is room).
+      const pipe_status forwarded =
+          me.id() % 2 == 1 ? ends.out.rforward_async(ends.in, got.buffer, deadline).get()
+                           : ends.out.rforward(ends.in, got.buffer, deadline);
+      ASSERT_EQ(forwarded, pipe_status::ok) << "buffer " << seen;
       // Forwarded: the buffer is the next hop's now.
       EXPECT_EQ(ends.out.rforward(ends.in, got.buffer), pipe_status::stale);
       EXPECT_EQ(ends.in.rfree(got.buffer), pipe_status::stale);
@@ -210,8 +213,8 @@ std::int64_t contribution(std::uint64_t writer, std::uint64_t round, std::size_t
   return static_cast<std::int64_t>(writer * 1'000'003 + round * 1009 + i) * (writer % 2 ? -1 : 1);
 }
 
-// Worker 0 reduces every other worker's rounds; round `bad_round` of the last writer is one
-// element short, so that round is refused as a whole.
+// Worker 0 reduces every other worker's rounds (odd ones through rreduce_async); round
+// `bad_round` of the last writer is one element short, so that round is refused as a whole.
 void reduce_rounds(thread_context& me, std::uint64_t rounds, std::uint64_t bad_round) {
   const auto deadline = fabric::deadline_clock::now() + phase_deadline;
   const fabric::thread_id last = me.thread_count() - 1;
@@ -234,7 +237,10 @@ void reduce_rounds(thread_context& me, std::uint64_t rounds, std::uint64_t bad_r
   for (fabric::thread_id w = 1; w < me.thread_count(); ++w) writers.push_back(w);
   pipe::reduction_reader sum = pipe::reduction_reader::open(me, writers, {}, deadline);
   for (std::uint64_t round = 0; round < rounds; ++round) {
-    const pipe::read_result got = sum.rreduce<std::int64_t>(std::plus<>{}, deadline);
+    // Odd rounds through the future.
+    const pipe::read_result got =
+        round % 2 == 1 ? sum.rreduce_async<std::int64_t>(std::plus<>{}, deadline).get()
+                       : sum.rreduce<std::int64_t>(std::plus<>{}, deadline);
     if (round == bad_round && writers.size() > 1) {
       ASSERT_EQ(got.status, pipe_status::mismatch);
       continue;
@@ -252,6 +258,8 @@ void reduce_rounds(thread_context& me, std::uint64_t rounds, std::uint64_t bad_r
   }
   EXPECT_EQ(sum.rreduce<std::int64_t>(std::plus<>{}, deadline).status, pipe_status::closed);
   EXPECT_EQ(sum.rreduce<std::int64_t>(std::plus<>{}).status, pipe_status::closed);
+  EXPECT_EQ(sum.rreduce_async<std::int64_t>(std::plus<>{}, deadline).get().status,
+            pipe_status::closed);
   for (std::size_t w = 0; w < sum.writers(); ++w) {
     EXPECT_EQ(sum.end(w).counters().buffers, rounds);
   }
