@@ -79,18 +79,18 @@ struct pull_ticket {
   transfer::completion_tag tag;
 };
 
-/// Reads the release entries a reader handed back into a writer's release area (`area`, of a pipe
-/// of `width`) since `seen`, advancing it: on_entry(decoded, entry) for each, in order. The count
-/// word is loaded with acquire: the entries it counts were stored before it.
+/// Reads the release entries a reader handed back into a writer's release area (`area`, with
+/// `slots` entries) since `seen`, advancing it: on_entry(decoded, entry) for each, in order. The
+/// count word is loaded with acquire: the entries it counts were stored before it.
 template <class OnEntry>
-void read_releases(const std::byte* area, std::uint32_t width, std::uint64_t& seen,
+void read_releases(const std::byte* area, std::uint64_t slots, std::uint64_t& seen,
                    OnEntry on_entry) {
   const std::uint64_t handed_back =
       std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(area))
           .load(std::memory_order_acquire);
   for (; seen < handed_back; ++seen) {
     std::uint64_t word;
-    std::memcpy(&word, area + release_entries_offset + (seen % width) * 8, sizeof word);
+    std::memcpy(&word, area + release_entries_offset + (seen % slots) * 8, sizeof word);
     std::uint32_t entry;
     const bool decoded = decode_release(word, entry);
     on_entry(decoded, entry);
@@ -146,7 +146,7 @@ class pipe_layer final : public fabric::thread_extension {
     int peer_process = -1;
     std::vector<forward_note> notes;
     const std::byte* area = nullptr;
-    std::uint32_t width = 0;
+    std::uint64_t slots = 0;  ///< release entries in the area
     std::uint64_t seen = 0;
     std::uint32_t out = 0;  ///< notes not settled yet
   };
@@ -214,6 +214,8 @@ class writer_state {
   pipe_status rforward(reader_state& from, const rbuffer& b,
                        fabric::deadline_clock::time_point deadline);
   void close() noexcept;
+  /// Publishes records left queued (next fit) by a forward inside a poll that found a cell busy.
+  void publish_backlog();
   /// The reader closed: forwards it still held come back.
   void peer_closed() noexcept;
   void settle_forwards() noexcept;  ///< every forward still out comes back (the reader is gone)
@@ -234,6 +236,7 @@ class writer_state {
   pipe_status refusal() const noexcept;
   pipe_status publish_in_ring(heap_book::record& r);
   pipe_status publish_queued();  ///< next fit: the queued buffers next in allocation order
+  pipe_status publish_in_order();  ///< publish_queued's loop (not re-entered)
   void written(heap_book::record& r) noexcept;
   std::size_t collect_releases();  ///< takes back what the reader freed; forwards settled
   /// The number the reader knows `region` by, sending a source record first when it is new: ok,
@@ -271,6 +274,7 @@ class writer_state {
   std::vector<transfer::remote_memory_locator> sources_;  ///< announced: source i + 1
   bool by_reference_ = false;  ///< the heap is mapped (direct): forwards go in place
   bool in_poll_ = false;       ///< inside rforward(..., in_poll = true)
+  bool publishing_ = false;    ///< inside publish_queued
   bool finished_ = false;
   bool closed_ = false;
   bool peer_closed_ = false;
@@ -307,6 +311,10 @@ class reader_state {
   /// as this may run inside a poll).
   void return_lent(std::uint32_t entry) noexcept;
   pipe_status flush_if_due();  ///< publishes the queued releases once a batch is full
+  /// Inside a poll: publishes the queued hand-backs when a batch is full and that cannot wait.
+  void flush_if_free() {
+    if (unpublished_ >= batch_ && publisher_->free_cells(2)) (void)flush_releases();
+  }
   [[nodiscard]] transfer::remote_memory_locator region_locator() const;
   [[nodiscard]] std::uint32_t id() const noexcept { return id_; }
   void close() noexcept;
@@ -352,10 +360,6 @@ class reader_state {
   /// Appends a hand-back and publishes the batch when it is full (its status, else ok).
   pipe_status release(std::uint32_t entry);
   void queue_release(std::uint32_t entry) noexcept;  ///< appends a hand-back
-  /// Inside a poll: publishes the queued hand-backs when a batch is full and that cannot wait.
-  void flush_if_free() {
-    if (unpublished_ >= batch_ && publisher_->free_cells(2)) (void)flush_releases();
-  }
   pipe_status hand_back();  ///< flush_releases' publications
   [[nodiscard]] std::uint64_t load_word(std::uint64_t heap_offset) const noexcept;  ///< acquire
   slot_view next_in_place() noexcept;  ///< next fit: the buffer where the previous one ended

@@ -317,7 +317,6 @@ reduction_reader reduction_reader::open(fabric::thread_context& ctx,
 }
 
 pipe_status reduction_reader::gather(rounds& r, std::size_t element, bool in_poll) {
-  if (r.ends.empty()) return pipe_status::closed;  // moved from
   pipe_status outcome = pipe_status::ok;
   for (std::size_t w = 0; w < r.ends.size(); ++w) {
     if (r.held[w].status != pipe_status::ok) r.held[w] = r.ends[w].state_->rread(!in_poll);
@@ -343,7 +342,7 @@ pipe_status reduction_reader::gather(rounds& r, std::size_t element, bool in_pol
 pipe_status reduction_reader::gather(rounds& r, std::size_t element,
                                      deadline_clock::time_point deadline) {
   pipe_status status = gather(r, element, false);
-  if (status != pipe_status::empty) return status;  // (closed when moved from)
+  if (status != pipe_status::empty) return status;
   fabric::thread_context& ctx = r.ends[0].state_->context();
   const bool came = ctx.wait_until(
       [&] { return (status = gather(r, element, false)) != pipe_status::empty; },
@@ -368,6 +367,13 @@ invoke::future<read_result> reduction_reader::reduce_future(std::function<read_r
   detail::reader_state& first = *rounds_->ends[0].state_;
   return pipe_future<read_result>(first.context(), std::move(attempt), pipe_status::empty,
                                   pipe_status::deadline_exceeded, deadline, first.alive_);
+}
+
+const reader& reduction_reader::end(std::size_t i) const {
+  if (i >= writers()) {
+    throw error(fmt::format("pipe::reduction_reader::end({}): {} writers", i, writers()));
+  }
+  return rounds_->ends[i];
 }
 
 std::span<std::byte> reduction_reader::rmem(const rbuffer& buffer) const noexcept {

@@ -136,6 +136,8 @@ pipe_layer::kept_map::iterator pipe_layer::free_if_unused(fabric::thread_context
                                                           kept_map::iterator it) {
   const bool held = it->first.second == role::reader && holds_.contains(it->first.first);
   if (!it->second.peer_done || held) return std::next(it);
+  // A closed writer's forwards are read from this region: they come back before it goes.
+  if (it->first.second == role::writer) settle_orphans(self, it->first.first);
   free_region(self, it->second.region);
   return kept_.erase(it);
 }
@@ -162,8 +164,8 @@ std::size_t pipe_layer::collect_orphans(fabric::thread_context& self) {
   std::size_t settled = 0;
   for (auto it = orphans_.begin(); it != orphans_.end();) {
     orphans& o = it->second;
-    read_releases(o.area, o.width, o.seen, [&](bool decoded, std::uint32_t entry) {
-      forward_note& note = o.notes[heap_book::index_of(entry) % o.width];
+    read_releases(o.area, o.slots, o.seen, [&](bool decoded, std::uint32_t entry) {
+      forward_note& note = o.notes[heap_book::index_of(entry) % o.notes.size()];
       if (!decoded || note.from_end == 0 || note.record != entry) return;
       settle(self, note);
       note = {};
@@ -211,6 +213,7 @@ void pipe_layer::account(role as, const pipe_counters& c) {
 
 void pipe_layer::flush(fabric::thread_context&) {
   for (reader_state* r : readers_) (void)r->flush_releases();
+  for (writer_state* w : writers_) w->publish_backlog();
 }
 
 void pipe_layer::peers_failed(fabric::thread_context& self) {

@@ -35,7 +35,7 @@ reader_state::reader_state(fabric::thread_context& ctx, fabric::thread_id writer
       id_(open_.layer->next_end_id()),
       heap_offset_(layout_.heap_offset()),
       held_(options.width),
-      releases_(options.width),
+      releases_(layout_.release_slots()),
       in_place_(options.fit == transfer::fit_policy::next_fit) {
   batch_ = !deferred(options)         ? 1u
            : options.release_batch != 0 ? options.release_batch
@@ -208,7 +208,7 @@ pipe_status reader_state::rfree(const rbuffer& b, bool may_wait) {
 }
 
 void reader_state::queue_release(std::uint32_t entry) noexcept {
-  releases_[released_ & (options_.width - 1)] = release_entry(entry);
+  releases_[released_ & (releases_.size() - 1)] = release_entry(entry);
   ++released_;
   ++unpublished_;
   ++counters_.releases;
@@ -271,7 +271,10 @@ get_result reader_state::rget(std::span<std::byte> into) {
 
 get_result reader_state::rget_step(std::span<std::byte> into, pull_ticket& ticket) {
   if (closed_ || !finished_ || options_.pull_heap_bytes == 0) return {0, pipe_status::closed};
-  if (ticket.active && ticket.post != gets_) ticket.active = false;  // pulled since: start over
+  if (ticket.active && ticket.post != gets_) {  // pulled since: start over, once its get landed
+    if (publisher_->fetch_state(ticket.tag) == pipe_status::empty) return {0, pipe_status::empty};
+    ticket.active = false;
+  }
   if (!ticket.active) {
     const slot_view view = next_post();
     if (view.state == slot_state::empty) return {0, no_buffer(true, false)};
@@ -316,11 +319,11 @@ pipe_status reader_state::flush_releases() {
 pipe_status reader_state::hand_back() {
   // The entries not handed back yet, in at most two runs of the ring (it may wrap), each
   // published with the count it brings the writer to.
-  const std::uint64_t width = options_.width;
+  const std::uint64_t slots = releases_.size();
   std::uint64_t first = released_ - unpublished_;
   while (first != released_) {
-    const std::uint64_t start = first & (width - 1);
-    const std::uint64_t run = std::min(released_ - first, width - start);
+    const std::uint64_t start = first & (slots - 1);
+    const std::uint64_t run = std::min(released_ - first, slots - start);
     const pipe_status status = publisher_->publish(
         {reinterpret_cast<const std::byte*>(releases_.data() + start),
          static_cast<std::size_t>(run * 8)},
@@ -373,16 +376,25 @@ void reader_state::add_source(std::span<const std::byte, source_record_size> rec
   static_assert(sizeof index + sizeof region == source_record_size);
   std::memcpy(&index, record.data(), sizeof index);
   std::memcpy(&region, record.data() + sizeof index, sizeof region);
-  if (index == 0 || index > max_redirect_sources) return;  // its redirects will be invalid
-  if (sources_.size() < index) sources_.resize(index);
-  source_region& s = sources_[index - 1];
-  s = {};
-  try {
-    if (region.valid() && region.rkey_size <= region.packed_rkey.size()) {
-      s.memory = std::make_unique<transfer::remote_memory>(
-          open_.ctx->endpoint_to(region.process), region, true);
-      s.base = s.memory->direct();
+  // A source is the forwarding writer's own memory, numbered in order, announced once, no
+  // larger than one allocation; anything else is refused (its redirects are then invalid).
+  const bool acceptable = index == sources_.size() + 1 && index <= max_redirect_sources &&
+                          region.process == open_.peer_process && region.valid() &&
+                          region.rkey_size <= region.packed_rkey.size() &&
+                          region.size <= transfer::block_size;
+  if (!acceptable) {
+    if (counters_.rejected_slots++ == 0) {
+      log::error("pipe {} -> {}: a source record ({}, number {}) is not one this pipe's writer "
+                 "sends; it is not used (later rejections are only counted)",
+                 open_.key.writer, open_.key.reader, region.to_string(), index);
     }
+    return;
+  }
+  source_region& s = sources_.emplace_back();
+  try {  // the writer's endpoint: it exists (the pipe publishes through it)
+    s.memory = std::make_unique<transfer::remote_memory>(open_.ctx->endpoint_to(region.process),
+                                                         region, true);
+    s.base = s.memory->direct();
   } catch (const std::exception&) {  // a locator that does not resolve: no mapping
   }
   if (s.base == nullptr) {

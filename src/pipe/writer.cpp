@@ -83,7 +83,7 @@ pipe_status writer_state::refusal() const noexcept {
 
 std::size_t writer_state::collect_releases() {
   std::size_t settled = 0;
-  read_releases(open_.region.data, options_.width, releases_seen_,
+  read_releases(open_.region.data, layout_.release_slots(), releases_seen_,
                 [&](bool decoded, std::uint32_t entry) {
     heap_book* book = (entry & pull_entry_bit) != 0 ? pull_book_.get() : book_.get();
     if (!decoded || book == nullptr || !book->release(entry & ~pull_entry_bit)) {
@@ -198,8 +198,21 @@ pipe_status writer_state::publish_in_ring(heap_book::record& r) {
 }
 
 pipe_status writer_state::publish_queued() {
+  // A publication that waits for a cell polls, and the poll may come back here (the thread's
+  // flush, a call that writes): the outer loop publishes what is queued, in order, once.
+  if (publishing_) return pipe_status::ok;
+  publishing_ = true;
+  const pipe_status status = publish_in_order();
+  publishing_ = false;
+  return status;
+}
+
+pipe_status writer_state::publish_in_order() {
   while (heap_book::record* r = book_->at_sequence(writes_)) {
     if (r->state != entry_state::queued) break;
+    // Inside a poll a record goes out only when its publications (a wrap marker, the record)
+    // cannot wait; the rest stay queued for the next rwrite or the thread's flush.
+    if (in_poll_ && !publisher_->free_cells(2)) break;
     const std::uint32_t tag = tag_of(writes_);
     // The reader looks where the previous buffer ended (at the start when under 16 bytes were
     // left there); a buffer that wrapped elsewhere leaves it a marker pointing to the start.
@@ -275,17 +288,25 @@ pipe_status writer_state::rforward(reader_state& from, const rbuffer& b, bool in
   if (lent.status != pipe_status::ok) return lent.status;
   if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
   collect_releases();
+  // The forwards just taken back, on to their writer (once a batch is due).
+  if (in_poll) {
+    from.flush_if_free();
+  } else {
+    (void)from.flush_if_due();
+  }
   // Inside a poll nothing may wait for a cell: a source record and the buffer, each with a wrap
   // marker, take at most four publications.
   if (in_poll && !publisher_->free_cells(4)) return pipe_status::exhausted;
-  in_poll_ = in_poll;
+  struct poll_scope {  // in_poll_ for the forward's publications, whatever way it ends
+    bool& flag;
+    ~poll_scope() { flag = false; }
+  } scope{in_poll_ = in_poll};
   announced a;
   if (by_reference_ && !lent.redirected) a = announce(from.region_locator());
   if (a.status == pipe_status::ok) {
     a.status = a.source != 0 ? forward_in_place(from, b, lent, a.source)
                              : forward_copy(from, b, lent.payload);
   }
-  in_poll_ = false;
   return a.status;
 }
 
@@ -388,6 +409,10 @@ void writer_state::peer_closed() noexcept {
   settle_forwards();  // the reader reads none of them any more
 }
 
+void writer_state::publish_backlog() {
+  if (!closed_ && book_ && options_.fit == transfer::fit_policy::next_fit) (void)publish_queued();
+}
+
 void writer_state::close() noexcept {
   if (closed_) return;
   closed_ = true;
@@ -400,9 +425,9 @@ void writer_state::close() noexcept {
       // (its release area stays with our region until it closes or dies).
       try {
         open_.layer->adopt(open_.key, {open_.peer_process, std::move(forwards_),
-                                       open_.region.data, options_.width, releases_seen_,
-                                       lent_out_});
-      } catch (...) {  // no memory: they stay lent
+                                       open_.region.data, layout_.release_slots(),
+                                       releases_seen_, lent_out_});
+      } catch (...) {  // no memory: the buffers stay lent, their regions held (never freed)
       }
       forwards_.clear();
       lent_out_ = 0;

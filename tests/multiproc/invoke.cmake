@@ -179,6 +179,24 @@ function(seriema_invoke_api_suite name)
   endif()
 endfunction()
 
+# A 3-rank failure scenario (tests/support/three_rank_failure.sh: rank 1 dies, then stalls) as
+# mp.<name>.np3.{default,tcp,machines3.tcp}: `script` runs `exe` under seriema-run over shm, tcp,
+# and tcp across 3 emulated machines.
+function(seriema_three_rank_failure_suite name script exe)
+  foreach(variant default tcp machines3.tcp)
+    set(extra "")
+    if(variant STREQUAL "machines3.tcp")
+      set(extra --machines 3)
+    endif()
+    add_test(NAME mp.${name}.np3.${variant}
+             COMMAND ${script} $<TARGET_FILE:seriema-run> $<TARGET_FILE:${exe}> ${extra})
+    set_tests_properties(mp.${name}.np3.${variant} PROPERTIES LABELS multiproc TIMEOUT 300)
+    if(variant MATCHES "tcp$")
+      set_tests_properties(mp.${name}.np3.${variant} PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
+    endif()
+  endforeach()
+endfunction()
+
 # Futures: values of every kind, remote exceptions, failure outcomes, continuations and
 # combinators, attached threads; 1 process x 3 threads, 2 x 3 over shm, tcp and 2 emulated
 # machines, and under mpirun.

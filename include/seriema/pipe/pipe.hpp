@@ -327,18 +327,20 @@ class reduction_reader {
   /// once a writer closed and every round it wrote was combined; peer_failed when one died.
   template <class T, class Op>
   [[nodiscard]] read_result rreduce(Op op) {
+    if (!rounds_) return {{}, pipe_status::closed};  // moved from
     return combine<T>(*rounds_, op, gather(*rounds_, sizeof(T), false), false);
   }
   /// rreduce that waits (serving calls) for the round until `deadline` (or the deadline in
   /// force): deadline_exceeded then (the writers' buffers already here stay for the next call).
   template <class T, class Op>
   [[nodiscard]] read_result rreduce(Op op, deadline_clock::time_point deadline) {
+    if (!rounds_) return {{}, pipe_status::closed};  // moved from
     return combine<T>(*rounds_, op, gather(*rounds_, sizeof(T), deadline), false);
   }
   /// rreduce(op, deadline) as a future of this thread (get, co_await, then): the thread's polls
   /// gather the round (never waiting inside a poll) and combine it once complete; it ends with
   /// the result, deadline_exceeded when the deadline passed first, closed when the reader closed
-  /// first. One such future at a time per reduction.
+  /// first. One such future at a time per reduction; throws seriema::error when moved from.
   template <class T, class Op>
   [[nodiscard]] invoke::future<read_result> rreduce_async(Op op,
                                                           deadline_clock::time_point deadline) {
@@ -356,7 +358,7 @@ class reduction_reader {
 
   [[nodiscard]] std::size_t writers() const noexcept { return rounds_ ? rounds_->ends.size() : 0; }
   /// The reader end of the i-th writer's pipe (its counters, its options).
-  [[nodiscard]] const reader& end(std::size_t i) const { return rounds_->ends.at(i); }
+  [[nodiscard]] const reader& end(std::size_t i) const;
 
   reduction_reader(reduction_reader&&) noexcept = default;  ///< the other may only be destroyed
   reduction_reader& operator=(reduction_reader&& other) noexcept;  ///< closes this one first

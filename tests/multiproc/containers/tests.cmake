@@ -33,21 +33,9 @@ seriema_invoke_api_suite(containers_bag)
 # tcp across 3 emulated machines.
 seriema_mp_executable(containers_map_failure_mp_test containers/map_failure_mp_test.cpp
                       seriema::containers)
-foreach(variant default tcp machines3.tcp)
-  set(extra "")
-  if(variant STREQUAL "machines3.tcp")
-    set(extra --machines 3)
-  endif()
-  add_test(NAME mp.containers_map_failure.np3.${variant}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/containers/map_failure_test.sh
-                   $<TARGET_FILE:seriema-run> $<TARGET_FILE:containers_map_failure_mp_test> ${extra})
-  set_tests_properties(mp.containers_map_failure.np3.${variant} PROPERTIES LABELS multiproc
-                       TIMEOUT 300)
-  if(variant MATCHES "tcp$")
-    set_tests_properties(mp.containers_map_failure.np3.${variant} PROPERTIES
-                         ENVIRONMENT "UCX_TLS=tcp,self")
-  endif()
-endforeach()
+seriema_three_rank_failure_suite(containers_map_failure
+                                 ${CMAKE_CURRENT_SOURCE_DIR}/containers/map_failure_test.sh
+                                 containers_map_failure_mp_test)
 
 # disjoint_set: random unites from every worker checked against a sequential union-find (integer
 # and string keys), unite_and_run once per merge, an empty set and one pair everywhere.

@@ -1,5 +1,6 @@
 # The pipe module: rings of pipes over every worker (irregular sizes in order, every fit policy
-# and write protocol, a slow reader), duplex ping-pong, refusals, open failures; 1 process x 3
+# and write protocol, a slow reader), duplex ping-pong, the pull direction, the futures of the
+# waits, refusals, open failures; 1 process x 3
 # threads, 2 x 3 over shm, tcp and 2 emulated machines, and under mpirun.
 seriema_mp_executable(pipe_mp_test pipe/pipe_mp_test.cpp seriema::pipe)
 seriema_invoke_api_suite(pipe)
@@ -12,16 +13,5 @@ seriema_invoke_api_suite(pipe_forward)
 # A peer that dies or stalls: 3 processes x 1 thread over shm and tcp, and over tcp across 3
 # emulated machines.
 seriema_mp_executable(pipe_failure_mp_test pipe/pipe_failure_mp_test.cpp seriema::pipe)
-foreach(variant default tcp machines3.tcp)
-  set(extra "")
-  if(variant STREQUAL "machines3.tcp")
-    set(extra --machines 3)
-  endif()
-  add_test(NAME mp.pipe_failure.np3.${variant}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/pipe/pipe_failure_test.sh
-                   $<TARGET_FILE:seriema-run> $<TARGET_FILE:pipe_failure_mp_test> ${extra})
-  set_tests_properties(mp.pipe_failure.np3.${variant} PROPERTIES LABELS multiproc TIMEOUT 300)
-  if(variant MATCHES "tcp$")
-    set_tests_properties(mp.pipe_failure.np3.${variant} PROPERTIES ENVIRONMENT "UCX_TLS=tcp,self")
-  endif()
-endforeach()
+seriema_three_rank_failure_suite(pipe_failure ${CMAKE_CURRENT_SOURCE_DIR}/pipe/pipe_failure_test.sh
+                                 pipe_failure_mp_test)

@@ -9,7 +9,8 @@
 //   [heap_offset, + heap)    the heap the writer manages; buffer = header (16 B) + payload
 // Writer's region (allocated by the writer in its own zone; written only by the reader):
 //   [0, 8)                   releases handed back so far (the release count word)
-//   [64, 64 + 8 * width)     release entries: entry k at (k % width)
+//   [64, 64 + 8 * slots)     release entries: entry k at (k % slots); slots = width, or 2 * width
+//                            with a pull direction (each direction has width buffers live)
 //
 // Header: word 0 = tag << 32 | granules (heap bytes / 64 of the allocation; 0: a wrap marker),
 // word 1 = used bytes | entry << 32 (the writer's allocation entry); bit 31 of the used bytes
@@ -213,9 +214,13 @@ struct region_layout {
   [[nodiscard]] constexpr std::uint64_t reader_bytes() const noexcept {
     return pull_ring_offset() + (pull_heap != 0 ? width * 16 : 0);
   }
+  /// Release entries in the writer's region: one per buffer that can be live, in each direction.
+  [[nodiscard]] constexpr std::uint64_t release_slots() const noexcept {
+    return pull_heap != 0 ? 2 * width : width;
+  }
   /// Writer's region: the release count and entries, the exposed heap of the pull direction.
   [[nodiscard]] constexpr std::uint64_t exposed_offset() const noexcept {
-    return granules(release_entries_offset + width * 8);
+    return granules(release_entries_offset + release_slots() * 8);
   }
   [[nodiscard]] constexpr std::uint64_t writer_bytes() const noexcept {
     return exposed_offset() + pull_heap;
