@@ -36,7 +36,9 @@
 // allocations live (allocated and not yet released back to it), and a write's ring slot is reused
 // width writes later; if write s - width were unread when write s goes out, writes s - width .. s
 // would all be unread, hence unreleased, hence live: width + 1 of them. The same bound keeps the
-// release ring from overwriting an entry the writer has not processed.
+// release ring from overwriting an entry the writer has not processed: an entry is appended only
+// for a live allocation, which stays live until the writer has read the entry, and at most
+// width (push) + width (pull) allocations are live, hence release_slots().
 #pragma once
 
 #include <cstddef>
