@@ -356,8 +356,10 @@ class reduction_reader {
   /// Closes every end. Idempotent; the destructor closes.
   void close() noexcept;
 
+  /// How many writers it reduces (0 once moved from).
   [[nodiscard]] std::size_t writers() const noexcept { return rounds_ ? rounds_->ends.size() : 0; }
-  /// The reader end of the i-th writer's pipe (its counters, its options).
+  /// The reader end of the i-th writer's pipe (its counters, its options); throws
+  /// seriema::error when there is no i-th writer.
   [[nodiscard]] const reader& end(std::size_t i) const;
 
   reduction_reader(reduction_reader&&) noexcept = default;  ///< the other may only be destroyed
