@@ -214,7 +214,8 @@ class writer_state {
   pipe_status rforward(reader_state& from, const rbuffer& b,
                        fabric::deadline_clock::time_point deadline);
   void close() noexcept;
-  /// Publishes records left queued (next fit) by a forward inside a poll that found a cell busy.
+  /// Publishes records left queued by a forward inside a poll that found a cell busy, or by a
+  /// publication that failed.
   void publish_backlog();
   /// The reader closed: forwards it still held come back.
   void peer_closed() noexcept;
@@ -235,8 +236,12 @@ class writer_state {
  private:
   pipe_status refusal() const noexcept;
   pipe_status publish_in_ring(heap_book::record& r);
-  pipe_status publish_queued();  ///< next fit: the queued buffers next in allocation order
+  /// The queued buffers, in allocation order (next fit) or rwrite order (the others); a record
+  /// whose publication fails stays queued, first in line.
+  pipe_status publish_queued();
   pipe_status publish_in_order();  ///< publish_queued's loop (not re-entered)
+  pipe_status publish_in_place();         ///< next fit
+  pipe_status publish_in_rwrite_order();  ///< the others, through the notification ring
   void written(heap_book::record& r) noexcept;
   std::size_t collect_releases();  ///< takes back what the reader freed; forwards settled
   /// The number the reader knows `region` by, sending a source record first when it is new: ok,
@@ -275,6 +280,9 @@ class writer_state {
   bool by_reference_ = false;  ///< the heap is mapped (direct): forwards go in place
   bool in_poll_ = false;       ///< inside rforward(..., in_poll = true)
   bool publishing_ = false;    ///< inside publish_queued
+  std::vector<std::uint32_t> ring_order_;  ///< best/worst/first fit: queued entries, rwrite order
+  std::uint64_t ring_queued_ = 0;          ///< entries ever queued there
+  std::uint64_t ring_published_ = 0;       ///< of those, published
   bool finished_ = false;
   bool closed_ = false;
   bool peer_closed_ = false;

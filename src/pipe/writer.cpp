@@ -65,6 +65,7 @@ void writer_state::finish(fabric::deadline_clock::time_point deadline) {
       pull_descriptors_.resize(options_.width);
     }
     forwards_.resize(options_.width);
+    ring_order_.resize(options_.width);
     by_reference_ = publisher_->path() == publish_path::direct;
     stream_totals unused;
     peer_closed_ = open_.layer->peer_closed(open_.key, role::reader, &unused);
@@ -170,13 +171,12 @@ pipe_status writer_state::rwrite(const rbuffer& b, std::size_t used) {
   if (r->offset + header_size != b.offset || r->payload != b.size) return pipe_status::not_owner;
   if (const pipe_status refused = refusal(); refused != pipe_status::ok) return refused;
   r->used = used;
-  if (options_.fit != transfer::fit_policy::next_fit) {
-    const pipe_status status = publish_in_ring(*r);
-    if (status == pipe_status::ok) written(*r);
-    return status;
-  }
-  // In place: buffers go out in allocation order; this one may wait for older ones.
+  // Next fit: buffers go out in allocation order (this one may wait for older ones); the other
+  // policies: in rwrite order.
   r->state = entry_state::queued;
+  if (options_.fit != transfer::fit_policy::next_fit) {
+    ring_order_[ring_queued_++ & (options_.width - 1)] = b.ticket;
+  }
   return publish_queued();
 }
 
@@ -208,6 +208,24 @@ pipe_status writer_state::publish_queued() {
 }
 
 pipe_status writer_state::publish_in_order() {
+  return options_.fit == transfer::fit_policy::next_fit ? publish_in_place()
+                                                        : publish_in_rwrite_order();
+}
+
+pipe_status writer_state::publish_in_rwrite_order() {
+  // At most `width` records are queued (each is a live allocation): the ring never overflows.
+  while (ring_published_ != ring_queued_) {
+    if (in_poll_ && !publisher_->free_cells(1)) break;
+    heap_book::record* r = book_->find(ring_order_[ring_published_ & (options_.width - 1)]);
+    const pipe_status status = publish_in_ring(*r);
+    if (status != pipe_status::ok) return status;
+    written(*r);
+    ++ring_published_;
+  }
+  return pipe_status::ok;
+}
+
+pipe_status writer_state::publish_in_place() {
   while (heap_book::record* r = book_->at_sequence(writes_)) {
     if (r->state != entry_state::queued) break;
     // Inside a poll a record goes out only when its publications (a wrap marker, the record)
@@ -410,7 +428,7 @@ void writer_state::peer_closed() noexcept {
 }
 
 void writer_state::publish_backlog() {
-  if (!closed_ && book_ && options_.fit == transfer::fit_policy::next_fit) (void)publish_queued();
+  if (!closed_ && book_) (void)publish_queued();
 }
 
 void writer_state::close() noexcept {
