@@ -44,16 +44,35 @@ std::uint64_t key_owned_by(const counts& m, fabric::thread_id owner) {
 // Tells the other survivor that this one is done with the live owners, and waits (bounded) for
 // it to say the same: the barrier below fails at once (rank 1 is dead), so without this a
 // survivor could leave and destroy its map while the other's operations on it are in flight.
+// Whether `path` exists by 30 s from now (polled every millisecond).
+bool file_appears(const std::string& path) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::ifstream(path) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return static_cast<bool>(std::ifstream(path));
+}
+
 void survivors_meet(thread_context& me, const std::string& marker) {
   const int other = me.id() == 0 ? 2 : 0;
   std::ofstream(fmt::format("{}.rank{}-live-done", marker, me.id())) << "done\n";
-  const std::string theirs = fmt::format("{}.rank{}-live-done", marker, other);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!std::ifstream(theirs) && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!std::ifstream(theirs)) {
+  if (!file_appears(fmt::format("{}.rank{}-live-done", marker, other))) {
     fail("rank {}: rank {} never finished its live operations", me.id(), other);
+  }
+}
+
+// Rank 1 leaves (dies or stops) only once both survivors are out of the first barrier: a rank
+// leaves a barrier when it has seen everyone arrive, and one that goes at once could leave
+// another still in its last round, whose barrier would then fail (seen under ASan over tcp).
+void past_the_barrier(thread_context& me, const std::string& marker) {
+  if (me.id() != 1) {
+    std::ofstream(fmt::format("{}.rank{}-past-barrier", marker, me.id())) << "past\n";
+    return;
+  }
+  for (int survivor : {0, 2}) {
+    if (!file_appears(fmt::format("{}.rank{}-past-barrier", marker, survivor))) {
+      fail("rank 1: rank {} never left the first barrier", survivor);
+    }
   }
 }
 
@@ -149,6 +168,7 @@ int main(int argc, char** argv) {
         cells c(me, 3, containers::distribution::cyclic,
                 fabric::deadline_clock::now() + std::chrono::seconds(30));  // cell r: rank r's
         m.barrier(std::chrono::seconds(30));
+        past_the_barrier(me, argv[2]);
         if (me.id() == 1 && stalled) {
           std::ofstream(pid_file) << ::getpid() << "\n";
           std::raise(SIGSTOP);
