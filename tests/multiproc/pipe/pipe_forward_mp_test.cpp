@@ -39,6 +39,16 @@ std::byte content(std::uint64_t sequence, std::size_t i) {
   return static_cast<std::byte>((sequence * 31 + i * 7 + (i >> 8)) & 0xff);
 }
 
+// After every worker closed its ends: each region comes back (a lent buffer's holds it until
+// then), on every worker.
+void expect_no_region_kept(thread_context& me) {
+  me.quiesce(phase_deadline);
+  EXPECT_TRUE(me.wait_until([&] { return pipe::regions_awaiting_peers(me) == 0; },
+                            fabric::deadline_clock::now() + phase_deadline))
+      << pipe::regions_awaiting_peers(me) << " regions kept";
+  me.quiesce(phase_deadline);
+}
+
 // Worker 0 writes `count` buffers to worker 1; every other worker forwards what it reads to the
 // next (the last back to worker 0), which checks them in order. The heaps are small, so the
 // stream goes on only if every forwarded buffer comes back to the heap it was written in.
@@ -105,12 +115,7 @@ void forward_ring(thread_context& me, std::uint64_t count, const pipe::pipe_opti
   EXPECT_EQ(ends.out.counters().rejected_releases, 0u);
   ends.out.close();
   ends.in.close();
-  me.quiesce(phase_deadline);
-  // Every region comes back once both ends closed (a lent buffer's holds it until then).
-  EXPECT_TRUE(me.wait_until([&] { return pipe::regions_awaiting_peers(me) == 0; },
-                            fabric::deadline_clock::now() + phase_deadline))
-      << pipe::regions_awaiting_peers(me) << " regions kept";
-  me.quiesce(phase_deadline);
+  expect_no_region_kept(me);
 }
 
 TEST(PipeForward, BuffersGoRoundTheRingInPlaceOrCopied) {
@@ -197,11 +202,7 @@ void forward_outlives_its_pipe(thread_context& me) {
     last->close();
   }
   if (me.id() == 1) onward->close();
-  me.quiesce(phase_deadline);
-  EXPECT_TRUE(me.wait_until([&] { return pipe::regions_awaiting_peers(me) == 0; },
-                            fabric::deadline_clock::now() + phase_deadline))
-      << pipe::regions_awaiting_peers(me) << " regions kept";
-  me.quiesce(phase_deadline);
+  expect_no_region_kept(me);
 }
 
 TEST(PipeForward, AForwardedBufferOutlivesThePipeItCameFrom) {
