@@ -1,180 +1,42 @@
-// publisher: data then its word into a peer's region, by stores, put + fence + put, or one write
-// message (the three paths of docs/pipes.md, "Publication").
+// publisher: the pipe's choice of path and its statuses over fabric's region_publisher.
 #include "publisher.hpp"
 
-#include <ucp/api/ucp.h>
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstring>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/transfer/ucx.hpp>
 
 namespace seriema::pipe::detail {
 
-const char* to_string(publish_path path) noexcept {
-  switch (path) {
-    case publish_path::direct:
-      return "direct stores";
-    case publish_path::put:
-      return "put, fence, put";
-    case publish_path::message:
-      return "write message";
-  }
-  return "unknown";
-}
-
 namespace {
 
-transfer::remote_memory resolve(fabric::thread_context& ctx,
-                                const transfer::remote_memory_locator& region,
-                                write_protocol protocol) {
-  const bool allow_direct =
-      protocol != write_protocol::data_then_flag && ctx.rt().same_machine(region.process);
-  return transfer::remote_memory(ctx.endpoint_to(region.process), region, allow_direct);
-}
-
-pipe_status from_op(transfer::op_status status) noexcept {
-  switch (status) {
-    case transfer::op_status::ok:
-      return pipe_status::ok;
-    case transfer::op_status::peer_failed:
-      return pipe_status::peer_failed;
-    default:
-      return pipe_status::error;
-  }
+fabric::detail::publish_route route_of(fabric::thread_context& ctx, write_protocol protocol) {
+  // data_then_flag goes through UCX even on one machine; one_operation sends one write message
+  // where the region is not mapped; automatic puts only where the network has RDMA.
+  const bool by_put = protocol == write_protocol::data_then_flag ||
+                      (protocol == write_protocol::automatic && ctx.rt().context().network_rdma());
+  return {protocol != write_protocol::data_then_flag, by_put};
 }
 
 }  // namespace
 
 publisher::publisher(fabric::thread_context& ctx, const transfer::remote_memory_locator& region,
                      write_protocol protocol, std::uint32_t cells)
-    : ctx_(ctx),
-      process_(region.process),
-      path_(publish_path::message),
-      region_(resolve(ctx, region, protocol)),
-      cells_(std::max<std::uint32_t>(cells, 64)) {
-  if (region_.direct() != nullptr) {
-    path_ = publish_path::direct;
-    direct_ = region_.direct();
-    return;
+    : out_(ctx, region, route_of(ctx, protocol), cells) {}
+
+pipe_status publisher::from(fabric::detail::publish_status status) noexcept {
+  switch (status) {
+    case fabric::detail::publish_status::ok:
+      return pipe_status::ok;
+    case fabric::detail::publish_status::pending:
+      return pipe_status::empty;
+    case fabric::detail::publish_status::peer_failed:
+      return pipe_status::peer_failed;
+    case fabric::detail::publish_status::deadline_exceeded:
+      return pipe_status::deadline_exceeded;
+    case fabric::detail::publish_status::error:
+      return pipe_status::error;
   }
-  const bool by_message =
-      protocol == write_protocol::one_operation ||
-      (protocol == write_protocol::automatic && !ctx.rt().context().network_rdma());
-  path_ = by_message ? publish_path::message : publish_path::put;
-  transmitter_ = std::make_unique<transfer::transmitter>(
-      region_.endpoint(), transfer::transmitter_options::from_environment());
-}
-
-publisher::~publisher() {
-  (void)drain(fabric::deadline_clock::now() + std::chrono::seconds(5));
-}
-
-bool publisher::peer_dead() const noexcept {
-  return ctx_.rt().peer_failed(process_) || region_.endpoint().failed() ||
-         (transmitter_ && transmitter_->failed());
-}
-
-bool publisher::wait_for(transfer::completion_tag tag,
-                         fabric::deadline_clock::time_point deadline) {
-  if (tag.is_complete()) return true;
-  transmitter_->request_completion();
-  ctx_.wait_until([&] { return tag.is_complete() || peer_dead(); }, deadline);
-  return tag.is_complete() && !transmitter_->failed();
-}
-
-bool publisher::drain(fabric::deadline_clock::time_point deadline) {
-  if (!transmitter_) return true;
-  // Called from close paths: a call that throws meanwhile leaves the thread's next outer poll.
-  fabric::thread_context::deferring_scope keep_exceptions(ctx_);
-  return wait_for(transmitter_->current_tag(), deadline);
-}
-
-pipe_status publisher::fetch(std::span<std::byte> into, std::uint64_t offset,
-                             fabric::deadline_clock::time_point deadline) {
-  if (peer_dead()) return pipe_status::peer_failed;
-  if (path_ == publish_path::direct) {
-    std::memcpy(into.data(), direct_ + offset, into.size());
-    return pipe_status::ok;
-  }
-  const transfer::op_status posted = transmitter_->get(into, region_, offset);
-  if (posted != transfer::op_status::ok) return from_op(posted);
-  if (wait_for(transmitter_->current_tag(), deadline)) return pipe_status::ok;
-  return peer_dead() ? pipe_status::peer_failed : pipe_status::deadline_exceeded;
-}
-
-pipe_status publisher::start_fetch(std::span<std::byte> into, std::uint64_t offset,
-                                   transfer::completion_tag& in_flight) {
-  if (peer_dead()) return pipe_status::peer_failed;
-  in_flight = {};
-  if (path_ == publish_path::direct) {
-    std::memcpy(into.data(), direct_ + offset, into.size());
-    return pipe_status::ok;
-  }
-  const transfer::op_status posted = transmitter_->get(into, region_, offset);
-  if (posted != transfer::op_status::ok) return from_op(posted);
-  in_flight = transmitter_->current_tag();
-  transmitter_->request_completion();
-  return pipe_status::ok;
-}
-
-bool publisher::free_cells(std::size_t publications) const noexcept {
-  if (path_ == publish_path::direct) return true;
-  for (std::size_t i = 0; i < publications && i < cells_.size(); ++i) {
-    if (!cells_[(next_cell_ + i) % cells_.size()].in_flight.is_complete()) return false;
-  }
-  return true;
-}
-
-pipe_status publisher::fetch_state(const transfer::completion_tag& in_flight) const noexcept {
-  if (in_flight.is_complete()) {
-    return transmitter_ && transmitter_->failed() ? pipe_status::peer_failed : pipe_status::ok;
-  }
-  return peer_dead() ? pipe_status::peer_failed : pipe_status::empty;
-}
-
-pipe_status publisher::publish(std::span<const std::byte> data, std::uint64_t data_offset,
-                               std::uint64_t word_offset, std::uint64_t word) {
-  if (peer_dead()) return pipe_status::peer_failed;
-  if (path_ == publish_path::direct) {
-    if (!data.empty() && data.data() != direct_ + data_offset) {
-      std::memcpy(direct_ + data_offset, data.data(), data.size());
-    }
-    // The data is in place before the word that publishes it (the reader loads it acquire).
-    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(direct_ + word_offset))
-        .store(word, std::memory_order_release);
-    return pipe_status::ok;
-  }
-  cell& c = cells_[next_cell_];
-  next_cell_ = next_cell_ + 1 == cells_.size() ? 0 : next_cell_ + 1;
-  if (!wait_for(c.in_flight, ctx_.deadline_in_force())) {
-    return peer_dead() ? pipe_status::peer_failed : pipe_status::deadline_exceeded;
-  }
-  transfer::op_status status;
-  if (path_ == publish_path::message) {
-    c.header = {region_.address(), region_.size(), data_offset, word_offset, word};
-    status = transmitter_->send(fabric::am_id_write,
-                                {reinterpret_cast<const std::byte*>(&c.header), sizeof c.header},
-                                data);
-  } else {
-    if (!data.empty()) {
-      status = transmitter_->put(data, region_, data_offset);
-      if (status != transfer::op_status::ok) return from_op(status);
-      // The data lands before the word that publishes it (UCX orders puts across the fence).
-      ucp_worker_fence(ctx_.worker().handle());
-    }
-    c.word = word;
-    status = transmitter_->put({reinterpret_cast<const std::byte*>(&c.word), sizeof c.word},
-                               region_, word_offset);
-  }
-  c.in_flight = transmitter_->current_tag();
-  // Completion asked for twice per lap of the cells, so a cell is rarely still in flight when
-  // its turn comes again (no round trip on the publishing path).
-  if (next_cell_ % (cells_.size() / 2) == 0) transmitter_->request_completion();
-  return from_op(status);
+  return pipe_status::error;
 }
 
 }  // namespace seriema::pipe::detail
