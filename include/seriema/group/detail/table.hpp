@@ -1,0 +1,223 @@
+// The group's shared state table (Derecho's SST) and slot rings (its SMC): how each member's
+// region is laid out, what each word means, who writes it, and the decoders that validate what a
+// member finds in its region before it uses it (fuzzed by tests/fuzz/group_row_fuzz.cpp).
+//
+// Every member allocates one region in its own zone, `members` rows of row_bytes. Row m of every
+// member's region is written only by member m (in its own region by stores, in the others' by
+// its pushes: direct stores, put + fence + put, or one write message); the other rows of a
+// region are never written by its owner. So each word has one writer, and a member reads the
+// others' rows in its own memory.
+//
+// Row m = control words, then member m's slot ring (window slots of slot_bytes):
+//   word 0  version          the publication word of a control push (counts pushes)
+//   word 1  view             the view this row speaks of (later views: membership)
+//   word 2  suspected        bit j: m suspects member j (membership)
+//   word 3  wedged           1: m sends and delivers nothing more in this view (membership)
+//   word 4  delivered        messages m delivered in the view's total order (nulls included)
+//   word 5 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
+//   word 5 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
+//   word 5 + 2 members + j   trim[j]: the ragged trim m proposes for sender j (membership)
+// Slot (message n of member m at slot n % window):
+//   word 0  seq_word(view, n): published last; 0 (zeroed) never matches a message
+//   word 1  size (bytes 0-3) | kind (bytes 4-7)
+//   +16     payload
+//
+// Why a slot is never overwritten before every member is done with it: member m writes message n
+// only when every row's consumed[m] >= n + 1 - window (flow control), and a member counts a
+// message consumed only after it delivered it (ordered mode: once stable and in order).
+// Why received, consumed and delivered may be pushed while they change: they only increase, and
+// a 64-bit aligned word lands whole on every path (the conformance suite checks it), so a reader
+// sees a value at least as old as the push and never a torn one.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace seriema::group::detail {
+
+/// Members a group may have (the suspected word is a 64-bit mask).
+inline constexpr std::uint32_t max_members = 64;
+/// Bytes in front of each payload in a slot.
+inline constexpr std::size_t slot_header_size = 16;
+/// Control words before the per-member arrays.
+inline constexpr std::size_t fixed_control_words = 5;
+
+/// Index of each fixed control word.
+namespace word {
+inline constexpr std::size_t version = 0;
+inline constexpr std::size_t view = 1;
+inline constexpr std::size_t suspected = 2;
+inline constexpr std::size_t wedged = 3;
+inline constexpr std::size_t delivered = 4;
+}  // namespace word
+
+/// What a slot carries.
+enum class slot_kind : std::uint32_t {
+  data = 1,          ///< a send's payload, handed to on_deliver
+  null = 2,          ///< nothing: keeps the round-robin order moving for a quiet sender
+  ordered_call = 3,  ///< a function to run (id, closure size, closure, arguments)
+};
+
+/// The word that publishes message n of a view (never 0; changes with the view, so a slot left
+/// from an earlier view never matches).
+constexpr std::uint64_t seq_word(std::uint32_t view, std::uint64_t n) noexcept {
+  return (std::uint64_t{view} << 40) | ((n + 1) & ((std::uint64_t{1} << 40) - 1));
+}
+
+/// Where everything lies in a region; equal at every member of a group.
+struct table_layout {
+  std::uint32_t members = 0;
+  std::uint32_t window = 0;
+  std::uint32_t max_message = 0;  ///< payload bytes a slot holds
+  std::uint64_t control_bytes = 0;
+  std::uint64_t slot_bytes = 0;
+  std::uint64_t row_bytes = 0;
+
+  static table_layout make(std::uint32_t members, std::uint32_t window,
+                           std::uint32_t max_message) noexcept {
+    table_layout l;
+    l.members = members;
+    l.window = window;
+    l.max_message = max_message;
+    l.control_bytes = round_up((fixed_control_words + 3 * std::uint64_t{members}) * 8);
+    l.slot_bytes = round_up(slot_header_size + std::uint64_t{max_message});
+    l.row_bytes = l.control_bytes + l.slot_bytes * window;
+    return l;
+  }
+  static constexpr std::uint64_t round_up(std::uint64_t n) noexcept { return (n + 63) & ~63ull; }
+
+  [[nodiscard]] std::uint64_t region_bytes() const noexcept { return row_bytes * members; }
+  [[nodiscard]] std::uint64_t row(std::uint32_t m) const noexcept { return row_bytes * m; }
+  /// Offset of control word `w` of row m.
+  [[nodiscard]] std::uint64_t control(std::uint32_t m, std::size_t w) const noexcept {
+    return row(m) + 8 * w;
+  }
+  [[nodiscard]] std::uint64_t received(std::uint32_t m, std::uint32_t j) const noexcept {
+    return control(m, fixed_control_words + j);
+  }
+  [[nodiscard]] std::uint64_t consumed(std::uint32_t m, std::uint32_t j) const noexcept {
+    return control(m, fixed_control_words + members + j);
+  }
+  [[nodiscard]] std::uint64_t trim(std::uint32_t m, std::uint32_t j) const noexcept {
+    return control(m, fixed_control_words + 2 * std::uint64_t{members} + j);
+  }
+  /// Bytes of the control words a push carries after the version word.
+  [[nodiscard]] std::uint64_t pushed_control_bytes() const noexcept {
+    return (fixed_control_words - 1 + 3 * std::uint64_t{members}) * 8;
+  }
+  /// Offset of the slot of message n of member m.
+  [[nodiscard]] std::uint64_t slot(std::uint32_t m, std::uint64_t n) const noexcept {
+    return row(m) + control_bytes + slot_bytes * (n % window);
+  }
+};
+
+/// Loads a word of a region that another member may be writing (acquire: what it published
+/// before the word is visible after it).
+inline std::uint64_t load_word(const std::byte* region, std::uint64_t offset) noexcept {
+  return std::atomic_ref<const std::uint64_t>(
+             *reinterpret_cast<const std::uint64_t*>(region + offset))
+      .load(std::memory_order_acquire);
+}
+/// Stores a word of the owner's own row (relaxed: a push publishes it with its version word).
+inline void store_word(std::byte* region, std::uint64_t offset, std::uint64_t value) noexcept {
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(region + offset))
+      .store(value, std::memory_order_relaxed);
+}
+
+/// What decode_slot found.
+enum class slot_state : std::uint8_t {
+  empty,     ///< the expected message has not arrived (the slot holds an older one, or nothing)
+  ready,     ///< the expected message, valid
+  rejected,  ///< the slot claims to be the expected message but its header cannot be right
+  foreign,   ///< the slot's word is neither the expected message nor an older one
+};
+
+/// A decoded slot.
+struct slot_view {
+  slot_state state = slot_state::empty;
+  slot_kind kind = slot_kind::null;
+  std::span<const std::byte> payload;
+};
+
+/// Validates the slot at `slot` (layout.slot_bytes bytes) as message n of `view`: its word must
+/// be seq_word(view, n) (an older message of this slot, or 0: empty), its size at most
+/// max_message and its kind a known one (a null carries nothing). Reads the word first
+/// (acquire), then the header.
+inline slot_view decode_slot(const std::byte* slot, const table_layout& layout,
+                             std::uint32_t view, std::uint64_t n) noexcept {
+  slot_view v;
+  const std::uint64_t seq = load_word(slot, 0);
+  if (seq != seq_word(view, n)) {
+    const bool older = seq == 0 || (seq >> 40) < view ||
+                       ((seq >> 40) == view && n >= layout.window &&
+                        seq == seq_word(view, n - layout.window));
+    v.state = older ? slot_state::empty : slot_state::foreign;
+    return v;
+  }
+  std::uint64_t header;
+  std::memcpy(&header, slot + 8, sizeof header);
+  const auto size = static_cast<std::uint32_t>(header);
+  const auto kind = static_cast<std::uint32_t>(header >> 32);
+  const bool known = kind == static_cast<std::uint32_t>(slot_kind::data) ||
+                     kind == static_cast<std::uint32_t>(slot_kind::ordered_call) ||
+                     (kind == static_cast<std::uint32_t>(slot_kind::null) && size == 0);
+  if (!known || size > layout.max_message) {
+    v.state = slot_state::rejected;
+    return v;
+  }
+  v.state = slot_state::ready;
+  v.kind = static_cast<slot_kind>(kind);
+  v.payload = {slot + slot_header_size, size};
+  return v;
+}
+
+/// The words of one row as a member last accepted them.
+struct row_snapshot {
+  std::uint64_t view = 0;
+  std::uint64_t suspected = 0;
+  std::uint64_t wedged = 0;
+  std::uint64_t delivered = 0;
+  std::uint64_t received[max_members] = {};
+  std::uint64_t consumed[max_members] = {};
+  std::uint64_t trim[max_members] = {};
+};
+
+/// Reads row m of `region` into `next` and accepts it if it can be true given `last` (what was
+/// accepted before) and what the reading member knows: counts never go back, a member never
+/// consumed what it did not receive, never received more of sender `self` than `self` sent
+/// (`sent`), never delivered more than it received, and stays in the view `view`. Returns false
+/// (and leaves `last` as it was) for a row that fails; true after copying `next` into `last`.
+inline bool accept_row(const std::byte* region, const table_layout& layout, std::uint32_t m,
+                       std::uint32_t self, std::uint64_t sent, std::uint32_t view,
+                       row_snapshot& last, row_snapshot& next) noexcept {
+  next.view = load_word(region, layout.control(m, word::view));
+  next.suspected = load_word(region, layout.control(m, word::suspected));
+  next.wedged = load_word(region, layout.control(m, word::wedged));
+  next.delivered = load_word(region, layout.control(m, word::delivered));
+  // Consumed before received (and delivered before both): the row's member raises a received
+  // count before the consumed one, so loads in this order see consumed <= received even while
+  // the row changes.
+  for (std::uint32_t j = 0; j < layout.members; ++j) {
+    next.consumed[j] = load_word(region, layout.consumed(m, j));
+    next.trim[j] = load_word(region, layout.trim(m, j));
+  }
+  std::uint64_t received_total = 0;
+  for (std::uint32_t j = 0; j < layout.members; ++j) {
+    next.received[j] = load_word(region, layout.received(m, j));
+    received_total += next.received[j];
+  }
+  bool plausible = next.view == view && next.wedged <= 1 && next.delivered >= last.delivered &&
+                   next.delivered <= received_total &&
+                   (layout.members == max_members || (next.suspected >> layout.members) == 0);
+  for (std::uint32_t j = 0; j < layout.members && plausible; ++j) {
+    plausible = next.received[j] >= last.received[j] && next.consumed[j] >= last.consumed[j] &&
+                next.consumed[j] <= next.received[j] && (j != self || next.received[j] <= sent);
+  }
+  if (plausible) last = next;
+  return plausible;
+}
+
+}  // namespace seriema::group::detail

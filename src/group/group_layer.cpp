@@ -1,0 +1,148 @@
+// The group layer of each worker: it polls the thread's members, meets members at creation
+// (hellos), and keeps the regions of closed members until no other member can write into them.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/fabric/runtime.hpp>
+
+#include "member.hpp"
+
+namespace seriema::group::detail {
+
+namespace {
+
+std::unique_ptr<fabric::thread_extension> make_layer(fabric::thread_context&) {
+  return std::make_unique<group_layer>();
+}
+
+// Registered before main: every worker's context gets one (attached threads join no group).
+const std::size_t registered = fabric::register_thread_layer(
+    {"group", fabric::layer_slot::group, fabric::layer_scope::workers, &make_layer});
+
+void add_to(group_counters& total, const group_counters& c) {
+  total.sent += c.sent;
+  total.nulls += c.nulls;
+  total.delivered += c.delivered;
+  total.delivered_bytes += c.delivered_bytes;
+  total.calls_run += c.calls_run;
+  total.calls_threw += c.calls_threw;
+  total.window_full += c.window_full;
+  total.pushes += c.pushes;
+  total.rejected_slots += c.rejected_slots;
+  total.rejected_rows += c.rejected_rows;
+}
+
+}  // namespace
+
+group_layer& group_layer::of(fabric::thread_context& ctx) {
+  auto* layer = static_cast<group_layer*>(ctx.extension(fabric::layer_slot::group));
+  if (layer == nullptr) {
+    throw error(fmt::format("group: thread {} is not a worker of runtime::run (groups are made "
+                            "of workers)",
+                            ctx.id()));
+  }
+  return *layer;
+}
+
+group_layer::~group_layer() {
+  if (!kept_.empty()) {
+    try {
+      log::info("group: {} region(s) of closed members kept until the runtime ends (other "
+                "members never closed)",
+                kept_.size());
+    } catch (...) {  // the log is best effort
+    }
+  }
+}
+
+std::size_t group_layer::poll(fabric::thread_context&) {
+  std::size_t work = 0;
+  // By index: a handler may create or close a group of this thread meanwhile.
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i] != nullptr) work += members_[i]->progress();
+  }
+  return work;
+}
+
+bool group_layer::take_hello(const group_key& key, std::uint32_t from, hello& out) {
+  auto it = hellos_.find({key, from});
+  if (it == hellos_.end()) return false;
+  out = it->second;
+  hellos_.erase(it);
+  return true;
+}
+
+void group_layer::add(member_state* m) {
+  std::erase(members_, nullptr);
+  members_.push_back(m);
+}
+
+void group_layer::remove(member_state* m) {
+  std::replace(members_.begin(), members_.end(), m, static_cast<member_state*>(nullptr));
+}
+
+void group_layer::account(const group_counters& c) { add_to(closed_totals_, c); }
+
+void group_layer::on_closed(fabric::thread_context& self, const group_key& key,
+                            std::uint32_t from) {
+  for (kept_region& k : kept_) {
+    if (k.key == key) k.waiting.erase(from);
+  }
+  if (std::none_of(kept_.begin(), kept_.end(), [&](const kept_region& k) { return k.key == key; })) {
+    closed_early_[key].push_back(from);
+  }
+  free_settled(self);
+}
+
+void group_layer::retire(fabric::thread_context& self, const group_key& key,
+                         const transfer::registered_buffer& region,
+                         std::map<std::uint32_t, int> peers) {
+  if (auto early = closed_early_.find(key); early != closed_early_.end()) {
+    for (std::uint32_t m : early->second) peers.erase(m);
+    closed_early_.erase(early);
+  }
+  kept_.push_back({key, region, std::move(peers)});
+  peers_failed(self);  // members dead already write nothing more
+}
+
+void group_layer::peers_failed(fabric::thread_context& self) {
+  for (kept_region& k : kept_) {
+    std::erase_if(k.waiting, [&](const auto& m) { return self.rt().peer_failed(m.second); });
+  }
+  free_settled(self);
+}
+
+void group_layer::free_settled(fabric::thread_context& self) {
+  std::erase_if(kept_, [&](const kept_region& k) {
+    if (!k.waiting.empty()) return false;
+    if (!self.rt().service_free(reinterpret_cast<std::uint64_t>(k.region.data), k.region.size)) {
+      log::warning("group: the region at {} ({} bytes) was not the allocation service's to free",
+                   static_cast<const void*>(k.region.data), k.region.size);
+    }
+    return true;
+  });
+}
+
+std::string group_layer::counters_json() const {
+  group_counters total = closed_totals_;
+  for (const member_state* m : members_) {
+    if (m != nullptr) add_to(total, m->counters_);
+  }
+  if (total.sent + total.delivered + total.nulls == 0) return "{}";
+  return nlohmann::json{{"sent", total.sent},
+                        {"nulls", total.nulls},
+                        {"delivered", total.delivered},
+                        {"delivered_bytes", total.delivered_bytes},
+                        {"calls_run", total.calls_run},
+                        {"calls_threw", total.calls_threw},
+                        {"window_full", total.window_full},
+                        {"pushes", total.pushes},
+                        {"rejected_slots", total.rejected_slots},
+                        {"rejected_rows", total.rejected_rows}}
+      .dump();
+}
+
+}  // namespace seriema::group::detail

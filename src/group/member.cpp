@@ -1,0 +1,326 @@
+// A member's life and send side: creation (validation, region, hellos, connection to every other
+// member's region), sends into its own slot ring, ordered calls, waits and close.
+#include "member.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/channel.hpp>
+#include <seriema/transfer/ucx.hpp>
+#include <set>
+
+namespace seriema::group::detail {
+
+namespace {
+
+std::uint64_t hash_members(std::span<const fabric::thread_id> members) noexcept {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the ids, in order
+  for (fabric::thread_id id : members) {
+    for (int b = 0; b < 4; ++b) {
+      h ^= (id >> (8 * b)) & 0xFF;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+std::uint32_t check_members(fabric::thread_context& ctx,
+                            std::span<const fabric::thread_id> members) {
+  fabric::runtime& rt = ctx.rt();
+  if (members.empty() || members.size() > max_members) {
+    throw error(fmt::format("group: {} members given; a group has 1 to {}", members.size(),
+                            max_members));
+  }
+  std::set<fabric::thread_id> seen;
+  for (fabric::thread_id id : members) {
+    if (id >= rt.placement().thread_count()) {
+      throw error(fmt::format("group: thread {} is not a worker (the job has {} workers)", id,
+                              rt.placement().thread_count()));
+    }
+    if (!seen.insert(id).second) throw error(fmt::format("group: thread {} listed twice", id));
+    if (rt.peer_failed(rt.process_of_thread(id))) {
+      throw error(fmt::format("group: thread {} is on rank {}, which is dead", id,
+                              rt.process_of_thread(id)));
+    }
+  }
+  const auto me = std::find(members.begin(), members.end(), ctx.id());
+  if (me == members.end()) {
+    throw error(fmt::format("group: thread {} creates a group it is not a member of", ctx.id()));
+  }
+  return static_cast<std::uint32_t>(me - members.begin());
+}
+
+fabric::detail::publish_route route_of(fabric::thread_context& ctx, remote_push push) {
+  if (push == remote_push::automatic) {
+    switch (invoke::messenger_options::from_environment().publish_remote) {
+      case invoke::remote_publish::put:
+        push = remote_push::put;
+        break;
+      case invoke::remote_publish::message:
+        push = remote_push::message;
+        break;
+      case invoke::remote_publish::automatic:
+        push = ctx.rt().context().network_rdma() ? remote_push::put : remote_push::message;
+        break;
+    }
+  }
+  return {true, push == remote_push::put};
+}
+
+}  // namespace
+
+member_state::member_state(fabric::thread_context& ctx,
+                           std::span<const fabric::thread_id> members,
+                           const group_options& options, deadline_clock::time_point deadline,
+                           std::function<void(const message&)> on_deliver)
+    : handler_(std::move(on_deliver)),
+      options_(options),
+      members_(members.begin(), members.end()),
+      me_(check_members(ctx, members)),
+      ctx_(ctx),
+      layer_(group_layer::of(ctx)),
+      key_(layer_.next_key(hash_members(members))),
+      layout_(table_layout::make(static_cast<std::uint32_t>(members.size()), options.window,
+                                 options.max_message)) {
+  options.validate();
+  const std::uint32_t k = layout_.members;
+  if (layout_.region_bytes() > transfer::block_size) {
+    throw config_error(fmt::format(
+        "group_options: {} members x (window {} x {}-byte slots + control) need {} bytes per "
+        "member, more than one allocation ({}); lower window or max_message",
+        k, options.window, layout_.slot_bytes, layout_.region_bytes(), transfer::block_size));
+  }
+  fabric::runtime& rt = ctx.rt();
+  for (fabric::thread_id id : members_) processes_.push_back(rt.process_of_thread(id));
+  pushed_.assign(k, 0);
+  control_dirty_.assign(k, false);
+  received_.assign(k, 0);
+  consumed_.assign(k, 0);
+  rejected_at_.assign(k, 0);
+  data_delivered_.assign(k, 0);
+  rows_.assign(k, row_snapshot{});
+  calls_.assign(options.window, nullptr);
+  futures_ = &invoke::detail::futures_of(ctx);
+  const int zone = rt.placement().locate(ctx.id()).zone;
+  region_ = rt.service_allocate(zone, static_cast<std::size_t>(layout_.region_bytes()));
+  if (!region_) {
+    throw error(fmt::format("group: rank {} could not allocate {} bytes in zone {}", rt.rank(),
+                            layout_.region_bytes(), zone));
+  }
+  base_ = static_cast<std::byte*>(region_.data);
+  std::memset(base_, 0, region_.size);  // every word 0: "nothing received, nothing published"
+  try {
+    connect(deadline);
+  } catch (...) {
+    close();
+    throw;
+  }
+  layer_.add(this);
+}
+
+void member_state::connect(deadline_clock::time_point deadline) {
+  fabric::runtime& rt = ctx_.rt();
+  const hello mine{transfer::remote_memory_locator::make(rt.rank(), region_), options_};
+  const group_key key = key_;
+  const std::uint32_t from = me_;
+  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+    if (m == me_) continue;
+    const fabric::call_status sent = ctx_.call(members_[m], [key, from, mine](
+                                                                fabric::thread_context& self) {
+      group_layer::of(self).on_hello(key, from, mine);
+    });
+    if (sent != fabric::call_status::ok) {
+      throw error(fmt::format("group: the hello to member {} (thread {}) was not sent: {}", m,
+                              members_[m], fabric::to_string(sent)));
+    }
+  }
+  deadline = ctx_.deadline_in_force(deadline);
+  publishers_.resize(layout_.members);
+  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+    if (m == me_) continue;
+    hello got;
+    const auto dead = [&] { return rt.peer_failed(processes_[m]); };
+    ctx_.wait_until([&] { return layer_.take_hello(key_, m, got) || dead(); }, deadline);
+    std::string problem;
+    if (dead()) {
+      problem = fmt::format("rank {} died", processes_[m]);
+    } else if (got.region.rkey_size == 0) {
+      problem = "the deadline passed";
+    } else if (!(got.options == options_)) {
+      problem = "it created the group with other group_options";
+    } else if (got.region.process != processes_[m] || got.region.size < layout_.region_bytes()) {
+      problem = "its region does not match the group's layout";
+    }
+    if (!problem.empty()) {
+      const std::string message =
+          fmt::format("group of {} members: member {} (thread {}) did not join: {}",
+                      layout_.members, m, members_[m], problem);
+      if (got.region.rkey_size == 0 && !dead()) throw deadline_error(message);
+      throw error(message);
+    }
+    publishers_[m] = std::make_unique<fabric::detail::region_publisher>(
+        ctx_, got.region, route_of(ctx_, options_.push), 2 * options_.window + 2);
+  }
+}
+
+member_state::~member_state() { close(); }
+
+void member_state::close() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  fail_calls(fabric::outcome::not_executed, fabric::call_status::bad_destination);
+  layer_.remove(this);
+  if (!region_) return;
+  std::map<std::uint32_t, int> peers;
+  const group_key key = key_;
+  const std::uint32_t from = me_;
+  try {
+    for (std::uint32_t m = 0; m < layout_.members; ++m) {
+      if (m == me_) continue;
+      peers[m] = processes_[m];
+      // Lost when the member is dead, which releases our region in the layer as well.
+      (void)ctx_.call(members_[m], [key, from](fabric::thread_context& self) {
+        group_layer::of(self).on_closed(self, key, from);
+      });
+    }
+    publishers_.clear();  // each waits (bounded) for what it has in flight
+    layer_.account(counters_);
+    layer_.retire(ctx_, key_, region_, std::move(peers));
+  } catch (...) {  // a full map or log: the region then stays with the allocation service
+  }
+  region_ = {};
+  base_ = nullptr;
+}
+
+void member_state::fail_calls(fabric::outcome how, fabric::call_status status) noexcept {
+  for (invoke::detail::future_record*& r : calls_) {
+    if (r == nullptr) continue;
+    if (r->outcome() == fabric::outcome::pending && r->held) {
+      r->cold = true;
+      r->status = status;
+    }
+    futures_->complete(*r, how);
+    r = nullptr;
+  }
+}
+
+void member_state::set_own(std::uint64_t offset, std::uint64_t value) noexcept {
+  store_word(base_, offset, value);
+}
+
+bool member_state::window_free() {
+  if (sent_ < options_.window) return true;
+  refresh_rows();
+  std::uint64_t least = consumed_[me_];
+  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+    if (m != me_) least = std::min(least, rows_[m].consumed[me_]);
+  }
+  return sent_ - least < options_.window;
+}
+
+group_status member_state::begin_send(std::size_t n, std::span<std::byte>& room) {
+  if (closed_) return group_status::closed;
+  if (n > options_.max_message) return group_status::too_large;
+  if (!window_free()) {
+    ++counters_.window_full;
+    return group_status::full;
+  }
+  room = {slot(me_, sent_) + slot_header_size, n};
+  return group_status::ok;
+}
+
+group_status member_state::commit(slot_kind kind, std::size_t n) {
+  std::byte* s = slot(me_, sent_);
+  const std::uint64_t header = (std::uint64_t{static_cast<std::uint32_t>(kind)} << 32) | n;
+  std::memcpy(s + 8, &header, sizeof header);
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(s))
+      .store(seq_word(view_, sent_), std::memory_order_release);
+  ++sent_;
+  received_[me_] = sent_;
+  set_own(layout_.received(me_, me_), sent_);
+  if (kind == slot_kind::null) {
+    ++counters_.nulls;
+  } else {
+    ++counters_.sent;
+  }
+  std::fill(control_dirty_.begin(), control_dirty_.end(), true);
+  if (!polling_) push_all();
+  return group_status::ok;
+}
+
+group_status member_state::wait_for_window(deadline_clock::time_point deadline) {
+  if (closed_) return group_status::closed;
+  if (window_free()) return group_status::ok;
+  ++counters_.window_full;
+  ctx_.wait_until([&] { return closed_ || window_free(); }, ctx_.deadline_in_force(deadline));
+  if (closed_) return group_status::closed;
+  return window_free() ? group_status::ok : group_status::deadline_exceeded;
+}
+
+invoke::future<void> member_state::send_call(fabric::function_id id,
+                                             std::span<const std::byte> closure,
+                                             std::span<const std::byte> arguments,
+                                             deadline_clock::time_point deadline) {
+  auto out = invoke::detail::make_local_future<void>(*futures_);
+  invoke::detail::future_record& r = *out.record();
+  const std::size_t n = 8 + closure.size() + arguments.size();
+  group_status status = n > options_.max_message ? group_status::too_large
+                                                 : wait_for_window(deadline);
+  std::span<std::byte> room;
+  if (status == group_status::ok) status = begin_send(n, room);
+  if (status != group_status::ok) {
+    r.cold = true;
+    r.status = status == group_status::too_large ? fabric::call_status::too_large
+               : status == group_status::deadline_exceeded
+                   ? fabric::call_status::deadline_exceeded
+                   : fabric::call_status::bad_destination;
+    futures_->complete(r, status == group_status::deadline_exceeded
+                              ? fabric::outcome::deadline_exceeded
+                              : fabric::outcome::not_executed);
+    return out;
+  }
+  const std::uint32_t sizes[2] = {id, static_cast<std::uint32_t>(closure.size())};
+  std::memcpy(room.data(), sizes, sizeof sizes);
+  std::memcpy(room.data() + 8, closure.data(), closure.size());
+  if (!arguments.empty()) {
+    std::memcpy(room.data() + 8 + closure.size(), arguments.data(), arguments.size());
+  }
+  calls_[sent_ % options_.window] = &r;
+  (void)commit(slot_kind::ordered_call, n);
+  return out;
+}
+
+group_status member_state::wait_delivered(std::uint64_t count,
+                                          deadline_clock::time_point deadline) {
+  ctx_.wait_until([&] { return closed_ || delivered_ >= count; },
+                  ctx_.deadline_in_force(deadline));
+  if (delivered_ >= count) return group_status::ok;
+  return closed_ ? group_status::closed : group_status::deadline_exceeded;
+}
+
+group_status member_state::flush(deadline_clock::time_point deadline) {
+  const std::uint64_t target = sent_;
+  const auto everywhere = [&] {
+    refresh_rows();
+    if (consumed_[me_] < target) return false;
+    for (std::uint32_t m = 0; m < layout_.members; ++m) {
+      if (m != me_ && rows_[m].consumed[me_] < target) return false;
+    }
+    return true;
+  };
+  ctx_.wait_until([&] { return closed_ || everywhere(); }, ctx_.deadline_in_force(deadline));
+  if (!closed_ && everywhere()) return group_status::ok;
+  return closed_ ? group_status::closed : group_status::deadline_exceeded;
+}
+
+std::string member_state::path_to(std::uint32_t m) const {
+  if (m == me_) return "self";
+  if (m >= publishers_.size() || !publishers_[m]) return "none";
+  return fabric::detail::to_string(publishers_[m]->path());
+}
+
+}  // namespace seriema::group::detail

@@ -1,0 +1,159 @@
+// A member's state (member_state: its region, its pushes, receipt, stability and delivery) and the
+// per-thread group layer that polls the members of its thread and meets members at creation.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <seriema/fabric/detail/region_publisher.hpp>
+#include <seriema/fabric/detail/thread_extension.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/group/detail/table.hpp>
+#include <seriema/group/group.hpp>
+#include <seriema/invoke/detail/future_table.hpp>
+#include <seriema/transfer/memory.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <string>
+#include <vector>
+
+namespace seriema::group::detail {
+
+/// Names one group job-wide: the n-th group created with one member list.
+struct group_key {
+  std::uint64_t members_hash = 0;
+  std::uint32_t ordinal = 0;
+  auto operator<=>(const group_key&) const = default;
+};
+
+/// What a member tells every other member at creation.
+struct hello {
+  transfer::remote_memory_locator region;  ///< its region, layout as table_layout says
+  group_options options;
+};
+
+class member_state;
+
+/// The group layer of each worker: hellos, the members to poll, and the regions of closed members
+/// kept until every other member closed or died. Owner thread only.
+class group_layer final : public fabric::thread_extension {
+ public:
+  /// The calling worker's layer; throws seriema::error on a thread that is not a worker.
+  static group_layer& of(fabric::thread_context& ctx);
+  ~group_layer() override;
+
+  std::size_t poll(fabric::thread_context& self) override;  ///< receives, delivers, pushes
+  void flush(fabric::thread_context&) override {}
+  void peers_failed(fabric::thread_context& self) override;  ///< frees regions of dead members
+  [[nodiscard]] std::string counters_json() const override;
+
+  group_key next_key(std::uint64_t members_hash) { return {members_hash, ordinals_[members_hash]++}; }
+  void on_hello(const group_key& key, std::uint32_t from, const hello& h) { hellos_[{key, from}] = h; }
+  /// The hello member `from` sent for `key`, taken out; false when none arrived yet.
+  bool take_hello(const group_key& key, std::uint32_t from, hello& out);
+  /// Member `from` of `key` closed: it writes into no region of ours any more.
+  void on_closed(fabric::thread_context& self, const group_key& key, std::uint32_t from);
+
+  void add(member_state* m);
+  void remove(member_state* m);
+  /// Keeps `region` until every member in `peers` (index -> process) closed or died.
+  void retire(fabric::thread_context& self, const group_key& key,
+              const transfer::registered_buffer& region, std::map<std::uint32_t, int> peers);
+  void account(const group_counters& c);  ///< adds a closed member's counters to the totals
+
+ private:
+  struct kept_region {
+    group_key key;
+    transfer::registered_buffer region;
+    std::map<std::uint32_t, int> waiting;  ///< members (index -> process) not yet closed
+  };
+  void free_settled(fabric::thread_context& self);
+
+  std::map<std::uint64_t, std::uint32_t> ordinals_;
+  std::map<std::pair<group_key, std::uint32_t>, hello> hellos_;
+  std::map<group_key, std::vector<std::uint32_t>> closed_early_;  ///< closes before our retire
+  std::vector<member_state*> members_;
+  std::vector<kept_region> kept_;
+  group_counters closed_totals_;
+};
+
+/// One member of one group (owner thread only). The group's API forwards here.
+class member_state {
+ public:
+  /// Validates, allocates the region, sends the hellos, waits for the others' and connects.
+  /// Throws as group::create says.
+  member_state(fabric::thread_context& ctx, std::span<const fabric::thread_id> members,
+               const group_options& options, deadline_clock::time_point deadline,
+               std::function<void(const message&)> on_deliver);
+  ~member_state();
+  member_state(const member_state&) = delete;
+  member_state& operator=(const member_state&) = delete;
+
+  group_status begin_send(std::size_t n, std::span<std::byte>& room);
+  group_status end_send(std::size_t n) { return commit(slot_kind::data, n); }
+  group_status wait_for_window(deadline_clock::time_point deadline);
+  invoke::future<void> send_call(fabric::function_id id, std::span<const std::byte> closure,
+                                 std::span<const std::byte> arguments,
+                                 deadline_clock::time_point deadline);
+  /// One round of progress (the layer's poll): receipt, delivery, nulls, pushes. Not reentrant:
+  /// a nested call (a handler's wait) does nothing.
+  std::size_t progress();
+  group_status wait_delivered(std::uint64_t count, deadline_clock::time_point deadline);
+  group_status flush(deadline_clock::time_point deadline);
+  void close() noexcept;
+
+  [[nodiscard]] std::string path_to(std::uint32_t m) const;
+
+  std::function<void(const message&)> handler_;
+  group_options options_;
+  std::vector<fabric::thread_id> members_;
+  std::uint32_t me_ = 0;
+  std::uint64_t delivered_ = 0;  ///< positions delivered here (ordered: the total order's)
+  group_counters counters_;
+
+ private:
+  [[nodiscard]] std::byte* slot(std::uint32_t m, std::uint64_t n) const noexcept {
+    return base_ + layout_.slot(m, n);
+  }
+  void connect(deadline_clock::time_point deadline);
+  bool window_free();
+  group_status commit(slot_kind kind, std::size_t n);
+  void refresh_rows();
+  std::size_t receive();
+  std::size_t deliver_ordered();
+  std::size_t deliver_unordered();
+  std::size_t send_nulls();
+  void deliver(std::uint32_t sender, std::uint64_t n);
+  void run_call(std::uint32_t sender, std::uint64_t n, std::span<const std::byte> payload);
+  void set_own(std::uint64_t offset, std::uint64_t value) noexcept;
+  void push_all();
+  bool push_messages(std::uint32_t p);
+  bool push_control(std::uint32_t p);
+  void fail_calls(fabric::outcome how, fabric::call_status status) noexcept;
+
+  fabric::thread_context& ctx_;
+  group_layer& layer_;
+  group_key key_;
+  table_layout layout_;
+  std::vector<int> processes_;
+  transfer::registered_buffer region_;
+  std::byte* base_ = nullptr;
+  std::uint32_t view_ = 0;
+  std::vector<std::unique_ptr<fabric::detail::region_publisher>> publishers_;  ///< null at me_
+  std::uint64_t sent_ = 0;              ///< this member's messages, nulls included
+  std::vector<std::uint64_t> pushed_;   ///< this member's messages pushed to each member
+  std::vector<bool> control_dirty_;     ///< a control push to each member is due
+  std::uint64_t version_ = 0;
+  std::vector<std::uint64_t> received_;  ///< mirror of this row's received words
+  std::vector<std::uint64_t> consumed_;  ///< and consumed words
+  std::vector<std::uint64_t> rejected_at_;  ///< per sender: message number last rejected + 1
+  std::vector<std::uint64_t> data_delivered_;  ///< per sender: its data messages delivered here
+  std::vector<row_snapshot> rows_;  ///< each other member's row as last accepted
+  row_snapshot scratch_row_;
+  std::vector<invoke::detail::future_record*> calls_;  ///< this member's ordered calls by slot
+  invoke::detail::future_table* futures_ = nullptr;
+  bool polling_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace seriema::group::detail

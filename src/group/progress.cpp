@@ -1,0 +1,226 @@
+// A member's progress, run by its thread's polls: receipt of the others' messages from its own
+// region, delivery (in the total order once stable, or as received), null messages for a quiet
+// sender, and the pushes of its messages and control words into the other members' regions.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <seriema/base/log.hpp>
+#include <seriema/fabric/function_registry.hpp>
+
+#include "member.hpp"
+
+namespace seriema::group::detail {
+
+namespace {
+
+// Resets a flag when the scope ends (also when a handler throws through it).
+struct flag_scope {
+  bool& flag;
+  explicit flag_scope(bool& f) : flag(f) { flag = true; }
+  ~flag_scope() { flag = false; }
+  flag_scope(const flag_scope&) = delete;
+  flag_scope& operator=(const flag_scope&) = delete;
+};
+
+}  // namespace
+
+std::size_t member_state::progress() {
+  if (polling_ || closed_) return 0;
+  const flag_scope in_progress(polling_);
+  std::size_t work = receive();
+  if (options_.mode == delivery::ordered) {
+    work += deliver_ordered();
+    work += send_nulls();
+  } else {
+    work += deliver_unordered();
+  }
+  push_all();
+  return work;
+}
+
+void member_state::refresh_rows() {
+  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+    if (m == me_) continue;
+    if (!accept_row(base_, layout_, m, me_, sent_, view_, rows_[m], scratch_row_)) {
+      ++counters_.rejected_rows;
+    }
+  }
+}
+
+std::size_t member_state::receive() {
+  std::size_t got = 0;
+  for (std::uint32_t i = 0; i < layout_.members; ++i) {
+    if (i == me_) continue;
+    for (;;) {
+      const std::uint64_t n = received_[i];
+      const slot_view v = decode_slot(slot(i, n), layout_, view_, n);
+      if (v.state == slot_state::ready) {
+        received_[i] = n + 1;
+        ++got;
+        continue;
+      }
+      if (v.state != slot_state::empty && rejected_at_[i] != n + 1) {
+        rejected_at_[i] = n + 1;  // counted once; the slot stays refused until it is right
+        ++counters_.rejected_slots;
+        log::warning("group: member {} refused slot {} of member {} (message {}): {}", me_,
+                  n % layout_.window, i, n,
+                  v.state == slot_state::rejected ? "bad header" : "not this message's word");
+      }
+      break;
+    }
+    if (got != 0) set_own(layout_.received(me_, i), received_[i]);
+  }
+  if (got != 0) std::fill(control_dirty_.begin(), control_dirty_.end(), true);
+  return got;
+}
+
+std::size_t member_state::deliver_ordered() {
+  const std::uint32_t k = layout_.members;
+  // Cheap test first: this member must hold the next message in the order.
+  if (received_[delivered_ % k] <= delivered_ / k) return 0;
+  refresh_rows();
+  std::size_t done = 0;
+  for (;;) {
+    const auto i = static_cast<std::uint32_t>(delivered_ % k);
+    const std::uint64_t n = delivered_ / k;
+    bool stable = received_[i] > n;
+    for (std::uint32_t m = 0; m < k && stable; ++m) {
+      if (m != me_) stable = rows_[m].received[i] > n;
+    }
+    if (!stable) break;
+    deliver(i, n);
+    ++done;
+  }
+  return done;
+}
+
+std::size_t member_state::deliver_unordered() {
+  std::size_t done = 0;
+  for (std::uint32_t i = 0; i < layout_.members; ++i) {
+    while (consumed_[i] < received_[i]) {
+      deliver(i, consumed_[i]);
+      ++done;
+    }
+  }
+  return done;
+}
+
+std::size_t member_state::send_nulls() {
+  // Message n of a sender is delivered after message n - 1 of every later sender and message n
+  // of every earlier one: a member that sent fewer than another holds the order up, so it sends
+  // nulls up to the most any sender sent (as far as its window allows).
+  const std::uint64_t target = *std::max_element(received_.begin(), received_.end());
+  std::size_t nulls = 0;
+  while (sent_ < target && window_free()) {
+    (void)commit(slot_kind::null, 0);
+    ++nulls;
+  }
+  return nulls;
+}
+
+void member_state::deliver(std::uint32_t sender, std::uint64_t n) {
+  // Bookkeeping first: the handler may send (and a message it sends is ordered after this one).
+  const std::uint64_t position = delivered_;
+  consumed_[sender] = n + 1;
+  ++delivered_;
+  set_own(layout_.consumed(me_, sender), consumed_[sender]);
+  set_own(layout_.control(me_, word::delivered), delivered_);
+  std::fill(control_dirty_.begin(), control_dirty_.end(), true);
+  const slot_view v = decode_slot(slot(sender, n), layout_, view_, n);
+  if (v.state != slot_state::ready) {
+    ++counters_.rejected_slots;  // changed after receipt: nobody writes it now but its sender
+    return;
+  }
+  if (v.kind == slot_kind::ordered_call) {
+    run_call(sender, n, v.payload);
+  } else if (v.kind == slot_kind::data) {
+    ++counters_.delivered;
+    counters_.delivered_bytes += v.payload.size();
+    const std::uint64_t index = data_delivered_[sender]++;
+    if (handler_) handler_(message{sender, members_[sender], index, position, v.payload});
+  }
+}
+
+void member_state::run_call(std::uint32_t sender, std::uint64_t n,
+                            std::span<const std::byte> payload) {
+  invoke::detail::future_record* mine = nullptr;
+  if (sender == me_) std::swap(mine, calls_[n % options_.window]);
+  std::uint32_t sizes[2] = {0, 0};
+  const fabric::function_entry* entry = nullptr;
+  if (payload.size() >= sizeof sizes) {
+    std::memcpy(sizes, payload.data(), sizeof sizes);
+    entry = fabric::function_registry::instance().find(sizes[0]);
+  }
+  if (entry == nullptr || entry->closure_size != sizes[1] ||
+      payload.size() < sizeof sizes + sizes[1]) {
+    ++counters_.rejected_slots;
+    log::warning("group: member {} refused ordered call {} of member {}: {}", me_, n, sender,
+              entry == nullptr ? "unknown function" : "closure size differs");
+    if (mine != nullptr) futures_->complete(*mine, fabric::outcome::not_executed);
+    return;
+  }
+  const std::byte* closure = payload.data() + sizeof sizes;
+  std::span<const std::byte> arguments = payload.subspan(sizeof sizes + sizes[1]);
+  fabric::invocation call;
+  call.self = &ctx_;
+  call.source = members_[sender];
+  // with_arguments only reads the buffer; it lies in this member's region.
+  call.buffer = {const_cast<std::byte*>(arguments.data()), arguments.size()};
+  ++counters_.calls_run;
+  try {
+    entry->invoke(closure, call);
+  } catch (...) {
+    ++counters_.calls_threw;
+    if (mine != nullptr) invoke::detail::fail_with(*futures_, *mine, std::current_exception());
+    return;
+  }
+  if (mine != nullptr) invoke::detail::fulfil<invoke::detail::unit>(*futures_, *mine);
+}
+
+void member_state::push_all() {
+  for (std::uint32_t p = 0; p < layout_.members; ++p) {
+    if (p == me_ || !publishers_[p]) continue;
+    if (push_messages(p)) (void)push_control(p);
+  }
+}
+
+bool member_state::push_messages(std::uint32_t p) {
+  fabric::detail::region_publisher& out = *publishers_[p];
+  while (pushed_[p] < sent_) {
+    if (!out.free_cells(1)) return false;  // never wait: this may run inside a poll
+    const std::uint64_t n = pushed_[p];
+    const std::uint64_t offset = layout_.slot(me_, n);
+    std::uint64_t header;
+    std::memcpy(&header, base_ + offset + 8, sizeof header);
+    const std::uint64_t bytes = 8 + static_cast<std::uint32_t>(header);
+    const auto status = out.publish({base_ + offset + 8, bytes}, offset + 8, offset,
+                                    load_word(base_, offset));
+    if (status != fabric::detail::publish_status::ok) return false;
+    ++pushed_[p];
+  }
+  return true;
+}
+
+bool member_state::push_control(std::uint32_t p) {
+  if (!control_dirty_[p]) return true;
+  fabric::detail::region_publisher& out = *publishers_[p];
+  if (!out.free_cells(1)) return false;
+  const std::uint64_t offset = layout_.control(me_, 1);
+  const std::uint64_t bytes = layout_.pushed_control_bytes();
+  std::span<const std::byte> data{base_ + offset, bytes};
+  if (std::byte* peer = out.direct(); peer != nullptr) {
+    // Word by word, each whole (the peer loads them while they change); then the version word.
+    for (std::uint64_t w = 0; w < bytes; w += 8) {
+      store_word(peer, offset + w, load_word(base_, offset + w));
+    }
+    data = {peer + offset, bytes};
+  }
+  const auto status = out.publish(data, offset, layout_.control(me_, word::version), ++version_);
+  if (status != fabric::detail::publish_status::ok) return false;
+  control_dirty_[p] = false;
+  ++counters_.pushes;
+  return true;
+}
+
+}  // namespace seriema::group::detail

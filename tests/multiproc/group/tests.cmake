@@ -1,0 +1,18 @@
+# The group module: total order, unordered mode, nulls, ordered calls, a slow member, refusals;
+# 1 process x 3 threads, 3 processes x 1 thread over shm, tcp (pushes as the setting says, and by
+# put), 3 emulated machines, 2 processes x 2 threads, and under mpirun.
+seriema_mp_executable(group_mp_test group/group_mp_test.cpp seriema::group)
+seriema_mp_run(mp.group.np1.shm EXE group_mp_test NP 1 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.group.np3.shm EXE group_mp_test NP 3 ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.group.np2x2.shm EXE group_mp_test NP 2 ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.group.np3.tcp EXE group_mp_test NP 3 TLS tcp ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.group.np3.tcp.put EXE group_mp_test NP 3 TLS tcp
+               ENV SERIEMA_THREADS=1 SERIEMA_REMOTE_PUBLISH=put)
+seriema_mp_run(mp.group.np3.machines3.tcp EXE group_mp_test NP 3 MACHINES 3 TLS tcp
+               ENV SERIEMA_THREADS=1)
+if(SERIEMA_MPIRUN)
+  add_test(NAME mp.group.mpirun_np3.shm
+           COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=1
+                   -np 3 $<TARGET_FILE:group_mp_test>)
+  set_tests_properties(mp.group.mpirun_np3.shm PROPERTIES LABELS multiproc TIMEOUT 300)
+endif()
