@@ -18,7 +18,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 build=$root/build-fuzz
-targets=(wire_fuzz arguments_fuzz launcher_protocol_fuzz config_fuzz gtp_fuzz pipe_slot_fuzz)
+targets=(wire_fuzz arguments_fuzz launcher_protocol_fuzz config_fuzz gtp_fuzz pipe_slot_fuzz
+         group_row_fuzz)
 echo "== build (libFuzzer, ASan+UBSan)"
 # Line tables only (-g1, clang's -gline-tables-only): a finding's stack keeps its functions,
 # files, lines and inlined frames; variables are not needed, and each compile is shorter.

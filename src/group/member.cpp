@@ -242,6 +242,7 @@ group_status member_state::commit(slot_kind kind, std::size_t n) {
   ++sent_;
   received_[me_] = sent_;
   set_own(layout_.received(me_, me_), sent_);
+  set_own(layout_.control(me_, word::sent), sent_);
   if (kind == slot_kind::null) {
     ++counters_.nulls;
   } else {

@@ -127,6 +127,7 @@ class member_state {
   void run_call(std::uint32_t sender, std::uint64_t n, std::span<const std::byte> payload);
   void set_own(std::uint64_t offset, std::uint64_t value) noexcept;
   void push_all();
+  std::uint64_t used_bytes(std::uint64_t n) const noexcept;  ///< header + payload of my slot n
   bool push_messages(std::uint32_t p);
   bool push_control(std::uint32_t p);
   void fail_calls(fabric::outcome how, fabric::call_status status) noexcept;

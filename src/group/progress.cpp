@@ -52,24 +52,30 @@ std::size_t member_state::receive() {
   std::size_t got = 0;
   for (std::uint32_t i = 0; i < layout_.members; ++i) {
     if (i == me_) continue;
-    for (;;) {
+    // What the sender pushed so far (acquire: those slots are in place), at most a window ahead
+    // of what this member consumed (more would be a lie: its slots are not all there).
+    const std::uint64_t pushed =
+        std::min(load_word(base_, layout_.control(i, word::sent)), consumed_[i] + layout_.window);
+    const std::uint64_t before = received_[i];
+    while (received_[i] < pushed) {
       const std::uint64_t n = received_[i];
       const slot_view v = decode_slot(slot(i, n), layout_, view_, n);
-      if (v.state == slot_state::ready) {
-        received_[i] = n + 1;
-        ++got;
-        continue;
+      if (v.state != slot_state::ready) {
+        if (rejected_at_[i] != n + 1) {
+          rejected_at_[i] = n + 1;  // counted once; the slot stays refused until it is right
+          ++counters_.rejected_slots;
+          log::warning("group: member {} refused slot {} of member {} (message {}): {}", me_,
+                       n % layout_.window, i, n,
+                       v.state == slot_state::rejected ? "bad header" : "not this message's word");
+        }
+        break;
       }
-      if (v.state != slot_state::empty && rejected_at_[i] != n + 1) {
-        rejected_at_[i] = n + 1;  // counted once; the slot stays refused until it is right
-        ++counters_.rejected_slots;
-        log::warning("group: member {} refused slot {} of member {} (message {}): {}", me_,
-                  n % layout_.window, i, n,
-                  v.state == slot_state::rejected ? "bad header" : "not this message's word");
-      }
-      break;
+      received_[i] = n + 1;
     }
-    if (got != 0) set_own(layout_.received(me_, i), received_[i]);
+    if (received_[i] != before) {
+      got += received_[i] - before;
+      set_own(layout_.received(me_, i), received_[i]);
+    }
   }
   if (got != 0) std::fill(control_dirty_.begin(), control_dirty_.end(), true);
   return got;
@@ -185,19 +191,34 @@ void member_state::push_all() {
   }
 }
 
+std::uint64_t member_state::used_bytes(std::uint64_t n) const noexcept {
+  std::uint64_t header;
+  std::memcpy(&header, slot(me_, n) + 8, sizeof header);
+  return slot_header_size + static_cast<std::uint32_t>(header);
+}
+
 bool member_state::push_messages(std::uint32_t p) {
   fabric::detail::region_publisher& out = *publishers_[p];
   while (pushed_[p] < sent_) {
     if (!out.free_cells(1)) return false;  // never wait: this may run inside a poll
-    const std::uint64_t n = pushed_[p];
-    const std::uint64_t offset = layout_.slot(me_, n);
-    std::uint64_t header;
-    std::memcpy(&header, base_ + offset + 8, sizeof header);
-    const std::uint64_t bytes = 8 + static_cast<std::uint32_t>(header);
-    const auto status = out.publish({base_ + offset + 8, bytes}, offset + 8, offset,
-                                    load_word(base_, offset));
+    // A run of consecutive slots (not across the ring's end) in one push, while the bytes it
+    // carries beyond the messages' own stay small: 4 KiB, or as much as the messages.
+    const std::uint64_t first = pushed_[p];
+    const std::uint64_t offset = layout_.slot(me_, first);
+    std::uint64_t last = first;
+    std::uint64_t span = used_bytes(first), used = span;
+    while (last + 1 < sent_ && (last + 1) % layout_.window != 0) {
+      const std::uint64_t next = used_bytes(last + 1);
+      const std::uint64_t wider = layout_.slot_bytes * (last + 1 - first) + next;
+      if (wider > 4096 && wider > 2 * (used + next)) break;
+      span = wider;
+      used += next;
+      ++last;
+    }
+    const auto status =
+        out.publish({base_ + offset, span}, offset, layout_.control(me_, word::sent), last + 1);
     if (status != fabric::detail::publish_status::ok) return false;
-    ++pushed_[p];
+    pushed_[p] = last + 1;
   }
   return true;
 }
@@ -206,7 +227,7 @@ bool member_state::push_control(std::uint32_t p) {
   if (!control_dirty_[p]) return true;
   fabric::detail::region_publisher& out = *publishers_[p];
   if (!out.free_cells(1)) return false;
-  const std::uint64_t offset = layout_.control(me_, 1);
+  const std::uint64_t offset = layout_.control(me_, word::first_pushed);
   const std::uint64_t bytes = layout_.pushed_control_bytes();
   std::span<const std::byte> data{base_ + offset, bytes};
   if (std::byte* peer = out.direct(); peer != nullptr) {

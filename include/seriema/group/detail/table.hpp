@@ -10,15 +10,20 @@
 //
 // Row m = control words, then member m's slot ring (window slots of slot_bytes):
 //   word 0  version          the publication word of a control push (counts pushes)
-//   word 1  view             the view this row speaks of (later views: membership)
-//   word 2  suspected        bit j: m suspects member j (membership)
-//   word 3  wedged           1: m sends and delivers nothing more in this view (membership)
-//   word 4  delivered        messages m delivered in the view's total order (nulls included)
-//   word 5 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
-//   word 5 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
-//   word 5 + 2 members + j   trim[j]: the ragged trim m proposes for sender j (membership)
+//   word 1  sent             the publication word of m's message pushes: messages 0 .. sent-1
+//                            of m are in the slots (each still checked by its own word)
+//   word 2  view             the view this row speaks of (later views: membership)
+//   word 3  suspected        bit j: m suspects member j (membership)
+//   word 4  wedged           1: m sends and delivers nothing more in this view (membership)
+//   word 5  delivered        messages m delivered in the view's total order (nulls included)
+//   word 6 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
+//   word 6 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
+//   word 6 + 2 members + j   trim[j]: the ragged trim m proposes for sender j (membership)
+// A control push carries words 2 .. end, then stores the version; a message push carries a run of
+// consecutive slots (header and payload of each), then stores `sent`.
 // Slot (message n of member m at slot n % window):
-//   word 0  seq_word(view, n): published last; 0 (zeroed) never matches a message
+//   word 0  seq_word(view, n): 0 (zeroed) never matches a message; a slot is read only once
+//           `sent` says it was pushed, and used only if this word is the one of message n
 //   word 1  size (bytes 0-3) | kind (bytes 4-7)
 //   +16     payload
 //
@@ -43,15 +48,18 @@ inline constexpr std::uint32_t max_members = 64;
 /// Bytes in front of each payload in a slot.
 inline constexpr std::size_t slot_header_size = 16;
 /// Control words before the per-member arrays.
-inline constexpr std::size_t fixed_control_words = 5;
+inline constexpr std::size_t fixed_control_words = 6;
 
 /// Index of each fixed control word.
 namespace word {
 inline constexpr std::size_t version = 0;
-inline constexpr std::size_t view = 1;
-inline constexpr std::size_t suspected = 2;
-inline constexpr std::size_t wedged = 3;
-inline constexpr std::size_t delivered = 4;
+inline constexpr std::size_t sent = 1;
+inline constexpr std::size_t view = 2;
+inline constexpr std::size_t suspected = 3;
+inline constexpr std::size_t wedged = 4;
+inline constexpr std::size_t delivered = 5;
+/// The first word a control push carries.
+inline constexpr std::size_t first_pushed = 2;
 }  // namespace word
 
 /// What a slot carries.
@@ -104,9 +112,9 @@ struct table_layout {
   [[nodiscard]] std::uint64_t trim(std::uint32_t m, std::uint32_t j) const noexcept {
     return control(m, fixed_control_words + 2 * std::uint64_t{members} + j);
   }
-  /// Bytes of the control words a push carries after the version word.
+  /// Bytes of the control words a control push carries (from word::first_pushed).
   [[nodiscard]] std::uint64_t pushed_control_bytes() const noexcept {
-    return (fixed_control_words - 1 + 3 * std::uint64_t{members}) * 8;
+    return (fixed_control_words - word::first_pushed + 3 * std::uint64_t{members}) * 8;
   }
   /// Offset of the slot of message n of member m.
   [[nodiscard]] std::uint64_t slot(std::uint32_t m, std::uint64_t n) const noexcept {
