@@ -58,6 +58,10 @@ void group_options::validate() const {
   if (static_cast<unsigned>(push) > static_cast<unsigned>(remote_push::message)) {
     throw config_error("group_options::push is not a remote_push");
   }
+  if (suspect_after_ms < 10 || suspect_after_ms > 3'600'000) {
+    throw config_error(fmt::format("group_options::suspect_after_ms {} is outside 10 .. 3600000",
+                                   suspect_after_ms));
+  }
 }
 
 group::group(std::unique_ptr<detail::member_state> state) noexcept : state_(std::move(state)) {}
@@ -89,6 +93,10 @@ invoke::future<void> group::send_call(fabric::function_id id,
 void group::on_deliver(std::function<void(const message&)> handler) {
   state_->handler_ = std::move(handler);
 }
+void group::on_view_change(std::function<void(const view&)> handler) {
+  state_->view_handler_ = std::move(handler);
+}
+view group::current_view() const { return state_->current_view(); }
 group_status group::wait_delivered(std::uint64_t count, deadline_clock::time_point deadline) {
   return state_->wait_delivered(count, deadline);
 }

@@ -86,6 +86,10 @@ void group_layer::remove(member_state* m) {
 
 void group_layer::account(const group_counters& c) { add_to(closed_totals_, c); }
 
+void group_layer::keep(std::unique_ptr<fabric::detail::region_publisher> to_removed) {
+  if (to_removed) removed_publishers_.push_back(std::move(to_removed));
+}
+
 void group_layer::on_closed(fabric::thread_context& self, const group_key& key,
                             std::uint32_t from) {
   for (kept_region& k : kept_) {
@@ -109,6 +113,10 @@ void group_layer::retire(fabric::thread_context& self, const group_key& key,
 }
 
 void group_layer::peers_failed(fabric::thread_context& self) {
+  for (member_state* m : members_) {
+    if (m != nullptr) m->peers_failed();
+  }
+  std::erase_if(removed_publishers_, [](const auto& p) { return p->peer_dead(); });
   for (kept_region& k : kept_) {
     std::erase_if(k.waiting, [&](const auto& m) { return self.rt().peer_failed(m.second); });
   }

@@ -104,6 +104,10 @@ member_state::member_state(fabric::thread_context& ctx,
   data_delivered_.assign(k, 0);
   rows_.assign(k, row_snapshot{});
   calls_.assign(options.window, nullptr);
+  for (std::uint32_t m = 0; m < k; ++m) order_.push_back(m);
+  view_mask_ = k == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << k) - 1;
+  heard_version_.assign(k, 0);
+  heard_at_.assign(k, fabric::deadline_clock::now());
   futures_ = &invoke::detail::futures_of(ctx);
   const int zone = rt.placement().locate(ctx.id()).zone;
   region_ = rt.service_allocate(zone, static_cast<std::size_t>(layout_.region_bytes()));
@@ -113,6 +117,7 @@ member_state::member_state(fabric::thread_context& ctx,
   }
   base_ = static_cast<std::byte*>(region_.data);
   std::memset(base_, 0, region_.size);  // every word 0: "nothing received, nothing published"
+  set_own(layout_.control(me_, word::membership), view_mask_);
   try {
     connect(deadline);
   } catch (...) {
@@ -181,7 +186,10 @@ void member_state::close() noexcept {
   try {
     for (std::uint32_t m = 0; m < layout_.members; ++m) {
       if (m == me_) continue;
+      // A member removed by a view change may still write here (a stalled one that resumes)
+      // until it finds itself removed and closes, or dies: the region waits for it too.
       peers[m] = processes_[m];
+      if (!in_view(m)) continue;  // it may be stalled: no call that could wait on it
       // Lost when the member is dead, which releases our region in the layer as well.
       (void)ctx_.call(members_[m], [key, from](fabric::thread_context& self) {
         group_layer::of(self).on_closed(self, key, from);
@@ -213,10 +221,11 @@ void member_state::set_own(std::uint64_t offset, std::uint64_t value) noexcept {
 }
 
 bool member_state::window_free() {
+  if (phase_ != phase::running || closed_) return false;
   if (sent_ < options_.window) return true;
   refresh_rows();
   std::uint64_t least = consumed_[me_];
-  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+  for (std::uint32_t m : order_) {
     if (m != me_) least = std::min(least, rows_[m].consumed[me_]);
   }
   return sent_ - least < options_.window;
@@ -242,7 +251,7 @@ group_status member_state::commit(slot_kind kind, std::size_t n) {
   ++sent_;
   received_[me_] = sent_;
   set_own(layout_.received(me_, me_), sent_);
-  set_own(layout_.control(me_, word::sent), sent_);
+  set_own(layout_.control(me_, word::sent), sent_word(view_, sent_));
   if (kind == slot_kind::null) {
     ++counters_.nulls;
   } else {
@@ -308,7 +317,7 @@ group_status member_state::flush(deadline_clock::time_point deadline) {
   const auto everywhere = [&] {
     refresh_rows();
     if (consumed_[me_] < target) return false;
-    for (std::uint32_t m = 0; m < layout_.members; ++m) {
+    for (std::uint32_t m : order_) {
       if (m != me_ && rows_[m].consumed[me_] < target) return false;
     }
     return true;
@@ -316,6 +325,16 @@ group_status member_state::flush(deadline_clock::time_point deadline) {
   ctx_.wait_until([&] { return closed_ || everywhere(); }, ctx_.deadline_in_force(deadline));
   if (!closed_ && everywhere()) return group_status::ok;
   return closed_ ? group_status::closed : group_status::deadline_exceeded;
+}
+
+view member_state::current_view() const {
+  view v;
+  v.id = view_;
+  if (!closed_ || !removed_.empty()) {
+    for (std::uint32_t m : order_) v.members.push_back(members_[m]);
+  }
+  v.removed = removed_;
+  return v;
 }
 
 std::string member_state::path_to(std::uint32_t m) const {

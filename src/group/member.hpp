@@ -60,6 +60,9 @@ class group_layer final : public fabric::thread_extension {
   void retire(fabric::thread_context& self, const group_key& key,
               const transfer::registered_buffer& region, std::map<std::uint32_t, int> peers);
   void account(const group_counters& c);  ///< adds a closed member's counters to the totals
+  /// Keeps the publisher to a member a view change removed until the runtime ends (its
+  /// destructor may wait for what is in flight) or that member's process died.
+  void keep(std::unique_ptr<fabric::detail::region_publisher> to_removed);
 
  private:
   struct kept_region {
@@ -74,6 +77,7 @@ class group_layer final : public fabric::thread_extension {
   std::map<group_key, std::vector<std::uint32_t>> closed_early_;  ///< closes before our retire
   std::vector<member_state*> members_;
   std::vector<kept_region> kept_;
+  std::vector<std::unique_ptr<fabric::detail::region_publisher>> removed_publishers_;
   group_counters closed_totals_;
 };
 
@@ -101,10 +105,14 @@ class member_state {
   group_status wait_delivered(std::uint64_t count, deadline_clock::time_point deadline);
   group_status flush(deadline_clock::time_point deadline);
   void close() noexcept;
+  /// Some process died: the next progress looks for suspects at once.
+  void peers_failed() noexcept { check_now_ = true; }
 
   [[nodiscard]] std::string path_to(std::uint32_t m) const;
+  [[nodiscard]] view current_view() const;
 
   std::function<void(const message&)> handler_;
+  std::function<void(const view&)> view_handler_;
   group_options options_;
   std::vector<fabric::thread_id> members_;
   std::uint32_t me_ = 0;
@@ -116,6 +124,16 @@ class member_state {
     return base_ + layout_.slot(m, n);
   }
   void connect(deadline_clock::time_point deadline);
+  [[nodiscard]] bool in_view(std::uint32_t m) const noexcept { return (view_mask_ >> m) & 1; }
+  // membership.cpp: suspicion, wedging, the ragged trim, the next view.
+  std::size_t watch_members();
+  void suspect(std::uint64_t members);
+  std::size_t advance_view_change();
+  bool adopt_trim();
+  bool publish_trim();
+  void install(const std::vector<std::uint64_t>& trim);
+  void set_phase(phase p) noexcept;
+  void leave(const std::string& why);
   bool window_free();
   group_status commit(slot_kind kind, std::size_t n);
   void refresh_rows();
@@ -140,6 +158,17 @@ class member_state {
   transfer::registered_buffer region_;
   std::byte* base_ = nullptr;
   std::uint32_t view_ = 0;
+  std::vector<std::uint32_t> order_;  ///< the view's members (indices), the round-robin order
+  std::uint64_t view_mask_ = 0;       ///< bit m: member m is in the view
+  std::uint64_t view_start_ = 0;      ///< delivered_ when the view began
+  std::uint64_t suspected_ = 0;       ///< bit m: this member suspects m (this view)
+  phase phase_ = phase::running;
+  std::vector<std::uint64_t> heard_version_;  ///< each member's version word as last seen
+  std::vector<fabric::deadline_clock::time_point> heard_at_;  ///< and when it last changed
+  fabric::deadline_clock::time_point next_heartbeat_{};
+  std::uint32_t polls_ = 0;  ///< progress calls (the clock is read every 64th)
+  bool check_now_ = true;    ///< the next progress watches the members whatever polls_ says
+  std::vector<fabric::thread_id> removed_;  ///< by the last view change
   std::vector<std::unique_ptr<fabric::detail::region_publisher>> publishers_;  ///< null at me_
   std::uint64_t sent_ = 0;              ///< this member's messages, nulls included
   std::vector<std::uint64_t> pushed_;   ///< this member's messages pushed to each member

@@ -28,20 +28,27 @@ struct flag_scope {
 std::size_t member_state::progress() {
   if (polling_ || closed_) return 0;
   const flag_scope in_progress(polling_);
-  std::size_t work = receive();
-  if (options_.mode == delivery::ordered) {
-    work += deliver_ordered();
-    work += send_nulls();
+  std::size_t work = watch_members();
+  if (closed_) return work;  // this member left (it found itself in a minority)
+  if (phase_ == phase::running) {
+    work += receive();
+    if (options_.mode == delivery::ordered) {
+      work += deliver_ordered();
+      work += send_nulls();
+    } else {
+      work += deliver_unordered();
+    }
   } else {
-    work += deliver_unordered();
+    work += advance_view_change();
   }
-  push_all();
+  if (!closed_) push_all();
   return work;
 }
 
 void member_state::refresh_rows() {
-  for (std::uint32_t m = 0; m < layout_.members; ++m) {
-    if (m == me_) continue;
+  for (std::uint32_t m : order_) {
+    // A row of another view (its member installed the next one first) says nothing of this one.
+    if (m == me_ || load_word(base_, layout_.control(m, word::view)) != view_) continue;
     if (!accept_row(base_, layout_, m, me_, sent_, view_, rows_[m], scratch_row_)) {
       ++counters_.rejected_rows;
     }
@@ -50,16 +57,18 @@ void member_state::refresh_rows() {
 
 std::size_t member_state::receive() {
   std::size_t got = 0;
-  for (std::uint32_t i = 0; i < layout_.members; ++i) {
+  for (std::uint32_t i : order_) {
     if (i == me_) continue;
-    // What the sender pushed so far (acquire: those slots are in place), at most a window ahead
-    // of what this member consumed (more would be a lie: its slots are not all there).
+    // What the sender pushed so far in this view (acquire: those slots are in place), at most a
+    // window ahead of what this member consumed (more would be a lie: its slots are not there).
     const std::uint64_t pushed =
-        std::min(load_word(base_, layout_.control(i, word::sent)), consumed_[i] + layout_.window);
+        std::min(sent_in(load_word(base_, layout_.control(i, word::sent)), view_),
+                 consumed_[i] + layout_.window);
     const std::uint64_t before = received_[i];
     while (received_[i] < pushed) {
       const std::uint64_t n = received_[i];
       const slot_view v = decode_slot(slot(i, n), layout_, view_, n);
+      if (v.state == slot_state::empty) break;  // an earlier view's: not rewritten yet
       if (v.state != slot_state::ready) {
         if (rejected_at_[i] != n + 1) {
           rejected_at_[i] = n + 1;  // counted once; the slot stays refused until it is right
@@ -82,16 +91,18 @@ std::size_t member_state::receive() {
 }
 
 std::size_t member_state::deliver_ordered() {
-  const std::uint32_t k = layout_.members;
+  const std::uint64_t k = order_.size();
   // Cheap test first: this member must hold the next message in the order.
-  if (received_[delivered_ % k] <= delivered_ / k) return 0;
+  std::uint64_t g = delivered_ - view_start_;
+  if (received_[order_[g % k]] <= g / k) return 0;
   refresh_rows();
   std::size_t done = 0;
-  for (;;) {
-    const auto i = static_cast<std::uint32_t>(delivered_ % k);
-    const std::uint64_t n = delivered_ / k;
+  for (;; g = delivered_ - view_start_) {
+    const std::uint32_t i = order_[g % k];
+    const std::uint64_t n = g / k;
     bool stable = received_[i] > n;
-    for (std::uint32_t m = 0; m < k && stable; ++m) {
+    for (std::uint32_t m : order_) {
+      if (!stable) break;
       if (m != me_) stable = rows_[m].received[i] > n;
     }
     if (!stable) break;
@@ -103,7 +114,7 @@ std::size_t member_state::deliver_ordered() {
 
 std::size_t member_state::deliver_unordered() {
   std::size_t done = 0;
-  for (std::uint32_t i = 0; i < layout_.members; ++i) {
+  for (std::uint32_t i : order_) {
     while (consumed_[i] < received_[i]) {
       deliver(i, consumed_[i]);
       ++done;
@@ -116,7 +127,8 @@ std::size_t member_state::send_nulls() {
   // Message n of a sender is delivered after message n - 1 of every later sender and message n
   // of every earlier one: a member that sent fewer than another holds the order up, so it sends
   // nulls up to the most any sender sent (as far as its window allows).
-  const std::uint64_t target = *std::max_element(received_.begin(), received_.end());
+  std::uint64_t target = 0;
+  for (std::uint32_t i : order_) target = std::max(target, received_[i]);
   std::size_t nulls = 0;
   while (sent_ < target && window_free()) {
     (void)commit(slot_kind::null, 0);
@@ -131,7 +143,7 @@ void member_state::deliver(std::uint32_t sender, std::uint64_t n) {
   consumed_[sender] = n + 1;
   ++delivered_;
   set_own(layout_.consumed(me_, sender), consumed_[sender]);
-  set_own(layout_.control(me_, word::delivered), delivered_);
+  set_own(layout_.control(me_, word::delivered), delivered_ - view_start_);
   std::fill(control_dirty_.begin(), control_dirty_.end(), true);
   const slot_view v = decode_slot(slot(sender, n), layout_, view_, n);
   if (v.state != slot_state::ready) {
@@ -185,8 +197,14 @@ void member_state::run_call(std::uint32_t sender, std::uint64_t n,
 }
 
 void member_state::push_all() {
-  for (std::uint32_t p = 0; p < layout_.members; ++p) {
+  for (std::uint32_t p : order_) {
     if (p == me_ || !publishers_[p]) continue;
+    // Messages of this view go to a member only once it is in this view too: until then it may
+    // still deliver the ended view's messages from the slots they would overwrite.
+    if (load_word(base_, layout_.control(p, word::view)) != view_) {
+      (void)push_control(p);
+      continue;
+    }
     if (push_messages(p)) (void)push_control(p);
   }
 }
@@ -215,8 +233,8 @@ bool member_state::push_messages(std::uint32_t p) {
       used += next;
       ++last;
     }
-    const auto status =
-        out.publish({base_ + offset, span}, offset, layout_.control(me_, word::sent), last + 1);
+    const auto status = out.publish({base_ + offset, span}, offset,
+                                    layout_.control(me_, word::sent), sent_word(view_, last + 1));
     if (status != fabric::detail::publish_status::ok) return false;
     pushed_[p] = last + 1;
   }
@@ -237,7 +255,8 @@ bool member_state::push_control(std::uint32_t p) {
     }
     data = {peer + offset, bytes};
   }
-  const auto status = out.publish(data, offset, layout_.control(me_, word::version), ++version_);
+  const auto status = out.publish(data, offset, layout_.control(me_, word::version),
+                                  version_word(++version_, view_, phase_));
   if (status != fabric::detail::publish_status::ok) return false;
   control_dirty_[p] = false;
   ++counters_.pushes;

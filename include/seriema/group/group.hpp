@@ -50,6 +50,10 @@ struct group_options {
   std::uint32_t window = 16;
   delivery mode = delivery::ordered;  ///< see delivery
   remote_push push = remote_push::automatic;  ///< see remote_push
+  /// A member whose row has not changed for this long (it pushes it at least 4 times as often
+  /// while it polls) is suspected, as is one whose process died; 10 .. 3 600 000 ms. A member
+  /// that does not poll for this long is taken for stalled.
+  std::uint32_t suspect_after_ms = 2000;
 
   /// Throws config_error naming the field when a value is out of range.
   void validate() const;
@@ -61,7 +65,7 @@ struct group_options {
 enum class group_status : std::uint8_t {
   ok,
   too_large,          ///< the message exceeds max_message (nothing sent)
-  full,               ///< the window is full now: a member has not consumed enough (nothing sent)
+  full,               ///< the window is full now, or a view change is under way (nothing sent)
   closed,             ///< the group was closed (nothing sent)
   deadline_exceeded,  ///< the wait ended at its deadline (nothing sent)
   error,              ///< the transport refused a push (see the log)
@@ -77,6 +81,16 @@ struct message {
   std::span<const std::byte> payload;  ///< the bytes sent (in the group's memory)
 };
 
+/// A view of the group: who is in it. Views change when members fail: the survivors (more than
+/// half of the view before) agree on the last message delivered from each sender, deliver exactly
+/// that prefix, and install the next view.
+struct view {
+  std::uint32_t id = 0;                          ///< 0 at creation, +1 per change
+  std::vector<fabric::thread_id> members;        ///< in the group's order; empty: this member left
+  std::vector<fabric::thread_id> removed;        ///< members the change removed
+  std::uint64_t trimmed = 0;  ///< this member's messages of the ended view never delivered
+};
+
 /// What a member counted (statistics; the owner thread reads them).
 struct group_counters {
   std::uint64_t sent = 0;             ///< messages this member sent (nulls excluded)
@@ -89,6 +103,8 @@ struct group_counters {
   std::uint64_t pushes = 0;           ///< control pushes to other members
   std::uint64_t rejected_slots = 0;   ///< slots that failed validation (never used)
   std::uint64_t rejected_rows = 0;    ///< control rows that failed validation (not believed)
+  std::uint64_t views = 0;            ///< view changes installed here
+  std::uint64_t trimmed = 0;          ///< this member's messages dropped by view changes
 };
 
 namespace detail {
@@ -153,6 +169,15 @@ class group {
   /// calls), on this thread, inside its polls; messages delivered while no handler was set are
   /// counted only (give the handler to create to see them all). It may send, not wait.
   void on_deliver(std::function<void(const message&)> handler);
+
+  /// Runs `handler` on this thread (inside its polls) when a view change was installed here,
+  /// after the ended view's last delivery: the new view, who left, and how many of this member's
+  /// messages were dropped (never delivered anywhere; its ordered calls among them end
+  /// not_executed). A member that finds itself among fewer than half of its view leaves: the
+  /// handler sees no members, and the group is closed.
+  void on_view_change(std::function<void(const view&)> handler);
+  /// The view this member is in.
+  [[nodiscard]] view current_view() const;
 
   /// Waits (serving calls) until this member delivered `count` messages in all (nulls and
   /// ordered calls included, so: every sender's messages up to that position), or `deadline`.

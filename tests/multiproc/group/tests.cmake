@@ -16,3 +16,10 @@ if(SERIEMA_MPIRUN)
                    -np 3 $<TARGET_FILE:group_mp_test>)
   set_tests_properties(mp.group.mpirun_np3.shm PROPERTIES LABELS multiproc TIMEOUT 300)
 endif()
+
+# A member that dies or stalls: 3 processes x 1 thread over shm and tcp, and over tcp across 3
+# emulated machines.
+seriema_mp_executable(group_failure_mp_test group/group_failure_mp_test.cpp seriema::group)
+seriema_three_rank_failure_suite(group_failure
+                                 ${CMAKE_CURRENT_SOURCE_DIR}/group/group_failure_test.sh
+                                 group_failure_mp_test)

@@ -9,16 +9,22 @@
 // others' rows in its own memory.
 //
 // Row m = control words, then member m's slot ring (window slots of slot_bytes):
-//   word 0  version          the publication word of a control push (counts pushes)
-//   word 1  sent             the publication word of m's message pushes: messages 0 .. sent-1
-//                            of m are in the slots (each still checked by its own word)
-//   word 2  view             the view this row speaks of (later views: membership)
-//   word 3  suspected        bit j: m suspects member j (membership)
-//   word 4  wedged           1: m sends and delivers nothing more in this view (membership)
+//   word 0  version          the publication word of a control push: version_word(pushes,
+//                            view, phase), so the view and phase read with it (acquire) come with
+//                            every other word of that push or a later one
+//   word 1  sent             the publication word of m's message pushes: sent_word(view, count),
+//                            messages 0 .. count-1 of m in that view are in the slots (each still
+//                            checked by its own word)
+//   word 2  view             the view this row speaks of
+//   word 3  suspected        bit j: m suspects member j
+//   word 4  wedged           m's phase: 0 running, 1 wedged (sends, receives and delivers
+//                            nothing more in this view), 2 trimmed (the trim words are final)
 //   word 5  delivered        messages m delivered in the view's total order (nulls included)
-//   word 6 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
-//   word 6 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
-//   word 6 + 2 members + j   trim[j]: the ragged trim m proposes for sender j (membership)
+//   word 6  membership       bit j: member j belongs to the view
+//   word 7 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
+//   word 7 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
+//   word 7 + 2 members + j   trim[j]: the ragged trim of the last view change (messages of sender
+//                            j delivered in the view it ended); kept until the next change
 // A control push carries words 2 .. end, then stores the version; a message push carries a run of
 // consecutive slots (header and payload of each), then stores `sent`.
 // Slot (message n of member m at slot n % window):
@@ -48,7 +54,7 @@ inline constexpr std::uint32_t max_members = 64;
 /// Bytes in front of each payload in a slot.
 inline constexpr std::size_t slot_header_size = 16;
 /// Control words before the per-member arrays.
-inline constexpr std::size_t fixed_control_words = 6;
+inline constexpr std::size_t fixed_control_words = 7;
 
 /// Index of each fixed control word.
 namespace word {
@@ -58,6 +64,7 @@ inline constexpr std::size_t view = 2;
 inline constexpr std::size_t suspected = 3;
 inline constexpr std::size_t wedged = 4;
 inline constexpr std::size_t delivered = 5;
+inline constexpr std::size_t membership = 6;
 /// The first word a control push carries.
 inline constexpr std::size_t first_pushed = 2;
 }  // namespace word
@@ -73,6 +80,28 @@ enum class slot_kind : std::uint32_t {
 /// from an earlier view never matches).
 constexpr std::uint64_t seq_word(std::uint32_t view, std::uint64_t n) noexcept {
   return (std::uint64_t{view} << 40) | ((n + 1) & ((std::uint64_t{1} << 40) - 1));
+}
+
+/// A member's phase in its view (its row's wedged word, and the low bits of its version word).
+enum class phase : std::uint8_t { running = 0, wedged = 1, trimmed = 2 };
+
+/// The version word of a control push: the push count, the view and the phase.
+constexpr std::uint64_t version_word(std::uint64_t pushes, std::uint32_t view, phase p) noexcept {
+  return (pushes << 32) | (std::uint64_t{view & 0x3FFF'FFFFu} << 2) | static_cast<std::uint64_t>(p);
+}
+constexpr std::uint32_t view_of_version(std::uint64_t version) noexcept {
+  return static_cast<std::uint32_t>(version >> 2) & 0x3FFF'FFFFu;
+}
+constexpr phase phase_of_version(std::uint64_t version) noexcept {
+  return static_cast<phase>(version & 3);
+}
+/// The sent word: a count of messages in a view (a count of another view means nothing).
+constexpr std::uint64_t sent_word(std::uint32_t view, std::uint64_t count) noexcept {
+  return (std::uint64_t{view} << 40) | (count & ((std::uint64_t{1} << 40) - 1));
+}
+/// The count a sent word gives for `view`: 0 when it speaks of another view.
+constexpr std::uint64_t sent_in(std::uint64_t sent, std::uint32_t view) noexcept {
+  return (sent >> 40) == view ? (sent & ((std::uint64_t{1} << 40) - 1)) : 0;
 }
 
 /// Where everything lies in a region; equal at every member of a group.
@@ -188,6 +217,7 @@ struct row_snapshot {
   std::uint64_t suspected = 0;
   std::uint64_t wedged = 0;
   std::uint64_t delivered = 0;
+  std::uint64_t membership = 0;
   std::uint64_t received[max_members] = {};
   std::uint64_t consumed[max_members] = {};
   std::uint64_t trim[max_members] = {};
@@ -205,6 +235,7 @@ inline bool accept_row(const std::byte* region, const table_layout& layout, std:
   next.suspected = load_word(region, layout.control(m, word::suspected));
   next.wedged = load_word(region, layout.control(m, word::wedged));
   next.delivered = load_word(region, layout.control(m, word::delivered));
+  next.membership = load_word(region, layout.control(m, word::membership));
   // Consumed before received (and delivered before both): the row's member raises a received
   // count before the consumed one, so loads in this order see consumed <= received even while
   // the row changes.
@@ -217,9 +248,10 @@ inline bool accept_row(const std::byte* region, const table_layout& layout, std:
     next.received[j] = load_word(region, layout.received(m, j));
     received_total += next.received[j];
   }
-  bool plausible = next.view == view && next.wedged <= 1 && next.delivered >= last.delivered &&
+  bool plausible = next.view == view && next.wedged <= 2 && next.delivered >= last.delivered &&
                    next.delivered <= received_total &&
-                   (layout.members == max_members || (next.suspected >> layout.members) == 0);
+                   (layout.members == max_members ||
+                    ((next.suspected | next.membership) >> layout.members) == 0);
   for (std::uint32_t j = 0; j < layout.members && plausible; ++j) {
     plausible = next.received[j] >= last.received[j] && next.consumed[j] >= last.consumed[j] &&
                 next.consumed[j] <= next.received[j] && (j != self || next.received[j] <= sent);
