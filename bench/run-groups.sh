@@ -40,6 +40,8 @@ UCX_TLS=tcp,self run tcp -n 3
 UCX_TLS=tcp,self run tcp-machines3 -n 3 --machines 3
 UCX_TLS=tcp,self SERIEMA_REMOTE_PUBLISH=put run tcp-machines3-put -n 3 --machines 3
 if ((status == 0)); then
-  python3 "$repo/bench/plot_groups.py" "$out" $( ((quick)) && echo --no-plot) || status=$?
+  python=python3
+  if ((!quick)); then source "$repo/bench/find-python.sh"; fi
+  "$python" "$repo/bench/plot_groups.py" "$out" $( ((quick)) && echo --no-plot) || status=$?
 fi
 exit $status

@@ -1,6 +1,7 @@
 // The end of a 3-rank test program whose rank 1 died or stalled (no collective shutdown is
 // possible): rank 2 says it is done, rank 0 waits for that (an exit of rank 0 before would be a
-// second death for rank 2), and each survivor prints its exit status and leaves at once.
+// second death for rank 2), and each survivor prints its exit status and leaves at once; and the
+// main() such a program shares (three_rank_failure_main).
 #pragma once
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <seriema/fabric/runtime.hpp>
 #include <string>
 #include <thread>
@@ -54,6 +56,38 @@ inline void kill_stalled_rank1(int rank, const std::string& checked_file,
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(status);
+}
+
+// The main() of a program run by tests/support/three_rank_failure.sh: `argv` is "dead|stalled
+// <marker file>"; runs body(thread, stalled, marker) on 3 processes x 1 thread, prints how run()
+// ended, and leaves the broken job. `name` is the program's, for messages.
+inline int three_rank_failure_main(
+    int argc, char** argv, const char* name,
+    const std::function<void(fabric::thread_context&, bool, const std::string&)>& body) {
+  if (argc != 3 || (std::string(argv[1]) != "dead" && std::string(argv[1]) != "stalled")) {
+    fmt::print(stderr, "usage: {} dead|stalled <marker file>\n", name);
+    return 2;
+  }
+  const bool stalled = std::string(argv[1]) == "stalled";
+  const std::string marker = argv[2];
+  try {
+    fabric::runtime rt;
+    if (rt.size() != 3 || rt.options().threads_per_process != 1) {
+      fmt::print(stderr, "{}: needs 3 processes x 1 thread\n", name);
+      return 2;
+    }
+    std::string ended = "returned normally";
+    try {
+      rt.run([&](fabric::thread_context& me) { body(me, stalled, marker); });
+    } catch (const std::exception& e) {
+      ended = e.what();
+    }
+    fmt::print("rank {}: run ended: {}\n", rt.rank(), ended);
+    leave_broken_job(rt, marker);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace seriema::test

@@ -129,8 +129,8 @@ class group {
                       deadline_clock::time_point deadline = no_deadline,
                       std::function<void(const message&)> on_deliver = {});
 
-  group(group&&) noexcept;
-  group& operator=(group&&) noexcept;
+  group(group&&) noexcept;             ///< takes the membership over
+  group& operator=(group&&) noexcept;  ///< closes this one's membership, takes the other's
   ~group();  ///< close()
 
   /// Sends a message of `n` bytes to every member (this one included): `fill(std::span<std::

@@ -146,45 +146,25 @@ void stalled_body(thread_context& me, counts& m, const std::string& pid_file) {
   test::kill_stalled_rank1(static_cast<int>(me.id()), pid_file + ".rank2-checked", pid_file);
 }
 
+void body(thread_context& me, bool stalled, const std::string& marker) {
+  const std::string pid_file = marker + ".rank1-pid";
+  counts m(me, fabric::deadline_clock::now() + std::chrono::seconds(30));
+  cells c(me, 3, containers::distribution::cyclic,
+          fabric::deadline_clock::now() + std::chrono::seconds(30));  // cell r: rank r's
+  m.barrier(std::chrono::seconds(30));
+  past_the_barrier(me, marker);
+  if (me.id() == 1 && stalled) {
+    std::ofstream(pid_file) << ::getpid() << "\n";
+    std::raise(SIGSTOP);
+    return;  // continued only by a SIGCONT nobody sends: rank 0 kills it
+  }
+  if (me.id() == 1) std::raise(SIGKILL);
+  if (stalled) return stalled_body(me, m, pid_file);
+  survivor_body(me, m, c, marker);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "dead" && std::string(argv[1]) != "stalled")) {
-    fmt::print(stderr, "usage: containers_map_failure_mp_test dead|stalled <marker file>\n");
-    return 2;
-  }
-  const bool stalled = std::string(argv[1]) == "stalled";
-  const std::string pid_file = std::string(argv[2]) + ".rank1-pid";
-  try {
-    fabric::runtime rt;
-    if (rt.size() != 3 || rt.options().threads_per_process != 1) {
-      fmt::print(stderr, "containers map failure test: needs 3 processes x 1 thread\n");
-      return 2;
-    }
-    std::string ended = "returned normally";
-    try {
-      rt.run([&](thread_context& me) {
-        counts m(me, fabric::deadline_clock::now() + std::chrono::seconds(30));
-        cells c(me, 3, containers::distribution::cyclic,
-                fabric::deadline_clock::now() + std::chrono::seconds(30));  // cell r: rank r's
-        m.barrier(std::chrono::seconds(30));
-        past_the_barrier(me, argv[2]);
-        if (me.id() == 1 && stalled) {
-          std::ofstream(pid_file) << ::getpid() << "\n";
-          std::raise(SIGSTOP);
-          return;  // continued only by a SIGCONT nobody sends: rank 0 kills it
-        }
-        if (me.id() == 1) std::raise(SIGKILL);
-        if (stalled) return stalled_body(me, m, pid_file);
-        survivor_body(me, m, c, argv[2]);
-      });
-    } catch (const std::exception& e) {
-      ended = e.what();
-    }
-    fmt::print("rank {}: run ended: {}\n", rt.rank(), ended);
-    test::leave_broken_job(rt, argv[2]);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "containers map failure test: {}\n", e.what());
-    return 1;
-  }
+  return test::three_rank_failure_main(argc, argv, "containers_map_failure_mp_test", body);
 }

@@ -144,28 +144,5 @@ void body(thread_context& me, bool stalled, const std::string& marker) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "dead" && std::string(argv[1]) != "stalled")) {
-    fmt::print(stderr, "usage: group_failure_mp_test dead|stalled <marker file>\n");
-    return 2;
-  }
-  const bool stalled = std::string(argv[1]) == "stalled";
-  const std::string marker = argv[2];
-  try {
-    fabric::runtime rt;
-    if (rt.size() != 3 || rt.options().threads_per_process != 1) {
-      fmt::print(stderr, "group failure test: needs 3 processes x 1 thread\n");
-      return 2;
-    }
-    std::string ended = "returned normally";
-    try {
-      rt.run([&](thread_context& me) { body(me, stalled, marker); });
-    } catch (const std::exception& e) {
-      ended = e.what();
-    }
-    fmt::print("rank {}: run ended: {}\n", rt.rank(), ended);
-    test::leave_broken_job(rt, marker);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "group failure test: {}\n", e.what());
-    return 1;
-  }
+  return test::three_rank_failure_main(argc, argv, "group_failure_mp_test", body);
 }
