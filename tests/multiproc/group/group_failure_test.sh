@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Groups with a dead or stalled member (group_failure_mp_test.cpp), 3 ranks x 1 thread: rank 1
 # kills itself ("dead") or stops itself ("stalled") mid-stream; both survivors install view 1 of
-# members 0 and 2 (a dead member within keepalive + 1 s, a stalled one after suspect_after_ms),
-# delivered the same prefix of view 0, and deliver in view 1; both exit cleanly.
+# members 0 and 2 (a dead member once the runtime finds it dead, a stalled one after
+# suspect_after_ms; the delay is printed), delivered the same prefix of view 0, and deliver in
+# view 1; both exit cleanly.
 # Usage: group_failure_test.sh <seriema-run> <group_failure_mp_test> [launcher args]; UCX_TLS from
 # the environment picks shm or tcp.
 set -u
@@ -14,12 +15,8 @@ check() {
   done
   grep -q "rank 0: $1 prefix: both survivors delivered the same" <<<"$out" ||
     fail "the survivors did not deliver the same prefix of view 0"
-  local ms
-  for ms in $(grep -oE "$1 view change: view 1 of members 0 and 2, -?[0-9]+ ms" <<<"$out" |
-              grep -oE -- "-?[0-9]+ ms" | cut -d' ' -f1); do
-    # dead: keepalive + 1 s (UCX's keepalive here is well under 2 s); stalled: suspect_after 1 s
-    # + 1 s.
-    [ "$ms" -lt 3000 ] || fail "the view changed $ms ms after rank 1 went"
-  done
+  # How long the change took is printed, not asserted (tests assert outcomes, never timings):
+  # bench/run-failure-detection.sh measures detection.
+  grep -oE "rank [02]: $1 view change: .* ms after rank 1 went" <<<"$out" | sed "s/^/  /"
 }
 three_rank_failure_jobs group_failure_test check "$@"
