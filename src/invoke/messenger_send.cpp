@@ -104,6 +104,20 @@ void exceeding_queue::commit(std::size_t size) noexcept {
   bytes_ += size;
 }
 
+std::byte* exceeding_queue::reserve_front(std::size_t size) {
+  page fresh;
+  fresh.capacity = size;
+  fresh.heap = std::make_unique<std::byte[]>(size);
+  fresh.data = fresh.heap.get();
+  pages_.push_front(std::move(fresh));
+  return pages_.front().data;
+}
+
+void exceeding_queue::commit_front(std::size_t size) noexcept {
+  pages_.front().tail += size;
+  bytes_ += size;
+}
+
 std::span<const std::byte> exceeding_queue::front() const noexcept {
   const page& p = pages_.front();
   wire::record_header h;
@@ -512,13 +526,18 @@ call_status messenger::write_record(channel mode, fabric::function_id function,
 call_status messenger::queue_record(fabric::function_id function,
                                     std::span<const std::byte> closure, std::uint32_t flags,
                                     std::span<const std::byte> extras,
-                                    std::span<const std::byte> buffer, bool bounded) {
+                                    std::span<const std::byte> buffer, bool bounded,
+                                    bool first) {
   const std::size_t size = wire::record_size(closure.size(), buffer.size(), flags);
   if (bounded && queue_.bytes() + size > owner_.options().exceeding_limit) return call_status::full;
   close_join_window();  // later calls go behind this one, through the queue
-  std::byte* p = queue_.reserve(size);
+  std::byte* p = first ? queue_.reserve_front(size) : queue_.reserve(size);
   detail::serialize_record(p, size, function, closure, flags, extras, buffer);
-  queue_.commit(size);
+  if (first) {
+    queue_.commit_front(size);
+  } else {
+    queue_.commit(size);
+  }
   owner_.note_queued(*this);
   // Counted as sent now, so runtime::run's quiescence waits for it to be drained and run.
   count_record(size);
@@ -624,19 +643,34 @@ call_status messenger::send(channel mode, fabric::function_id function,
     // mid-operation, so the record goes to the queue, behind everything before it.
     return queue_record(function, closure, flags, extras, buffer, false);
   }
-  if (!queue_.empty()) drain();
+  // Overflow mode and retry_async queue a call that cannot be written now, up to the exceeding
+  // limit; past it the policy decides.
+  const bool queues = mode == channel::ovfl || std::is_same_v<Policy, policy::retry_async>;
+  if (!queue_.empty()) {
+    // Older records are queued (FIFO: this one goes behind them). A drain may grow the ring,
+    // and the wait for the chunks polls: handlers run there, and their calls to this destination
+    // are queued. A call that may queue takes its place in the queue before the drain, so that
+    // those calls, made after it, go behind it. (A call that may not queue drains first: calls
+    // made during that wait are written before it, as during retry's loop.)
+    if (queues && queue_record(function, closure, flags, extras, buffer, true) == call_status::ok) {
+      (void)drain();
+      return call_status::ok;
+    }
+    (void)drain();
+  }
+  bool first = false;
   if (queue_.empty()) {
     space why;
     call_status status = write_record(mode, function, closure, flags, extras, buffer, why);
     if (status != call_status::full) return status;
     ++counters_.full;
+    // The queue was empty: what it holds now, handlers queued during the write's wait for chunks
+    // that then did not come (no memory there, the deadline in force). This call came first.
+    first = !queue_.empty();
   }
-  // No room, or older records are queued (FIFO: this one goes behind them). Overflow mode and
-  // retry_async queue it, up to the exceeding limit; past it the policy decides.
-  if (mode == channel::ovfl || std::is_same_v<Policy, policy::retry_async>) {
-    if (queue_record(function, closure, flags, extras, buffer, true) == call_status::ok) {
-      return call_status::ok;
-    }
+  if (queues &&
+      queue_record(function, closure, flags, extras, buffer, true, first) == call_status::ok) {
+    return call_status::ok;
   }
   if constexpr (std::is_same_v<Policy, policy::retry>) {
     thread_context& self = owner_.self();

@@ -65,6 +65,16 @@ seriema_mp_run(mp.invoke_stress.np2x2.shm EXE invoke_onesided_mp_test NP 2
 seriema_mp_run(mp.invoke_stress.np2x2.tcp EXE invoke_onesided_mp_test NP 2 TLS tcp
                ARGS --gtest_filter=*AllToAll* ENV SERIEMA_THREADS=2)
 
+# FIFO per (sender thread, destination) for calls that handlers make with retry_async while the
+# rings are full, queued and growing: 3 processes x 1 thread (the sequencer benchmark's shape)
+# over shm, tcp and 3 emulated machines, and 1 process x 3 threads.
+seriema_mp_executable(invoke_fifo_mp_test invoke_fifo_mp_test.cpp seriema::invoke)
+seriema_mp_run(mp.invoke_fifo.np1.shm EXE invoke_fifo_mp_test NP 1 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.invoke_fifo.np3.shm EXE invoke_fifo_mp_test NP 3 ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.invoke_fifo.np3.tcp EXE invoke_fifo_mp_test NP 3 TLS tcp ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.invoke_fifo.np3.machines3.tcp EXE invoke_fifo_mp_test NP 3 MACHINES 3 TLS tcp
+               ENV SERIEMA_THREADS=1)
+
 # Peer death: 10 000 calls in flight to a rank that dies; errors within 5 s, over shm and tcp.
 seriema_mp_executable(invoke_peer_death_mp_test invoke_peer_death_mp_test.cpp seriema::invoke)
 seriema_mp_script_test(mp.invoke_peer_death.np2 SCRIPT invoke_peer_death_test.sh

@@ -37,6 +37,11 @@ class exceeding_queue {
   // Space for a record of `size` bytes at the tail; commit() makes it part of the queue.
   std::byte* reserve(std::size_t size);
   void commit(std::size_t size) noexcept;
+  // Space for a record of `size` bytes ahead of every queued record, in a heap page of its own
+  // (a rare path: a call that must go before records queued while it waited); commit_front()
+  // makes it the oldest record.
+  std::byte* reserve_front(std::size_t size);
+  void commit_front(std::size_t size) noexcept;
   // The oldest record (its header says its size); pop() removes it.
   [[nodiscard]] std::span<const std::byte> front() const noexcept;
   void pop() noexcept;

@@ -376,9 +376,11 @@ class messenger {
   void settle_failure() noexcept;
   // Ends the reply slots of records written here but never published (not_executed).
   void fail_unpublished_replies(fabric::local_thread_state& state) noexcept;
+  // Queues one record behind the others (or, `first`, ahead of them: see send), within the
+  // limit when `bounded`.
   call_status queue_record(fabric::function_id function, std::span<const std::byte> closure,
                            std::uint32_t flags, std::span<const std::byte> extras,
-                           std::span<const std::byte> buffer, bool bounded);
+                           std::span<const std::byte> buffer, bool bounded, bool first = false);
   // drain()'s steps; each returns the records it moved (0: no room, or the peer failed).
   // The oldest queued record copied into the ring (mapped chunk or staging unit).
   std::size_t copy_queued_record();
