@@ -58,6 +58,10 @@ void group_options::validate() const {
   if (static_cast<unsigned>(push) > static_cast<unsigned>(remote_push::message)) {
     throw config_error("group_options::push is not a remote_push");
   }
+  if (capacity > detail::max_members) {
+    throw config_error(fmt::format("group_options::capacity {} is more than {} seats", capacity,
+                                   detail::max_members));
+  }
   if (suspect_after_ms < 10 || suspect_after_ms > 3'600'000) {
     throw config_error(fmt::format("group_options::suspect_after_ms {} is outside 10 .. 3600000",
                                    suspect_after_ms));
@@ -75,6 +79,15 @@ group group::create(fabric::thread_context& ctx, std::span<const fabric::thread_
   options.validate();
   return group(std::make_unique<detail::member_state>(ctx, members, options, deadline,
                                                       std::move(on_deliver)));
+}
+
+group group::join(fabric::thread_context& ctx, std::span<const fabric::thread_id> founders,
+                  const group_options& options, deadline_clock::time_point deadline,
+                  std::function<void(const message&)> on_deliver,
+                  std::function<void(std::span<const std::byte>)> load_state) {
+  options.validate();
+  return group(detail::member_state::join(ctx, founders, options, deadline,
+                                          std::move(on_deliver), std::move(load_state)));
 }
 
 group_status group::begin_send(std::size_t n, std::span<std::byte>& room) {
@@ -95,6 +108,9 @@ void group::on_deliver(std::function<void(const message&)> handler) {
 }
 void group::on_view_change(std::function<void(const view&)> handler) {
   state_->view_handler_ = std::move(handler);
+}
+void group::on_state_transfer(std::function<std::vector<std::byte>()> save) {
+  state_->state_saver_ = std::move(save);
 }
 view group::current_view() const { return state_->current_view(); }
 group_status group::wait_delivered(std::uint64_t count, deadline_clock::time_point deadline) {

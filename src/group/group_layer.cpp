@@ -75,6 +75,66 @@ bool group_layer::take_hello(const group_key& key, std::uint32_t from, hello& ou
   return true;
 }
 
+void group_layer::on_join_request(const group_key& key, const join_request& r) {
+  std::vector<join_request>& queue = join_requests_[key];
+  const bool known = std::any_of(queue.begin(), queue.end(),
+                                 [&](const join_request& q) { return q.thread == r.thread; });
+  if (!known) queue.push_back(r);
+}
+
+std::optional<join_request> group_layer::pending_join(
+    fabric::thread_context& self, const group_key& key,
+    const std::vector<fabric::thread_id>& seats) {
+  auto it = join_requests_.find(key);
+  if (it == join_requests_.end()) return std::nullopt;
+  const fabric::runtime& rt = self.rt();
+  std::erase_if(it->second, [&](const join_request& r) {
+    return std::find(seats.begin(), seats.end(), r.thread) != seats.end() ||
+           rt.peer_failed(rt.process_of_thread(r.thread));
+  });
+  if (it->second.empty()) return std::nullopt;
+  return it->second.front();
+}
+
+std::optional<join_request> group_layer::join_request_of(const group_key& key,
+                                                          fabric::thread_id thread) {
+  auto it = join_requests_.find(key);
+  if (it == join_requests_.end()) return std::nullopt;
+  for (const join_request& r : it->second) {
+    if (r.thread == thread) return r;
+  }
+  return std::nullopt;
+}
+
+void group_layer::drop_join_request(const group_key& key, fabric::thread_id thread) {
+  auto it = join_requests_.find(key);
+  if (it == join_requests_.end()) return;
+  std::erase_if(it->second, [&](const join_request& r) { return r.thread == thread; });
+  if (it->second.empty()) join_requests_.erase(it);
+}
+
+bool group_layer::take_admission(const group_key& key, admission& out) {
+  auto it = admissions_.find(key);
+  if (it == admissions_.end()) return false;
+  out = std::move(it->second);
+  admissions_.erase(it);
+  return true;
+}
+
+void group_layer::keep_state(const group_key& key, std::uint32_t seat, int process,
+                             std::vector<std::uint8_t> bytes) {
+  states_[{key, seat}] = kept_state{process, std::move(bytes)};
+}
+
+std::optional<std::vector<std::uint8_t>> group_layer::take_state(const group_key& key,
+                                                                 std::uint32_t seat) {
+  auto it = states_.find({key, seat});
+  if (it == states_.end()) return std::nullopt;
+  std::vector<std::uint8_t> bytes = std::move(it->second.bytes);
+  states_.erase(it);
+  return bytes;
+}
+
 void group_layer::add(member_state* m) {
   std::erase(members_, nullptr);
   members_.push_back(m);
@@ -117,6 +177,7 @@ void group_layer::peers_failed(fabric::thread_context& self) {
     if (m != nullptr) m->peers_failed();
   }
   std::erase_if(removed_publishers_, [](const auto& p) { return p->peer_dead(); });
+  std::erase_if(states_, [&](const auto& s) { return self.rt().peer_failed(s.second.process); });
   for (kept_region& k : kept_) {
     std::erase_if(k.waiting, [&](const auto& m) { return self.rt().peer_failed(m.second); });
   }

@@ -54,6 +54,16 @@ std::uint32_t check_members(fabric::thread_context& ctx,
   return static_cast<std::uint32_t>(me - members.begin());
 }
 
+std::uint32_t seats_for(const group_options& options, std::size_t founders) {
+  if (options.capacity != 0 && options.capacity < founders) {
+    throw config_error(fmt::format("group_options::capacity {} is less than the {} founders",
+                                   options.capacity, founders));
+  }
+  return options.capacity != 0 ? options.capacity : static_cast<std::uint32_t>(founders);
+}
+
+}  // namespace
+
 fabric::detail::publish_route route_of(fabric::thread_context& ctx, remote_push push) {
   if (push == remote_push::automatic) {
     switch (invoke::messenger_options::from_environment().publish_remote) {
@@ -71,8 +81,6 @@ fabric::detail::publish_route route_of(fabric::thread_context& ctx, remote_push 
   return {true, push == remote_push::put};
 }
 
-}  // namespace
-
 member_state::member_state(fabric::thread_context& ctx,
                            std::span<const fabric::thread_id> members,
                            const group_options& options, deadline_clock::time_point deadline,
@@ -84,39 +92,12 @@ member_state::member_state(fabric::thread_context& ctx,
       ctx_(ctx),
       layer_(group_layer::of(ctx)),
       key_(layer_.next_key(hash_members(members))),
-      layout_(table_layout::make(static_cast<std::uint32_t>(members.size()), options.window,
+      layout_(table_layout::make(seats_for(options, members.size()), options.window,
                                  options.max_message)) {
-  options.validate();
-  const std::uint32_t k = layout_.members;
-  if (layout_.region_bytes() > transfer::block_size) {
-    throw config_error(fmt::format(
-        "group_options: {} members x (window {} x {}-byte slots + control) need {} bytes per "
-        "member, more than one allocation ({}); lower window or max_message",
-        k, options.window, layout_.slot_bytes, layout_.region_bytes(), transfer::block_size));
-  }
-  fabric::runtime& rt = ctx.rt();
-  for (fabric::thread_id id : members_) processes_.push_back(rt.process_of_thread(id));
-  pushed_.assign(k, 0);
-  control_dirty_.assign(k, false);
-  received_.assign(k, 0);
-  consumed_.assign(k, 0);
-  rejected_at_.assign(k, 0);
-  data_delivered_.assign(k, 0);
-  rows_.assign(k, row_snapshot{});
-  calls_.assign(options.window, nullptr);
-  for (std::uint32_t m = 0; m < k; ++m) order_.push_back(m);
-  view_mask_ = k == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << k) - 1;
-  heard_version_.assign(k, 0);
-  heard_at_.assign(k, fabric::deadline_clock::now());
-  futures_ = &invoke::detail::futures_of(ctx);
-  const int zone = rt.placement().locate(ctx.id()).zone;
-  region_ = rt.service_allocate(zone, static_cast<std::size_t>(layout_.region_bytes()));
-  if (!region_) {
-    throw error(fmt::format("group: rank {} could not allocate {} bytes in zone {}", rt.rank(),
-                            layout_.region_bytes(), zone));
-  }
-  base_ = static_cast<std::byte*>(region_.data);
-  std::memset(base_, 0, region_.size);  // every word 0: "nothing received, nothing published"
+  prepare();
+  for (std::uint32_t m = 0; m < members_.size(); ++m) order_.push_back(m);
+  view_mask_ = members_.size() == 64 ? ~std::uint64_t{0}
+                                     : (std::uint64_t{1} << members_.size()) - 1;
   set_own(layout_.control(me_, word::membership), view_mask_);
   try {
     connect(deadline);
@@ -127,12 +108,59 @@ member_state::member_state(fabric::thread_context& ctx,
   layer_.add(this);
 }
 
+member_state::member_state(joiner_tag, fabric::thread_context& ctx,
+                           std::span<const fabric::thread_id> founders,
+                           const group_options& options,
+                           std::function<void(const message&)> on_deliver)
+    : handler_(std::move(on_deliver)),
+      options_(options),
+      ctx_(ctx),
+      layer_(group_layer::of(ctx)),
+      key_(layer_.next_key(hash_members(founders))),
+      layout_(table_layout::make(seats_for(options, founders.size()), options.window,
+                                 options.max_message)) {
+  prepare();
+}
+
+void member_state::prepare() {
+  options_.validate();
+  const std::uint32_t k = layout_.members;
+  if (layout_.region_bytes() > transfer::block_size) {
+    throw config_error(fmt::format(
+        "group_options: {} seats x (window {} x {}-byte slots + control) need {} bytes per "
+        "member, more than one allocation ({}); lower window or max_message",
+        k, options_.window, layout_.slot_bytes, layout_.region_bytes(), transfer::block_size));
+  }
+  fabric::runtime& rt = ctx_.rt();
+  for (fabric::thread_id id : members_) processes_.push_back(rt.process_of_thread(id));
+  pushed_.assign(k, 0);
+  control_dirty_.assign(k, false);
+  received_.assign(k, 0);
+  consumed_.assign(k, 0);
+  rejected_at_.assign(k, 0);
+  data_delivered_.assign(k, 0);
+  rows_.assign(k, row_snapshot{});
+  calls_.assign(options_.window, nullptr);
+  heard_version_.assign(k, 0);
+  heard_at_.assign(k, fabric::deadline_clock::now());
+  publishers_.resize(k);
+  futures_ = &invoke::detail::futures_of(ctx_);
+  const int zone = rt.placement().locate(ctx_.id()).zone;
+  region_ = rt.service_allocate(zone, static_cast<std::size_t>(layout_.region_bytes()));
+  if (!region_) {
+    throw error(fmt::format("group: rank {} could not allocate {} bytes in zone {}", rt.rank(),
+                            layout_.region_bytes(), zone));
+  }
+  base_ = static_cast<std::byte*>(region_.data);
+  std::memset(base_, 0, region_.size);  // every word 0: "nothing received, nothing published"
+}
+
 void member_state::connect(deadline_clock::time_point deadline) {
   fabric::runtime& rt = ctx_.rt();
   const hello mine{transfer::remote_memory_locator::make(rt.rank(), region_), options_};
   const group_key key = key_;
   const std::uint32_t from = me_;
-  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+  for (std::uint32_t m = 0; m < members_.size(); ++m) {
     if (m == me_) continue;
     const fabric::call_status sent = ctx_.call(members_[m], [key, from, mine](
                                                                 fabric::thread_context& self) {
@@ -144,8 +172,7 @@ void member_state::connect(deadline_clock::time_point deadline) {
     }
   }
   deadline = ctx_.deadline_in_force(deadline);
-  publishers_.resize(layout_.members);
-  for (std::uint32_t m = 0; m < layout_.members; ++m) {
+  for (std::uint32_t m = 0; m < members_.size(); ++m) {
     if (m == me_) continue;
     hello got;
     const auto dead = [&] { return rt.peer_failed(processes_[m]); };
@@ -163,7 +190,7 @@ void member_state::connect(deadline_clock::time_point deadline) {
     if (!problem.empty()) {
       const std::string message =
           fmt::format("group of {} members: member {} (thread {}) did not join: {}",
-                      layout_.members, m, members_[m], problem);
+                      members_.size(), m, members_[m], problem);
       if (got.region.rkey_size == 0 && !dead()) throw deadline_error(message);
       throw error(message);
     }
@@ -184,7 +211,7 @@ void member_state::close() noexcept {
   const group_key key = key_;
   const std::uint32_t from = me_;
   try {
-    for (std::uint32_t m = 0; m < layout_.members; ++m) {
+    for (std::uint32_t m = 0; m < members_.size(); ++m) {
       if (m == me_) continue;
       // A member removed by a view change may still write here (a stalled one that resumes)
       // until it finds itself removed and closes, or dies: the region waits for it too.
@@ -220,8 +247,9 @@ void member_state::set_own(std::uint64_t offset, std::uint64_t value) noexcept {
   store_word(base_, offset, value);
 }
 
-bool member_state::window_free() {
-  if (phase_ != phase::running || closed_) return false;
+bool member_state::window_free(bool for_null) {
+  // Data waits while the view changes; nulls still flow while a join drains the view.
+  if (closed_ || !(phase_ == phase::running || (for_null && draining()))) return false;
   if (sent_ < options_.window) return true;
   refresh_rows();
   std::uint64_t least = consumed_[me_];
@@ -334,6 +362,7 @@ view member_state::current_view() const {
     for (std::uint32_t m : order_) v.members.push_back(members_[m]);
   }
   v.removed = removed_;
+  v.joined = joined_;
   return v;
 }
 

@@ -2,8 +2,11 @@
 // per-thread group layer that polls the members of its thread and meets members at creation.
 #pragma once
 
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <memory>
 #include <seriema/fabric/detail/region_publisher.hpp>
@@ -26,13 +29,39 @@ struct group_key {
   auto operator<=>(const group_key&) const = default;
 };
 
-/// What a member tells every other member at creation.
+/// What a member tells every other member at creation (and a joiner, once admitted).
 struct hello {
   transfer::remote_memory_locator region;  ///< its region, layout as table_layout says
   group_options options;
 };
 
+/// What a thread that asks to join tells every founder (kept by each member's layer until the
+/// thread is admitted, refused, or its process died).
+struct join_request {
+  fabric::thread_id thread = 0;
+  hello region;  ///< its region and options
+};
+
+/// The leader's answer to a join request: the view that admits the joiner, or why not.
+struct admission {
+  std::string refusal;                           ///< empty: admitted
+  std::uint32_t view = 0;                        ///< the view that admits it
+  std::uint32_t seat = 0;                        ///< its seat (index)
+  std::uint32_t leader = 0;                      ///< the seat that holds the state for it
+  std::uint64_t view_mask = 0;                   ///< the view's seats
+  std::uint64_t position = 0;                    ///< positions delivered before the view
+  std::vector<fabric::thread_id> seats;          ///< the thread of every seat taken, its own too
+  std::vector<std::uint64_t> data_delivered;     ///< per seat: its data messages delivered
+  template <class Archive>
+  void serialize(Archive& a) {
+    a(refusal, view, seat, leader, view_mask, position, seats, data_delivered);
+  }
+};
+
 class member_state;
+
+/// How a member's pushes to another process travel, as `push` (and the settings) say.
+fabric::detail::publish_route route_of(fabric::thread_context& ctx, remote_push push);
 
 /// The group layer of each worker: hellos, the members to poll, and the regions of closed members
 /// kept until every other member closed or died. Owner thread only.
@@ -51,6 +80,21 @@ class group_layer final : public fabric::thread_extension {
   void on_hello(const group_key& key, std::uint32_t from, const hello& h) { hellos_[{key, from}] = h; }
   /// The hello member `from` sent for `key`, taken out; false when none arrived yet.
   bool take_hello(const group_key& key, std::uint32_t from, hello& out);
+  void on_join_request(const group_key& key, const join_request& r);
+  /// The oldest join request for `key` from a thread not in `seats` (its process alive), if any.
+  std::optional<join_request> pending_join(fabric::thread_context& self, const group_key& key,
+                                           const std::vector<fabric::thread_id>& seats);
+  /// The request `thread` sent for `key`, if it arrived.
+  std::optional<join_request> join_request_of(const group_key& key, fabric::thread_id thread);
+  void drop_join_request(const group_key& key, fabric::thread_id thread);
+  void on_admission(const group_key& key, admission a) { admissions_[key] = std::move(a); }
+  /// The admission for `key`, taken out; false when none arrived yet.
+  bool take_admission(const group_key& key, admission& out);
+  /// Keeps the state saved for the joiner of seat `seat` until it fetches it (or dies).
+  void keep_state(const group_key& key, std::uint32_t seat, int process,
+                  std::vector<std::uint8_t> bytes);
+  /// The state kept for seat `seat`, taken out; nullopt when none is kept.
+  std::optional<std::vector<std::uint8_t>> take_state(const group_key& key, std::uint32_t seat);
   /// Member `from` of `key` closed: it writes into no region of ours any more.
   void on_closed(fabric::thread_context& self, const group_key& key, std::uint32_t from);
 
@@ -72,7 +116,14 @@ class group_layer final : public fabric::thread_extension {
   };
   void free_settled(fabric::thread_context& self);
 
+  struct kept_state {
+    int process = 0;  ///< the joiner's
+    std::vector<std::uint8_t> bytes;
+  };
   std::map<std::uint64_t, std::uint32_t> ordinals_;
+  std::map<group_key, std::vector<join_request>> join_requests_;
+  std::map<group_key, admission> admissions_;
+  std::map<std::pair<group_key, std::uint32_t>, kept_state> states_;
   std::map<std::pair<group_key, std::uint32_t>, hello> hellos_;
   std::map<group_key, std::vector<std::uint32_t>> closed_early_;  ///< closes before our retire
   std::vector<member_state*> members_;
@@ -89,6 +140,13 @@ class member_state {
   member_state(fabric::thread_context& ctx, std::span<const fabric::thread_id> members,
                const group_options& options, deadline_clock::time_point deadline,
                std::function<void(const message&)> on_deliver);
+  /// Asks the founders' group for a seat and waits until admitted and given the state.
+  /// Throws as group::join says.
+  static std::unique_ptr<member_state> join(
+      fabric::thread_context& ctx, std::span<const fabric::thread_id> founders,
+      const group_options& options, deadline_clock::time_point deadline,
+      std::function<void(const message&)> on_deliver,
+      std::function<void(std::span<const std::byte>)> load_state);
   ~member_state();
   member_state(const member_state&) = delete;
   member_state& operator=(const member_state&) = delete;
@@ -113,6 +171,7 @@ class member_state {
 
   std::function<void(const message&)> handler_;
   std::function<void(const view&)> view_handler_;
+  std::function<std::vector<std::byte>()> state_saver_;
   group_options options_;
   std::vector<fabric::thread_id> members_;
   std::uint32_t me_ = 0;
@@ -123,7 +182,27 @@ class member_state {
   [[nodiscard]] std::byte* slot(std::uint32_t m, std::uint64_t n) const noexcept {
     return base_ + layout_.slot(m, n);
   }
+  struct joiner_tag {};
+  /// A joiner before admission: its region and per-seat state, no seat yet.
+  member_state(joiner_tag, fabric::thread_context& ctx,
+               std::span<const fabric::thread_id> founders, const group_options& options,
+               std::function<void(const message&)> on_deliver);
+  /// Sizes the per-seat state and allocates the region (every word 0).
+  void prepare();
   void connect(deadline_clock::time_point deadline);
+  // join.cpp: asking, admission, state transfer; the leader's side of admitting.
+  void ask_to_join(std::span<const fabric::thread_id> founders);
+  void take_seat(const admission& a, deadline_clock::time_point deadline);
+  void keep_alive();
+  std::size_t admit_next();
+  bool adopt_join();
+  void refuse(const join_request& r, const std::string& why);
+  void seat_joiner(std::uint32_t seat, fabric::thread_id thread);
+  void welcome_joiner(std::uint32_t seat, bool leading);
+  [[nodiscard]] bool draining() const noexcept {
+    return phase_ == phase::wedged && suspected_ == 0 && joining_ != 0;
+  }
+  [[nodiscard]] bool drained();
   [[nodiscard]] bool in_view(std::uint32_t m) const noexcept { return (view_mask_ >> m) & 1; }
   // membership.cpp: suspicion, wedging, the ragged trim, the next view.
   std::size_t watch_members();
@@ -131,10 +210,12 @@ class member_state {
   std::size_t advance_view_change();
   bool adopt_trim();
   bool publish_trim();
-  void install(const std::vector<std::uint64_t>& trim);
+  void install(const std::vector<std::uint64_t>& trim, bool leading);
+  void cut_at_order(std::vector<std::uint64_t>& trim) const;
+  [[nodiscard]] std::uint64_t next_members() const noexcept;  ///< the next view's seats
   void set_phase(phase p) noexcept;
   void leave(const std::string& why);
-  bool window_free();
+  bool window_free(bool for_null = false);
   group_status commit(slot_kind kind, std::size_t n);
   void refresh_rows();
   std::size_t receive();
@@ -162,6 +243,7 @@ class member_state {
   std::uint64_t view_mask_ = 0;       ///< bit m: member m is in the view
   std::uint64_t view_start_ = 0;      ///< delivered_ when the view began
   std::uint64_t suspected_ = 0;       ///< bit m: this member suspects m (this view)
+  std::uint64_t joining_ = 0;         ///< the joining word this member agreed to (this view)
   phase phase_ = phase::running;
   std::vector<std::uint64_t> heard_version_;  ///< each member's version word as last seen
   std::vector<fabric::deadline_clock::time_point> heard_at_;  ///< and when it last changed
@@ -169,6 +251,7 @@ class member_state {
   std::uint32_t polls_ = 0;  ///< progress calls (the clock is read every 64th)
   bool check_now_ = true;    ///< the next progress watches the members whatever polls_ says
   std::vector<fabric::thread_id> removed_;  ///< by the last view change
+  std::vector<fabric::thread_id> joined_;   ///< by the last view change
   std::vector<std::unique_ptr<fabric::detail::region_publisher>> publishers_;  ///< null at me_
   std::uint64_t sent_ = 0;              ///< this member's messages, nulls included
   std::vector<std::uint64_t> pushed_;   ///< this member's messages pushed to each member

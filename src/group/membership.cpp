@@ -5,7 +5,10 @@
 // for each sender the least count any survivor received (the ragged trim), publishes it in its
 // row and installs the next view; every other survivor adopts the trim from any survivor's row
 // that has it. Installing delivers the ended view's order exactly up to the trim, so every
-// survivor delivered the same messages; what lies beyond is dropped everywhere.
+// survivor delivered the same messages; what lies beyond is dropped everywhere. A join is a view
+// change too (join.cpp): the leader names the joiner, the members wedge but go on receiving,
+// delivering and sending nulls until everything sent is delivered everywhere (drained), so that
+// a join without a failure drops nothing.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -68,9 +71,11 @@ std::size_t member_state::watch_members() {
     return 1;
   }
   newly &= ~suspected_;
-  if (newly == 0) return 0;
-  suspect(newly);
-  return 1;
+  if (newly != 0) {
+    suspect(newly);
+    return 1;
+  }
+  return adopt_join() ? 1 : admit_next();
 }
 
 void member_state::suspect(std::uint64_t members) {
@@ -112,15 +117,21 @@ std::size_t member_state::advance_view_change() {
   return leader == me_ && publish_trim() ? 1 : 0;
 }
 
-bool member_state::adopt_trim() {
+std::uint64_t member_state::next_members() const noexcept {
   const std::uint64_t survivors = view_mask_ & ~suspected_;
+  return joining_ == 0 ? survivors : survivors | bit(seat_of_joining(joining_));
+}
+
+bool member_state::adopt_trim() {
+  const std::uint64_t survivors = next_members();
   for (std::uint32_t m : order_) {
     if (m == me_ || (suspected_ & bit(m)) != 0) continue;
     // The version word first (acquire): the words read after it are of that push or later.
     const std::uint64_t version = load_word(base_, layout_.control(m, word::version));
     const bool trimmed_here = view_of_version(version) == view_ &&
                               phase_of_version(version) == phase::trimmed &&
-                              load_word(base_, layout_.control(m, word::suspected)) == suspected_;
+                              load_word(base_, layout_.control(m, word::suspected)) == suspected_ &&
+                              load_word(base_, layout_.control(m, word::joining)) == joining_;
     const bool installed = view_of_version(version) == view_ + 1 &&
                            load_word(base_, layout_.control(m, word::membership)) == survivors;
     if (!trimmed_here && !installed) continue;
@@ -132,7 +143,7 @@ bool member_state::adopt_trim() {
         return false;
       }
     }
-    install(trim);
+    install(trim, false);
     return true;
   }
   return false;
@@ -146,19 +157,53 @@ bool member_state::publish_trim() {
     if (m == me_ || (survivors & bit(m)) == 0) continue;
     const std::uint64_t version = load_word(base_, layout_.control(m, word::version));
     if (view_of_version(version) != view_ || phase_of_version(version) == phase::running ||
-        load_word(base_, layout_.control(m, word::suspected)) != suspected_) {
-      return false;  // not every survivor wedged with the same suspicions yet
+        load_word(base_, layout_.control(m, word::suspected)) != suspected_ ||
+        load_word(base_, layout_.control(m, word::joining)) != joining_) {
+      return false;  // not every survivor wedged with the same suspicions and joiner yet
     }
-    // Wedged members receive nothing more: these counts are final.
+    // Members wedged by a suspicion receive nothing more: these counts are final. (Draining
+    // ones still receive; drained() below waits until nothing is left in flight.)
     for (std::uint32_t s : order_) {
       trim[s] = std::min(trim[s], load_word(base_, layout_.received(m, s)));
     }
   }
-  install(trim);
+  if (draining() && !drained()) return false;
+  if (options_.mode == delivery::ordered) cut_at_order(trim);
+  install(trim, true);
   return true;
 }
 
-void member_state::install(const std::vector<std::uint64_t>& trim) {
+void member_state::cut_at_order(std::vector<std::uint64_t>& trim) const {
+  // The view's prefix ends at the first position of its order whose message lies beyond its
+  // sender's trim; a sender's messages after that position are not delivered either, so its
+  // trim is what lies before (and its sender counts the rest as dropped).
+  const std::uint64_t k = order_.size();
+  std::uint64_t cut = ~std::uint64_t{0};
+  for (std::uint64_t i = 0; i < k; ++i) cut = std::min(cut, trim[order_[i]] * k + i);
+  for (std::uint64_t i = 0; i < k; ++i) trim[order_[i]] = cut / k + (i < cut % k ? 1 : 0);
+}
+
+bool member_state::drained() {
+  refresh_rows();
+  std::uint64_t total = 0;
+  for (std::uint32_t s : order_) {
+    const std::uint64_t sent =
+        s == me_ ? sent_ : sent_in(load_word(base_, layout_.control(s, word::sent)), view_);
+    if (received_[s] != sent) return false;
+    total += sent;
+  }
+  if (delivered_ - view_start_ != total) return false;
+  for (std::uint32_t m : order_) {
+    if (m == me_) continue;
+    if (rows_[m].delivered != total) return false;
+    for (std::uint32_t s : order_) {
+      if (rows_[m].received[s] != received_[s]) return false;
+    }
+  }
+  return true;
+}
+
+void member_state::install(const std::vector<std::uint64_t>& trim, bool leading) {
   // The trim goes into this row first, so that a survivor that has not seen it yet finds it here.
   for (std::uint32_t s = 0; s < layout_.members; ++s) set_own(layout_.trim(me_, s), trim[s]);
   // 1. The ended view's messages up to the trim, in its order (unordered: what had arrived).
@@ -184,12 +229,14 @@ void member_state::install(const std::vector<std::uint64_t>& trim) {
     if (static_cast<slot_kind>(header >> 32) != slot_kind::null) ++dropped;
   }
   fail_calls(fabric::outcome::not_executed, fabric::call_status::ok);
-  // 3. The next view: the survivors in the same order, every count from 0.
-  const std::uint64_t survivors = view_mask_ & ~suspected_;
+  // 3. The next view: the survivors in the same order (then the joiner: seats only grow, so
+  // the order stays by seat), every count from 0.
+  const std::uint64_t next_mask = next_members();
   removed_.clear();
+  joined_.clear();
   std::vector<std::uint32_t> next;
   for (std::uint32_t m : order_) {
-    if ((survivors & bit(m)) != 0) {
+    if ((next_mask & bit(m)) != 0) {
       next.push_back(m);
     } else {
       removed_.push_back(members_[m]);
@@ -198,10 +245,16 @@ void member_state::install(const std::vector<std::uint64_t>& trim) {
       layer_.keep(std::move(publishers_[m]));
     }
   }
+  const std::uint64_t joiner = joining_;
+  if (joiner != 0) {
+    next.push_back(seat_of_joining(joiner));
+    seat_joiner(seat_of_joining(joiner), thread_of_joining(joiner));
+  }
   order_ = std::move(next);
-  view_mask_ = survivors;
+  view_mask_ = next_mask;
   ++view_;
   suspected_ = 0;
+  joining_ = 0;
   sent_ = 0;
   view_start_ = delivered_;
   std::fill(pushed_.begin(), pushed_.end(), 0);
@@ -215,6 +268,7 @@ void member_state::install(const std::vector<std::uint64_t>& trim) {
   }
   set_own(layout_.control(me_, word::view), view_);
   set_own(layout_.control(me_, word::suspected), 0);
+  set_own(layout_.control(me_, word::joining), 0);
   set_own(layout_.control(me_, word::delivered), 0);
   set_own(layout_.control(me_, word::membership), view_mask_);
   set_own(layout_.control(me_, word::sent), sent_word(view_, 0));
@@ -225,6 +279,7 @@ void member_state::install(const std::vector<std::uint64_t>& trim) {
   log::info("group: member {} (thread {}) installed view {} of {} members ({} of its messages "
             "dropped)",
             me_, ctx_.id(), view_, order_.size(), dropped);
+  if (joiner != 0) welcome_joiner(seat_of_joining(joiner), leading);
   if (view_handler_) {
     view v = current_view();
     v.trimmed = dropped;

@@ -30,7 +30,9 @@ std::size_t member_state::progress() {
   const flag_scope in_progress(polling_);
   std::size_t work = watch_members();
   if (closed_) return work;  // this member left (it found itself in a minority)
-  if (phase_ == phase::running) {
+  // A member wedged for a join (no suspicion) goes on receiving and delivering what was sent
+  // before, and sending nulls, until the view change finds everything delivered everywhere.
+  if (phase_ == phase::running || draining()) {
     work += receive();
     if (options_.mode == delivery::ordered) {
       work += deliver_ordered();
@@ -38,9 +40,8 @@ std::size_t member_state::progress() {
     } else {
       work += deliver_unordered();
     }
-  } else {
-    work += advance_view_change();
   }
+  if (phase_ != phase::running && !closed_) work += advance_view_change();
   if (!closed_) push_all();
   return work;
 }
@@ -48,8 +49,15 @@ std::size_t member_state::progress() {
 void member_state::refresh_rows() {
   for (std::uint32_t m : order_) {
     // A row of another view (its member installed the next one first) says nothing of this one.
-    if (m == me_ || load_word(base_, layout_.control(m, word::view)) != view_) continue;
-    if (!accept_row(base_, layout_, m, me_, sent_, view_, rows_[m], scratch_row_)) {
+    // The version word decides (acquire): it is stored after every word of its push, so the
+    // words read after it are of a push of this view, while the view word alone may already be
+    // the next view's in the middle of a push whose other words still hold the ended view's.
+    if (m == me_ ||
+        view_of_version(load_word(base_, layout_.control(m, word::version))) != view_) {
+      continue;
+    }
+    if (accept_row(base_, layout_, m, me_, sent_, view_, rows_[m], scratch_row_) ==
+        row_verdict::rejected) {
       ++counters_.rejected_rows;
     }
   }
@@ -130,7 +138,7 @@ std::size_t member_state::send_nulls() {
   std::uint64_t target = 0;
   for (std::uint32_t i : order_) target = std::max(target, received_[i]);
   std::size_t nulls = 0;
-  while (sent_ < target && window_free()) {
+  while (sent_ < target && window_free(true)) {
     (void)commit(slot_kind::null, 0);
     ++nulls;
   }

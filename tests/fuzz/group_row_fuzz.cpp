@@ -74,7 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     last.consumed[j] = last.received[j] / 2;
   }
   group::row_snapshot before = last, next;
-  if (group::accept_row(region, layout, 0, self, sent, view, last, next)) {
+  if (group::accept_row(region, layout, 0, self, sent, view, last, next) ==
+      group::row_verdict::accepted) {
     check_row(before, last, layout, self, sent);
   } else {
     check(std::memcmp(&before, &last, sizeof last) == 0);  // a refused row changes nothing

@@ -54,6 +54,10 @@ struct group_options {
   /// while it polls) is suspected, as is one whose process died; 10 .. 3 600 000 ms. A member
   /// that does not poll for this long is taken for stalled.
   std::uint32_t suspect_after_ms = 2000;
+  /// Seats: the members the group can ever have, founders and every thread that joins later
+  /// (a seat is never reused: a member removed by a view change keeps its seat); 0 means the
+  /// founders' count (no joins); at most 64. Each member's region holds a row per seat.
+  std::uint32_t capacity = 0;
 
   /// Throws config_error naming the field when a value is out of range.
   void validate() const;
@@ -88,6 +92,7 @@ struct view {
   std::uint32_t id = 0;                          ///< 0 at creation, +1 per change
   std::vector<fabric::thread_id> members;        ///< in the group's order; empty: this member left
   std::vector<fabric::thread_id> removed;        ///< members the change removed
+  std::vector<fabric::thread_id> joined;         ///< threads the change admitted (group::join)
   std::uint64_t trimmed = 0;  ///< this member's messages of the ended view never delivered
 };
 
@@ -128,6 +133,23 @@ class group {
                       const group_options& options = {},
                       deadline_clock::time_point deadline = no_deadline,
                       std::function<void(const message&)> on_deliver = {});
+
+  /// Joins a running group that `founders` created (the same list, in the same order, as they
+  /// gave to create, and equal options; capacity must leave a free seat): the n-th group this
+  /// thread creates or joins with that list meets the n-th the founders created. Asks every
+  /// founder whose process lives; the group's leader admits this thread by a view change (the
+  /// members finish delivering what was sent before it, nothing is dropped unless a member fails
+  /// meanwhile), then one member that delivered exactly the prefix before the new view hands over
+  /// the replicated state: its on_state_transfer saver's bytes, which `load_state` receives here
+  /// before this member delivers anything. The joined member delivers every message from the
+  /// new view on, in the same order as the others. Waits (serving calls) until `deadline` (or the
+  /// deadline in force). Throws config_error for bad options; seriema::error when this thread is
+  /// a founder or not a worker, when the group refused (no free seat, other options: the message
+  /// says which), or when the member holding the state died; deadline_error at the deadline.
+  static group join(fabric::thread_context& ctx, std::span<const fabric::thread_id> founders,
+                    const group_options& options, deadline_clock::time_point deadline,
+                    std::function<void(const message&)> on_deliver,
+                    std::function<void(std::span<const std::byte>)> load_state);
 
   group(group&&) noexcept;             ///< takes the membership over
   group& operator=(group&&) noexcept;  ///< closes this one's membership, takes the other's
@@ -176,6 +198,11 @@ class group {
   /// not_executed). A member that finds itself among fewer than half of its view leaves: the
   /// handler sees no members, and the group is closed.
   void on_view_change(std::function<void(const view&)> handler);
+  /// Sets the saver of the replicated state that a joining thread receives (group::join's
+  /// load_state): called on this thread, inside its polls, when this member hands the state to a
+  /// joiner, right after the last delivery of the view before the join. Every member should set
+  /// it (whichever admits the joiner saves); without one the joiner receives no bytes.
+  void on_state_transfer(std::function<std::vector<std::byte>()> save);
   /// The view this member is in.
   [[nodiscard]] view current_view() const;
 
@@ -189,9 +216,10 @@ class group {
 
   /// Positions delivered here so far (nulls and ordered calls included).
   [[nodiscard]] std::uint64_t delivered() const noexcept;
-  /// This member's index in the group (its place in the member list).
+  /// This member's index in the group (its seat: its place in members()).
   [[nodiscard]] std::uint32_t rank() const noexcept;
-  /// The member threads, in the group's order.
+  /// The thread of each seat taken so far, in the group's order: the founders, then the threads
+  /// that joined (removed members keep their seats; current_view() says who is in).
   [[nodiscard]] const std::vector<fabric::thread_id>& members() const noexcept;
   [[nodiscard]] const group_options& options() const noexcept;  ///< as created
   [[nodiscard]] const group_counters& counters() const noexcept;  ///< see group_counters

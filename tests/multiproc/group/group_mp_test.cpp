@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
@@ -350,6 +351,147 @@ TEST(Group, TwoGroupsOfTheSameMembersStayApart) {
         << "a: " << in_a << " bytes, " << a.delivered() << " delivered, " << a.counters().pushes
         << " pushes; b: " << in_b << " bytes, " << b.delivered() << " delivered";
     me.quiesce(phase);
+  });
+}
+
+// The join test's replicated state: a hash over the data messages delivered (sender thread,
+// index, first byte), which a joiner loads from the member that admits it.
+thread_local std::uint64_t replica = 0;
+thread_local bool may_join = false;
+
+void apply(const group::message& m) {
+  const std::uint64_t first = m.payload.empty() ? 0 : std::to_integer<std::uint64_t>(m.payload[0]);
+  for (std::uint64_t word : {std::uint64_t{m.thread}, m.index, first}) {
+    replica = (replica ^ word) * 1099511628211ull;
+  }
+}
+
+// The last worker joins the group the others founded while they stream; it loads their state,
+// then sends too. Nothing is dropped (a join without a failure drains the view), every member
+// ends with the same state, and the message numbers of each sender go on at the joiner.
+TEST(Group, AThreadJoinsARunningGroupWithItsState) {
+  test::rt().run([&](thread_context& me) {
+    const std::vector<fabric::thread_id> all = every_worker(me);
+    if (all.size() < 2) GTEST_SKIP() << "a join needs 2 workers";
+    const std::vector<fabric::thread_id> founders(all.begin(), all.end() - 1);
+    const fabric::thread_id joiner = all.back();
+    group::group_options options;
+    options.max_message = 512;
+    options.window = 8;
+    options.capacity = static_cast<std::uint32_t>(all.size());
+    constexpr std::uint64_t founder_sends = 600, joiner_sends = 100;
+    replica = 1469598103934665603ull;
+    may_join = false;
+    std::vector<std::uint64_t> next_index(all.size(), 0);
+    bool numbered = true;
+    const auto on_message = [&](const group::message& m) {
+      if (m.sender >= next_index.size()) return;
+      constexpr std::uint64_t unknown = ~std::uint64_t{0};  // the joiner's first from a founder
+      numbered = numbered && (next_index[m.sender] == unknown || m.index == next_index[m.sender]);
+      next_index[m.sender] = m.index + 1;
+      apply(m);
+      if (me.id() == founders[0] && m.index == 20 && m.sender == 0) {
+        // Midway through the stream: the joiner may ask now.
+        (void)invoke::call<invoke::channel::write, invoke::policy::retry_async>(
+            me, joiner, [] { may_join = true; });
+      }
+    };
+    std::optional<group::group> g;
+    std::vector<group::view> views;
+    std::uint64_t loaded = 0;
+    if (me.id() != joiner) {
+      g.emplace(group::group::create(me, founders, options, phase_end(), on_message));
+      g->on_state_transfer([] {
+        std::vector<std::byte> bytes(sizeof replica);
+        std::memcpy(bytes.data(), &replica, sizeof replica);
+        return bytes;
+      });
+      g->on_view_change([&](const group::view& v) { views.push_back(v); });
+    } else {
+      ASSERT_TRUE(me.wait_until([] { return may_join; }, phase_end()));
+      g.emplace(group::group::join(me, founders, options, phase_end(), on_message,
+                                   [&](std::span<const std::byte> state) {
+                                     ASSERT_EQ(state.size(), sizeof replica);
+                                     std::memcpy(&replica, state.data(), sizeof replica);
+                                     ++loaded;
+                                   }));
+      EXPECT_EQ(loaded, 1u);
+      EXPECT_EQ(g->rank(), founders.size());
+      EXPECT_EQ(g->current_view().members, all);
+      // The founders' message numbers go on here from where the joined view began.
+      for (std::size_t f = 0; f < founders.size(); ++f) next_index[f] = ~std::uint64_t{0};
+    }
+    const std::uint64_t mine = me.id() == joiner ? joiner_sends : founder_sends;
+    for (std::uint64_t i = 0; i < mine; ++i) {
+      if (me.id() != joiner && i == founder_sends - 100) {
+        // The join comes while the founders stream; their last 100 go after it, so that the
+        // joiner sees every founder send.
+        ASSERT_TRUE(me.wait_until([&] { return !views.empty(); }, phase_end()))
+            << "no view change by the deadline";
+      }
+      ASSERT_EQ(g->send(1 + i % 64, [&](std::span<std::byte> b) { b[0] = std::byte(i); },
+                        phase_end()),
+                group_status::ok)
+          << "message " << i;
+    }
+    // Done when every sender's last message was delivered here.
+    const auto all_in = [&] {
+      for (std::size_t s = 0; s < all.size(); ++s) {
+        const std::uint64_t last = s == founders.size() ? joiner_sends : founder_sends;
+        if (next_index[s] != last) return false;
+      }
+      return true;
+    };
+    ASSERT_TRUE(me.wait_until(all_in, phase_end())) << "thread " << me.id() << " delivered "
+                                                    << g->delivered();
+    EXPECT_EQ(g->flush(phase_end()), group_status::ok);
+    EXPECT_TRUE(numbered) << "a sender's messages were delivered out of their order";
+    if (me.id() != joiner) {
+      ASSERT_EQ(views.size(), 1u);
+      EXPECT_EQ(views[0].joined, std::vector<fabric::thread_id>{joiner});
+      EXPECT_TRUE(views[0].removed.empty());
+      EXPECT_EQ(views[0].members, all);
+      EXPECT_EQ(g->counters().trimmed, 0u) << "a join without a failure dropped messages";
+    }
+    EXPECT_EQ(g->counters().rejected_slots, 0u);
+    EXPECT_EQ(g->counters().rejected_rows, 0u);
+    published_hash = replica;
+    expect_same_hash_everywhere(me, all);
+  });
+}
+
+// A join the group cannot take is refused with the reason: no seat left, or other options.
+TEST(Group, AJoinWithoutASeatOrWithOtherOptionsIsRefused) {
+  test::rt().run([&](thread_context& me) {
+    const std::vector<fabric::thread_id> all = every_worker(me);
+    if (all.size() < 2) GTEST_SKIP() << "a join needs 2 workers";
+    const std::vector<fabric::thread_id> founders(all.begin(), all.end() - 1);
+    group::group_options options;
+    options.capacity = static_cast<std::uint32_t>(all.size());
+    if (me.id() != all.back()) {
+      group::group full = group::group::create(me, founders, {}, phase_end());  // no spare seat
+      group::group other = group::group::create(me, founders, options, phase_end());
+      me.quiesce(phase);
+    } else {
+      const auto join = [&](const group::group_options& o) {
+        try {
+          (void)group::group::join(me, founders, o, phase_end(), {}, {});
+        } catch (const error& e) {
+          return std::string(e.what());
+        }
+        return std::string("admitted");
+      };
+      const std::string no_seat = join({});
+      EXPECT_NE(no_seat.find("seats are taken"), std::string::npos) << no_seat;
+      group::group_options wider = options;
+      wider.window = 4;
+      const std::string other = join(wider);
+      EXPECT_NE(other.find("other group_options"), std::string::npos) << other;
+      EXPECT_THROW((void)group::group::join(me, std::vector<fabric::thread_id>{me.id()}, {},
+                                            phase_end(), {}, {}),
+                   error);
+      me.quiesce(phase);
+    }
   });
 }
 

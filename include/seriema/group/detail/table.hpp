@@ -21,10 +21,13 @@
 //                            nothing more in this view), 2 trimmed (the trim words are final)
 //   word 5  delivered        messages m delivered in the view's total order (nulls included)
 //   word 6  membership       bit j: member j belongs to the view
-//   word 7 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
-//   word 7 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
-//   word 7 + 2 members + j   trim[j]: the ragged trim of the last view change (messages of sender
+//   word 7  joining          joining_word(seat, thread): the thread m admits into seat `seat` at
+//                            the end of this view (0: none); equal at every member before the trim
+//   word 8 + j               received[j]: messages of sender j that m holds, a prefix 0 .. r-1
+//   word 8 + members + j     consumed[j]: messages of sender j whose slots m no longer needs
+//   word 8 + 2 members + j   trim[j]: the ragged trim of the last view change (messages of sender
 //                            j delivered in the view it ended); kept until the next change
+// `members` is the group's capacity (seats): founders and every thread that may join later.
 // A control push carries words 2 .. end, then stores the version; a message push carries a run of
 // consecutive slots (header and payload of each), then stores `sent`.
 // Slot (message n of member m at slot n % window):
@@ -38,7 +41,8 @@
 // message consumed only after it delivered it (ordered mode: once stable and in order).
 // Why received, consumed and delivered may be pushed while they change: they only increase, and
 // a 64-bit aligned word lands whole on every path (the conformance suite checks it), so a reader
-// sees a value at least as old as the push and never a torn one.
+// sees a value at least as old as the push and never a torn one. The words of one push may be
+// seen from different pushes, though (accept_row: unsettled, read again later).
 #pragma once
 
 #include <atomic>
@@ -49,12 +53,12 @@
 
 namespace seriema::group::detail {
 
-/// Members a group may have (the suspected word is a 64-bit mask).
+/// Seats a group may have (the suspected word is a 64-bit mask).
 inline constexpr std::uint32_t max_members = 64;
 /// Bytes in front of each payload in a slot.
 inline constexpr std::size_t slot_header_size = 16;
 /// Control words before the per-member arrays.
-inline constexpr std::size_t fixed_control_words = 7;
+inline constexpr std::size_t fixed_control_words = 8;
 
 /// Index of each fixed control word.
 namespace word {
@@ -65,6 +69,7 @@ inline constexpr std::size_t suspected = 3;
 inline constexpr std::size_t wedged = 4;
 inline constexpr std::size_t delivered = 5;
 inline constexpr std::size_t membership = 6;
+inline constexpr std::size_t joining = 7;
 /// The first word a control push carries.
 inline constexpr std::size_t first_pushed = 2;
 }  // namespace word
@@ -80,6 +85,18 @@ enum class slot_kind : std::uint32_t {
 /// from an earlier view never matches).
 constexpr std::uint64_t seq_word(std::uint32_t view, std::uint64_t n) noexcept {
   return (std::uint64_t{view} << 40) | ((n + 1) & ((std::uint64_t{1} << 40) - 1));
+}
+
+/// The joining word: `thread` enters seat `seat` (< max_members) at the end of the view; never 0.
+constexpr std::uint64_t joining_word(std::uint32_t seat, std::uint32_t thread) noexcept {
+  return (std::uint64_t{thread} << 8) | (seat + 1);
+}
+/// The seat a nonzero joining word names (max_members or more: not a seat).
+constexpr std::uint32_t seat_of_joining(std::uint64_t w) noexcept {
+  return static_cast<std::uint32_t>(w & 0xFF) - 1;
+}
+constexpr std::uint32_t thread_of_joining(std::uint64_t w) noexcept {
+  return static_cast<std::uint32_t>(w >> 8);
 }
 
 /// A member's phase in its view (its row's wedged word, and the low bits of its version word).
@@ -223,41 +240,50 @@ struct row_snapshot {
   std::uint64_t trim[max_members] = {};
 };
 
+/// What accept_row made of a row.
+enum class row_verdict : std::uint8_t {
+  accepted,   ///< copied into `last`
+  unsettled,  ///< its words disagree with each other, as a push still landing can show: read later
+  rejected,   ///< a word no push of an honest member could hold
+};
+
 /// Reads row m of `region` into `next` and accepts it if it can be true given `last` (what was
-/// accepted before) and what the reading member knows: counts never go back, a member never
-/// consumed what it did not receive, never received more of sender `self` than `self` sent
-/// (`sent`), never delivered more than it received, and stays in the view `view`. Returns false
-/// (and leaves `last` as it was) for a row that fails; true after copying `next` into `last`.
-inline bool accept_row(const std::byte* region, const table_layout& layout, std::uint32_t m,
-                       std::uint32_t self, std::uint64_t sent, std::uint32_t view,
-                       row_snapshot& last, row_snapshot& next) noexcept {
+/// accepted before) and what the reading member knows. Each word on its own: counts never go
+/// back, the phase is one, no bit names a seat past `layout.members`, the member never received
+/// more of sender `self` than `self` sent (`sent`), and the row speaks of view `view`; a row
+/// that fails one of these is rejected. Between words: nothing consumed that was not received,
+/// nothing delivered beyond what was received; a row that fails only these is unsettled, not
+/// rejected: a push lands word by word in no fixed order (a put, a write message applied by
+/// memcpy, direct stores in address order), so a reader may see some words of the push under
+/// way beside older ones. `last` changes only when the row is accepted.
+inline row_verdict accept_row(const std::byte* region, const table_layout& layout, std::uint32_t m,
+                              std::uint32_t self, std::uint64_t sent, std::uint32_t view,
+                              row_snapshot& last, row_snapshot& next) noexcept {
   next.view = load_word(region, layout.control(m, word::view));
   next.suspected = load_word(region, layout.control(m, word::suspected));
   next.wedged = load_word(region, layout.control(m, word::wedged));
   next.delivered = load_word(region, layout.control(m, word::delivered));
   next.membership = load_word(region, layout.control(m, word::membership));
-  // Consumed before received (and delivered before both): the row's member raises a received
-  // count before the consumed one, so loads in this order see consumed <= received even while
-  // the row changes.
+  std::uint64_t received_total = 0;
   for (std::uint32_t j = 0; j < layout.members; ++j) {
     next.consumed[j] = load_word(region, layout.consumed(m, j));
     next.trim[j] = load_word(region, layout.trim(m, j));
-  }
-  std::uint64_t received_total = 0;
-  for (std::uint32_t j = 0; j < layout.members; ++j) {
     next.received[j] = load_word(region, layout.received(m, j));
     received_total += next.received[j];
   }
-  bool plausible = next.view == view && next.wedged <= 2 && next.delivered >= last.delivered &&
-                   next.delivered <= received_total &&
-                   (layout.members == max_members ||
-                    ((next.suspected | next.membership) >> layout.members) == 0);
-  for (std::uint32_t j = 0; j < layout.members && plausible; ++j) {
-    plausible = next.received[j] >= last.received[j] && next.consumed[j] >= last.consumed[j] &&
-                next.consumed[j] <= next.received[j] && (j != self || next.received[j] <= sent);
+  bool possible = next.view == view && next.wedged <= 2 && next.delivered >= last.delivered &&
+                  (layout.members == max_members ||
+                   ((next.suspected | next.membership) >> layout.members) == 0);
+  bool settled = next.delivered <= received_total;
+  for (std::uint32_t j = 0; j < layout.members && possible; ++j) {
+    possible = next.received[j] >= last.received[j] && next.consumed[j] >= last.consumed[j] &&
+               (j != self || next.received[j] <= sent);
+    settled = settled && next.consumed[j] <= next.received[j];
   }
-  if (plausible) last = next;
-  return plausible;
+  if (!possible) return row_verdict::rejected;
+  if (!settled) return row_verdict::unsettled;
+  last = next;
+  return row_verdict::accepted;
 }
 
 }  // namespace seriema::group::detail
