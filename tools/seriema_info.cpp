@@ -16,6 +16,7 @@
 #include <seriema/fabric/bootstrap.hpp>
 #include <seriema/fabric/placement.hpp>
 // Every layer's settings table, so that --settings lists them all and none is refused as unknown.
+#include <seriema/invoke/channel.hpp>
 #include <seriema/invoke/detail/settings.hpp>
 #include <seriema/transfer/arena.hpp>
 #include <seriema/transfer/ucx.hpp>
@@ -110,6 +111,79 @@ json ucx_json(transfer::ucx_context& context, const transfer::context_options& o
           {"keepalive_ms", options.keepalive_ms},
           {"hugetlb_mode", context.hugetlb().described},
           {"environment", std::move(environment)}};
+}
+
+// How a program started with these settings reaches another process's registered memory, for the
+// publications of one-sided calls, pipes and groups (data then its word) and for consumption
+// notices: direct stores where the peer's memory is mapped (same machine, a UCX shared-memory
+// transport that maps, UCX-allocated memory), else put + fence + put or one write message
+// (SERIEMA_REMOTE_PUBLISH), and one-sided atomics or messages (SERIEMA_REMOTE_NOTICES); "auto"
+// takes put and atomics where the network has RDMA (rc, dc, ud, ...).
+struct path_rule {
+  bool maps_same_machine = false;
+  std::string remote_publish;
+  std::string remote_notices;
+};
+
+path_rule path_rule_of(transfer::ucx_context& context, const transfer::arena_options& arena) {
+  path_rule rule;
+  bool mapping_transport = false;
+  for (const std::string& t : transfer::ucx_available_transports(context)) {
+    mapping_transport = mapping_transport || t.starts_with("posix/") || t.starts_with("sysv/") ||
+                        t.starts_with("xpmem/");
+  }
+  rule.maps_same_machine = mapping_transport && arena.source == transfer::memory_source::ucx;
+  const invoke::messenger_options messenger = invoke::messenger_options::from_environment();
+  const bool rdma = context.network_rdma();
+  const bool by_put = messenger.publish_remote == invoke::remote_publish::put ||
+                      (messenger.publish_remote == invoke::remote_publish::automatic && rdma);
+  const bool by_atomic = messenger.notices_remote == invoke::remote_notice::atomic ||
+                         (messenger.notices_remote == invoke::remote_notice::automatic && rdma);
+  rule.remote_publish = by_put ? "put, fence, put" : "write message";
+  rule.remote_notices = by_atomic ? "one-sided atomic" : "message";
+  return rule;
+}
+
+json paths_json(const fabric::placement& placement, transfer::ucx_context& context,
+                const transfer::arena_options& arena) {
+  const path_rule rule = path_rule_of(context, arena);
+  const auto between = [&](bool same_machine) {
+    const bool direct = same_machine && rule.maps_same_machine;
+    return json{{"publish", direct ? "direct stores" : rule.remote_publish},
+                {"notices", direct ? "direct stores" : rule.remote_notices}};
+  };
+  json pairs = json::array();
+  constexpr int listed = 8;  // pairs listed one by one up to this many processes
+  const int n = placement.process_count();
+  for (int a = 0; a < n && n <= listed; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      json pair = between(placement.machine_of_process(a) == placement.machine_of_process(b));
+      pair["processes"] = {a, b};
+      pairs.push_back(std::move(pair));
+    }
+  }
+  return {{"same_machine", between(true)},
+          {"other_machine", between(false)},
+          {"same_machine_maps", rule.maps_same_machine},
+          {"pairs", std::move(pairs)}};
+}
+
+void print_paths(const json& paths) {
+  fmt::print("\nPaths between processes (publication: data then its word; notices: consumption):\n");
+  const auto line = [](const json& p) {
+    return fmt::format("publish by {}, notices by {}", p["publish"].get<std::string>(),
+                       p["notices"].get<std::string>());
+  };
+  if (!paths["same_machine_maps"].get<bool>()) {
+    fmt::print("  (no UCX transport here maps another process's memory, or SERIEMA_MEMORY_SOURCE "
+               "is not ucx: no direct stores)\n");
+  }
+  for (const json& pair : paths["pairs"]) {
+    fmt::print("  processes {} <-> {}: {}\n", pair["processes"][0].get<int>(),
+               pair["processes"][1].get<int>(), line(pair));
+  }
+  fmt::print("  same machine: {}\n  other machines: {}\n", line(paths["same_machine"]),
+             line(paths["other_machine"]));
 }
 
 // The value of one /proc/meminfo line ("2048 kB"), or "(unavailable)".
@@ -277,6 +351,7 @@ void print_text(const json& info) {
     fmt::print("  note: {}\n", warning.get<std::string>());
   }
   print_ucx(info["ucx"]);
+  print_paths(info["paths"]);
   print_memory(info["huge_pages"], info["arena"], info["arena_per_zone"]);
   fmt::print("\n");
   print_settings(info["settings"], false);
@@ -328,6 +403,7 @@ int run(int argc, char** argv) {
                        {"warnings", placement.warnings()},
                        {"net_devices", net_devices_json(placement)}};
   info["ucx"] = ucx_json(context, context_options);
+  info["paths"] = paths_json(placement, context, arena_options);
   info["huge_pages"] = huge_pages_json();
   info["arena"] = skip_memory ? json(nullptr)
                               : arena_segments_json(context, placement.zone_of_process(0),

@@ -32,3 +32,24 @@ layers = {x["name"]: x["layer"] for x in s}
 assert layers["SERIEMA_PAGES"] == "transfer" and layers["SERIEMA_THREADS"] == "fabric", layers
 assert layers["SERIEMA_FLUSH_SIZE"] == "invoke", layers
 '
+# Paths between processes: direct stores within a machine where shared memory maps (the default
+# transports here), the remote paths the settings choose across machines, and no direct stores
+# where UCX has no mapping transport (UCX_TLS=tcp,self).
+"$info" --json --no-memory --shape 2x2x1 | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["paths"]
+assert p["same_machine_maps"], p
+pairs = {tuple(x["processes"]): (x["publish"], x["notices"]) for x in p["pairs"]}
+assert len(pairs) == 6, pairs
+for (a, b), path in pairs.items():
+    same = a // 2 == b // 2
+    assert path == (("direct stores", "direct stores") if same else ("write message", "message")), (a, b, path)
+'
+UCX_TLS=tcp,self SERIEMA_REMOTE_PUBLISH=put SERIEMA_REMOTE_NOTICES=atomic \
+  "$info" --json --no-memory --shape 1x3x1 | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["paths"]
+assert not p["same_machine_maps"], p
+assert all((x["publish"], x["notices"]) == ("put, fence, put", "one-sided atomic") for x in p["pairs"]), p
+print("seriema-info paths: direct within a machine, settings across, none without a mapping transport")
+'
