@@ -19,8 +19,6 @@ namespace seriema::group::detail {
 
 namespace {
 
-std::uint64_t bit(std::uint32_t m) noexcept { return std::uint64_t{1} << m; }
-
 void check_founders(fabric::thread_context& ctx, std::span<const fabric::thread_id> founders) {
   const fabric::runtime& rt = ctx.rt();
   if (founders.empty() || founders.size() > max_members) {
@@ -129,7 +127,7 @@ void member_state::ask_to_join(std::span<const fabric::thread_id> founders) {
 void member_state::take_seat(const admission& a, deadline_clock::time_point deadline) {
   const fabric::runtime& rt = ctx_.rt();
   if (a.seat >= layout_.members || a.seats.size() != a.seat + 1 || a.seats[a.seat] != ctx_.id() ||
-      a.leader >= a.seats.size() || (a.view_mask & bit(a.seat)) == 0 ||
+      a.leader >= a.seats.size() || (a.view_mask & seat_bit(a.seat)) == 0 ||
       a.data_delivered.size() > layout_.members) {
     throw error(fmt::format("group::join: thread {} got an admission that does not fit the "
                             "group's {} seats",
@@ -141,7 +139,7 @@ void member_state::take_seat(const admission& a, deadline_clock::time_point dead
   view_ = a.view;
   view_mask_ = a.view_mask;
   for (std::uint32_t s = 0; s < members_.size(); ++s) {
-    if ((view_mask_ & bit(s)) != 0) order_.push_back(s);
+    if ((view_mask_ & seat_bit(s)) != 0) order_.push_back(s);
   }
   delivered_ = view_start_ = a.position;
   std::copy(a.data_delivered.begin(), a.data_delivered.end(), data_delivered_.begin());
@@ -248,13 +246,17 @@ void member_state::refuse(const join_request& r, const std::string& why) {
   layer_.drop_join_request(key_, r.thread);
   admission no;
   no.refusal = why;
+  send_admission(r.thread, no);
+}
+
+void member_state::send_admission(fabric::thread_id joiner, const admission& a) {
   const group_key key = key_;
   (void)invoke::call<invoke::channel::write, invoke::policy::retry_async>(
-      ctx_, r.thread,
-      [key](fabric::thread_context& self, const admission& a) {
-        group_layer::of(self).on_admission(key, a);
+      ctx_, joiner,
+      [key](fabric::thread_context& self, const admission& got) {
+        group_layer::of(self).on_admission(key, got);
       },
-      no);
+      a);
 }
 
 void member_state::seat_joiner(std::uint32_t seat, fabric::thread_id thread) {
@@ -300,12 +302,7 @@ void member_state::welcome_joiner(std::uint32_t seat, bool leading) {
   yes.position = view_start_;
   yes.seats = members_;
   yes.data_delivered.assign(data_delivered_.begin(), data_delivered_.begin() + members_.size());
-  (void)invoke::call<invoke::channel::write, invoke::policy::retry_async>(
-      ctx_, joiner,
-      [key](fabric::thread_context& self, const admission& a) {
-        group_layer::of(self).on_admission(key, a);
-      },
-      yes);
+  send_admission(joiner, yes);
 }
 
 }  // namespace seriema::group::detail

@@ -197,6 +197,7 @@ class member_state {
   std::size_t admit_next();
   bool adopt_join();
   void refuse(const join_request& r, const std::string& why);
+  void send_admission(fabric::thread_id joiner, const admission& a);
   void seat_joiner(std::uint32_t seat, fabric::thread_id thread);
   void welcome_joiner(std::uint32_t seat, bool leading);
   [[nodiscard]] bool draining() const noexcept {

@@ -21,12 +21,6 @@
 
 namespace seriema::group::detail {
 
-namespace {
-
-std::uint64_t bit(std::uint32_t m) noexcept { return std::uint64_t{1} << m; }
-
-}  // namespace
-
 void member_state::set_phase(phase p) noexcept {
   phase_ = p;
   set_own(layout_.control(me_, word::wedged), static_cast<std::uint64_t>(p));
@@ -53,16 +47,16 @@ std::size_t member_state::watch_members() {
       heard_version_[m] = version;
       heard_at_[m] = now;
     }
-    if ((suspected_ & bit(m)) != 0) continue;
-    if (rt.peer_failed(processes_[m]) || now - heard_at_[m] > silence) newly |= bit(m);
+    if ((suspected_ & seat_bit(m)) != 0) continue;
+    if (rt.peer_failed(processes_[m]) || now - heard_at_[m] > silence) newly |= seat_bit(m);
     const std::uint32_t their_view = view_of_version(version);
     if (their_view == view_) {
       const std::uint64_t theirs = load_word(base_, layout_.control(m, word::suspected));
-      excluded = excluded || (theirs & bit(me_)) != 0;
-      newly |= theirs & view_mask_ & ~bit(me_);
+      excluded = excluded || (theirs & seat_bit(me_)) != 0;
+      newly |= theirs & view_mask_ & ~seat_bit(me_);
     } else if (their_view == view_ + 1) {
       const std::uint64_t next = load_word(base_, layout_.control(m, word::membership));
-      excluded = excluded || (next & bit(me_)) == 0;
+      excluded = excluded || (next & seat_bit(me_)) == 0;
       newly |= view_mask_ & ~next;
     }
   }
@@ -109,7 +103,7 @@ std::size_t member_state::advance_view_change() {
   if (adopt_trim()) return 1;
   std::uint32_t leader = me_;
   for (std::uint32_t m : order_) {
-    if ((suspected_ & bit(m)) == 0) {
+    if ((suspected_ & seat_bit(m)) == 0) {
       leader = m;
       break;
     }
@@ -119,13 +113,13 @@ std::size_t member_state::advance_view_change() {
 
 std::uint64_t member_state::next_members() const noexcept {
   const std::uint64_t survivors = view_mask_ & ~suspected_;
-  return joining_ == 0 ? survivors : survivors | bit(seat_of_joining(joining_));
+  return joining_ == 0 ? survivors : survivors | seat_bit(seat_of_joining(joining_));
 }
 
 bool member_state::adopt_trim() {
   const std::uint64_t survivors = next_members();
   for (std::uint32_t m : order_) {
-    if (m == me_ || (suspected_ & bit(m)) != 0) continue;
+    if (m == me_ || (suspected_ & seat_bit(m)) != 0) continue;
     // The version word first (acquire): the words read after it are of that push or later.
     const std::uint64_t version = load_word(base_, layout_.control(m, word::version));
     const bool trimmed_here = view_of_version(version) == view_ &&
@@ -154,7 +148,7 @@ bool member_state::publish_trim() {
   std::vector<std::uint64_t> trim(layout_.members, 0);
   for (std::uint32_t s : order_) trim[s] = received_[s];
   for (std::uint32_t m : order_) {
-    if (m == me_ || (survivors & bit(m)) == 0) continue;
+    if (m == me_ || (survivors & seat_bit(m)) == 0) continue;
     const std::uint64_t version = load_word(base_, layout_.control(m, word::version));
     if (view_of_version(version) != view_ || phase_of_version(version) == phase::running ||
         load_word(base_, layout_.control(m, word::suspected)) != suspected_ ||
@@ -236,7 +230,7 @@ void member_state::install(const std::vector<std::uint64_t>& trim, bool leading)
   joined_.clear();
   std::vector<std::uint32_t> next;
   for (std::uint32_t m : order_) {
-    if ((next_mask & bit(m)) != 0) {
+    if ((next_mask & seat_bit(m)) != 0) {
       next.push_back(m);
     } else {
       removed_.push_back(members_[m]);

@@ -87,6 +87,9 @@ constexpr std::uint64_t seq_word(std::uint32_t view, std::uint64_t n) noexcept {
   return (std::uint64_t{view} << 40) | ((n + 1) & ((std::uint64_t{1} << 40) - 1));
 }
 
+/// The bit of seat m in a mask of seats (the suspected and membership words).
+constexpr std::uint64_t seat_bit(std::uint32_t m) noexcept { return std::uint64_t{1} << m; }
+
 /// The joining word: `thread` enters seat `seat` (< max_members) at the end of the view; never 0.
 constexpr std::uint64_t joining_word(std::uint32_t seat, std::uint32_t thread) noexcept {
   return (std::uint64_t{thread} << 8) | (seat + 1);
