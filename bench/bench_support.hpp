@@ -358,7 +358,7 @@ struct pair_setup {
     auto sets = rt.allgather(std::as_bytes(std::span(&mine, 1)));
     cpu_set_t rank1;
     std::memcpy(&rank1, sets[1].data(), sizeof rank1);
-    same_machine = rt.same_machine(1 - rt.rank());
+    same_machine = rt.same_machine(rt.rank() == 0 ? 1 : 0);
     const char* env_tls = std::getenv("UCX_TLS");
     const std::string our_tls = env_tls ? env_tls : "";
     if (transport.empty()) {

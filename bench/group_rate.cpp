@@ -7,7 +7,11 @@
 //    and calls every member with it (the classic fixed-sequencer total order, one hop more and
 //    every message through one thread);
 //  * latency, rank 0 alone sending 64 B: send -> delivered at rank 0 (stable: every member has
-//    it), median µs, against a call_return round trip rank 0 -> rank 1 of an empty function.
+//    it), median µs, against a call_return round trip rank 0 -> rank 1 of an empty function;
+//  * large messages (above the slot size, down the chain of puts), rank 0 alone sending: the
+//    bytes each receiver gets per second (send of the first -> delivery at rank 0 of the last,
+//    which is stable: every member has it) against ucx_perftest ucp_put_bw of the same size
+//    between two processes (the raw put bandwidth one receiver could get).
 // Medians over repetitions; rank 0 prints a table and writes JSON.
 #include <fmt/format.h>
 
@@ -36,6 +40,10 @@ struct options {
   std::uint64_t messages = 2000;  // per sender and size
   std::uint64_t latency_samples = 500;
   std::uint32_t window = 64;
+  std::vector<std::size_t> large_sizes = {1 << 20};
+  std::uint64_t large_messages = 200;  // per size and repetition
+  std::uint32_t large_window = 4;
+  perftest_options perftest;
   std::string json;
 };
 
@@ -43,6 +51,8 @@ struct samples {
   // [size][rep] MB/s at rank 0
   std::vector<std::vector<double>> ordered, unordered, sequencer;
   std::vector<double> latency_us, call_return_us;
+  // [large size][rep] MB/s per receiver, and ucx_perftest ucp_put_bw MB/s
+  std::vector<std::vector<double>> large, put_bw;
   std::string paths;
 };
 
@@ -217,6 +227,31 @@ void latency(thread_context& me, const options& opt, bool keep, samples& out) {
   me.quiesce(std::chrono::seconds(120));
 }
 
+// Rank 0 sends `large_messages` of `size` bytes alone: MB/s each receiver gets.
+double large_throughput(thread_context& me, const options& opt, std::size_t size) {
+  group::group_options go;
+  go.max_message = 1024;
+  go.window = opt.window;
+  go.max_large_message = static_cast<std::uint32_t>(size);
+  go.large_window = opt.large_window;
+  std::uint64_t delivered = 0;
+  group::group g = group::group::create(me, everyone(me), go, soon(),
+                                        [&](const group::message&) { ++delivered; });
+  me.quiesce(std::chrono::seconds(120));
+  const auto start = clock_type::now();
+  for (std::uint64_t i = 0; me.id() == 0 && i < opt.large_messages; ++i) {
+    check(g.send(size, [i](std::span<std::byte> room) { std::memset(room.data(), int(i), 64); },
+                 soon()),
+          "large send");
+  }
+  if (!me.wait_until([&] { return delivered == opt.large_messages; }, soon())) {
+    throw error(fmt::format("group_rate: delivered {} of {} large", delivered, opt.large_messages));
+  }
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  me.quiesce(std::chrono::seconds(120));
+  return double(opt.large_messages * size) / seconds / 1e6;
+}
+
 void one_repetition(thread_context& me, const options& opt, bool keep, samples& out) {
   for (std::size_t s = 0; s < opt.sizes.size(); ++s) {
     const std::size_t size = opt.sizes[s];
@@ -231,9 +266,52 @@ void one_repetition(thread_context& me, const options& opt, bool keep, samples& 
     }
   }
   latency(me, opt, keep, out);
+  for (std::size_t s = 0; s < opt.large_sizes.size(); ++s) {
+    const double bw = large_throughput(me, opt, opt.large_sizes[s]);
+    if (keep && me.id() == 0) out.large[s].push_back(bw);
+  }
 }
 
-report_json report(const options& opt, const samples& all, std::size_t members) {
+// ucx_perftest ucp_put_bw of each large size (rank 0, between the repetitions).
+void run_perftest(perftest_runner& perftest, const options& opt, samples& out) {
+  for (std::size_t s = 0; s < opt.large_sizes.size(); ++s) {
+    const std::size_t size = opt.large_sizes[s];
+    const std::uint64_t iters = std::max<std::uint64_t>(100, (std::uint64_t{2} << 30) / size);
+    const perftest_result r = perftest.run(size, iters, 20, "ucp_put_bw");
+    if (r.ok) {
+      out.put_bw[s].push_back(r.mib_per_s * 1048576.0 / 1e6);
+    } else {
+      fmt::print(stderr, "group_rate: ucx_perftest ucp_put_bw {} B: {}\n", size, r.error);
+    }
+  }
+}
+
+report_json large_report(const options& opt, const samples& all, const std::string& tls) {
+  fmt::print("1 sender, large messages (chain of puts), per receiver; ucx_perftest ucp_put_bw "
+             "with UCX_TLS={}\n{:>9} {:>12} {:>12} {:>10}\n",
+             tls.empty() ? "(default)" : tls, "bytes", "group MB/s", "put_bw MB/s", "ratio");
+  report_json sizes = report_json::array();
+  for (std::size_t s = 0; s < opt.large_sizes.size(); ++s) {
+    const double g = median(all.large[s]);
+    const double p = all.put_bw[s].empty() ? 0.0 : median(all.put_bw[s]);
+    fmt::print("{:>9} {:>12.1f} {:>12} {:>10}\n", opt.large_sizes[s], g,
+               p > 0 ? fmt::format("{:.1f}", p) : std::string("-"),
+               p > 0 ? fmt::format("{:.2f}", g / p) : std::string("-"));
+    sizes.push_back({{"bytes", opt.large_sizes[s]},
+                     {"group_mb_s_per_receiver", rounded(g, 2)},
+                     {"put_bw_mb_s", p > 0 ? report_json(rounded(p, 2)) : report_json(nullptr)},
+                     {"group_over_put_bw", p > 0 ? report_json(rounded(g / p, 3))
+                                                 : report_json(nullptr)}});
+  }
+  return {{"sender", 0},
+          {"messages", opt.large_messages},
+          {"large_window", opt.large_window},
+          {"perftest_tls", tls},
+          {"sizes", sizes}};
+}
+
+report_json report(const options& opt, const samples& all, std::size_t members,
+                   const std::string& perftest_tls) {
   const machine_info machine = machine_info::here();
   fmt::print("{}\n# group_rate over {}: {} members, all sending, window {}; pushes {}\n",
              machine.line(), opt.transport, members, opt.window, all.paths);
@@ -269,7 +347,8 @@ report_json report(const options& opt, const samples& all, std::size_t members) 
            {{"bytes", 64},
             {"delivery_us", rounded(lat, 3)},
             {"call_return_round_trip_us", rounded(rtt, 3)},
-            {"delivery_over_round_trip", rounded(lat / rtt, 3)}}}};
+            {"delivery_over_round_trip", rounded(lat / rtt, 3)}}},
+          {"large", large_report(opt, all, perftest_tls)}};
 }
 
 }  // namespace
@@ -284,24 +363,43 @@ int main(int argc, char** argv) try {
   app.add_option("--messages", opt.messages, "messages per sender, size and repetition");
   app.add_option("--latency-samples", opt.latency_samples, "timed sends of the latency test");
   app.add_option("--window", opt.window, "the groups' window")->check(CLI::Range(1, 4096));
+  app.add_option("--large-sizes", opt.large_sizes, "large message sizes (bytes, above 1024)")
+      ->delimiter(',');
+  app.add_option("--large-messages", opt.large_messages, "large messages per size and repetition");
+  app.add_option("--large-window", opt.large_window, "the large groups' large_window")
+      ->check(CLI::Range(1, 16));
+  opt.perftest.add_to(app);
   app.add_option("--json", opt.json, "write results here (rank 0)");
   CLI11_PARSE(app, argc, argv);
+  for (std::size_t s : opt.large_sizes) {
+    if (s <= 1024 || s > (std::size_t{1} << 30)) {
+      throw error(fmt::format("group_rate: large size {} not in 1025 .. 1 GiB", s));
+    }
+  }
+  const launch_state launch = launch_state::capture();
   fabric::runtime rt;
   if (rt.size() < 2 || rt.options().threads_per_process != 1) {
     fmt::print(stderr, "group_rate: needs 2 or more processes x 1 thread: SERIEMA_THREADS=1 "
                        "seriema-run -n 3 -- group_rate\n");
     return 2;
   }
+  std::string transport = opt.transport;
+  pair_setup pair(rt, launch, opt.perftest, transport, "group_rate");
   samples all;
+  all.large.resize(opt.large_sizes.size());
+  all.put_bw.resize(opt.large_sizes.size());
   all.ordered.resize(opt.sizes.size());
   all.unordered.resize(opt.sizes.size());
   all.sequencer.resize(opt.sizes.size());
   for (int rep = -1; rep < opt.reps; ++rep) {  // -1: warm-up
     rt.run([&](thread_context& ctx) { one_repetition(ctx, opt, rep >= 0, all); });
+    if (rep >= 0 && rt.rank() == 0 && pair.perftest) run_perftest(*pair.perftest, opt, all);
+    rt.allgather({});
   }
   rt.barrier();
   if (rt.rank() != 0) return 0;
-  const report_json out = report(opt, all, static_cast<std::size_t>(rt.size()));
+  const report_json out =
+      report(opt, all, static_cast<std::size_t>(rt.size()), pair.perftest_tls);
   if (!opt.json.empty()) write_report(opt.json, out);
   return 0;
 } catch (const std::exception& e) {

@@ -40,6 +40,9 @@ def check(transport, report):
              small["ordered_over_sequencer"], 3.0, True)
     goal(rows, transport, "1-sender 64 B delivery / call_return round trip",
          report["latency"]["delivery_over_round_trip"], 3.0, False)
+    for large in report.get("large", {}).get("sizes", []):
+        goal(rows, transport, f"1-sender {large['bytes'] >> 10} KiB large, per receiver / put_bw",
+             large["group_over_put_bw"], 0.8, True)
     return rows
 
 

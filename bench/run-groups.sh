@@ -2,7 +2,8 @@
 # The group benchmark in one run per transport (docs/group.md, "Measured"): bench/group_rate
 # (ordered multicast against its unordered mode and a sequencer-based total order written with
 # seriema calls, all members sending; 1-sender 64 B delivery latency against a call_return round
-# trip) with 3 members over shared memory, over TCP on one machine, over TCP across 3 emulated
+# trip; 1-sender large messages down the chain of puts against ucx_perftest ucp_put_bw) with 3
+# members over shared memory, over TCP on one machine, over TCP across 3 emulated
 # machines (pushes by write message, and by put + fence + put: SERIEMA_REMOTE_PUBLISH=put), and
 # with 2 members over shared memory (one core per member on a 2-core machine). Then
 # bench/plot_groups.py prints the ratios against the goals.
@@ -17,7 +18,7 @@ launcher=$build/tools/seriema-run
 require_built "$build/bench/group_rate" "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
-  args=(--reps 1 --messages 200 --latency-samples 100)
+  args=(--reps 1 --messages 200 --latency-samples 100 --large-messages 20)
 else
   out=${out:-$repo/bench/results}
   args=(--reps 5 --messages 2000 --latency-samples 1000)

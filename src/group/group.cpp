@@ -62,6 +62,17 @@ void group_options::validate() const {
     throw config_error(fmt::format("group_options::capacity {} is more than {} seats", capacity,
                                    detail::max_members));
   }
+  if (max_large_message != 0 &&
+      (max_large_message <= max_message || max_large_message > (1u << 30))) {
+    throw config_error(fmt::format(
+        "group_options::max_large_message {} is outside max_message + 1 ({}) .. 1073741824 bytes "
+        "(0: no large messages)",
+        max_large_message, max_message + 1));
+  }
+  if (large_window == 0 || large_window > 16) {
+    throw config_error(
+        fmt::format("group_options::large_window {} is outside 1 .. 16", large_window));
+  }
   if (suspect_after_ms < 10 || suspect_after_ms > 3'600'000) {
     throw config_error(fmt::format("group_options::suspect_after_ms {} is outside 10 .. 3600000",
                                    suspect_after_ms));
@@ -94,8 +105,8 @@ group_status group::begin_send(std::size_t n, std::span<std::byte>& room) {
   return state_->begin_send(n, room);
 }
 group_status group::end_send(std::size_t n) { return state_->end_send(n); }
-group_status group::wait_for_window(deadline_clock::time_point deadline) {
-  return state_->wait_for_window(deadline);
+group_status group::wait_for_room(std::size_t n, deadline_clock::time_point deadline) {
+  return state_->wait_for_room(n, deadline);
 }
 invoke::future<void> group::send_call(fabric::function_id id,
                                       std::span<const std::byte> closure,

@@ -33,6 +33,8 @@ void add_to(group_counters& total, const group_counters& c) {
   total.pushes += c.pushes;
   total.rejected_slots += c.rejected_slots;
   total.rejected_rows += c.rejected_rows;
+  total.large_sent += c.large_sent;
+  total.large_pushed_bytes += c.large_pushed_bytes;
 }
 
 }  // namespace
@@ -163,12 +165,13 @@ void group_layer::on_closed(fabric::thread_context& self, const group_key& key,
 
 void group_layer::retire(fabric::thread_context& self, const group_key& key,
                          const transfer::registered_buffer& region,
+                         std::unique_ptr<large_region> large,
                          std::map<std::uint32_t, int> peers) {
   if (auto early = closed_early_.find(key); early != closed_early_.end()) {
     for (std::uint32_t m : early->second) peers.erase(m);
     closed_early_.erase(early);
   }
-  kept_.push_back({key, region, std::move(peers)});
+  kept_.push_back({key, region, std::move(large), std::move(peers)});
   peers_failed(self);  // members dead already write nothing more
 }
 
@@ -210,7 +213,9 @@ std::string group_layer::counters_json() const {
                         {"window_full", total.window_full},
                         {"pushes", total.pushes},
                         {"rejected_slots", total.rejected_slots},
-                        {"rejected_rows", total.rejected_rows}}
+                        {"rejected_rows", total.rejected_rows},
+                        {"large_sent", total.large_sent},
+                        {"large_pushed_bytes", total.large_pushed_bytes}}
       .dump();
 }
 

@@ -38,12 +38,6 @@ void check_founders(fabric::thread_context& ctx, std::span<const fabric::thread_
   }
 }
 
-// Whether `h` can be the region of a member of a group laid out as `layout`, in `process`.
-bool region_fits(const hello& h, const table_layout& layout, int process) {
-  return h.region.rkey_size != 0 && h.region.process == process &&
-         h.region.size >= layout.region_bytes();
-}
-
 }  // namespace
 
 std::unique_ptr<member_state> member_state::join(
@@ -105,8 +99,7 @@ std::unique_ptr<member_state> member_state::join(
 
 void member_state::ask_to_join(std::span<const fabric::thread_id> founders) {
   fabric::runtime& rt = ctx_.rt();
-  const join_request request{ctx_.id(),
-                             {transfer::remote_memory_locator::make(rt.rank(), region_), options_}};
+  const join_request request{ctx_.id(), my_hello()};
   const group_key key = key_;
   std::size_t asked = 0;
   for (fabric::thread_id founder : founders) {
@@ -157,7 +150,7 @@ void member_state::take_seat(const admission& a, deadline_clock::time_point dead
       keep_alive();
       return layer_.take_hello(key_, m, got) || dead();
     }, deadline);
-    if (dead() || !region_fits(got, layout_, processes_[m]) || !(got.options == options_)) {
+    if (dead() || !hello_fits(got, processes_[m]) || !(got.options == options_)) {
       const std::string why = fmt::format(
           "group::join: member {} (thread {}) of view {} {}", m, members_[m], view_,
           dead()                         ? "died"
@@ -166,8 +159,7 @@ void member_state::take_seat(const admission& a, deadline_clock::time_point dead
       if (got.region.rkey_size == 0 && !dead()) throw deadline_error(why);
       throw error(why);
     }
-    publishers_[m] = std::make_unique<fabric::detail::region_publisher>(
-        ctx_, got.region, route_of(ctx_, options_.push), 2 * options_.window + 2);
+    connect_to(m, got);
     control_dirty_[m] = true;
     (void)push_control(m);
   }
@@ -199,7 +191,7 @@ std::size_t member_state::admit_next() {
                            layout_.members));
     return 1;
   }
-  if (!region_fits(r->region, layout_, ctx_.rt().process_of_thread(r->thread))) {
+  if (!hello_fits(r->region, ctx_.rt().process_of_thread(r->thread))) {
     refuse(*r, "its region does not fit the group's layout");
     return 1;
   }
@@ -266,22 +258,20 @@ void member_state::seat_joiner(std::uint32_t seat, fabric::thread_id thread) {
   joined_.push_back(thread);
   const std::optional<join_request> r = layer_.join_request_of(key_, thread);
   layer_.drop_join_request(key_, thread);
-  if (!r || rt.peer_failed(processes_[seat]) || !region_fits(r->region, layout_, processes_[seat])) {
+  if (!r || rt.peer_failed(processes_[seat]) || !hello_fits(r->region, processes_[seat])) {
     log::warning("group: member {} (thread {}) seats thread {} without its region (it died or "
                  "sent none that fits): it will be suspected",
                  me_, ctx_.id(), thread);
     return;
   }
-  publishers_[seat] = std::make_unique<fabric::detail::region_publisher>(
-      ctx_, r->region.region, route_of(ctx_, options_.push), 2 * options_.window + 2);
+  connect_to(seat, r->region);
 }
 
 void member_state::welcome_joiner(std::uint32_t seat, bool leading) {
   if (!publishers_[seat]) return;
-  fabric::runtime& rt = ctx_.rt();
   const group_key key = key_;
   const fabric::thread_id joiner = members_[seat];
-  const hello mine{transfer::remote_memory_locator::make(rt.rank(), region_), options_};
+  const hello mine = my_hello();
   (void)invoke::call<invoke::channel::write, invoke::policy::retry_async>(
       ctx_, joiner, [key, from = me_, mine](fabric::thread_context& self) {
         group_layer::of(self).on_hello(key, from, mine);

@@ -93,7 +93,7 @@ member_state::member_state(fabric::thread_context& ctx,
       layer_(group_layer::of(ctx)),
       key_(layer_.next_key(hash_members(members))),
       layout_(table_layout::make(seats_for(options, members.size()), options.window,
-                                 options.max_message)) {
+                                 options.max_message, options.max_large_message)) {
   prepare();
   for (std::uint32_t m = 0; m < members_.size(); ++m) order_.push_back(m);
   view_mask_ = members_.size() == 64 ? ~std::uint64_t{0}
@@ -118,7 +118,7 @@ member_state::member_state(joiner_tag, fabric::thread_context& ctx,
       layer_(group_layer::of(ctx)),
       key_(layer_.next_key(hash_members(founders))),
       layout_(table_layout::make(seats_for(options, founders.size()), options.window,
-                                 options.max_message)) {
+                                 options.max_message, options.max_large_message)) {
   prepare();
 }
 
@@ -153,11 +153,12 @@ void member_state::prepare() {
   }
   base_ = static_cast<std::byte*>(region_.data);
   std::memset(base_, 0, region_.size);  // every word 0: "nothing received, nothing published"
+  prepare_large();
 }
 
 void member_state::connect(deadline_clock::time_point deadline) {
   fabric::runtime& rt = ctx_.rt();
-  const hello mine{transfer::remote_memory_locator::make(rt.rank(), region_), options_};
+  const hello mine = my_hello();
   const group_key key = key_;
   const std::uint32_t from = me_;
   for (std::uint32_t m = 0; m < members_.size(); ++m) {
@@ -184,7 +185,7 @@ void member_state::connect(deadline_clock::time_point deadline) {
       problem = "the deadline passed";
     } else if (!(got.options == options_)) {
       problem = "it created the group with other group_options";
-    } else if (got.region.process != processes_[m] || got.region.size < layout_.region_bytes()) {
+    } else if (!hello_fits(got, processes_[m])) {
       problem = "its region does not match the group's layout";
     }
     if (!problem.empty()) {
@@ -194,8 +195,7 @@ void member_state::connect(deadline_clock::time_point deadline) {
       if (got.region.rkey_size == 0 && !dead()) throw deadline_error(message);
       throw error(message);
     }
-    publishers_[m] = std::make_unique<fabric::detail::region_publisher>(
-        ctx_, got.region, route_of(ctx_, options_.push), 2 * options_.window + 2);
+    connect_to(m, got);
   }
 }
 
@@ -206,7 +206,10 @@ void member_state::close() noexcept {
   closed_ = true;
   fail_calls(fabric::outcome::not_executed, fabric::call_status::bad_destination);
   layer_.remove(this);
-  if (!region_) return;
+  if (!region_) {
+    large_region_.reset();
+    return;
+  }
   std::map<std::uint32_t, int> peers;
   const group_key key = key_;
   const std::uint32_t from = me_;
@@ -223,9 +226,11 @@ void member_state::close() noexcept {
       });
     }
     publishers_.clear();  // each waits (bounded) for what it has in flight
+    large_publishers_.clear();
     layer_.account(counters_);
-    layer_.retire(ctx_, key_, region_, std::move(peers));
+    layer_.retire(ctx_, key_, region_, std::move(large_region_), std::move(peers));
   } catch (...) {  // a full map or log: the region then stays with the allocation service
+    (void)large_region_.release();  // and the large region mapped (a member may still write)
   }
   region_ = {};
   base_ = nullptr;
@@ -251,17 +256,12 @@ bool member_state::window_free(bool for_null) {
   // Data waits while the view changes; nulls still flow while a join drains the view.
   if (closed_ || !(phase_ == phase::running || (for_null && draining()))) return false;
   if (sent_ < options_.window) return true;
-  refresh_rows();
-  std::uint64_t least = consumed_[me_];
-  for (std::uint32_t m : order_) {
-    if (m != me_) least = std::min(least, rows_[m].consumed[me_]);
-  }
-  return sent_ - least < options_.window;
+  return sent_ - least_consumed_mine() < options_.window;
 }
 
 group_status member_state::begin_send(std::size_t n, std::span<std::byte>& room) {
   if (closed_) return group_status::closed;
-  if (n > options_.max_message) return group_status::too_large;
+  if (n > options_.max_message) return begin_large(n, room);
   if (!window_free()) {
     ++counters_.window_full;
     return group_status::full;
@@ -290,13 +290,17 @@ group_status member_state::commit(slot_kind kind, std::size_t n) {
   return group_status::ok;
 }
 
-group_status member_state::wait_for_window(deadline_clock::time_point deadline) {
+bool member_state::room_for(std::size_t n) {
+  return window_free() && (n <= options_.max_message || !large_region_ || large_slot_free());
+}
+
+group_status member_state::wait_for_room(std::size_t n, deadline_clock::time_point deadline) {
   if (closed_) return group_status::closed;
-  if (window_free()) return group_status::ok;
+  if (room_for(n)) return group_status::ok;
   ++counters_.window_full;
-  ctx_.wait_until([&] { return closed_ || window_free(); }, ctx_.deadline_in_force(deadline));
+  ctx_.wait_until([&] { return closed_ || room_for(n); }, ctx_.deadline_in_force(deadline));
   if (closed_) return group_status::closed;
-  return window_free() ? group_status::ok : group_status::deadline_exceeded;
+  return room_for(n) ? group_status::ok : group_status::deadline_exceeded;
 }
 
 invoke::future<void> member_state::send_call(fabric::function_id id,
@@ -307,7 +311,7 @@ invoke::future<void> member_state::send_call(fabric::function_id id,
   invoke::detail::future_record& r = *out.record();
   const std::size_t n = 8 + closure.size() + arguments.size();
   group_status status = n > options_.max_message ? group_status::too_large
-                                                 : wait_for_window(deadline);
+                                                 : wait_for_room(n, deadline);
   std::span<std::byte> room;
   if (status == group_status::ok) status = begin_send(n, room);
   if (status != group_status::ok) {

@@ -17,6 +17,7 @@
 #include <seriema/invoke/detail/future_table.hpp>
 #include <seriema/transfer/memory.hpp>
 #include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/shared_region.hpp>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct group_key {
 struct hello {
   transfer::remote_memory_locator region;  ///< its region, layout as table_layout says
   group_options options;
+  transfer::remote_memory_locator large;  ///< its large region (large_layout); none: invalid
 };
 
 /// What a thread that asks to join tells every founder (kept by each member's layer until the
@@ -59,6 +61,25 @@ struct admission {
 };
 
 class member_state;
+
+/// A member's large region (large_layout): registered memory UCX allocates (so members on this
+/// machine map it), open to write messages while it lives.
+class large_region {
+ public:
+  /// Throws ucx_error when UCX cannot allocate `bytes`.
+  large_region(fabric::runtime& rt, std::size_t bytes);
+  ~large_region();  ///< withdraws it from write messages, then unmaps it
+  large_region(const large_region&) = delete;
+  large_region& operator=(const large_region&) = delete;
+  [[nodiscard]] std::byte* base() const noexcept { return memory_.bytes().data(); }
+  [[nodiscard]] transfer::remote_memory_locator locator(int rank) const {
+    return memory_.locator(rank);
+  }
+
+ private:
+  fabric::runtime& rt_;
+  transfer::shared_region memory_;
+};
 
 /// How a member's pushes to another process travel, as `push` (and the settings) say.
 fabric::detail::publish_route route_of(fabric::thread_context& ctx, remote_push push);
@@ -101,8 +122,10 @@ class group_layer final : public fabric::thread_extension {
   void add(member_state* m);
   void remove(member_state* m);
   /// Keeps `region` until every member in `peers` (index -> process) closed or died.
+  /// (`large`, the member's large region, if any, goes with it.)
   void retire(fabric::thread_context& self, const group_key& key,
-              const transfer::registered_buffer& region, std::map<std::uint32_t, int> peers);
+              const transfer::registered_buffer& region,
+              std::unique_ptr<large_region> large, std::map<std::uint32_t, int> peers);
   void account(const group_counters& c);  ///< adds a closed member's counters to the totals
   /// Keeps the publisher to a member a view change removed until the runtime ends (its
   /// destructor may wait for what is in flight) or that member's process died.
@@ -112,6 +135,7 @@ class group_layer final : public fabric::thread_extension {
   struct kept_region {
     group_key key;
     transfer::registered_buffer region;
+    std::unique_ptr<large_region> large;
     std::map<std::uint32_t, int> waiting;  ///< members (index -> process) not yet closed
   };
   void free_settled(fabric::thread_context& self);
@@ -152,8 +176,13 @@ class member_state {
   member_state& operator=(const member_state&) = delete;
 
   group_status begin_send(std::size_t n, std::span<std::byte>& room);
-  group_status end_send(std::size_t n) { return commit(slot_kind::data, n); }
-  group_status wait_for_window(deadline_clock::time_point deadline);
+  group_status end_send(std::size_t n) {
+    return n > options_.max_message ? commit_large(n) : commit(slot_kind::data, n);
+  }
+  /// Waits (serving calls) until a message of n bytes may be sent (window and large window).
+  group_status wait_for_room(std::size_t n, deadline_clock::time_point deadline);
+  /// Whether a message of n bytes may be sent now.
+  bool room_for(std::size_t n);
   invoke::future<void> send_call(fabric::function_id id, std::span<const std::byte> closure,
                                  std::span<const std::byte> arguments,
                                  deadline_clock::time_point deadline);
@@ -190,6 +219,29 @@ class member_state {
   /// Sizes the per-seat state and allocates the region (every word 0).
   void prepare();
   void connect(deadline_clock::time_point deadline);
+  // large.cpp: the large region, the chain that carries large messages, and the publishers.
+  void prepare_large();
+  [[nodiscard]] hello my_hello() const;
+  /// Whether `h` can be the regions of a member of this group in `process`.
+  [[nodiscard]] bool hello_fits(const hello& h, int process) const noexcept;
+  /// Builds the publishers to member m's regions.
+  void connect_to(std::uint32_t m, const hello& h);
+  group_status begin_large(std::size_t n, std::span<std::byte>& room);
+  /// Whether the large slot the next large message takes is free.
+  bool large_slot_free();
+  group_status commit_large(std::size_t n);
+  /// Whether the payload a large slot of `sender` describes is all here.
+  [[nodiscard]] bool large_complete(std::uint32_t sender,
+                                    std::span<const std::byte> descriptor) const noexcept;
+  /// The payload a large slot of `sender` describes, where it lies here.
+  [[nodiscard]] std::span<const std::byte> large_payload(
+      std::uint32_t sender, std::span<const std::byte> descriptor) const noexcept;
+  /// Pushes what arrived of large messages on to the next member of the chain.
+  std::size_t forward_large();
+  /// The view's member `step` places after this one in the round-robin order (cyclic).
+  [[nodiscard]] std::uint32_t neighbour(int step) const noexcept;
+  /// The fewest of this member's messages consumed by a member of the view (this one too).
+  std::uint64_t least_consumed_mine();
   // join.cpp: asking, admission, state transfer; the leader's side of admitting.
   void ask_to_join(std::span<const fabric::thread_id> founders);
   void take_seat(const admission& a, deadline_clock::time_point deadline);
@@ -265,6 +317,20 @@ class member_state {
   std::vector<row_snapshot> rows_;  ///< each other member's row as last accepted
   row_snapshot scratch_row_;
   std::vector<invoke::detail::future_record*> calls_;  ///< this member's ordered calls by slot
+  // Large messages (large.cpp); large_base_ null when the group has none.
+  std::unique_ptr<large_region> large_region_;
+  std::byte* large_base_ = nullptr;
+  large_layout large_layout_;
+  std::vector<std::unique_ptr<fabric::detail::region_publisher>> large_publishers_;
+  std::uint64_t large_sent_ = 0;  ///< this member's large messages (ordinals; never reset)
+  /// Per large slot: 1 + the message number (this view) of the large message there; 0: free.
+  std::vector<std::uint64_t> large_busy_;
+  /// Per (sender, large slot): the ordinal tag and bytes of what this member pushed on.
+  struct pushed_on {
+    std::uint64_t tag = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<pushed_on> pushed_on_;
   invoke::detail::future_table* futures_ = nullptr;
   bool polling_ = false;
   bool closed_ = false;

@@ -237,6 +237,7 @@ void member_state::install(const std::vector<std::uint64_t>& trim, bool leading)
       // What is in flight to it may never complete (a stalled member): the layer keeps the
       // publisher, so this thread does not wait for it now.
       layer_.keep(std::move(publishers_[m]));
+      if (large_region_) layer_.keep(std::move(large_publishers_[m]));
     }
   }
   const std::uint64_t joiner = joining_;
@@ -256,6 +257,8 @@ void member_state::install(const std::vector<std::uint64_t>& trim, bool leading)
   std::fill(consumed_.begin(), consumed_.end(), 0);
   std::fill(rejected_at_.begin(), rejected_at_.end(), 0);
   std::fill(rows_.begin(), rows_.end(), row_snapshot{});
+  // Every large message of the ended view was delivered everywhere or dropped everywhere.
+  std::fill(large_busy_.begin(), large_busy_.end(), 0);
   for (std::uint32_t s = 0; s < layout_.members; ++s) {
     set_own(layout_.received(me_, s), 0);
     set_own(layout_.consumed(me_, s), 0);

@@ -33,6 +33,7 @@ std::size_t member_state::progress() {
   // A member wedged for a join (no suspicion) goes on receiving and delivering what was sent
   // before, and sending nulls, until the view change finds everything delivered everywhere.
   if (phase_ == phase::running || draining()) {
+    work += forward_large();
     work += receive();
     if (options_.mode == delivery::ordered) {
       work += deliver_ordered();
@@ -77,6 +78,11 @@ std::size_t member_state::receive() {
       const std::uint64_t n = received_[i];
       const slot_view v = decode_slot(slot(i, n), layout_, view_, n);
       if (v.state == slot_state::empty) break;  // an earlier view's: not rewritten yet
+      // A large message is received once all its bytes came down the chain.
+      if (v.state == slot_state::ready && v.kind == slot_kind::large &&
+          !large_complete(i, v.payload)) {
+        break;
+      }
       if (v.state != slot_state::ready) {
         if (rejected_at_[i] != n + 1) {
           rejected_at_[i] = n + 1;  // counted once; the slot stays refused until it is right
@@ -160,11 +166,13 @@ void member_state::deliver(std::uint32_t sender, std::uint64_t n) {
   }
   if (v.kind == slot_kind::ordered_call) {
     run_call(sender, n, v.payload);
-  } else if (v.kind == slot_kind::data) {
+  } else if (v.kind == slot_kind::data || v.kind == slot_kind::large) {
+    const std::span<const std::byte> payload =
+        v.kind == slot_kind::large ? large_payload(sender, v.payload) : v.payload;
     ++counters_.delivered;
-    counters_.delivered_bytes += v.payload.size();
+    counters_.delivered_bytes += payload.size();
     const std::uint64_t index = data_delivered_[sender]++;
-    if (handler_) handler_(message{sender, members_[sender], index, position, v.payload});
+    if (handler_) handler_(message{sender, members_[sender], index, position, payload});
   }
 }
 

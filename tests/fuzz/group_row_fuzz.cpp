@@ -1,6 +1,7 @@
 // Fuzzes what a group member reads from memory the other members wrote: decode_slot on a slot of
 // a sender's ring (its word, then its header) and accept_row on a row of control words. Whatever
-// they accept must be usable: a ready slot's payload lies inside the slot and its kind is known;
+// they accept must be usable: a ready slot's payload lies inside the slot and its kind is known
+// (a large one only where the layout has large messages, describing a size it allows);
 // an accepted row never lowers a count, never consumed more than it received, and never claims
 // more of this member's messages than it sent.
 #include <cstdint>
@@ -21,8 +22,15 @@ void check_slot(const group::slot_view& v, const std::byte* slot,
                 const group::table_layout& layout) {
   if (v.state != group::slot_state::ready) return;
   check(v.payload.data() == slot + group::slot_header_size);
-  check(v.payload.size() <= layout.max_message);
   check(group::slot_header_size + v.payload.size() <= layout.slot_bytes);
+  if (v.kind == group::slot_kind::large) {
+    check(layout.max_large != 0 && v.payload.size() == sizeof(group::large_descriptor));
+    group::large_descriptor d;
+    std::memcpy(&d, v.payload.data(), sizeof d);
+    check(d.bytes > layout.max_message && d.bytes <= layout.max_large);
+    return;
+  }
+  check(v.payload.size() <= layout.max_message);
   check(v.kind == group::slot_kind::data || v.kind == group::slot_kind::ordered_call ||
         (v.kind == group::slot_kind::null && v.payload.empty()));
 }
@@ -41,8 +49,8 @@ void check_row(const group::row_snapshot& before, const group::row_snapshot& aft
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size <= 16) return 0;
-  // The first 16 bytes: the layout (members, window, max_message), the member reading, the
-  // message number it expects, the view, and how many messages it sent.
+  // The first 16 bytes: the layout (members, window, max_message, max_large), the member reading,
+  // the message number it expects, the view, and how many messages it sent.
   const std::uint32_t members = 1 + data[0] % group::max_members;
   const std::uint32_t window = 1 + data[1] % 16;
   const std::uint32_t max_message = 1 + (std::uint32_t{data[2]} | std::uint32_t{data[3]} << 8);
@@ -52,7 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint64_t n = 0, sent = 0;
   std::memcpy(&n, data + 7, 3);
   std::memcpy(&sent, data + 10, 3);
-  const group::table_layout layout = group::table_layout::make(members, window, max_message);
+  // Byte 13: no large messages (even), or up to 255 x 4 KiB beyond max_message (odd).
+  const std::uint32_t max_large = data[13] % 2 == 0 ? 0 : max_message + 4096u * (data[13] / 2);
+  const group::table_layout layout =
+      group::table_layout::make(members, window, max_message, max_large);
   // The region: the rest of the input, repeated up to one row's control words and one slot.
   const std::size_t bytes = layout.control_bytes + layout.slot_bytes;
   std::vector<std::uint64_t> storage(bytes / 8 + 1);

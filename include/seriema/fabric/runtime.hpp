@@ -115,6 +115,12 @@ class runtime {
   /// Frees what service_allocate returned at `address` (`size` as allocated); false when no
   /// such allocation is live (nothing freed).
   [[nodiscard]] bool service_free(std::uint64_t address, std::uint64_t size);
+  /// Lets write messages land in [address, + size): memory this process registered itself (a
+  /// transfer::shared_region), as they land in what service_allocate returned, until
+  /// service_withdraw. Thread-safe.
+  void service_expose(std::uint64_t address, std::uint64_t size);
+  /// Ends service_expose of the same range: no write message lands there from the return on.
+  void service_withdraw(std::uint64_t address, std::uint64_t size);
   /// Lends what service_allocate returned at `address` (`size` as allocated), after this
   /// process wrote it, to a peer that reads it and then gives it back with service_return (the
   /// pieces of a large call_return value). Thread-safe.

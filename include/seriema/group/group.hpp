@@ -58,6 +58,15 @@ struct group_options {
   /// (a seat is never reused: a member removed by a view change keeps its seat); 0 means the
   /// founders' count (no joins); at most 64. Each member's region holds a row per seat.
   std::uint32_t capacity = 0;
+  /// Payload bytes of the largest *large* message: a send of more than max_message bytes goes
+  /// by a pipelined chain of puts through a registered region beside the table (each member
+  /// passes it on block by block to the next), still delivered in the one total order with the
+  /// small ones. 0 (default): no large messages (such a send is too_large). At most 1 GiB, and
+  /// more than max_message. Each member registers capacity x capacity x large_window areas of
+  /// this size (a chain may run through any pair of seats), so keep it to what is needed.
+  std::uint32_t max_large_message = 0;
+  /// Large messages of one sender in flight (sent, not yet delivered everywhere); 1 .. 16.
+  std::uint32_t large_window = 2;
 
   /// Throws config_error naming the field when a value is out of range.
   void validate() const;
@@ -110,6 +119,8 @@ struct group_counters {
   std::uint64_t rejected_rows = 0;    ///< control rows that failed validation (not believed)
   std::uint64_t views = 0;            ///< view changes installed here
   std::uint64_t trimmed = 0;          ///< this member's messages dropped by view changes
+  std::uint64_t large_sent = 0;       ///< large messages this member sent (among `sent`)
+  std::uint64_t large_pushed_bytes = 0;  ///< large payload bytes this member pushed onward
 };
 
 namespace detail {
@@ -156,8 +167,10 @@ class group {
   ~group();  ///< close()
 
   /// Sends a message of `n` bytes to every member (this one included): `fill(std::span<std::
-  /// byte>)` writes it in place in this member's slot ring, whence it is pushed. Never waits:
-  /// full when the window is full, too_large past max_message, closed.
+  /// byte>)` writes it in place in this member's slot ring, whence it is pushed (or, above
+  /// max_message, in this member's large area, whence it travels down the chain). Never waits:
+  /// full when the window (or the large window) is full, too_large past max_message (or
+  /// max_large_message where the group has large messages), closed.
   template <class Fill>
   [[nodiscard]] group_status send(std::size_t n, Fill&& fill) {
     std::span<std::byte> room;
@@ -166,11 +179,12 @@ class group {
     fill(room);
     return end_send(n);
   }
-  /// send that waits (serving calls) until `deadline` while the window is full.
+  /// send that waits (serving calls) until `deadline` while the window (or, for a large
+  /// message, the large window) is full.
   template <class Fill>
   [[nodiscard]] group_status send(std::size_t n, Fill&& fill,
                                   deadline_clock::time_point deadline) {
-    const group_status room = wait_for_window(deadline);
+    const group_status room = wait_for_room(n, deadline);
     if (room != group_status::ok) return room;
     return send(n, std::forward<Fill>(fill));
   }
@@ -235,7 +249,7 @@ class group {
   explicit group(std::unique_ptr<detail::member_state> state) noexcept;
   group_status begin_send(std::size_t n, std::span<std::byte>& room);
   group_status end_send(std::size_t n);
-  group_status wait_for_window(deadline_clock::time_point deadline);
+  group_status wait_for_room(std::size_t n, deadline_clock::time_point deadline);
   invoke::future<void> send_call(fabric::function_id id, std::span<const std::byte> closure,
                                  std::span<const std::byte> arguments,
                                  deadline_clock::time_point deadline);

@@ -40,12 +40,7 @@ transfer::registered_buffer runtime::service_allocate(int zone, std::size_t byte
 }
 
 bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
-  {
-    // No write message lands in it from here on (the handler checks under this lock).
-    std::lock_guard writable_lock(writable_mutex_);
-    auto it = writable_.find(address);
-    if (it != writable_.end() && it->second == size) writable_.erase(it);
-  }
+  service_withdraw(address, size);
   std::lock_guard lock(service_allocators_mutex_);
   for (auto& allocator : service_allocators_) {
     if (!allocator) continue;
@@ -54,6 +49,18 @@ bool runtime::service_free(std::uint64_t address, std::uint64_t size) {
     if (allocator->free(buffer) == transfer::free_status::ok) return true;
   }
   return false;
+}
+
+void runtime::service_expose(std::uint64_t address, std::uint64_t size) {
+  std::lock_guard writable_lock(writable_mutex_);
+  writable_[address] = size;
+}
+
+void runtime::service_withdraw(std::uint64_t address, std::uint64_t size) {
+  // No write message lands in it from here on (the handler checks under this lock).
+  std::lock_guard writable_lock(writable_mutex_);
+  auto it = writable_.find(address);
+  if (it != writable_.end() && it->second == size) writable_.erase(it);
 }
 
 void runtime::service_lend(std::uint64_t address, std::uint64_t size) {

@@ -55,8 +55,13 @@ struct delivery_log {
   std::uint64_t last_position = 0;
   bool positions_rise = true;
   std::string first_problem;
+  std::size_t small_max = 0;  // not 0: odd messages of a sender are at most this long
 
   explicit delivery_log(std::size_t members) : next_index(members, 0) {}
+  // The size bound of message `index` (sizes alternate between large and small ones).
+  std::size_t bound(std::uint64_t index, std::size_t max) const {
+    return small_max != 0 && index % 2 == 1 ? small_max : max;
+  }
   void note(const group::message& m, std::size_t max) {
     if (m.index != next_index[m.sender] && first_problem.empty()) {
       first_problem = "sender " + std::to_string(m.sender) + " message " +
@@ -64,7 +69,7 @@ struct delivery_log {
                       std::to_string(next_index[m.sender]);
     }
     next_index[m.sender] = m.index + 1;
-    bool intact = m.payload.size() == size_of(m.thread, m.index, max);
+    bool intact = m.payload.size() == size_of(m.thread, m.index, bound(m.index, max));
     for (std::size_t i = 0; intact && i < m.payload.size(); ++i) {
       intact = m.payload[i] == content(m.thread, m.index, i);
     }
@@ -102,12 +107,14 @@ struct stream_plan {
   std::uint64_t per_sender = 300;
   bool everyone_sends = true;
   int slow_member = -1;  // this member sleeps 1 ms every 8 deliveries
+  std::size_t largest = 0;  // message sizes go up to this (0: options.max_message)
 };
 
 void stream(thread_context& me, const stream_plan& plan) {
   const std::vector<fabric::thread_id> members = every_worker(me);
-  const std::size_t max = plan.options.max_message;
+  const std::size_t max = plan.largest != 0 ? plan.largest : plan.options.max_message;
   delivery_log log(members.size());
+  if (plan.largest != 0) log.small_max = plan.options.max_message;
   const bool slow = static_cast<int>(me.id()) == plan.slow_member;
   group::group g = group::group::create(
       me, members, plan.options, phase_end(), [&](const group::message& m) {
@@ -117,7 +124,7 @@ void stream(thread_context& me, const stream_plan& plan) {
   const bool sends = plan.everyone_sends || g.rank() == 0;
   const std::uint64_t senders = plan.everyone_sends ? members.size() : 1;
   for (std::uint64_t i = 0; sends && i < plan.per_sender; ++i) {
-    const std::size_t n = size_of(me.id(), i, max);
+    const std::size_t n = size_of(me.id(), i, log.bound(i, max));
     const group_status sent = g.send(
         n,
         [&](std::span<std::byte> room) {
@@ -154,6 +161,43 @@ TEST(Group, PushesByPutAndByMessageKeepTheOrder) {
     plan.options.push = push;
     plan.per_sender = 150;
     test::rt().run([&](thread_context& me) { stream(me, plan); });
+  }
+}
+
+// Messages above max_message go down the chain of large areas (block by block, each member
+// passing them on), delivered intact, in the one total order with the small ones; the members in
+// the middle of a chain pushed bytes on; past max_large_message a send is too_large.
+TEST(Group, LargeMessagesTravelTheChainInTheOneOrder) {
+  for (group::delivery mode : {group::delivery::ordered, group::delivery::unordered}) {
+    for (group::remote_push push : {group::remote_push::put, group::remote_push::message}) {
+      stream_plan plan;
+      plan.options.max_message = 1024;
+      plan.options.max_large_message = 600 << 10;  // 3 blocks of the chain
+      plan.options.large_window = 2;
+      plan.options.mode = mode;
+      plan.options.push = push;
+      plan.largest = plan.options.max_large_message;
+      plan.per_sender = 24;
+      test::rt().run([&](thread_context& me) {
+        stream(me, plan);
+        const std::vector<fabric::thread_id> members = every_worker(me);
+        group::group g = group::group::create(me, members, plan.options, phase_end());
+        const auto nothing = [](std::span<std::byte>) {};
+        EXPECT_EQ(g.send(plan.options.max_large_message + 1, nothing), group_status::too_large);
+        // One large message per member: every member but the last of each chain passes it on.
+        std::uint64_t seen = 0;
+        g.on_deliver([&](const group::message& m) { seen += m.payload.size(); });
+        ASSERT_EQ(g.send(300 << 10, nothing, phase_end()), group_status::ok);
+        ASSERT_TRUE(me.wait_until([&] { return seen == members.size() * (300 << 10); },
+                                  phase_end()));
+        EXPECT_EQ(g.flush(phase_end()), group_status::ok);
+        me.quiesce(phase);  // every member delivered all: every push on is done
+        EXPECT_EQ(g.counters().large_sent, 1u);
+        // Each member passes on every message but its successor's (that chain ends at it).
+        EXPECT_EQ(g.counters().large_pushed_bytes, (members.size() - 1) * (300 << 10));
+        me.quiesce(phase);
+      });
+    }
   }
 }
 

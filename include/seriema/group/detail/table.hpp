@@ -79,6 +79,14 @@ enum class slot_kind : std::uint32_t {
   data = 1,          ///< a send's payload, handed to on_deliver
   null = 2,          ///< nothing: keeps the round-robin order moving for a quiet sender
   ordered_call = 3,  ///< a function to run (id, closure size, closure, arguments)
+  large = 4,         ///< a large_descriptor: the payload travels through the large region
+};
+
+/// What the slot of a large message carries (its payload lies in the large areas, see
+/// large_layout): the sender's large-message ordinal and the payload's size.
+struct large_descriptor {
+  std::uint64_t ordinal = 0;  ///< the sender's large messages before this one (never reset)
+  std::uint64_t bytes = 0;    ///< payload bytes: more than max_message, at most max_large
 };
 
 /// The word that publishes message n of a view (never 0; changes with the view, so a slot left
@@ -129,16 +137,18 @@ struct table_layout {
   std::uint32_t members = 0;
   std::uint32_t window = 0;
   std::uint32_t max_message = 0;  ///< payload bytes a slot holds
+  std::uint32_t max_large = 0;    ///< payload bytes of a large message (0: none)
   std::uint64_t control_bytes = 0;
   std::uint64_t slot_bytes = 0;
   std::uint64_t row_bytes = 0;
 
   static table_layout make(std::uint32_t members, std::uint32_t window,
-                           std::uint32_t max_message) noexcept {
+                           std::uint32_t max_message, std::uint32_t max_large = 0) noexcept {
     table_layout l;
     l.members = members;
     l.window = window;
     l.max_message = max_message;
+    l.max_large = max_large;
     l.control_bytes = round_up((fixed_control_words + 3 * std::uint64_t{members}) * 8);
     l.slot_bytes = round_up(slot_header_size + std::uint64_t{max_message});
     l.row_bytes = l.control_bytes + l.slot_bytes * window;
@@ -168,6 +178,59 @@ struct table_layout {
   /// Offset of the slot of message n of member m.
   [[nodiscard]] std::uint64_t slot(std::uint32_t m, std::uint64_t n) const noexcept {
     return row(m) + control_bytes + slot_bytes * (n % window);
+  }
+};
+
+/// The word that says how much of a large message has landed in an area: the ordinal + 1 of the
+/// message (so 0 never matches one) and its bytes in place, a prefix.
+constexpr std::uint64_t large_word(std::uint64_t ordinal, std::uint64_t bytes) noexcept {
+  return ((ordinal + 1) << 32) | (bytes & 0xFFFF'FFFFu);
+}
+constexpr std::uint64_t large_tag(std::uint64_t word) noexcept { return word >> 32; }
+constexpr std::uint64_t large_bytes(std::uint64_t word) noexcept { return word & 0xFFFF'FFFFu; }
+
+/// The large region of a member (a registered region of its own beside the table, present when
+/// group_options::max_large_message is not 0). Large messages travel down a chain, the view's
+/// members in round-robin order starting at the sender: each member receives a large message
+/// from the member before it in the view (the sender itself, or its predecessor) and passes it
+/// on, block by block, to the member after it, unless that one is the sender.
+///
+/// The region holds an *area* per (writer w, sender s, slot j): large_window slots of max_large
+/// bytes, each with one word, large_word(ordinal, bytes landed). Area (w, s, j) of member x's
+/// region and its word are written only by w: by its pushes when w is not x, by x itself for
+/// its own messages (w = s = x, the slot the sender fills in place). So a member removed by a
+/// view change that still pushes (a stalled one that resumes) writes only areas nobody reads any
+/// more, as with the rows. The sender puts its ordinal-th large message in slot ordinal %
+/// large_window, and reuses the slot only once every member consumed the message there.
+struct large_layout {
+  std::uint32_t members = 0;
+  std::uint32_t slots = 0;        ///< large_window
+  std::uint64_t area_bytes = 0;   ///< max_large rounded up to 64
+  std::uint64_t words_bytes = 0;  ///< the words, in front of the areas (whole pages)
+
+  static large_layout make(std::uint32_t members, std::uint32_t slots,
+                           std::uint32_t max_large) noexcept {
+    large_layout l;
+    l.members = members;
+    l.slots = slots;
+    l.area_bytes = table_layout::round_up(max_large);
+    l.words_bytes = (std::uint64_t{members} * members * slots * 8 + 4095) & ~4095ull;
+    return l;
+  }
+  [[nodiscard]] std::uint64_t index(std::uint32_t w, std::uint32_t s,
+                                    std::uint64_t j) const noexcept {
+    return (std::uint64_t{w} * members + s) * slots + j;
+  }
+  [[nodiscard]] std::uint64_t region_bytes() const noexcept {
+    return words_bytes + area_bytes * members * members * slots;
+  }
+  /// Offset of the word of area (w, s, j).
+  [[nodiscard]] std::uint64_t word(std::uint32_t w, std::uint32_t s, std::uint64_t j) const noexcept {
+    return index(w, s, j) * 8;
+  }
+  /// Offset of the first byte of area (w, s, j).
+  [[nodiscard]] std::uint64_t area(std::uint32_t w, std::uint32_t s, std::uint64_t j) const noexcept {
+    return words_bytes + index(w, s, j) * area_bytes;
   }
 };
 
@@ -201,8 +264,9 @@ struct slot_view {
 
 /// Validates the slot at `slot` (layout.slot_bytes bytes) as message n of `view`: its word must
 /// be seq_word(view, n) (an older message of this slot, or 0: empty), its size at most
-/// max_message and its kind a known one (a null carries nothing). Reads the word first
-/// (acquire), then the header.
+/// max_message and its kind a known one (a null carries nothing; a large one, only where the
+/// layout has large messages, a large_descriptor of more than max_message and at most max_large
+/// bytes). Reads the word first (acquire), then the header.
 inline slot_view decode_slot(const std::byte* slot, const table_layout& layout,
                              std::uint32_t view, std::uint64_t n) noexcept {
   slot_view v;
@@ -218,9 +282,22 @@ inline slot_view decode_slot(const std::byte* slot, const table_layout& layout,
   std::memcpy(&header, slot + 8, sizeof header);
   const auto size = static_cast<std::uint32_t>(header);
   const auto kind = static_cast<std::uint32_t>(header >> 32);
-  const bool known = kind == static_cast<std::uint32_t>(slot_kind::data) ||
-                     kind == static_cast<std::uint32_t>(slot_kind::ordered_call) ||
-                     (kind == static_cast<std::uint32_t>(slot_kind::null) && size == 0);
+  bool known = kind == static_cast<std::uint32_t>(slot_kind::data) ||
+               kind == static_cast<std::uint32_t>(slot_kind::ordered_call) ||
+               (kind == static_cast<std::uint32_t>(slot_kind::null) && size == 0);
+  if (kind == static_cast<std::uint32_t>(slot_kind::large) && layout.max_large != 0 &&
+      size == sizeof(large_descriptor)) {
+    // A slot holds at least 48 payload bytes whatever max_message is (slots are 64-byte units).
+    large_descriptor d;
+    std::memcpy(&d, slot + slot_header_size, sizeof d);
+    known = d.bytes > layout.max_message && d.bytes <= layout.max_large;
+    if (known) {
+      v.state = slot_state::ready;
+      v.kind = slot_kind::large;
+      v.payload = {slot + slot_header_size, size};
+      return v;
+    }
+  }
   if (!known || size > layout.max_message) {
     v.state = slot_state::rejected;
     return v;
