@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
@@ -37,6 +38,15 @@ void add_to(group_counters& total, const group_counters& c) {
   total.large_pushed_bytes += c.large_pushed_bytes;
 }
 
+// Keeps `region` mapped (and open to write messages) until the process ends.
+void hold_until_exit(std::unique_ptr<large_region> region) {
+  if (!region) return;
+  static std::mutex mutex;
+  static auto* held = new std::vector<large_region*>();  // never destroyed: outlives the runtime
+  std::lock_guard lock(mutex);
+  held->push_back(region.release());
+}
+
 }  // namespace
 
 group_layer& group_layer::of(fabric::thread_context& ctx) {
@@ -50,6 +60,10 @@ group_layer& group_layer::of(fabric::thread_context& ctx) {
 }
 
 group_layer::~group_layer() {
+  // A member that never closed may still push into these regions: the table regions stay with
+  // the allocation service, and the large regions stay mapped, until the process ends (held
+  // where a leak checker sees them reachable).
+  for (kept_region& k : kept_) hold_until_exit(std::move(k.large));
   if (!kept_.empty()) {
     try {
       log::info("group: {} region(s) of closed members kept until the runtime ends (other "
