@@ -38,7 +38,8 @@ void add_to(group_counters& total, const group_counters& c) {
   total.large_pushed_bytes += c.large_pushed_bytes;
 }
 
-// Keeps `region` mapped (and open to write messages) until the process ends.
+}  // namespace
+
 void hold_until_exit(std::unique_ptr<large_region> region) {
   if (!region) return;
   static std::mutex mutex;
@@ -46,8 +47,6 @@ void hold_until_exit(std::unique_ptr<large_region> region) {
   std::lock_guard lock(mutex);
   held->push_back(region.release());
 }
-
-}  // namespace
 
 group_layer& group_layer::of(fabric::thread_context& ctx) {
   auto* layer = static_cast<group_layer*>(ctx.extension(fabric::layer_slot::group));

@@ -96,7 +96,7 @@ std::uint32_t member_state::neighbour(int step) const noexcept {
 group_status member_state::begin_large(std::size_t n, std::span<std::byte>& room) {
   if (!large_region_ || n > options_.max_large_message) return group_status::too_large;
   const std::uint64_t j = large_sent_ % options_.large_window;
-  if (!window_free() || !large_slot_free()) {
+  if (!room_for(n)) {
     ++counters_.window_full;
     return group_status::full;
   }
@@ -169,12 +169,6 @@ std::size_t member_state::forward_large() {
     }
   }
   return blocks;
-}
-
-bool member_state::large_slot_free() {
-  // The slot's last message must be consumed everywhere: its bytes are still read until then.
-  const std::uint64_t busy = large_busy_[large_sent_ % options_.large_window];
-  return busy == 0 || least_consumed_mine() >= busy;
 }
 
 std::uint64_t member_state::least_consumed_mine() {

@@ -230,7 +230,7 @@ void member_state::close() noexcept {
     layer_.account(counters_);
     layer_.retire(ctx_, key_, region_, std::move(large_region_), std::move(peers));
   } catch (...) {  // a full map or log: the region then stays with the allocation service
-    (void)large_region_.release();  // and the large region mapped (a member may still write)
+    hold_until_exit(std::move(large_region_));  // and the large region mapped
   }
   region_ = {};
   base_ = nullptr;
@@ -291,7 +291,14 @@ group_status member_state::commit(slot_kind kind, std::size_t n) {
 }
 
 bool member_state::room_for(std::size_t n) {
-  return window_free() && (n <= options_.max_message || !large_region_ || large_slot_free());
+  // A large message's slot must also be consumed everywhere: its bytes are read until then.
+  const std::uint64_t busy = n > options_.max_message && large_region_
+                                 ? large_busy_[large_sent_ % options_.large_window]
+                                 : 0;
+  if (busy == 0) return window_free();
+  if (closed_ || phase_ != phase::running) return false;
+  const std::uint64_t least = least_consumed_mine();  // the rows read once for both tests
+  return least >= busy && sent_ - least < options_.window;
 }
 
 group_status member_state::wait_for_room(std::size_t n, deadline_clock::time_point deadline) {

@@ -61,6 +61,11 @@ struct admission {
 };
 
 class member_state;
+class large_region;
+
+/// Keeps `region` mapped (and open to write messages) until the process ends: a member that
+/// never closed may still push into it. Held where a leak checker sees it reachable.
+void hold_until_exit(std::unique_ptr<large_region> region);
 
 /// A member's large region (large_layout): registered memory UCX allocates (so members on this
 /// machine map it), open to write messages while it lives.
@@ -227,8 +232,6 @@ class member_state {
   /// Builds the publishers to member m's regions.
   void connect_to(std::uint32_t m, const hello& h);
   group_status begin_large(std::size_t n, std::span<std::byte>& room);
-  /// Whether the large slot the next large message takes is free.
-  bool large_slot_free();
   group_status commit_large(std::size_t n);
   /// Whether the payload a large slot of `sender` describes is all here.
   [[nodiscard]] bool large_complete(std::uint32_t sender,
