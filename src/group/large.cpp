@@ -113,7 +113,10 @@ group_status member_state::commit_large(std::size_t n) {
   large_busy_[j] = sent_ + 1;
   ++large_sent_;
   ++counters_.large_sent;
-  return commit(slot_kind::large, sizeof d);
+  const group_status status = commit(slot_kind::large, sizeof d);
+  // The first blocks leave now, as the descriptor did (commit pushed it), not at the next poll.
+  if (!polling_) forward_large();
+  return status;
 }
 
 bool member_state::large_complete(std::uint32_t sender,
@@ -169,6 +172,22 @@ std::size_t member_state::forward_large() {
     }
   }
   return blocks;
+}
+
+void member_state::settle_large_chain() {
+  if (!large_region_ || order_.size() < 2) return;
+  // Called in install before this member's row shows the new view, so no member has pushed a
+  // block of the new view here yet: every word read now is of an ended view. Without this, the
+  // rest of a dropped message half passed on would go to the new successor (wasted bytes, and
+  // read from an area a new message may already be filling).
+  const std::uint32_t prev = neighbour(-1);
+  for (std::uint32_t s : order_) {
+    const std::uint32_t writer = s == me_ ? me_ : prev;
+    for (std::uint32_t j = 0; j < large_layout_.slots; ++j) {
+      const std::uint64_t w = load_word(large_base_, large_layout_.word(writer, s, j));
+      pushed_on_[std::size_t{s} * large_layout_.slots + j] = {large_tag(w), large_bytes(w)};
+    }
+  }
 }
 
 std::uint64_t member_state::least_consumed_mine() {

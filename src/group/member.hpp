@@ -241,6 +241,9 @@ class member_state {
       std::uint32_t sender, std::span<const std::byte> descriptor) const noexcept;
   /// Pushes what arrived of large messages on to the next member of the chain.
   std::size_t forward_large();
+  /// At a view change: what the new chain's areas hold counts as passed on (it is of the ended
+  /// view: delivered everywhere or dropped everywhere), so nothing of it travels again.
+  void settle_large_chain();
   /// The view's member `step` places after this one in the round-robin order (cyclic).
   [[nodiscard]] std::uint32_t neighbour(int step) const noexcept;
   /// The fewest of this member's messages consumed by a member of the view (this one too).

@@ -259,6 +259,7 @@ void member_state::install(const std::vector<std::uint64_t>& trim, bool leading)
   std::fill(rows_.begin(), rows_.end(), row_snapshot{});
   // Every large message of the ended view was delivered everywhere or dropped everywhere.
   std::fill(large_busy_.begin(), large_busy_.end(), 0);
+  settle_large_chain();
   for (std::uint32_t s = 0; s < layout_.members; ++s) {
     set_own(layout_.received(me_, s), 0);
     set_own(layout_.consumed(me_, s), 0);
