@@ -117,7 +117,8 @@ std::size_t member_state::deliver_ordered() {
     bool stable = received_[i] > n;
     for (std::uint32_t m : order_) {
       if (!stable) break;
-      if (m != me_) stable = rows_[m].received[i] > n;
+      // The sender holds its own messages: stability waits for no control push of its.
+      if (m != me_ && m != i) stable = rows_[m].received[i] > n;
     }
     if (!stable) break;
     deliver(i, n);
@@ -212,16 +213,16 @@ void member_state::run_call(std::uint32_t sender, std::uint64_t n,
   if (mine != nullptr) invoke::detail::fulfil<invoke::detail::unit>(*futures_, *mine);
 }
 
-void member_state::push_all() {
+void member_state::push_all(bool with_control) {
   for (std::uint32_t p : order_) {
     if (p == me_ || !publishers_[p]) continue;
     // Messages of this view go to a member only once it is in this view too: until then it may
     // still deliver the ended view's messages from the slots they would overwrite.
     if (load_word(base_, layout_.control(p, word::view)) != view_) {
-      (void)push_control(p);
+      if (with_control) (void)push_control(p);
       continue;
     }
-    if (push_messages(p)) (void)push_control(p);
+    if (push_messages(p) && with_control) (void)push_control(p);
   }
 }
 
