@@ -55,6 +55,7 @@ inline constexpr std::size_t invoke_futures = 1;   // futures, coroutines, defer
 inline constexpr std::size_t containers = 2;       // distributed containers' partitions
 inline constexpr std::size_t pipe = 3;             // remote pipes' ends and retiring regions
 inline constexpr std::size_t group = 4;            // multicast groups' members and kept regions
+inline constexpr std::size_t dsm = 5;              // shared spaces' handles on peers' regions
 inline constexpr std::size_t count = 16;           // slots in all
 }  // namespace layer_slot
 

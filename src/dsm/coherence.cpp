@@ -1,0 +1,468 @@
+// The floating-home protocol: blocks brought in (a fast read from the last releaser, else from
+// the home), twinned at their first write, merged at a release into the master copy, which moves
+// here; write notices published at a barrier and applied as the acquire. docs/shared-memory.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <stdexcept>
+
+#include <seriema/dsm/detail/merge.hpp>
+#include "space_state.hpp"
+
+namespace seriema::dsm {
+
+namespace {
+
+using fabric::detail::atomic_op;
+using fabric::detail::publish_status;
+using detail::block_word;
+
+/// The space a thread is inside (a call it serves while waiting must not use it: the space's
+/// lock is held).
+thread_local const void* inside_space = nullptr;
+
+class entry_guard {
+ public:
+  explicit entry_guard(const void* s) {
+    if (inside_space == s) {
+      throw error("dsm: a call run while this thread waited inside a space used the same space "
+                  "(a space's operations do not nest)");
+    }
+    saved_ = inside_space;
+    inside_space = s;
+  }
+  ~entry_guard() { inside_space = saved_; }
+  entry_guard(const entry_guard&) = delete;
+  entry_guard& operator=(const entry_guard&) = delete;
+
+ private:
+  const void* saved_;
+};
+
+[[noreturn]] void throw_lost(std::uint64_t b, int rank, const char* how) {
+  throw block_lost(fmt::format("dsm: block {} is lost: rank {} {}; its master copy is gone and "
+                               "no stale copy is returned",
+                               b, rank, how),
+                   b, rank);
+}
+
+[[noreturn]] void throw_deadline(const std::string& what) {
+  throw deadline_error(fmt::format("dsm: {} past the deadline", what));
+}
+
+std::uint64_t load_sequence(std::uint64_t* word) noexcept {
+  return std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire);
+}
+
+/// Marks block b of this process's public copy as being rewritten (odd sequence) or done with
+/// `version`. Owner: the process holding b's lock.
+void begin_rewrite(std::uint64_t* sequence) noexcept {
+  std::atomic_ref<std::uint64_t>(*sequence).store(load_sequence(sequence) | 1,
+                                                  std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+void end_rewrite(std::uint64_t* sequence, std::uint32_t version) noexcept {
+  std::atomic_ref<std::uint64_t>(*sequence).store(std::uint64_t{version} * 2,
+                                                  std::memory_order_release);
+}
+
+/// The sequence word of block b in a peer's public copy.
+std::optional<std::uint64_t> peer_sequence(detail::space_state& s, fabric::detail::region_publisher& pub,
+                                           std::uint64_t b, deadline_clock::time_point deadline) {
+  const std::uint64_t offset = s.layout.sequence_offset(b);
+  if (pub.direct() != nullptr) {
+    if (pub.peer_dead()) return std::nullopt;
+    return load_sequence(reinterpret_cast<std::uint64_t*>(pub.direct() + offset));
+  }
+  std::uint64_t value = 0;
+  const publish_status got =
+      pub.fetch({reinterpret_cast<std::byte*>(&value), sizeof value}, offset, deadline);
+  if (got == publish_status::peer_failed) return std::nullopt;
+  if (got == publish_status::deadline_exceeded) throw_deadline("a block's sequence word");
+  if (got != publish_status::ok) {
+    throw error(fmt::format("dsm: the transport refused a get from rank {}", pub.process()));
+  }
+  return value;
+}
+
+/// Copies block b of `process`'s public copy into the private copy, consistently (its sequence
+/// word even and equal before and after the get); the version it holds, or nullopt when the
+/// process is dead.
+std::optional<std::uint32_t> fetch_consistent(detail::space_state& s, fabric::thread_context& self,
+                                              int process, std::uint64_t b,
+                                              deadline_clock::time_point deadline) {
+  fabric::detail::region_publisher& pub = *s.peer(self, process).public_copy;
+  const std::span<std::byte> into{s.private_block(b), s.layout.block_bytes};
+  for (;;) {
+    const auto before = peer_sequence(s, pub, b, deadline);
+    if (!before) return std::nullopt;
+    if (*before % 2 == 0) {
+      const publish_status got = pub.fetch(into, b * s.layout.block_bytes, deadline);
+      if (got == publish_status::peer_failed) return std::nullopt;
+      if (got == publish_status::deadline_exceeded) throw_deadline("a block's get");
+      if (got != publish_status::ok) {
+        throw error(fmt::format("dsm: the transport refused a get from rank {}", process));
+      }
+      std::atomic_thread_fence(std::memory_order_acquire);
+      const auto after = peer_sequence(s, pub, b, deadline);
+      if (!after) return std::nullopt;
+      if (*after == *before) return static_cast<std::uint32_t>(*before / 2);
+    }
+    if (deadline_clock::now() >= deadline) {
+      throw_deadline(fmt::format("block {} of rank {} stayed in rewrite", b, process));
+    }
+    (void)self.poll();  // its owner is merging it: a short wait
+  }
+}
+
+/// Block b's word at its manager, read atomically.
+block_word load_word(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                     deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(b);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::fetch_add, s.layout.block_word_offset(b), 0, 0, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a block word's read");
+  if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
+  return block_word::decode(r.value);
+}
+
+/// Brings invalid block b up to the version its write notice named.
+void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                 deadline_clock::time_point deadline) {
+  detail::block_state& st = s.blocks[b];
+  if (st.releaser >= 0 && st.releaser != s.rank) {
+    const auto v = fetch_consistent(s, self, st.releaser, b, deadline);
+    if (v && *v >= st.wanted) {
+      st.valid = true;
+      st.version = *v;
+      ++s.counters.fetches;
+      ++s.counters.fast_reads;
+      return;
+    }
+  }
+  for (;;) {  // from the home the block word names (it may move while we read)
+    const block_word w = load_word(s, self, b, deadline);
+    std::optional<std::uint32_t> v;
+    if (w.home == 0) {
+      std::memset(s.private_block(b), 0, s.layout.block_bytes);
+      v = 0;
+    } else if (static_cast<int>(w.home - 1) == s.rank) {  // only this process rewrites it
+      std::memcpy(s.private_block(b), s.public_block(b), s.layout.block_bytes);
+      v = static_cast<std::uint32_t>(load_sequence(s.sequence_word(b)) / 2);
+    } else {
+      v = fetch_consistent(s, self, static_cast<int>(w.home - 1), b, deadline);
+      if (!v) throw_lost(b, static_cast<int>(w.home - 1), "(its home) died");
+    }
+    if (*v >= st.wanted) {
+      st.valid = true;
+      st.version = *v;
+      ++s.counters.fetches;
+      ++s.counters.home_reads;
+      return;
+    }
+    if (deadline_clock::now() >= deadline) {
+      throw_deadline(fmt::format("block {}'s version {}", b, st.wanted));
+    }
+  }
+}
+
+void make_twin(detail::space_state& s, std::uint64_t b) {
+  std::vector<std::byte> twin;
+  if (!s.spare_twins.empty()) {
+    twin = std::move(s.spare_twins.back());
+    s.spare_twins.pop_back();
+  }
+  twin.resize(s.layout.block_bytes);
+  std::memcpy(twin.data(), s.private_block(b), s.layout.block_bytes);
+  s.twins[b] = std::move(twin);
+  s.dirty.push_back(b);
+  s.blocks[b].dirty = true;
+  ++s.counters.twins;
+}
+
+/// Locks block b's word; returns it as it was (unlocked).
+block_word lock_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                      deadline_clock::time_point deadline) {
+  fabric::detail::remote_words& words = *s.peer(self, s.layout.manager_of(b)).words;
+  const std::uint64_t offset = s.layout.block_word_offset(b);
+  for (;;) {
+    const block_word current = load_word(s, self, b, deadline);
+    if (current.locker == 0) {
+      block_word locked = current;
+      locked.locker = static_cast<std::uint32_t>(s.rank + 1);
+      const fabric::atomic_result r = words.execute(atomic_op::compare_swap, offset,
+                                                    locked.encode(), current.encode(), deadline);
+      if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a block lock");
+      if (!r.ok()) throw_lost(b, s.layout.manager_of(b), "(its manager) does not answer");
+      if (r.value == current.encode()) return current;
+    } else if (s.rt.peer_failed(static_cast<int>(current.locker - 1))) {
+      throw_lost(b, static_cast<int>(current.locker - 1), "died holding its lock");
+    }
+    ++s.counters.lock_retries;
+    if (deadline_clock::now() >= deadline) {
+      throw_deadline(fmt::format("block {}'s lock (held by rank {})", b,
+                                 static_cast<int>(current.locker) - 1));
+    }
+    (void)self.poll();
+  }
+}
+
+/// Stores `w` (unlocked) as block b's word.
+void unlock_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b, block_word w) {
+  w.locker = 0;
+  // Bounded even without a deadline: the lock must not stay held because this wait gave up.
+  const fabric::atomic_result r = s.peer(self, s.layout.manager_of(b)).words->execute(
+      atomic_op::swap, s.layout.block_word_offset(b), w.encode(), 0,
+      deadline_clock::now() + std::chrono::seconds(30), false);
+  if (!r.ok()) throw_lost(b, s.layout.manager_of(b), "(its manager) did not take the unlock");
+}
+
+/// Puts the master copy of block b (locked, as `w` says) into this process's public copy.
+void take_master(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                 const block_word& w, deadline_clock::time_point deadline) {
+  std::byte* master = s.public_block(b);
+  if (w.home == 0) {  // never released: all zeros
+    std::memset(master, 0, s.layout.block_bytes);
+    ++s.counters.migrations;
+    return;
+  }
+  const int home = static_cast<int>(w.home - 1);
+  if (home == s.rank) {
+    ++s.counters.local_merges;
+    return;
+  }
+  // The home's copy is stable: only its process rewrites it, under the lock we hold.
+  const publish_status got = s.peer(self, home).public_copy->fetch(
+      {master, s.layout.block_bytes}, b * s.layout.block_bytes, deadline);
+  if (got == publish_status::ok) {
+    ++s.counters.migrations;
+    return;
+  }
+  // What the public copy holds now is neither ours nor the master: version 0 sends any reader
+  // elsewhere (no notice names version 0 of a released block).
+  end_rewrite(s.sequence_word(b), 0);
+  unlock_block(s, self, b, w);
+  if (got == publish_status::deadline_exceeded) throw_deadline("a master copy's get");
+  throw_lost(b, home, "(its home) died");
+}
+
+/// Merges dirty block b into its master copy, which becomes this process's public copy.
+void release_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                   deadline_clock::time_point deadline) {
+  const block_word w = lock_block(s, self, b, deadline);
+  std::uint64_t* sequence = s.sequence_word(b);
+  begin_rewrite(sequence);
+  take_master(s, self, b, w, deadline);
+  std::byte* master = s.public_block(b);
+  std::byte* mine = s.private_block(b);
+  auto twin = s.twins.find(b);
+  detail::merge_changes(master, mine, twin->second.data(), s.layout.block_bytes);
+  std::memcpy(mine, master, s.layout.block_bytes);  // the others' writes, released before ours
+  const std::uint32_t version = w.version + 1;
+  end_rewrite(sequence, version);
+  unlock_block(s, self, b, {0, static_cast<std::uint32_t>(s.rank + 1), version});
+
+  detail::block_state& st = s.blocks[b];
+  st.version = version;
+  st.wanted = version;
+  st.releaser = s.rank;
+  st.valid = true;
+  st.dirty = false;
+  s.spare_twins.push_back(std::move(twin->second));
+  s.twins.erase(twin);
+  if (!st.noticed) {
+    st.noticed = true;
+    s.notices.push_back(b);
+  }
+  ++s.counters.releases;
+}
+
+/// Releases every dirty block (state mutex held). A block that fails is dropped from the dirty
+/// list with its twin before the exception leaves; those after it stay dirty.
+void release_all(detail::space_state& s, fabric::thread_context& self,
+                 deadline_clock::time_point deadline) {
+  while (!s.dirty.empty()) {
+    const std::uint64_t b = s.dirty.front();
+    s.dirty.erase(s.dirty.begin());
+    try {
+      release_block(s, self, b, deadline);
+    } catch (...) {
+      s.blocks[b].dirty = false;
+      s.blocks[b].valid = false;
+      s.twins.erase(b);
+      throw;
+    }
+  }
+}
+
+/// Publishes this process's notices of epoch `epoch` into every peer's board.
+void publish_notices(detail::space_state& s, fabric::thread_context& self, std::uint64_t epoch) {
+  std::vector<std::uint64_t>& out = s.sent[epoch % 2];
+  out.clear();
+  out.push_back(s.notices.size());
+  for (std::uint64_t b : s.notices) {
+    out.push_back((b << 32) | s.blocks[b].version);
+    s.blocks[b].noticed = false;
+  }
+  s.notices.clear();
+  const std::uint64_t slot = s.layout.slot_offset(epoch % 2, static_cast<std::uint64_t>(s.rank));
+  const std::span<const std::byte> data{reinterpret_cast<const std::byte*>(out.data()),
+                                        out.size() * sizeof(std::uint64_t)};
+  for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
+    if (q == s.rank) continue;
+    const publish_status sent = s.peer(self, q).board->publish(data, slot + 8, slot, epoch);
+    if (sent == publish_status::peer_failed) {
+      throw error(fmt::format("dsm: barrier on rank {}: rank {} died", s.rank, q));
+    }
+    if (sent == publish_status::deadline_exceeded) throw_deadline("a barrier's notices");
+    if (sent != publish_status::ok) {
+      throw error(fmt::format("dsm: barrier on rank {}: the transport refused the notices to "
+                              "rank {}",
+                              s.rank, q));
+    }
+  }
+}
+
+/// Waits until every peer published its notices of `epoch` here.
+void await_notices(detail::space_state& s, fabric::thread_context& self, std::uint64_t epoch,
+                   deadline_clock::time_point deadline) {
+  const auto arrived = [&](int q) {
+    return q == s.rank ||
+           load_sequence(s.meta_word(s.layout.slot_offset(epoch % 2, q))) == epoch;
+  };
+  const auto dead = [&] {
+    for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
+      if (!arrived(q) && s.rt.peer_failed(q)) return q;
+    }
+    return -1;
+  };
+  const auto all = [&] {
+    for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
+      if (!arrived(q)) return false;
+    }
+    return true;
+  };
+  self.wait_until([&] { return all() || dead() >= 0; }, deadline);
+  if (const int q = dead(); q >= 0) {
+    throw error(fmt::format("dsm: barrier {} on rank {}: rank {} died", epoch, s.rank, q));
+  }
+  if (!all()) {
+    std::string missing;
+    for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
+      if (!arrived(q)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", q);
+    }
+    throw_deadline(fmt::format("barrier {} on rank {}: ranks {} had not arrived", epoch, s.rank,
+                               missing));
+  }
+}
+
+/// The acquire: each peer's notices of `epoch` invalidate older copies here.
+void apply_notices(detail::space_state& s, std::uint64_t epoch) {
+  for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
+    if (q == s.rank) continue;
+    const std::uint64_t* slot = s.meta_word(s.layout.slot_offset(epoch % 2, q));
+    const std::uint64_t count = slot[1];
+    if (count > s.layout.blocks) {
+      throw error(fmt::format("dsm: rank {} published {} notices for {} blocks", q, count,
+                              s.layout.blocks));
+    }
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const std::uint64_t b = slot[2 + i] >> 32;
+      const auto version = static_cast<std::uint32_t>(slot[2 + i]);
+      if (b >= s.layout.blocks) {
+        throw error(fmt::format("dsm: rank {} published a notice of block {} of {}", q, b,
+                                s.layout.blocks));
+      }
+      detail::block_state& st = s.blocks[b];
+      if (version > st.wanted) {
+        st.wanted = version;
+        st.releaser = q;
+      }
+      if (st.valid && st.version < version) {
+        st.valid = false;
+        ++s.counters.invalidations;
+      }
+    }
+  }
+}
+
+/// The process's part of a barrier, run by its last worker to arrive.
+void exchange(detail::space_state& s, fabric::thread_context& self, deadline_clock::time_point deadline) {
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    release_all(s, self, deadline);
+    epoch = ++s.epoch;
+    publish_notices(s, self, epoch);
+  }
+  await_notices(s, self, epoch, deadline);
+  std::lock_guard lock(s.mutex);
+  apply_notices(s, epoch);
+  ++s.counters.barriers;
+}
+
+}  // namespace
+
+void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, bool for_write,
+                    deadline_clock::time_point deadline) {
+  if (!contains(p, n)) {
+    throw std::out_of_range(fmt::format("dsm: [{}, +{}) is not inside the space [{}, +{})", p, n,
+                                        static_cast<const void*>(state_->base),
+                                        state_->layout.bytes));
+  }
+  if (n == 0) return;
+  detail::space_state& s = *state_;
+  entry_guard guard(&s);
+  deadline = self.deadline_in_force(deadline);
+  const auto offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - s.base);
+  const std::uint64_t first = offset / s.layout.block_bytes;
+  const std::uint64_t last = (offset + n - 1) / s.layout.block_bytes;
+  std::lock_guard lock(s.mutex);
+  for (std::uint64_t b = first; b <= last; ++b) {
+    if (!s.blocks[b].valid) fetch_block(s, self, b, deadline);
+    if (for_write && !s.blocks[b].dirty) make_twin(s, b);
+  }
+}
+
+void space::release(fabric::thread_context& self, deadline_clock::time_point deadline) {
+  detail::space_state& s = *state_;
+  entry_guard guard(&s);
+  deadline = self.deadline_in_force(deadline);
+  std::lock_guard lock(s.mutex);
+  release_all(s, self, deadline);
+}
+
+void space::barrier(fabric::thread_context& self, deadline_clock::time_point deadline) {
+  detail::space_state& s = *state_;
+  entry_guard guard(&s);
+  deadline = self.deadline_in_force(deadline);
+  const std::uint64_t generation = s.generation.load(std::memory_order_acquire);
+  if (s.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == s.local_workers) {
+    std::exception_ptr failure;
+    try {
+      exchange(s, self, deadline);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    s.failure = failure;
+    s.arrived.store(0, std::memory_order_relaxed);
+    s.generation.store(generation + 1, std::memory_order_release);
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  const bool passed = self.wait_until(
+      [&] { return s.generation.load(std::memory_order_acquire) != generation; }, deadline);
+  if (!passed) {
+    throw_deadline(fmt::format("barrier on rank {}: the process's {} workers arriving",
+                               s.rank, s.local_workers));
+  }
+  if (s.failure) std::rethrow_exception(s.failure);
+}
+
+}  // namespace seriema::dsm

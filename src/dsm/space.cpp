@@ -1,0 +1,211 @@
+// A space's creation (options agreed, one address mapped everywhere, regions registered and
+// exchanged), its allocation cursor, and what it tells about itself.
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/channel.hpp>
+#include <stdexcept>
+
+#include "space_state.hpp"
+
+namespace seriema::dsm {
+
+namespace {
+
+std::atomic<std::uint64_t> next_space_id{1};
+
+constexpr std::size_t max_space_bytes = std::size_t{64} << 30;
+/// Allocations are rounded to this, so the cursor stays aligned for any ordinary type.
+constexpr std::size_t allocation_grain = 64;
+
+void check(const space_options& o) {
+  const std::size_t b = o.block_bytes;
+  if (b < 4096 || b > (std::size_t{1} << 20) || (b & (b - 1)) != 0) {
+    throw config_error(fmt::format("space_options: block_bytes {} must be a power of two from "
+                                   "4096 to 1048576 (the seed's is 32768)",
+                                   b));
+  }
+  if (o.bytes == 0 || o.bytes % b != 0 || o.bytes > max_space_bytes) {
+    throw config_error(fmt::format("space_options: bytes {} must be a positive multiple of "
+                                   "block_bytes ({}) of at most 64 GiB",
+                                   o.bytes, b));
+  }
+  if (o.bytes / b > 0xffffffffull) {
+    throw config_error(fmt::format("space_options: {} blocks are more than 2^32", o.bytes / b));
+  }
+}
+
+template <class T>
+std::vector<std::byte> bytes_of(const T& value) {
+  std::vector<std::byte> out(sizeof(T));
+  std::memcpy(out.data(), &value, sizeof(T));
+  return out;
+}
+
+template <class T>
+T value_of(const std::vector<std::byte>& bytes, int rank) {
+  if (bytes.size() != sizeof(T)) {
+    throw error(fmt::format("dsm: rank {} sent {} bytes where {} were expected (a different "
+                            "seriema build?)",
+                            rank, bytes.size(), sizeof(T)));
+  }
+  T value;
+  std::memcpy(&value, bytes.data(), sizeof(T));
+  return value;
+}
+
+/// Every rank must create the space with rank 0's options.
+void agree_on(fabric::runtime& rt, const space_options& mine, deadline_clock::time_point deadline) {
+  const auto all = rt.allgather(bytes_of(mine), deadline);
+  for (int r = 0; r < rt.size(); ++r) {
+    const auto theirs = value_of<space_options>(all[static_cast<std::size_t>(r)], r);
+    if (theirs.bytes != mine.bytes || theirs.block_bytes != mine.block_bytes) {
+      throw config_error(fmt::format("dsm: rank {} creates a space of {} bytes in blocks of {}, "
+                                     "rank {} one of {} in blocks of {}: every process must pass "
+                                     "equal space_options",
+                                     rt.rank(), mine.bytes, mine.block_bytes, r, theirs.bytes,
+                                     theirs.block_bytes));
+    }
+  }
+}
+
+/// Where rank 0 proposes the space on attempt `attempt` (0: where its kernel chooses).
+std::byte* propose(std::size_t bytes, int attempt) {
+  void* hint = attempt == 0 ? nullptr
+                            : reinterpret_cast<void*>(std::uintptr_t{0x200000000000} +
+                                                      std::uintptr_t(attempt) * 0x40000000000);
+  const int fixed = attempt == 0 ? 0 : MAP_FIXED_NOREPLACE;
+  void* p = mmap(hint, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | fixed, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
+/// Maps the private copy at one address in every process: rank 0 proposes, the others map it
+/// there or report that they cannot, and a refused proposal is retried elsewhere.
+std::byte* map_everywhere(fabric::runtime& rt, std::size_t bytes,
+                          deadline_clock::time_point deadline) {
+  constexpr int attempts = 8;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    std::byte* mine = rt.rank() == 0 ? propose(bytes, attempt) : nullptr;
+    const auto proposals = rt.allgather(bytes_of(mine), deadline);
+    auto* proposed = value_of<std::byte*>(proposals[0], 0);
+    if (rt.rank() != 0 && proposed != nullptr) {
+      void* p = mmap(proposed, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p != MAP_FAILED && p != proposed) munmap(p, bytes);  // an old kernel's mere hint
+      mine = p == proposed ? proposed : nullptr;
+    }
+    const std::uint64_t missing = rt.allreduce_sum(mine == nullptr ? 1 : 0, deadline);
+    if (missing == 0) return mine;
+    if (mine != nullptr) munmap(mine, bytes);
+  }
+  throw error(fmt::format("dsm: no address range of {} bytes was free in every process after {} "
+                          "attempts (rank {}); a smaller space may fit",
+                          bytes, attempts, rt.rank()));
+}
+
+fabric::detail::publish_route route_for(fabric::runtime& rt) {
+  switch (invoke::messenger_options::from_environment().publish_remote) {
+    case invoke::remote_publish::put:
+      return {true, true};
+    case invoke::remote_publish::message:
+      return {true, false};
+    case invoke::remote_publish::automatic:
+      break;
+  }
+  return {true, rt.context().network_rdma()};
+}
+
+struct hello {
+  transfer::remote_memory_locator public_copy;
+  transfer::remote_memory_locator meta;
+};
+
+int count_local_workers(const fabric::runtime& rt) {
+  int n = 0;
+  for (fabric::thread_id t = 0; t < rt.placement().thread_count(); ++t) {
+    if (rt.placement().locate(t).process == rt.rank()) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+space::space(fabric::runtime& rt, const space_options& options,
+             deadline_clock::time_point deadline)
+    : state_(std::make_unique<detail::space_state>(rt, next_space_id.fetch_add(1))) {
+  check(options);
+  if (deadline == no_deadline) deadline = rt.default_deadline();
+  agree_on(rt, options, deadline);
+  detail::space_state& s = *state_;
+  s.rank = rt.rank();
+  s.layout = {options.bytes, options.block_bytes, options.bytes / options.block_bytes,
+              static_cast<std::uint64_t>(rt.size())};
+  s.route = route_for(rt);
+  s.local_workers = count_local_workers(rt);
+  s.blocks.assign(s.layout.blocks, detail::block_state{});
+  s.public_region = std::make_unique<transfer::shared_region>(
+      rt.context(), s.layout.public_bytes(), "a shared space's public copy (space_options::bytes)");
+  s.meta_region = std::make_unique<transfer::shared_region>(
+      rt.context(), s.layout.meta_bytes(),
+      "a shared space's block words and notice board (space_options::bytes / block_bytes)");
+  // Notices published by write message land in the board like a put.
+  rt.service_expose(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
+                    s.meta_region->bytes().size());
+  const hello mine{s.public_region->locator(s.rank), s.meta_region->locator(s.rank)};
+  const auto all = rt.allgather(bytes_of(mine), deadline);
+  for (int r = 0; r < rt.size(); ++r) {
+    const auto h = value_of<hello>(all[static_cast<std::size_t>(r)], r);
+    s.public_of.push_back(h.public_copy);
+    s.meta_of.push_back(h.meta);
+  }
+  s.base = map_everywhere(rt, options.bytes, deadline);
+}
+
+space::~space() {
+  detail::space_state& s = *state_;
+  if (s.base != nullptr) munmap(s.base, s.layout.bytes);
+  s.rt.service_withdraw(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
+                        s.meta_region->bytes().size());
+}
+
+void* space::allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align) {
+  detail::space_state& s = *state_;
+  if (align > allocation_grain) {
+    throw std::invalid_argument(fmt::format("dsm: alignment {} is more than a space gives ({})",
+                                            align, allocation_grain));
+  }
+  if (bytes > s.layout.bytes) throw std::bad_alloc();
+  const std::uint64_t rounded = (bytes + allocation_grain - 1) / allocation_grain * allocation_grain;
+  const fabric::atomic_result r = s.peer(self, 0).words->execute(
+      fabric::detail::atomic_op::fetch_add, 0, rounded, 0, fabric::no_deadline);
+  if (!r.ok()) {
+    throw error(fmt::format("dsm: the allocation cursor at rank 0 did not answer: {}",
+                            fabric::to_string(r.how)));
+  }
+  if (r.value > s.layout.bytes - rounded) throw std::bad_alloc();
+  return s.base + r.value;
+}
+
+bool space::contains(const void* p, std::size_t n) const noexcept {
+  const detail::space_state& s = *state_;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const auto first = reinterpret_cast<std::uintptr_t>(s.base);
+  return at >= first && n <= s.layout.bytes && at - first <= s.layout.bytes - n;
+}
+
+std::byte* space::base() const noexcept { return state_->base; }
+std::size_t space::size() const noexcept { return state_->layout.bytes; }
+std::size_t space::block_bytes() const noexcept { return state_->layout.block_bytes; }
+
+space_counters space::counters() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->counters;
+}
+
+}  // namespace seriema::dsm

@@ -1,0 +1,146 @@
+// What a space keeps in each process: the layout of its two registered regions, the state of
+// every block of the private copy, and each thread's handles on the peers' regions.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <seriema/dsm/space.hpp>
+#include <seriema/fabric/detail/region_publisher.hpp>
+#include <seriema/fabric/remote_atomic.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/transfer/shared_region.hpp>
+#include <string>
+#include <vector>
+
+namespace seriema::dsm::detail {
+
+/// The block word, one per block in its manager's meta region (block b: process b % P), changed
+/// only by remote atomics: bits 48..63 the locking process + 1 (0: unlocked), bits 32..47 the
+/// home (the last releaser, whose public copy is the master) + 1 (0: never released, the master
+/// is all zeros), bits 0..31 the block's version (releases so far).
+struct block_word {
+  std::uint32_t locker = 0;   ///< process + 1; 0 unlocked
+  std::uint32_t home = 0;     ///< process + 1; 0 none
+  std::uint32_t version = 0;  ///< releases of the block so far
+
+  static block_word decode(std::uint64_t w) noexcept {
+    return {static_cast<std::uint32_t>(w >> 48), static_cast<std::uint32_t>((w >> 32) & 0xffff),
+            static_cast<std::uint32_t>(w)};
+  }
+  [[nodiscard]] std::uint64_t encode() const noexcept {
+    return (std::uint64_t{locker} << 48) | (std::uint64_t{home} << 32) | version;
+  }
+};
+
+/// Byte offsets in the two regions every process registers.
+///  public region: the public copy (`bytes`), then one sequence word per block: 2 x the version
+///    the copy holds, odd while its owner rewrites the block. Written only by its process, under
+///    the block's lock; read by peers' gets (a seqlock: word, block, word).
+///  meta region: word 0 the allocation cursor (rank 0's is the job's), then the block words of
+///    the blocks this process manages, then the notice board: 2 parities x P senders, a slot
+///    each: [epoch word][count][count notices of (block << 32 | version)]. Slot (parity, q) is
+///    written only by process q (data, then the epoch word), at barriers of that parity.
+struct region_layout {
+  std::uint64_t bytes = 0;
+  std::uint64_t block_bytes = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t processes = 0;
+
+  [[nodiscard]] std::uint64_t sequence_offset(std::uint64_t block) const noexcept {
+    return bytes + 8 * block;
+  }
+  [[nodiscard]] std::uint64_t public_bytes() const noexcept { return bytes + 8 * blocks; }
+  [[nodiscard]] int manager_of(std::uint64_t block) const noexcept {
+    return static_cast<int>(block % processes);
+  }
+  [[nodiscard]] std::uint64_t block_word_offset(std::uint64_t block) const noexcept {
+    return 8 * (1 + block / processes);
+  }
+  [[nodiscard]] std::uint64_t board_offset() const noexcept {
+    return 8 * (1 + (blocks + processes - 1) / processes);
+  }
+  [[nodiscard]] std::uint64_t slot_bytes() const noexcept { return 8 * (2 + blocks); }
+  [[nodiscard]] std::uint64_t slot_offset(std::uint64_t parity, std::uint64_t sender) const
+      noexcept {
+    return board_offset() + slot_bytes() * (parity * processes + sender);
+  }
+  [[nodiscard]] std::uint64_t meta_bytes() const noexcept { return slot_offset(2, 0); }
+};
+
+/// One block of this process's private copy. Guarded by space_state::mutex.
+struct block_state {
+  bool valid = true;           ///< holds at least the version its last acquire asked for
+  bool dirty = false;          ///< written since the last release (twin in `twins`)
+  bool noticed = false;        ///< released since the last barrier (in `notices`)
+  std::uint32_t version = 0;   ///< the version the private copy holds
+  std::uint32_t wanted = 0;    ///< the newest version a write notice named
+  std::int32_t releaser = -1;  ///< who released `wanted` (the fast read's source); -1 none
+};
+
+/// A thread's handles on one peer's regions (made on first use, dropped with the thread's
+/// context).
+struct peer_handles {
+  std::unique_ptr<fabric::detail::region_publisher> public_copy;  ///< gets of blocks, sequences
+  std::unique_ptr<fabric::detail::region_publisher> board;        ///< notices published
+  std::unique_ptr<fabric::detail::remote_words> words;            ///< block words, cursor
+};
+
+/// A space's state in one process (space.hpp holds it by pointer).
+struct space_state {
+  fabric::runtime& rt;
+  std::uint64_t id;  ///< unique in the process: keys the threads' handles
+  region_layout layout;
+  int rank;
+  fabric::detail::publish_route route;
+  std::byte* base = nullptr;  ///< the private copy, at the same address everywhere
+  std::unique_ptr<transfer::shared_region> public_region;
+  std::unique_ptr<transfer::shared_region> meta_region;
+  std::vector<transfer::remote_memory_locator> public_of;  ///< by process
+  std::vector<transfer::remote_memory_locator> meta_of;    ///< by process
+
+  /// Guards everything below (the threads of the process share one copy of every block).
+  std::mutex mutex;
+  std::vector<block_state> blocks;
+  std::map<std::uint64_t, std::vector<std::byte>> twins;  ///< by dirty block
+  std::vector<std::vector<std::byte>> spare_twins;        ///< reused twin buffers
+  std::vector<std::uint64_t> dirty;                        ///< dirty blocks, in first-write order
+  std::vector<std::uint64_t> notices;  ///< blocks released since the last barrier
+  std::uint64_t epoch = 0;             ///< barriers passed
+  /// The notices sent at the barriers of each parity: [count, notices...]; untouched until two
+  /// barriers later, by which time every peer has read them.
+  std::vector<std::uint64_t> sent[2];
+  space_counters counters;
+
+  /// Local barrier of the process's workers: arrivals, and the generation the last one bumps
+  /// after the process's release and exchange (`failure`: why they failed, for the others).
+  int local_workers = 1;
+  std::atomic<int> arrived{0};
+  std::atomic<std::uint64_t> generation{0};
+  std::exception_ptr failure;  ///< written by the last arriver before it bumps the generation
+
+  space_state(fabric::runtime& runtime, std::uint64_t space_id) : rt(runtime), id(space_id) {}
+
+  /// Block b of the private copy, of the public copy, and b's sequence word (local).
+  [[nodiscard]] std::byte* private_block(std::uint64_t b) const noexcept {
+    return base + b * layout.block_bytes;
+  }
+  [[nodiscard]] std::byte* public_block(std::uint64_t b) const noexcept {
+    return public_region->bytes().data() + b * layout.block_bytes;
+  }
+  [[nodiscard]] std::uint64_t* sequence_word(std::uint64_t b) const noexcept {
+    return reinterpret_cast<std::uint64_t*>(public_region->bytes().data() +
+                                            layout.sequence_offset(b));
+  }
+  [[nodiscard]] std::uint64_t* meta_word(std::uint64_t offset) const noexcept {
+    return reinterpret_cast<std::uint64_t*>(meta_region->bytes().data() + offset);
+  }
+  /// The calling thread's handles on `process` (made on first use).
+  peer_handles& peer(fabric::thread_context& self, int process);
+};
+
+}  // namespace seriema::dsm::detail

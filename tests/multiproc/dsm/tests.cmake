@@ -1,0 +1,18 @@
+# The dsm module (shared spaces): false sharing, producer/consumer with fast reads, a value round
+# the ring of workers, allocation, refusals; 1 process x 3 threads, 3 x 1 and 2 x 2 over shm, 3 x 1
+# over tcp (write messages, and put), 2 emulated machines over tcp, and under mpirun.
+seriema_mp_executable(dsm_mp_test dsm/dsm_mp_test.cpp seriema::dsm)
+seriema_mp_run(mp.dsm.np1.shm EXE dsm_mp_test NP 1 ENV SERIEMA_THREADS=3)
+seriema_mp_run(mp.dsm.np3.shm EXE dsm_mp_test NP 3 ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.dsm.np2x2.shm EXE dsm_mp_test NP 2 ENV SERIEMA_THREADS=2)
+seriema_mp_run(mp.dsm.np3.tcp EXE dsm_mp_test NP 3 TLS tcp ENV SERIEMA_THREADS=1)
+seriema_mp_run(mp.dsm.np3.tcp.put EXE dsm_mp_test NP 3 TLS tcp
+               ENV SERIEMA_THREADS=1 SERIEMA_REMOTE_PUBLISH=put)
+seriema_mp_run(mp.dsm.np2x2.machines2.tcp EXE dsm_mp_test NP 2 MACHINES 2 TLS tcp
+               ENV SERIEMA_THREADS=2)
+if(SERIEMA_MPIRUN)
+  add_test(NAME mp.dsm.mpirun_np2.shm
+           COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=1
+                   -np 2 $<TARGET_FILE:dsm_mp_test>)
+  set_tests_properties(mp.dsm.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
+endif()
