@@ -429,8 +429,9 @@ class thread_context {
   /// Allocates `bytes` of registered memory in the NUMA zone of thread `owner` (any process),
   /// through a no-setup service call; waits (serving calls). Throws seriema::error on failure.
   transfer::remote_memory_locator allocate_remote(thread_id owner, std::size_t bytes);
-  /// Frees what allocate_remote returned (a service call to the owner's process; does not
-  /// wait). Throws seriema::error when the call cannot be sent.
+  /// Frees what allocate_remote returned: a service call to the owner's process, whose answer it
+  /// waits for (serving calls), so the owner must still be inside run() (quiesce before its
+  /// workers leave). Throws seriema::error when the call cannot be sent, fails or is refused.
   void free_remote(const transfer::remote_memory_locator& locator);
 
   /// Publishes what the extension batched, then flushes every endpoint of this thread (all sends
