@@ -81,9 +81,9 @@ struct dirty_pattern {
 /// The home's copy for packdiff (rank 0's process; written only by calls run on its thread).
 std::vector<std::byte> packdiff_master(block);
 
-/// Runs of bytes that differ between `mine` and `twin`: [u16 offset][u16 length][bytes]...
-std::size_t pack_diff(const std::byte* mine, const std::byte* twin, std::byte* out) {
-  std::size_t at = 0;
+/// Calls run(offset, length) for each maximal run of bytes where `mine` differs from `twin`.
+template <class Run>
+void for_each_changed_run(const std::byte* mine, const std::byte* twin, Run run) {
   std::size_t i = 0;
   while (i < block) {
     if (mine[i] == twin[i]) {
@@ -92,14 +92,22 @@ std::size_t pack_diff(const std::byte* mine, const std::byte* twin, std::byte* o
     }
     std::size_t end = i + 1;
     while (end < block && mine[end] != twin[end]) ++end;
-    const auto offset = static_cast<std::uint16_t>(i);
-    const auto length = static_cast<std::uint16_t>(end - i);
-    std::memcpy(out + at, &offset, 2);
-    std::memcpy(out + at + 2, &length, 2);
-    std::memcpy(out + at + 4, mine + i, end - i);
-    at += 4 + (end - i);
+    run(i, end - i);
     i = end;
   }
+}
+
+/// Runs of bytes that differ between `mine` and `twin`: [u16 offset][u16 length][bytes]...
+std::size_t pack_diff(const std::byte* mine, const std::byte* twin, std::byte* out) {
+  std::size_t at = 0;
+  for_each_changed_run(mine, twin, [&](std::size_t i, std::size_t n) {
+    const auto offset = static_cast<std::uint16_t>(i);
+    const auto length = static_cast<std::uint16_t>(n);
+    std::memcpy(out + at, &offset, 2);
+    std::memcpy(out + at + 2, &length, 2);
+    std::memcpy(out + at + 4, mine + i, n);
+    at += 4 + n;
+  });
   return at;
 }
 
@@ -191,18 +199,12 @@ std::vector<double> run_puts(thread_context& ctx, const dirty_pattern& p, const 
       twin = mine;
       p.apply(mine.data(), first_iteration + k);
       const auto t0 = clock_type::now();
-      std::size_t i = 0;
-      while (scattered && i < block) {
-        if (mine[i] == twin[i]) {
-          ++i;
-          continue;
-        }
-        std::size_t end = i + 1;
-        while (end < block && mine[end] != twin[end]) ++end;
-        if (tx.put({mine.data() + i, end - i}, target, i) != transfer::op_status::ok) {
-          throw error("dsm_diff: scattered put refused");
-        }
-        i = end;
+      if (scattered) {
+        for_each_changed_run(mine.data(), twin.data(), [&](std::size_t i, std::size_t n) {
+          if (tx.put({mine.data() + i, n}, target, i) != transfer::op_status::ok) {
+            throw error("dsm_diff: scattered put refused");
+          }
+        });
       }
       if (!scattered && tx.put({mine.data(), block}, target, 0) != transfer::op_status::ok) {
         throw error("dsm_diff: contiguous put refused");
