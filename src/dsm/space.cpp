@@ -154,7 +154,8 @@ space::space(fabric::runtime& rt, const space_options& options,
   s.meta_region = std::make_unique<transfer::shared_region>(
       rt.context(), s.layout.meta_bytes(),
       "a shared space's block words and notice board (space_options::bytes / block_bytes)");
-  // Notices published by write message land in the board like a put.
+  // Notices published by write message land in the board like a put. Exposed before the
+  // collectives below: a peer that returns from them first may publish into it at once.
   rt.service_expose(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
                     s.meta_region->bytes().size());
   const hello mine{s.public_region->locator(s.rank), s.meta_region->locator(s.rank)};
