@@ -13,48 +13,51 @@
 #include <stdexcept>
 
 #include <seriema/dsm/detail/merge.hpp>
-#include "space_state.hpp"
+#include "coherence.hpp"
 
 namespace seriema::dsm {
 
-namespace {
+namespace detail {
 
-using fabric::detail::atomic_op;
-using fabric::detail::publish_status;
-using detail::block_word;
+namespace {
 
 /// The space a thread is inside (a call it serves while waiting must not use it: the space's
 /// lock is held).
 thread_local const void* inside_space = nullptr;
 
-class entry_guard {
- public:
-  explicit entry_guard(const void* s) {
-    if (inside_space == s) {
-      throw error("dsm: a call run while this thread waited inside a space used the same space "
-                  "(a space's operations do not nest)");
-    }
-    saved_ = inside_space;
-    inside_space = s;
+}  // namespace
+
+entry_guard::entry_guard(const void* s) {
+  if (inside_space == s) {
+    throw error("dsm: a call run while this thread waited inside a space used the same space "
+                "(a space's operations do not nest)");
   }
-  ~entry_guard() { inside_space = saved_; }
-  entry_guard(const entry_guard&) = delete;
-  entry_guard& operator=(const entry_guard&) = delete;
+  saved_ = inside_space;
+  inside_space = s;
+}
 
- private:
-  const void* saved_;
-};
+entry_guard::~entry_guard() { inside_space = saved_; }
 
-[[noreturn]] void throw_lost(std::uint64_t b, int rank, const char* how) {
+void throw_lost(std::uint64_t b, int rank, const char* how) {
   throw block_lost(fmt::format("dsm: block {} is lost: rank {} {}; its master copy is gone and "
                                "no stale copy is returned",
                                b, rank, how),
                    b, rank);
 }
 
-[[noreturn]] void throw_deadline(const std::string& what) {
+void throw_deadline(const std::string& what) {
   throw deadline_error(fmt::format("dsm: {} past the deadline", what));
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::throw_deadline;
+using detail::throw_lost;
+using fabric::detail::atomic_op;
+using fabric::detail::publish_status;
+using detail::block_word;
 
 std::uint64_t load_sequence(std::uint64_t* word) noexcept {
   return std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire);
@@ -73,7 +76,8 @@ void end_rewrite(std::uint64_t* sequence, std::uint32_t version) noexcept {
 }
 
 /// The sequence word of block b in a peer's public copy.
-std::optional<std::uint64_t> peer_sequence(detail::space_state& s, fabric::detail::region_publisher& pub,
+std::optional<std::uint64_t> peer_sequence(detail::space_state& s,
+                                           fabric::detail::region_publisher& pub,
                                            std::uint64_t b, deadline_clock::time_point deadline) {
   const std::uint64_t offset = s.layout.sequence_offset(b);
   if (pub.direct() != nullptr) {
@@ -214,7 +218,8 @@ block_word lock_block(detail::space_state& s, fabric::thread_context& self, std:
 }
 
 /// Stores `w` (unlocked) as block b's word.
-void unlock_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b, block_word w) {
+void unlock_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                  block_word w) {
   w.locker = 0;
   // Bounded even without a deadline: the lock must not stay held because this wait gave up.
   const fabric::atomic_result r = s.peer(self, s.layout.manager_of(b)).words->execute(
@@ -283,24 +288,6 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   ++s.counters.releases;
 }
 
-/// Releases every dirty block (state mutex held). A block that fails is dropped from the dirty
-/// list with its twin before the exception leaves; those after it stay dirty.
-void release_all(detail::space_state& s, fabric::thread_context& self,
-                 deadline_clock::time_point deadline) {
-  while (!s.dirty.empty()) {
-    const std::uint64_t b = s.dirty.front();
-    s.dirty.erase(s.dirty.begin());
-    try {
-      release_block(s, self, b, deadline);
-    } catch (...) {
-      s.blocks[b].dirty = false;
-      s.blocks[b].valid = false;
-      s.twins.erase(b);
-      throw;
-    }
-  }
-}
-
 /// Publishes this process's notices of epoch `epoch` into every peer's board.
 void publish_notices(detail::space_state& s, fabric::thread_context& self, std::uint64_t epoch) {
   std::vector<std::uint64_t>& out = s.sent[epoch % 2];
@@ -363,7 +350,8 @@ void await_notices(detail::space_state& s, fabric::thread_context& self, std::ui
 }
 
 /// The acquire: each peer's notices of `epoch` invalidate older copies here.
-void apply_notices(detail::space_state& s, std::uint64_t epoch) {
+void apply_notices(detail::space_state& s, fabric::thread_context& self, std::uint64_t epoch,
+                   deadline_clock::time_point deadline) {
   for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
     if (q == s.rank) continue;
     const std::uint64_t* slot = s.meta_word(s.layout.slot_offset(epoch % 2, q));
@@ -379,35 +367,69 @@ void apply_notices(detail::space_state& s, std::uint64_t epoch) {
         throw error(fmt::format("dsm: rank {} published a notice of block {} of {}", q, b,
                                 s.layout.blocks));
       }
-      detail::block_state& st = s.blocks[b];
-      if (version > st.wanted) {
-        st.wanted = version;
-        st.releaser = q;
-      }
-      if (st.valid && st.version < version) {
-        st.valid = false;
-        ++s.counters.invalidations;
-      }
+      detail::apply_notice(s, self, b, version, q, deadline);
     }
   }
 }
 
 /// The process's part of a barrier, run by its last worker to arrive.
-void exchange(detail::space_state& s, fabric::thread_context& self, deadline_clock::time_point deadline) {
+void exchange(detail::space_state& s, fabric::thread_context& self,
+              deadline_clock::time_point deadline) {
   std::uint64_t epoch = 0;
   {
     std::lock_guard lock(s.mutex);
-    release_all(s, self, deadline);
+    detail::release_all(s, self, deadline);
     epoch = ++s.epoch;
     publish_notices(s, self, epoch);
   }
   await_notices(s, self, epoch, deadline);
   std::lock_guard lock(s.mutex);
-  apply_notices(s, epoch);
+  apply_notices(s, self, epoch, deadline);
+  // Everything heard from hand-over records since the last barrier was some process's own
+  // release, and every process has just published its own.
+  for (std::uint64_t b : s.heard) s.blocks[b].heard = false;
+  s.heard.clear();
+  s.heard_everything = false;
   ++s.counters.barriers;
 }
 
+/// Releases dirty block b, dropping it from the dirty list; on failure also its twin and copy.
+void release_dirty(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                   deadline_clock::time_point deadline) {
+  s.dirty.erase(std::find(s.dirty.begin(), s.dirty.end(), b));
+  try {
+    release_block(s, self, b, deadline);
+  } catch (...) {
+    s.blocks[b].dirty = false;
+    s.blocks[b].valid = false;
+    s.twins.erase(b);
+    throw;
+  }
+}
+
 }  // namespace
+
+void detail::release_all(space_state& s, fabric::thread_context& self,
+                         deadline_clock::time_point deadline) {
+  while (!s.dirty.empty()) release_dirty(s, self, s.dirty.front(), deadline);
+}
+
+void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uint64_t b,
+                          std::uint32_t version, int releaser,
+                          deadline_clock::time_point deadline) {
+  block_state& st = s.blocks[b];
+  if (version > st.wanted) {
+    st.wanted = version;
+    st.releaser = releaser;
+  }
+  if (!st.valid || st.version >= version) return;
+  if (st.dirty) {
+    release_dirty(s, self, b, deadline);  // takes the master, which holds `version` or newer
+    return;
+  }
+  st.valid = false;
+  ++s.counters.invalidations;
+}
 
 void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, bool for_write,
                     deadline_clock::time_point deadline) {
@@ -418,7 +440,7 @@ void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, 
   }
   if (n == 0) return;
   detail::space_state& s = *state_;
-  entry_guard guard(&s);
+  detail::entry_guard guard(&s);
   deadline = self.deadline_in_force(deadline);
   const auto offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - s.base);
   const std::uint64_t first = offset / s.layout.block_bytes;
@@ -432,15 +454,15 @@ void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, 
 
 void space::release(fabric::thread_context& self, deadline_clock::time_point deadline) {
   detail::space_state& s = *state_;
-  entry_guard guard(&s);
+  detail::entry_guard guard(&s);
   deadline = self.deadline_in_force(deadline);
   std::lock_guard lock(s.mutex);
-  release_all(s, self, deadline);
+  detail::release_all(s, self, deadline);
 }
 
 void space::barrier(fabric::thread_context& self, deadline_clock::time_point deadline) {
   detail::space_state& s = *state_;
-  entry_guard guard(&s);
+  detail::entry_guard guard(&s);
   deadline = self.deadline_in_force(deadline);
   const std::uint64_t generation = s.generation.load(std::memory_order_acquire);
   if (s.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == s.local_workers) {

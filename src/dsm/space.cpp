@@ -8,8 +8,10 @@
 #include <new>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/fabric/thread_context.hpp>
 #include <seriema/invoke/channel.hpp>
 #include <stdexcept>
+#include <string>
 
 #include "space_state.hpp"
 
@@ -38,6 +40,26 @@ void check(const space_options& o) {
   if (o.bytes / b > 0xffffffffull) {
     throw config_error(fmt::format("space_options: {} blocks are more than 2^32", o.bytes / b));
   }
+  constexpr std::size_t most_syncs = std::size_t{1} << 20;
+  if (o.mutexes > most_syncs || o.atomics > most_syncs - o.mutexes) {
+    throw config_error(fmt::format("space_options: mutexes ({}) + atomics ({}) must be at most "
+                                   "{}",
+                                   o.mutexes, o.atomics, most_syncs));
+  }
+  if (o.handover_notices == 0 || o.handover_notices > most_syncs) {
+    throw config_error(fmt::format("space_options: handover_notices {} must be 1 .. {}",
+                                   o.handover_notices, most_syncs));
+  }
+}
+
+bool same_shape(const space_options& a, const space_options& b) {
+  return a.bytes == b.bytes && a.block_bytes == b.block_bytes && a.mutexes == b.mutexes &&
+         a.atomics == b.atomics && a.handover_notices == b.handover_notices;
+}
+
+std::string describe(const space_options& o) {
+  return fmt::format("{} bytes in blocks of {}, {} mutexes, {} atomics, {} notices per hand-over",
+                     o.bytes, o.block_bytes, o.mutexes, o.atomics, o.handover_notices);
 }
 
 template <class T>
@@ -64,12 +86,10 @@ void agree_on(fabric::runtime& rt, const space_options& mine, deadline_clock::ti
   const auto all = rt.allgather(bytes_of(mine), deadline);
   for (int r = 0; r < rt.size(); ++r) {
     const auto theirs = value_of<space_options>(all[static_cast<std::size_t>(r)], r);
-    if (theirs.bytes != mine.bytes || theirs.block_bytes != mine.block_bytes) {
-      throw config_error(fmt::format("dsm: rank {} creates a space of {} bytes in blocks of {}, "
-                                     "rank {} one of {} in blocks of {}: every process must pass "
-                                     "equal space_options",
-                                     rt.rank(), mine.bytes, mine.block_bytes, r, theirs.bytes,
-                                     theirs.block_bytes));
+    if (!same_shape(theirs, mine)) {
+      throw config_error(fmt::format("dsm: rank {} creates a space of {}, rank {} one of {}: "
+                                     "every process must pass equal space_options",
+                                     rt.rank(), describe(mine), r, describe(theirs)));
     }
   }
 }
@@ -144,8 +164,15 @@ space::space(fabric::runtime& rt, const space_options& options,
   agree_on(rt, options, deadline);
   detail::space_state& s = *state_;
   s.rank = rt.rank();
-  s.layout = {options.bytes, options.block_bytes, options.bytes / options.block_bytes,
-              static_cast<std::uint64_t>(rt.size())};
+  s.layout = {options.bytes,
+              options.block_bytes,
+              options.bytes / options.block_bytes,
+              static_cast<std::uint64_t>(rt.size()),
+              options.mutexes + options.atomics,
+              options.handover_notices};
+  s.mutexes = options.mutexes;
+  s.held = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
+  s.last_seen = std::make_unique<std::atomic<std::uint32_t>[]>(s.layout.syncs);
   s.route = route_for(rt);
   s.local_workers = count_local_workers(rt);
   s.blocks.assign(s.layout.blocks, detail::block_state{});
@@ -182,7 +209,8 @@ void* space::allocate_bytes(fabric::thread_context& self, std::size_t bytes, std
                                             align, allocation_grain));
   }
   if (bytes > s.layout.bytes) throw std::bad_alloc();
-  const std::uint64_t rounded = (bytes + allocation_grain - 1) / allocation_grain * allocation_grain;
+  const std::uint64_t rounded =
+      (bytes + allocation_grain - 1) / allocation_grain * allocation_grain;
   const fabric::atomic_result r = s.peer(self, 0).words->execute(
       fabric::detail::atomic_op::fetch_add, 0, rounded, 0, fabric::no_deadline);
   if (!r.ok()) {
@@ -198,6 +226,22 @@ bool space::contains(const void* p, std::size_t n) const noexcept {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   const auto first = reinterpret_cast<std::uintptr_t>(s.base);
   return at >= first && n <= s.layout.bytes && at - first <= s.layout.bytes - n;
+}
+
+std::pair<std::size_t, std::size_t> space::slice(const fabric::thread_context& self,
+                                                  std::size_t first, std::size_t last) const {
+  if (last <= first) return {first, first};
+  const std::size_t n = last - first;
+  const std::size_t workers = self.thread_count();
+  const std::size_t w = self.id();
+  if (w >= workers) {
+    throw error(fmt::format("dsm: parallel_for on thread {}, which is not a worker", w));
+  }
+  // n x w may overflow a 64-bit product for huge ranges: split into quotient and remainder.
+  const auto bound = [&](std::size_t k) {
+    return first + (n / workers) * k + (n % workers) * k / workers;
+  };
+  return {bound(w), bound(w + 1)};
 }
 
 std::byte* space::base() const noexcept { return state_->base; }

@@ -37,33 +37,66 @@ struct block_word {
   }
 };
 
+/// A synchronization object's lock word, in its manager's meta region (object m: process m % P),
+/// changed only by remote atomics: bits 32..63 the holding thread + 1 (0: free), bits 0..31 the
+/// process that last handed it over + 1 (0: never), whose meta region holds the object's
+/// hand-over record.
+struct sync_word {
+  std::uint32_t holder = 0;  ///< thread + 1; 0 free
+  std::uint32_t last = 0;    ///< process + 1; 0 never handed over
+
+  static sync_word decode(std::uint64_t w) noexcept {
+    return {static_cast<std::uint32_t>(w >> 32), static_cast<std::uint32_t>(w)};
+  }
+  [[nodiscard]] std::uint64_t encode() const noexcept {
+    return (std::uint64_t{holder} << 32) | last;
+  }
+};
+
+/// A hand-over record's count word when the notices did not fit (or were lost): the acquirer
+/// drops every copy it holds.
+constexpr std::uint64_t record_everything = ~std::uint64_t{0};
+
 /// Byte offsets in the two regions every process registers.
 ///  public region: the public copy (`bytes`), then one sequence word per block: 2 x the version
 ///    the copy holds, odd while its owner rewrites the block. Written only by its process, under
 ///    the block's lock; read by peers' gets (a seqlock: word, block, word).
 ///  meta region: word 0 the allocation cursor (rank 0's is the job's), then the block words of
-///    the blocks this process manages, then the notice board: 2 parities x P senders, a slot
-///    each: [epoch word][count][count notices of (block << 32 | version)]. Slot (parity, q) is
-///    written only by process q (data, then the epoch word), at barriers of that parity.
+///    the blocks this process manages, then the lock words of the synchronization objects
+///    (mutexes, then atomics) it manages, then one hand-over record per object: [epoch][count or
+///    record_everything][value][count x ((block << 32 | version), releaser)], written with plain
+///    stores by this process only while one of its threads holds the object, read by the next
+///    holder's get; then the notice board: 2 parities x P senders, a slot each: [epoch word]
+///    [count][count notices of (block << 32 | version)]. Slot (parity, q) is written only by
+///    process q (data, then the epoch word), at barriers of that parity.
 struct region_layout {
   std::uint64_t bytes = 0;
   std::uint64_t block_bytes = 0;
   std::uint64_t blocks = 0;
   std::uint64_t processes = 0;
+  std::uint64_t syncs = 0;           ///< mutexes + atomics
+  std::uint64_t record_notices = 0;  ///< notices a hand-over record holds
 
   [[nodiscard]] std::uint64_t sequence_offset(std::uint64_t block) const noexcept {
     return bytes + 8 * block;
   }
   [[nodiscard]] std::uint64_t public_bytes() const noexcept { return bytes + 8 * blocks; }
-  [[nodiscard]] int manager_of(std::uint64_t block) const noexcept {
-    return static_cast<int>(block % processes);
+  /// The process managing block or synchronization object `index`.
+  [[nodiscard]] int manager_of(std::uint64_t index) const noexcept {
+    return static_cast<int>(index % processes);
   }
   [[nodiscard]] std::uint64_t block_word_offset(std::uint64_t block) const noexcept {
     return 8 * (1 + block / processes);
   }
-  [[nodiscard]] std::uint64_t board_offset() const noexcept {
-    return 8 * (1 + (blocks + processes - 1) / processes);
+  [[nodiscard]] std::uint64_t sync_word_offset(std::uint64_t sync) const noexcept {
+    return 8 * (1 + (blocks + processes - 1) / processes + sync / processes);
   }
+  [[nodiscard]] std::uint64_t record_bytes() const noexcept { return 8 * (3 + 2 * record_notices); }
+  [[nodiscard]] std::uint64_t record_offset(std::uint64_t sync) const noexcept {
+    return sync_word_offset(0) + 8 * ((syncs + processes - 1) / processes) +
+           record_bytes() * sync;
+  }
+  [[nodiscard]] std::uint64_t board_offset() const noexcept { return record_offset(syncs); }
   [[nodiscard]] std::uint64_t slot_bytes() const noexcept { return 8 * (2 + blocks); }
   [[nodiscard]] std::uint64_t slot_offset(std::uint64_t parity, std::uint64_t sender) const
       noexcept {
@@ -77,6 +110,7 @@ struct block_state {
   bool valid = true;           ///< holds at least the version its last acquire asked for
   bool dirty = false;          ///< written since the last release (twin in `twins`)
   bool noticed = false;        ///< released since the last barrier (in `notices`)
+  bool heard = false;          ///< named by a hand-over record since the last barrier (in `heard`)
   std::uint32_t version = 0;   ///< the version the private copy holds
   std::uint32_t wanted = 0;    ///< the newest version a write notice named
   std::int32_t releaser = -1;  ///< who released `wanted` (the fast read's source); -1 none
@@ -95,6 +129,7 @@ struct space_state {
   fabric::runtime& rt;
   std::uint64_t id;  ///< unique in the process: keys the threads' handles
   region_layout layout;
+  std::uint64_t mutexes = 0;  ///< synchronization objects 0 .. mutexes - 1; atomics after them
   int rank;
   fabric::detail::publish_route route;
   std::byte* base = nullptr;  ///< the private copy, at the same address everywhere
@@ -110,11 +145,22 @@ struct space_state {
   std::vector<std::vector<std::byte>> spare_twins;        ///< reused twin buffers
   std::vector<std::uint64_t> dirty;                        ///< dirty blocks, in first-write order
   std::vector<std::uint64_t> notices;  ///< blocks released since the last barrier
+  /// Blocks named by the hand-over records acquired since the last barrier; with `notices`, what
+  /// this process's own records pass on (transitively) until the barrier tells everyone.
+  std::vector<std::uint64_t> heard;
+  /// An acquired record said "everything" since the last barrier: so do this process's records.
+  bool heard_everything = false;
   std::uint64_t epoch = 0;             ///< barriers passed
   /// The notices sent at the barriers of each parity: [count, notices...]; untouched until two
   /// barriers later, by which time every peer has read them.
   std::vector<std::uint64_t> sent[2];
   space_counters counters;
+
+  /// By synchronization object: the encoded sync_word this process's holder took (0: none here),
+  /// written and read by the holding thread; and the last hand-over seen, a guess for the next
+  /// compare-and-swap.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> held;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> last_seen;
 
   /// Local barrier of the process's workers: arrivals, and the generation the last one bumps
   /// after the process's release and exchange (`failure`: why they failed, for the others).

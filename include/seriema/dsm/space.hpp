@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace seriema::fabric {
 class runtime;
@@ -42,6 +43,16 @@ struct space_options {
   /// Bytes of a block, the unit of coherence (fetch, twin, merge, home); a power of two,
   /// 4 KiB .. 1 MiB. 32 KiB is the seed's.
   std::size_t block_bytes = std::size_t{32} << 10;
+  /// Mutexes of the space (lock(), unlock()), numbered from 0; 0 .. 2^20 with atomics.
+  std::size_t mutexes = 64;
+  /// 64-bit acquire/release atomics of the space (load_acquire(), store_release(),
+  /// compare_exchange_acquire()), numbered from 0, each 0 at first.
+  std::size_t atomics = 64;
+  /// Write notices one hand-over of a mutex or atomic carries (1 .. 2^20). A process that knows
+  /// more since the last barrier hands over "everything": the acquirer then drops every copy it
+  /// holds (correct, and slower). Each process registers (mutexes + atomics) x (24 + 16 x this)
+  /// bytes for the records.
+  std::size_t handover_notices = 512;
 };
 
 /// What a space's process did (its threads together), for tests, benchmarks and tuning.
@@ -55,7 +66,11 @@ struct space_counters {
   std::uint64_t local_merges = 0;   ///< releases by the home itself (no get)
   std::uint64_t invalidations = 0;  ///< copies dropped at an acquire by a newer write notice
   std::uint64_t barriers = 0;       ///< barriers this process passed
-  std::uint64_t lock_retries = 0;   ///< block-lock attempts that found the block locked
+  std::uint64_t lock_retries = 0;   ///< block- and mutex-lock attempts that found them held
+  std::uint64_t acquires = 0;       ///< lock, load_acquire and compare_exchange_acquire calls
+  std::uint64_t handovers = 0;      ///< unlocks, store_release and successful exchanges
+  std::uint64_t handover_notices = 0;    ///< write notices received with acquires
+  std::uint64_t handover_overflows = 0;  ///< acquires that dropped every copy ("everything")
 };
 
 /// A block whose only master copy was in a process that died (or whose lock word was): what it
@@ -82,10 +97,18 @@ class block_lost : public error {
 /// them. Writes to different bytes of one block by several processes (false sharing) all
 /// survive.
 ///
+/// Mutexes and atomics synchronize fewer than all: unlock() and store_release() are releases
+/// whose hand-over carries the write notices this process knows (its own releases since the
+/// last barrier and those it acquired), and lock(), load_acquire() and compare_exchange_acquire()
+/// are acquires that apply them; so whatever was released before a hand-over is read after the
+/// acquire that takes it, transitively through chains of hand-overs.
+///
 /// Threads: a space belongs to a process and its threads share one copy of every block. Any
 /// thread may allocate, read and write; barrier() is called by every worker thread of the job.
-/// A thread must not store through a write span while another thread of its process runs
-/// release() (barrier() cannot meet that: it releases once every local worker arrived).
+/// A thread must not store through a write span while another thread of its process runs a
+/// release (release(), unlock(), store_release(), a successful compare_exchange_acquire();
+/// barrier() cannot meet that: it releases once every local worker arrived), nor read through a
+/// span whose blocks another thread's acquire may refetch, unless those bytes did not change.
 ///
 /// Errors: a pointer or span outside the space throws std::out_of_range naming it, before
 /// anything is fetched; every wait (block lock, fetch, barrier) ends by its deadline (argument or
@@ -136,6 +159,43 @@ class space {
   /// it. Throws seriema::error naming a dead process, deadline_error, block_lost.
   void barrier(fabric::thread_context& self, deadline_clock::time_point deadline = no_deadline);
 
+  /// Runs body(i) for every i of [first, last) spread over the job's worker threads (worker w of
+  /// W takes the w-th of W contiguous slices), then barrier(). Every worker calls it with equal
+  /// bounds; a body that throws leaves the others' barrier to end by its deadline.
+  template <class F>
+  void parallel_for(fabric::thread_context& self, std::size_t first, std::size_t last, F&& body,
+                    deadline_clock::time_point deadline = no_deadline) {
+    const auto [from, to] = slice(self, first, last);
+    for (std::size_t i = from; i < to; ++i) body(i);
+    barrier(self, deadline);
+  }
+
+  /// Takes mutex `mutex` (an acquire: every write released before its last unlock, anywhere,
+  /// is then read here). Waits, serving calls, while another thread holds it. Throws
+  /// std::out_of_range for a mutex the space does not have, seriema::error when its holder or
+  /// manager died, deadline_error.
+  void lock(fabric::thread_context& self, std::size_t mutex,
+            deadline_clock::time_point deadline = no_deadline);
+  /// Releases this process's writes and hands mutex `mutex` over with their notices. Throws
+  /// std::logic_error when this thread does not hold it; block_lost or deadline_error when the
+  /// release failed (the mutex is then free, and its next holder drops every copy it has).
+  void unlock(fabric::thread_context& self, std::size_t mutex,
+              deadline_clock::time_point deadline = no_deadline);
+  /// Atomic `atomic`'s value, as an acquire (what was released before the store_release or
+  /// exchange that wrote it is then read here). Throws std::out_of_range, seriema::error when
+  /// the process that wrote it last died (its value is lost), deadline_error.
+  std::uint64_t load_acquire(fabric::thread_context& self, std::size_t atomic,
+                             deadline_clock::time_point deadline = no_deadline);
+  /// Releases this process's writes, then sets atomic `atomic` to `value` with their notices.
+  /// Throws as load_acquire and release (on a failed release the value is not stored).
+  void store_release(fabric::thread_context& self, std::size_t atomic, std::uint64_t value,
+                     deadline_clock::time_point deadline = no_deadline);
+  /// An acquire of atomic `atomic`; when it equals `expected` also a release that sets it to
+  /// `desired` (true), else `expected` becomes its value (false). Throws as store_release.
+  bool compare_exchange_acquire(fabric::thread_context& self, std::size_t atomic,
+                                std::uint64_t& expected, std::uint64_t desired,
+                                deadline_clock::time_point deadline = no_deadline);
+
   /// Whether [p, p+n) lies inside the space.
   [[nodiscard]] bool contains(const void* p, std::size_t n) const noexcept;
   [[nodiscard]] std::byte* base() const noexcept;     ///< the space's first byte, equal everywhere
@@ -147,6 +207,9 @@ class space {
   void* allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align);
   void prepare(fabric::thread_context& self, const void* p, std::size_t n, bool for_write,
                deadline_clock::time_point deadline);
+  [[nodiscard]] std::pair<std::size_t, std::size_t> slice(const fabric::thread_context& self,
+                                                          std::size_t first,
+                                                          std::size_t last) const;
 
   std::unique_ptr<detail::space_state> state_;
 };

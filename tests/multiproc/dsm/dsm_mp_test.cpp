@@ -1,12 +1,16 @@
 // Shared spaces across the worker threads of one or several processes: a write released before
 // a barrier is read after it everywhere (message passing, producer/consumer with reads served by
 // the last releaser), several writers of one block keep every byte (false sharing), homes
-// migrate and come back, allocations never overlap, and bad input is refused before anything
-// moves (out-of-range spans, full spaces, bad or mismatched options).
+// migrate and come back, allocations never overlap; a mutex's hand-over carries what was written
+// under it (counters and logs, also when the notices overflow a record), acquire/release atomics
+// pass messages without a barrier, a read without an acquire may be stale; parallel_for covers
+// its range once; and bad input is refused before anything moves (out-of-range spans, mutexes
+// and atomics, full spaces, bad or mismatched options, an unlock by a thread without the lock).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <new>
 #include <seriema/base/error.hpp>
 #include <seriema/dsm/space.hpp>
@@ -130,7 +134,8 @@ TEST(Dsm, AValuePassedRoundTheRingAccumulates) {
       const std::span<const std::uint64_t> v = sp.read(me, value, 2);
       ASSERT_EQ(v[1], turn + 1);
       ASSERT_EQ(v[0], expected);
-      sp.barrier(me, phase_end());  // threads of a process share the copy: read before the next write
+      // Threads of a process share the copy: every read ends before the next write.
+      sp.barrier(me, phase_end());
     }
   });
 }
@@ -164,8 +169,159 @@ TEST(Dsm, AllocationsNeverOverlap) {
   });
 }
 
-// Spans outside the space, a space that is full, and bad or mismatched options are refused
-// before anything moves; the space still works after them.
+// Every worker takes the one mutex 12 times and appends its id to a log (in other blocks than
+// the count) at the count's position: a hand-over that lost a release would lose an increment
+// or overwrite an entry. `notices` = 1 makes every hand-over of a critical section that wrote
+// two blocks overflow into "everything".
+void mutex_protected_log(std::size_t notices) {
+  dsm::space_options o = small_space();
+  o.handover_notices = notices;
+  dsm::space sp(test::rt(), o, phase_end());
+  constexpr std::uint64_t per_worker = 12;
+  auto* count = reinterpret_cast<std::uint64_t*>(sp.base() + 2 * sp.block_bytes() + 8);
+  auto* log = reinterpret_cast<std::uint64_t*>(sp.base() + 5 * sp.block_bytes() - 16);
+  test::rt().run([&](thread_context& me) {
+    const std::uint64_t workers = me.thread_count();
+    for (std::uint64_t k = 0; k < per_worker; ++k) {
+      sp.lock(me, 3, phase_end());
+      const std::uint64_t at = sp.write(me, count, 1)[0]++;
+      ASSERT_LT(at, workers * per_worker);
+      const std::span<std::uint64_t> entries = sp.write(me, log, workers * per_worker);
+      ASSERT_EQ(entries[at], 0u) << "entry " << at << " written twice";
+      entries[at] = me.id() + 1;
+      sp.unlock(me, 3, phase_end());
+    }
+    sp.barrier(me, phase_end());
+    ASSERT_EQ(sp.read(me, count, 1)[0], workers * per_worker);
+    std::vector<std::uint64_t> by_worker(workers);
+    for (std::uint64_t e : sp.read(me, log, workers * per_worker)) {
+      ASSERT_GE(e, 1u);
+      ASSERT_LE(e, workers);
+      ++by_worker[e - 1];
+    }
+    for (std::uint64_t w = 0; w < workers; ++w) EXPECT_EQ(by_worker[w], per_worker) << w;
+    sp.barrier(me, phase_end());
+  });
+  dsm::space_counters sum;
+  for (const auto& c : test::allgather_value(sp.counters())) {
+    sum.acquires += c.acquires;
+    sum.handovers += c.handovers;
+    sum.handover_notices += c.handover_notices;
+    sum.handover_overflows += c.handover_overflows;
+  }
+  const std::uint64_t workers = test::rt().size() * test::rt().options().threads_per_process;
+  EXPECT_EQ(sum.acquires, workers * per_worker);
+  EXPECT_EQ(sum.handovers, workers * per_worker);
+  if (test::rt().size() > 1 && notices > 1) {
+    EXPECT_GT(sum.handover_notices, 0u);
+  }
+  if (test::rt().size() > 1 && notices == 1) {
+    EXPECT_GT(sum.handover_overflows, 0u);
+  }
+}
+
+TEST(Dsm, AMutexHandsOverWhatWasWrittenUnderIt) { mutex_protected_log(512); }
+
+TEST(Dsm, AMutexWhoseNoticesOverflowStillHandsEverythingOver) { mutex_protected_log(1); }
+
+// Round r: worker r % W writes 3 blocks and a tail, then store_release(0, r + 1); the others
+// spin on load_acquire(0) until they see it, check every word, and count themselves in with
+// compare_exchange_acquire on atomic 1; the next producer waits (load_acquire) for all of them.
+// No barrier until the end.
+TEST(Dsm, AtomicsPassMessagesWithoutABarrier) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  const std::size_t n = 3 * sp.block_bytes() / 8 + 21;
+  auto* data = reinterpret_cast<std::uint64_t*>(sp.base() + 11 * sp.block_bytes() + 64);
+  test::rt().run([&](thread_context& me) {
+    const std::uint64_t workers = me.thread_count();
+    constexpr std::uint64_t rounds = 8;
+    for (std::uint64_t r = 0; r < rounds; ++r) {
+      if (r % workers == me.id()) {
+        while (sp.load_acquire(me, 1, phase_end()) != r * (workers - 1)) (void)me.poll();
+        const std::span<std::uint64_t> out = sp.write(me, data, n);
+        for (std::size_t i = 0; i < n; ++i) out[i] = r * 7919 + i;
+        sp.store_release(me, 0, r + 1, phase_end());
+        continue;
+      }
+      while (sp.load_acquire(me, 0, phase_end()) != r + 1) (void)me.poll();
+      const std::span<const std::uint64_t> in = sp.read(me, data, n);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(in[i], r * 7919 + i) << "round " << r;
+      std::uint64_t seen = 0;
+      while (!sp.compare_exchange_acquire(me, 1, seen, seen + 1, phase_end())) {
+      }
+    }
+    sp.barrier(me, phase_end());
+    EXPECT_EQ(sp.load_acquire(me, 1, phase_end()), rounds * (workers - 1));
+    EXPECT_EQ(sp.load_acquire(me, 0, phase_end()), rounds);
+    sp.barrier(me, phase_end());
+  });
+}
+
+std::atomic<bool> released_elsewhere{false};
+
+// Message passing with and without the acquire: the first worker writes x, releases it and
+// tells the last worker by a call (no acquire). What the last worker then reads is allowed to
+// be stale under release consistency, and is whenever it sits in another process (its copy
+// stays valid until an acquire); after load_acquire of the atomic stored after the release,
+// it must read the new value.
+TEST(Dsm, AReadWithoutAnAcquireMayBeStaleAndOneAfterItIsNot) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  auto* x = reinterpret_cast<std::uint64_t*>(sp.base() + 7 * sp.block_bytes() + 200);
+  released_elsewhere = false;
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    const bool elsewhere = test::rt().size() > 1;  // worker 0 and the last in different processes
+    if (me.id() == 0 || me.id() == last) {
+      ASSERT_EQ(sp.read(me, x, 1)[0], 0u);
+    }
+    sp.barrier(me, phase_end());
+    if (me.id() == 0) {
+      sp.write(me, x, 1)[0] = 42;
+      sp.release(me, phase_end());
+      ASSERT_EQ(me.call(last, [] { released_elsewhere = true; }), fabric::call_status::ok);
+      sp.store_release(me, 2, 1, phase_end());
+    } else if (me.id() == last) {
+      ASSERT_TRUE(me.wait_until([] { return released_elsewhere.load(); }, phase_end()));
+      const std::uint64_t unsynchronized = sp.read(me, x, 1)[0];
+      if (elsewhere) {
+        EXPECT_EQ(unsynchronized, 0u) << "a copy was dropped without an acquire";
+      }
+      while (sp.load_acquire(me, 2, phase_end()) != 1) (void)me.poll();
+      EXPECT_EQ(sp.read(me, x, 1)[0], 42u);
+    }
+    sp.barrier(me, phase_end());
+  });
+}
+
+// Every worker runs its slice of [5, 5 + n): each index's word is written once, by one worker,
+// and the slices' sizes add up to n.
+TEST(Dsm, ParallelForCoversItsRangeOnce) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  constexpr std::size_t n = 3001;
+  auto* squares = reinterpret_cast<std::uint64_t*>(sp.base());
+  auto* ran = reinterpret_cast<std::uint64_t*>(sp.base() + 9 * sp.block_bytes());
+  test::rt().run([&](thread_context& me) {
+    std::uint64_t mine = 0;
+    sp.parallel_for(me, 5, 5 + n, [&](std::size_t i) {
+      sp.write(me, squares + i, 1)[0] = i * i + 1;
+      ++mine;
+    }, phase_end());
+    sp.write(me, ran + me.id(), 1)[0] = mine;
+    sp.barrier(me, phase_end());
+    const std::span<const std::uint64_t> all = sp.read(me, squares, 5 + n + 1);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      ASSERT_EQ(all[i], i >= 5 && i < 5 + n ? i * i + 1 : 0) << i;
+    }
+    std::uint64_t total = 0;
+    for (std::uint64_t c : sp.read(me, ran, me.thread_count())) total += c;
+    EXPECT_EQ(total, n);
+    sp.barrier(me, phase_end());
+  });
+}
+
+// Spans, mutexes and atomics outside the space, an unlock without the lock, a space that is
+// full, and bad or mismatched options are refused before anything moves; the space still works
+// after them.
 TEST(Dsm, BadInputIsRefused) {
   const int rank = test::rt().rank();
   dsm::space_options bad = small_space();
@@ -173,6 +329,12 @@ TEST(Dsm, BadInputIsRefused) {
   EXPECT_THROW(dsm::space(test::rt(), bad, phase_end()), config_error);
   bad = small_space();
   bad.bytes = bad.block_bytes * 3 + 1;
+  EXPECT_THROW(dsm::space(test::rt(), bad, phase_end()), config_error);
+  bad = small_space();
+  bad.handover_notices = 0;
+  EXPECT_THROW(dsm::space(test::rt(), bad, phase_end()), config_error);
+  bad = small_space();
+  bad.mutexes = std::size_t{1} << 20;
   EXPECT_THROW(dsm::space(test::rt(), bad, phase_end()), config_error);
   if (test::rt().size() > 1) {
     dsm::space_options mismatched = small_space();
@@ -191,6 +353,9 @@ TEST(Dsm, BadInputIsRefused) {
     EXPECT_THROW((void)sp.write(me, first + sp.size() - 4, 5), std::out_of_range);
     std::uint64_t outside = 0;
     EXPECT_THROW((void)sp.write(me, &outside, 1), std::out_of_range);
+    EXPECT_THROW(sp.lock(me, 64), std::out_of_range);
+    EXPECT_THROW((void)sp.load_acquire(me, 64), std::out_of_range);
+    EXPECT_THROW(sp.unlock(me, 0), std::logic_error);
     EXPECT_THROW((void)sp.allocate<std::uint8_t>(me, sp.size() + 1), std::bad_alloc);
     sp.barrier(me, phase_end());
     if (me.id() == 0) {

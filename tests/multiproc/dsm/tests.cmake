@@ -1,6 +1,7 @@
 # The dsm module (shared spaces): false sharing, producer/consumer with fast reads, a value round
-# the ring of workers, allocation, refusals; 1 process x 3 threads, 3 x 1 and 2 x 2 over shm, 3 x 1
-# over tcp (write messages, and put), 2 emulated machines over tcp, and under mpirun.
+# the ring of workers, allocation, mutexes and acquire/release atomics, parallel_for, refusals;
+# 1 process x 3 threads, 3 x 1 and 2 x 2 over shm, 3 x 1 over tcp (write messages, and put), 2
+# emulated machines over tcp, and under mpirun.
 seriema_mp_executable(dsm_mp_test dsm/dsm_mp_test.cpp seriema::dsm)
 seriema_mp_run(mp.dsm.np1.shm EXE dsm_mp_test NP 1 ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.dsm.np3.shm EXE dsm_mp_test NP 3 ENV SERIEMA_THREADS=1)
@@ -16,3 +17,9 @@ if(SERIEMA_MPIRUN)
                    -np 2 $<TARGET_FILE:dsm_mp_test>)
   set_tests_properties(mp.dsm.mpirun_np2.shm PROPERTIES LABELS multiproc TIMEOUT 300)
 endif()
+
+# A process that dies or stalls holding a mutex, a block's only master and an atomic's value:
+# 3 processes x 1 thread over shm, tcp and 3 emulated machines.
+seriema_mp_executable(dsm_failure_mp_test dsm/dsm_failure_mp_test.cpp seriema::dsm)
+seriema_three_rank_failure_suite(dsm_failure ${CMAKE_CURRENT_SOURCE_DIR}/dsm/dsm_failure_test.sh
+                                 dsm_failure_mp_test)

@@ -1,0 +1,43 @@
+// What the floating-home protocol (coherence.cpp) offers the synchronization objects
+// (handover.cpp): the guard against nested use, the errors, releases and the acquire of one
+// write notice. Every function here runs with the space's state mutex held.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "space_state.hpp"
+
+namespace seriema::dsm::detail {
+
+/// Marks the calling thread as inside space `s` for its lifetime; throws seriema::error when it
+/// already is (a call served while this thread waited inside the space used the space again).
+class entry_guard {
+ public:
+  explicit entry_guard(const void* s);
+  ~entry_guard();
+  entry_guard(const entry_guard&) = delete;
+  entry_guard& operator=(const entry_guard&) = delete;
+
+ private:
+  const void* saved_;
+};
+
+/// Throws block_lost for block b, whose master or lock was with `rank` (`how` says what
+/// happened to it).
+[[noreturn]] void throw_lost(std::uint64_t b, int rank, const char* how);
+/// Throws deadline_error: `what` was still awaited at the deadline.
+[[noreturn]] void throw_deadline(const std::string& what);
+
+/// Releases every dirty block. A block that fails is dropped from the dirty list with its twin
+/// before the exception leaves; those after it stay dirty.
+void release_all(space_state& s, fabric::thread_context& self,
+                 deadline_clock::time_point deadline);
+
+/// The acquire of one write notice: block b's version `version` was released by `releaser`. An
+/// older copy here is dropped (a dirty one is released first: the merge brings the newer master
+/// in and keeps this process's writes).
+void apply_notice(space_state& s, fabric::thread_context& self, std::uint64_t b,
+                  std::uint32_t version, int releaser, deadline_clock::time_point deadline);
+
+}  // namespace seriema::dsm::detail

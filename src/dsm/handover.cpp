@@ -1,0 +1,387 @@
+// Mutexes and acquire/release atomics of a space: a lock word at the object's manager, and a
+// hand-over record in the meta region of the process that last handed the object over, carrying
+// the write notices it knew (so an acquire reads what was released before, transitively) and,
+// for an atomic, its value. docs/shared-memory.md "Mutexes and atomics".
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "coherence.hpp"
+
+namespace seriema::dsm {
+
+namespace {
+
+using detail::record_everything;
+using detail::space_state;
+using detail::sync_word;
+using fabric::detail::atomic_op;
+using fabric::detail::publish_status;
+
+/// Entries a first get of a record brings (more take a second get).
+constexpr std::uint64_t entries_in_first_get = 32;
+
+/// A hand-over record as read by the acquirer.
+struct handover {
+  bool none = false;  ///< never handed over: no notices, value 0
+  bool lost = false;  ///< its process died: notices and value are gone
+  std::uint64_t epoch = 0;
+  std::uint64_t count = 0;  ///< or record_everything
+  std::uint64_t value = 0;
+  const std::uint64_t* entries = nullptr;  ///< count x ((block << 32 | version), releaser)
+};
+
+std::string object_name(const space_state& s, std::uint64_t sync) {
+  return sync < s.mutexes ? fmt::format("mutex {}", sync)
+                          : fmt::format("atomic {}", sync - s.mutexes);
+}
+
+int process_of_thread(const space_state& s, std::uint32_t thread) {
+  return s.rt.placement().locate(thread).process;
+}
+
+/// Sync object `sync`'s lock word at its manager, swapped for `desired` when it equals
+/// `expected`; returns what it held, or nullopt at the deadline.
+std::optional<sync_word> swap_word(space_state& s, fabric::thread_context& self,
+                                   std::uint64_t sync, sync_word desired, sync_word expected,
+                                   deadline_clock::time_point deadline, bool in_force) {
+  const int manager = s.layout.manager_of(sync);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::compare_swap, s.layout.sync_word_offset(sync), desired.encode(),
+      expected.encode(), deadline, in_force);
+  if (r.how == fabric::outcome::deadline_exceeded) return std::nullopt;
+  if (!r.ok()) {
+    throw error(fmt::format("dsm: {}'s manager, rank {}, does not answer ({})",
+                            object_name(s, sync), manager, fabric::to_string(r.how)));
+  }
+  return sync_word::decode(r.value);
+}
+
+/// Takes sync object `sync` for this thread; returns the word as this thread holds it.
+sync_word lock_sync(space_state& s, fabric::thread_context& self, std::uint64_t sync,
+                    deadline_clock::time_point deadline) {
+  sync_word guess{0, s.last_seen[sync].load(std::memory_order_relaxed)};
+  std::uint64_t retries = 0;
+  std::string holder_seen;  // for the deadline's message
+  for (;;) {
+    const sync_word mine{static_cast<std::uint32_t>(self.id() + 1), guess.last};
+    const std::optional<sync_word> was = swap_word(s, self, sync, mine, guess, deadline, true);
+    if (!was) detail::throw_deadline(fmt::format("{}{}", object_name(s, sync), holder_seen));
+    if (was->encode() == guess.encode()) {
+      s.last_seen[sync].store(guess.last, std::memory_order_relaxed);
+      s.held[sync].store(mine.encode(), std::memory_order_relaxed);
+      std::lock_guard lock(s.mutex);
+      s.counters.lock_retries += retries;
+      return mine;
+    }
+    if (was->holder == 0) {  // free, handed over by someone we did not guess
+      guess = *was;
+      continue;
+    }
+    const int holder = process_of_thread(s, was->holder - 1);
+    if (s.rt.peer_failed(holder)) {
+      throw error(fmt::format("dsm: {} is held by thread {} of rank {}, which died holding it",
+                              object_name(s, sync), was->holder - 1, holder));
+    }
+    holder_seen = fmt::format(" (held by thread {} of rank {})", was->holder - 1, holder);
+    if (deadline_clock::now() >= deadline) {
+      detail::throw_deadline(fmt::format("{}{}", object_name(s, sync), holder_seen));
+    }
+    guess = {0, static_cast<std::uint32_t>(holder + 1)};  // its hand-over names its process
+    ++retries;
+    (void)self.poll();
+    if (retries > 64) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));  // let the holder run
+    } else if (retries > 8) {
+      std::this_thread::yield();
+    }
+  }
+}
+
+/// Frees sync object `sync` (held by this thread as `held`), naming `last` + 1 as the process
+/// whose record is current. Bounded even without a deadline: the object must not stay held
+/// because a wait gave up.
+void unlock_sync(space_state& s, fabric::thread_context& self, std::uint64_t sync,
+                 sync_word held, std::uint32_t last) {
+  s.held[sync].store(0, std::memory_order_relaxed);
+  const sync_word freed{0, last};
+  const std::optional<sync_word> was =
+      swap_word(s, self, sync, freed, held, deadline_clock::now() + std::chrono::seconds(30),
+                false);
+  if (!was) {
+    throw error(fmt::format("dsm: {}'s manager, rank {}, took no unlock in 30 s",
+                            object_name(s, sync), s.layout.manager_of(sync)));
+  }
+  if (was->encode() != held.encode()) {
+    throw error(fmt::format("dsm: {}'s lock word changed while thread {} held it (0x{:x})",
+                            object_name(s, sync), self.id(), was->encode()));
+  }
+}
+
+/// The calling thread's buffer for records fetched from peers (a get that ran past its
+/// deadline may still land in it).
+std::vector<std::uint64_t>& record_buffer() {
+  thread_local std::vector<std::uint64_t> buffer;
+  return buffer;
+}
+
+handover decode_record(const space_state& s, const std::uint64_t* r, int process) {
+  handover h{false, false, r[0], r[1], r[2], r + 3};
+  if (h.count != record_everything && h.count > s.layout.record_notices) {
+    throw error(fmt::format("dsm: rank {} handed over {} notices, more than a record holds ({})",
+                            process, h.count, s.layout.record_notices));
+  }
+  return h;
+}
+
+/// Gets [offset, + words) of `process`'s meta region into `into`; false when it died.
+bool get_words(space_state& s, fabric::thread_context& self, int process, std::uint64_t offset,
+               std::uint64_t* into, std::uint64_t words, deadline_clock::time_point deadline) {
+  const publish_status got = s.peer(self, process).board->fetch(
+      {reinterpret_cast<std::byte*>(into), words * 8}, offset, deadline);
+  if (got == publish_status::peer_failed) return false;
+  if (got == publish_status::deadline_exceeded) detail::throw_deadline("a hand-over record's get");
+  if (got != publish_status::ok) {
+    throw error(fmt::format("dsm: the transport refused a get from rank {}", process));
+  }
+  return true;
+}
+
+/// The record the word `held` names (this thread holds the object, so nobody rewrites it).
+handover read_record(space_state& s, fabric::thread_context& self, std::uint64_t sync,
+                     sync_word held, deadline_clock::time_point deadline) {
+  if (held.last == 0) return {true};
+  const int process = static_cast<int>(held.last - 1);
+  const std::uint64_t offset = s.layout.record_offset(sync);
+  if (process == s.rank) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return decode_record(s, s.meta_word(offset), process);
+  }
+  std::vector<std::uint64_t>& buffer = record_buffer();
+  const std::uint64_t all = s.layout.record_bytes() / 8;
+  buffer.resize(std::max<std::uint64_t>(buffer.size(), all));
+  const std::uint64_t first = std::min(all, 3 + 2 * entries_in_first_get);
+  if (!get_words(s, self, process, offset, buffer.data(), first, deadline)) {
+    return {false, true};
+  }
+  handover h = decode_record(s, buffer.data(), process);
+  const std::uint64_t needed = h.count == record_everything ? 3 : 3 + 2 * h.count;
+  if (needed > first &&
+      !get_words(s, self, process, offset + 8 * first, buffer.data() + first, needed - first,
+                 deadline)) {
+    return {false, true};
+  }
+  return h;
+}
+
+/// Drops every copy this process holds (after releasing its writes): an acquire whose notices
+/// did not fit or were lost.
+void invalidate_everything(space_state& s, fabric::thread_context& self,
+                           deadline_clock::time_point deadline) {
+  detail::release_all(s, self, deadline);
+  for (detail::block_state& st : s.blocks) {
+    if (st.valid) {
+      st.valid = false;
+      ++s.counters.invalidations;
+    }
+  }
+  s.heard_everything = true;
+  ++s.counters.handover_overflows;
+}
+
+/// The acquire of a hand-over record (state mutex held).
+void apply_record(space_state& s, fabric::thread_context& self, const handover& h,
+                  deadline_clock::time_point deadline) {
+  ++s.counters.acquires;
+  if (h.none) return;
+  if (!h.lost && h.epoch < s.epoch) return;  // a barrier since told everyone all of it
+  if (h.epoch > s.epoch) {
+    throw error(fmt::format("dsm: a hand-over record of barrier epoch {} reached rank {} at "
+                            "epoch {}",
+                            h.epoch, s.rank, s.epoch));
+  }
+  if (h.lost || h.count == record_everything) return invalidate_everything(s, self, deadline);
+  for (std::uint64_t i = 0; i < h.count; ++i) {
+    const std::uint64_t b = h.entries[2 * i] >> 32;
+    const auto version = static_cast<std::uint32_t>(h.entries[2 * i]);
+    const std::uint64_t releaser = h.entries[2 * i + 1];
+    if (b >= s.layout.blocks || releaser >= s.layout.processes) {
+      throw error(fmt::format("dsm: a hand-over record names block {} of rank {} ({} blocks, {} "
+                              "processes)",
+                              b, releaser, s.layout.blocks, s.layout.processes));
+    }
+    detail::apply_notice(s, self, b, version, static_cast<int>(releaser), deadline);
+    if (!s.blocks[b].heard) {
+      s.blocks[b].heard = true;
+      s.heard.push_back(b);
+    }
+  }
+  s.counters.handover_notices += h.count;
+}
+
+/// Writes this process's record of `sync`: every notice it knows since the last barrier (its
+/// releases and what it heard), or "everything" when they do not fit or it heard "everything";
+/// and `value`. State mutex held; `sync` held by the calling thread, so no get reads the record
+/// while it changes (the next holder's get follows the unlock that follows these stores).
+void write_record(space_state& s, std::uint64_t sync, std::uint64_t value) {
+  std::uint64_t* r = s.meta_word(s.layout.record_offset(sync));
+  std::uint64_t count = 0;
+  bool everything = s.heard_everything;
+  const auto add = [&](std::uint64_t b) {
+    if (count == s.layout.record_notices) {
+      everything = true;
+      return;
+    }
+    const detail::block_state& st = s.blocks[b];
+    r[3 + 2 * count] = (b << 32) | st.wanted;
+    r[4 + 2 * count] = static_cast<std::uint64_t>(st.releaser);
+    ++count;
+  };
+  for (std::uint64_t b : s.notices) add(b);
+  for (std::uint64_t b : s.heard) {
+    if (!s.blocks[b].noticed) add(b);
+  }
+  r[0] = s.epoch;
+  r[1] = everything ? record_everything : count;
+  r[2] = value;
+  ++s.counters.handovers;
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+std::uint64_t check_sync(const space_state& s, std::size_t index, bool atomic) {
+  const std::uint64_t limit = atomic ? s.layout.syncs - s.mutexes : s.mutexes;
+  if (index >= limit) {
+    throw std::out_of_range(fmt::format("dsm: {} {} of a space with {} (space_options::{})",
+                                        atomic ? "atomic" : "mutex", index, limit,
+                                        atomic ? "atomics" : "mutexes"));
+  }
+  return atomic ? s.mutexes + index : index;
+}
+
+/// Takes `sync` and applies its record: the common start of every acquire. On failure the
+/// object is freed unchanged.
+std::pair<sync_word, handover> acquire_sync(space_state& s, fabric::thread_context& self,
+                                            std::uint64_t sync,
+                                            deadline_clock::time_point deadline) {
+  const sync_word held = lock_sync(s, self, sync, deadline);
+  try {
+    const handover h = read_record(s, self, sync, held, deadline);
+    std::lock_guard lock(s.mutex);
+    apply_record(s, self, h, deadline);
+    return {held, h};
+  } catch (...) {
+    unlock_sync(s, self, sync, held, held.last);
+    throw;
+  }
+}
+
+[[noreturn]] void throw_value_lost(const space_state& s, std::uint64_t sync, sync_word held) {
+  throw error(fmt::format("dsm: {}'s value is lost: rank {}, which stored it last, died",
+                          object_name(s, sync), held.last - 1));
+}
+
+/// Releases this process's writes and writes its record of `sync` with `value`, under the state
+/// mutex; false (nothing written) when the release failed with the exception in `failure`.
+bool release_into_record(space_state& s, fabric::thread_context& self, std::uint64_t sync,
+                         std::uint64_t value, deadline_clock::time_point deadline,
+                         std::exception_ptr& failure) {
+  std::lock_guard lock(s.mutex);
+  try {
+    detail::release_all(s, self, deadline);
+  } catch (...) {
+    failure = std::current_exception();
+    return false;
+  }
+  write_record(s, sync, value);
+  return true;
+}
+
+}  // namespace
+
+void space::lock(fabric::thread_context& self, std::size_t mutex,
+                 deadline_clock::time_point deadline) {
+  space_state& s = *state_;
+  const std::uint64_t sync = check_sync(s, mutex, false);
+  detail::entry_guard guard(&s);
+  (void)acquire_sync(s, self, sync, self.deadline_in_force(deadline));
+}
+
+void space::unlock(fabric::thread_context& self, std::size_t mutex,
+                   deadline_clock::time_point deadline) {
+  space_state& s = *state_;
+  const std::uint64_t sync = check_sync(s, mutex, false);
+  const sync_word held = sync_word::decode(s.held[sync].load(std::memory_order_relaxed));
+  if (held.holder != self.id() + 1) {
+    throw std::logic_error(fmt::format("dsm: thread {} unlocks mutex {}, which it does not hold",
+                                       self.id(), mutex));
+  }
+  detail::entry_guard guard(&s);
+  std::exception_ptr failure;
+  if (!release_into_record(s, self, sync, 0, self.deadline_in_force(deadline), failure)) {
+    // Some blocks may be released and in no record: the next holder must drop every copy.
+    std::lock_guard lock(s.mutex);
+    s.heard_everything = true;
+    write_record(s, sync, 0);
+  }
+  unlock_sync(s, self, sync, held, static_cast<std::uint32_t>(s.rank + 1));
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::uint64_t space::load_acquire(fabric::thread_context& self, std::size_t atomic,
+                                  deadline_clock::time_point deadline) {
+  space_state& s = *state_;
+  const std::uint64_t sync = check_sync(s, atomic, true);
+  detail::entry_guard guard(&s);
+  const auto [held, h] = acquire_sync(s, self, sync, self.deadline_in_force(deadline));
+  unlock_sync(s, self, sync, held, held.last);
+  if (h.lost) throw_value_lost(s, sync, held);
+  return h.none ? 0 : h.value;
+}
+
+void space::store_release(fabric::thread_context& self, std::size_t atomic, std::uint64_t value,
+                          deadline_clock::time_point deadline) {
+  space_state& s = *state_;
+  const std::uint64_t sync = check_sync(s, atomic, true);
+  detail::entry_guard guard(&s);
+  deadline = self.deadline_in_force(deadline);
+  const sync_word held = lock_sync(s, self, sync, deadline);
+  std::exception_ptr failure;
+  const bool stored = release_into_record(s, self, sync, value, deadline, failure);
+  unlock_sync(s, self, sync, held,
+              stored ? static_cast<std::uint32_t>(s.rank + 1) : held.last);
+  if (failure) std::rethrow_exception(failure);
+}
+
+bool space::compare_exchange_acquire(fabric::thread_context& self, std::size_t atomic,
+                                     std::uint64_t& expected, std::uint64_t desired,
+                                     deadline_clock::time_point deadline) {
+  space_state& s = *state_;
+  const std::uint64_t sync = check_sync(s, atomic, true);
+  detail::entry_guard guard(&s);
+  deadline = self.deadline_in_force(deadline);
+  const auto [held, h] = acquire_sync(s, self, sync, deadline);
+  const std::uint64_t value = h.none ? 0 : h.value;
+  if (h.lost || value != expected) {
+    unlock_sync(s, self, sync, held, held.last);
+    if (h.lost) throw_value_lost(s, sync, held);
+    expected = value;
+    return false;
+  }
+  std::exception_ptr failure;
+  const bool stored = release_into_record(s, self, sync, desired, deadline, failure);
+  unlock_sync(s, self, sync, held,
+              stored ? static_cast<std::uint32_t>(s.rank + 1) : held.last);
+  if (failure) std::rethrow_exception(failure);
+  return true;
+}
+
+}  // namespace seriema::dsm
