@@ -5,22 +5,32 @@
 # to the home, one put per changed run, and one put of the whole block), over shared memory and
 # over TCP between two emulated machines. Prints each table and the ratios against the issue's
 # goals (floating <= 0.5 x packed diff, <= 0.1 x scattered writes); writes
-# bench/results/dsm_diff-{shm,tcp}.json.
+# bench/results/dsm_diff-{shm,tcp}.json. Then the kernels: NAS EP (classes S and W) on the space
+# (bench/dsm_kernels: 2 processes x 1 thread over shm and over tcp between 2 emulated machines,
+# 1 x 2), against the same kernel on MPI (bench/mpi_kernels, 2 ranks, shared memory and tcp) and
+# with OpenMP in one process (bench/omp_kernels: 1 thread, the sequential time the speedups are
+# taken against, and 2); every program checks NAS's verification values. Writes
+# bench/results/dsm_kernels-*.json and prints the table with the ratios (goal: EP >= 0.9 x MPI).
 #   bench/run-dsm.sh [--quick] [--out DIR] [BUILD_DIR]
-# Full run: 5 repetitions of 200 merges per method, about a minute on 2 cores. --quick (smoke
-# test): 1 repetition of 20, into BUILD_DIR/bench-results.
+# Full run: 5 repetitions of 200 merges per method and 5 of each kernel, about 2 minutes on 2
+# cores. --quick (smoke test): 1 repetition of 20 merges and of class S, into
+# BUILD_DIR/bench-results.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/bench/runner-args.sh" "$@"
 launcher=$build/tools/seriema-run
-require_built "$build/bench/dsm_diff" "$launcher"
+require_built "$build/bench/dsm_diff" "$build/bench/dsm_kernels" "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
   args=(--reps 1 --iterations 20)
+  kernel_args=(--reps 1)
+  classes=(S)
 else
   out=${out:-$repo/bench/results}
   args=(--reps 5 --iterations 200)
+  kernel_args=(--reps 5)
+  classes=(S W)
 fi
 mkdir -p "$out"
 unset UCX_TLS UCX_NET_DEVICES
@@ -33,3 +43,57 @@ echo "== shared memory: seriema-run -n 2"
 echo "== tcp: seriema-run -n 2 --machines 2, UCX_TLS=tcp,self"
 UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/dsm_diff" "${args[@]}" \
   "${extra[@]}" --transport tcp --json "$out/dsm_diff-tcp.json"
+
+status=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
+for class in "${classes[@]}"; do
+  base="$out/dsm_kernels-ep-$class"
+  echo "== NAS EP class $class"
+  if [[ -x $build/bench/omp_kernels ]]; then
+    "$build/bench/omp_kernels" "${kernel_args[@]}" --class "$class" --threads 1 \
+      --json "$base-sequential.json" || status=$?
+    "$build/bench/omp_kernels" "${kernel_args[@]}" --class "$class" --threads 2 \
+      --json "$base-openmp.json" || status=$?
+  fi
+  if [[ -x $build/bench/mpi_kernels ]] && command -v mpirun > /dev/null; then
+    mpirun -np 2 --mca btl self,vader "$build/bench/mpi_kernels" "${kernel_args[@]}" \
+      --class "$class" --json "$base-mpi-shm.json" || status=$?
+    mpirun -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo "$build/bench/mpi_kernels" \
+      "${kernel_args[@]}" --class "$class" --json "$base-mpi-tcp.json" || status=$?
+  fi
+  SERIEMA_THREADS=1 "$launcher" -n 2 -- "$build/bench/dsm_kernels" "${kernel_args[@]}" \
+    --class "$class" --transport shm --json "$base-dsm-2x1-shm.json" || status=$?
+  SERIEMA_THREADS=2 "$launcher" -n 1 -- "$build/bench/dsm_kernels" "${kernel_args[@]}" \
+    --class "$class" --transport shm --json "$base-dsm-1x2-shm.json" || status=$?
+  SERIEMA_THREADS=1 UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- \
+    "$build/bench/dsm_kernels" "${kernel_args[@]}" --class "$class" --transport tcp \
+    --json "$base-dsm-2x1-tcp.json" || status=$?
+done
+
+echo
+echo "== NAS EP: median seconds; speedup over the sequential kernel; seriema / MPI (same transport)"
+python3 - "$out" "${classes[@]}" <<'PY'
+import json, os, sys
+out, classes = sys.argv[1], sys.argv[2:]
+runs = [("sequential", "OpenMP 1 thread", None), ("openmp", "OpenMP 2 threads", None),
+        ("mpi-shm", "MPI 2 ranks (shm)", None), ("mpi-tcp", "MPI 2 ranks (tcp)", None),
+        ("dsm-2x1-shm", "seriema 2x1 (shm)", "mpi-shm"), ("dsm-1x2-shm", "seriema 1x2", "mpi-shm"),
+        ("dsm-2x1-tcp", "seriema 2x1 (tcp, 2 machines)", "mpi-tcp")]
+print(f"{'class':<6}{'run':<32}{'seconds':>10}{'speedup':>9}{'/ MPI':>8}  verified")
+for c in classes:
+    def load(key):
+        path = os.path.join(out, f"dsm_kernels-ep-{c}-{key}.json")
+        return json.load(open(path)) if os.path.exists(path) else None
+    seq = load("sequential")
+    for key, label, mpi_key in runs:
+        r = load(key)
+        if r is None:
+            continue
+        t = r["median_seconds"]
+        speedup = f"{seq['median_seconds'] / t:.2f}" if seq else "-"
+        m = load(mpi_key) if mpi_key else None
+        ratio = f"{m['median_seconds'] / t:.2f}" if m else ""
+        print(f"{c:<6}{label:<32}{t:>10.4f}{speedup:>9}{ratio:>8}  {r['verified']}")
+PY
+echo "goal (issue 45): EP >= 0.9 x MPI; every run VERIFIED against NAS's values"
+exit $status
