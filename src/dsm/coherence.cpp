@@ -140,6 +140,13 @@ block_word load_word(detail::space_state& s, fabric::thread_context& self, std::
 void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                  deadline_clock::time_point deadline) {
   detail::block_state& st = s.blocks[b];
+  // A fault-driven space's invalid block stays inaccessible to the application while it is
+  // written through the protocol's view, and is left as its state says however this ends.
+  struct reprotect {
+    detail::space_state& s;
+    std::uint64_t b;
+    ~reprotect() { detail::protect_block(s, b); }
+  } after{s, b};
   if (st.releaser >= 0 && st.releaser != s.rank) {
     const auto v = fetch_consistent(s, self, st.releaser, b, deadline);
     if (v && *v >= st.wanted) {
@@ -188,6 +195,7 @@ void make_twin(detail::space_state& s, std::uint64_t b) {
   s.dirty.push_back(b);
   s.blocks[b].dirty = true;
   ++s.counters.twins;
+  detail::protect_block(s, b);
 }
 
 /// Locks block b's word; returns it as it was (unlocked).
@@ -260,6 +268,9 @@ void take_master(detail::space_state& s, fabric::thread_context& self, std::uint
 /// Merges dirty block b into its master copy, which becomes this process's public copy.
 void release_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                    deadline_clock::time_point deadline) {
+  // A store by another thread of the process from here on faults and waits for the state mutex
+  // (fault-driven spaces): it lands after the merge, in a new interval, and is not lost.
+  detail::seal_block(s, b);
   const block_word w = lock_block(s, self, b, deadline);
   std::uint64_t* sequence = s.sequence_word(b);
   begin_rewrite(sequence);
@@ -279,6 +290,7 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   st.releaser = s.rank;
   st.valid = true;
   st.dirty = false;
+  detail::protect_block(s, b);
   s.spare_twins.push_back(std::move(twin->second));
   s.twins.erase(twin);
   if (!st.noticed) {
@@ -403,6 +415,7 @@ void release_dirty(detail::space_state& s, fabric::thread_context& self, std::ui
     s.blocks[b].dirty = false;
     s.blocks[b].valid = false;
     s.twins.erase(b);
+    detail::protect_block(s, b);
     throw;
   }
 }
@@ -412,6 +425,15 @@ void release_dirty(detail::space_state& s, fabric::thread_context& self, std::ui
 void detail::release_all(space_state& s, fabric::thread_context& self,
                          deadline_clock::time_point deadline) {
   while (!s.dirty.empty()) release_dirty(s, self, s.dirty.front(), deadline);
+}
+
+void detail::prepare_blocks(space_state& s, fabric::thread_context& self, std::uint64_t first,
+                            std::uint64_t last, bool for_write,
+                            deadline_clock::time_point deadline) {
+  for (std::uint64_t b = first; b <= last; ++b) {
+    if (!s.blocks[b].valid) fetch_block(s, self, b, deadline);
+    if (for_write && !s.blocks[b].dirty) make_twin(s, b);
+  }
 }
 
 void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uint64_t b,
@@ -429,6 +451,7 @@ void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uin
   }
   st.valid = false;
   ++s.counters.invalidations;
+  protect_block(s, b);
 }
 
 void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, bool for_write,
@@ -441,15 +464,11 @@ void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, 
   if (n == 0) return;
   detail::space_state& s = *state_;
   detail::entry_guard guard(&s);
-  deadline = self.deadline_in_force(deadline);
   const auto offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - s.base);
   const std::uint64_t first = offset / s.layout.block_bytes;
   const std::uint64_t last = (offset + n - 1) / s.layout.block_bytes;
   std::lock_guard lock(s.mutex);
-  for (std::uint64_t b = first; b <= last; ++b) {
-    if (!s.blocks[b].valid) fetch_block(s, self, b, deadline);
-    if (for_write && !s.blocks[b].dirty) make_twin(s, b);
-  }
+  detail::prepare_blocks(s, self, first, last, for_write, self.deadline_in_force(deadline));
 }
 
 void space::release(fabric::thread_context& self, deadline_clock::time_point deadline) {

@@ -34,6 +34,18 @@ class entry_guard {
 void release_all(space_state& s, fabric::thread_context& self,
                  deadline_clock::time_point deadline);
 
+/// Makes blocks first..last current (fetching the invalid ones) and, `for_write`, twinned.
+void prepare_blocks(space_state& s, fabric::thread_context& self, std::uint64_t first,
+                    std::uint64_t last, bool for_write, deadline_clock::time_point deadline);
+
+/// In a fault-driven space, sets block b's page protection from its state: none while invalid,
+/// read-only while clean (the first store faults and twins it), read-write while dirty. Nothing
+/// in an explicit space.
+void protect_block(space_state& s, std::uint64_t b);
+/// In a fault-driven space, makes block b read-only for the application (before a release
+/// merges it).
+void seal_block(space_state& s, std::uint64_t b);
+
 /// The acquire of one write notice: block b's version `version` was released by `releaser`. An
 /// older copy here is dropped (a dirty one is released first: the merge brings the newer master
 /// in and keeps this process's writes).

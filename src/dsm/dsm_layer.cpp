@@ -7,6 +7,7 @@
 #include <seriema/fabric/detail/thread_extension.hpp>
 #include <seriema/fabric/runtime.hpp>
 
+#include "faults.hpp"
 #include "space_state.hpp"
 
 namespace seriema::dsm::detail {
@@ -15,7 +16,13 @@ namespace {
 
 class dsm_layer final : public fabric::thread_extension {
  public:
-  dsm_layer() { set_wants_poll(false); }  // nothing arrives for it: spaces are one-sided
+  /// Made on the worker's own thread (its context's constructor), which is the thread whose
+  /// faults it serves.
+  explicit dsm_layer(fabric::thread_context& self) {
+    set_wants_poll(false);  // nothing arrives for it: spaces are one-sided
+    set_worker_context(&self);
+  }
+  ~dsm_layer() override { set_worker_context(nullptr); }
   std::size_t poll(fabric::thread_context&) override { return 0; }
   void flush(fabric::thread_context&) override {}
   void peers_failed(fabric::thread_context&) override {}
@@ -24,8 +31,8 @@ class dsm_layer final : public fabric::thread_extension {
   std::map<std::uint64_t, std::vector<peer_handles>> handles;
 };
 
-std::unique_ptr<fabric::thread_extension> make_layer(fabric::thread_context&) {
-  return std::make_unique<dsm_layer>();
+std::unique_ptr<fabric::thread_extension> make_layer(fabric::thread_context& self) {
+  return std::make_unique<dsm_layer>(self);
 }
 
 const std::size_t registered = fabric::register_thread_layer(

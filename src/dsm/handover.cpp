@@ -194,6 +194,7 @@ void invalidate_everything(space_state& s, fabric::thread_context& self,
       ++s.counters.invalidations;
     }
   }
+  for (std::uint64_t b = 0; b < s.layout.blocks; ++b) detail::protect_block(s, b);
   s.heard_everything = true;
   ++s.counters.handover_overflows;
 }

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "faults.hpp"
 #include "space_state.hpp"
 
 namespace seriema::dsm {
@@ -54,12 +55,15 @@ void check(const space_options& o) {
 
 bool same_shape(const space_options& a, const space_options& b) {
   return a.bytes == b.bytes && a.block_bytes == b.block_bytes && a.mutexes == b.mutexes &&
-         a.atomics == b.atomics && a.handover_notices == b.handover_notices;
+         a.atomics == b.atomics && a.handover_notices == b.handover_notices &&
+         a.fault_driven == b.fault_driven;
 }
 
 std::string describe(const space_options& o) {
-  return fmt::format("{} bytes in blocks of {}, {} mutexes, {} atomics, {} notices per hand-over",
-                     o.bytes, o.block_bytes, o.mutexes, o.atomics, o.handover_notices);
+  return fmt::format("{} bytes in blocks of {}, {} mutexes, {} atomics, {} notices per hand-over, "
+                     "{} access",
+                     o.bytes, o.block_bytes, o.mutexes, o.atomics, o.handover_notices,
+                     o.fault_driven ? "fault-driven" : "explicit");
 }
 
 template <class T>
@@ -146,6 +150,18 @@ struct hello {
   transfer::remote_memory_locator meta;
 };
 
+/// Every process's public copy and meta region, as the others' handles will reach them.
+void exchange_locators(fabric::runtime& rt, detail::space_state& s,
+                       deadline_clock::time_point deadline) {
+  const hello mine{s.public_region->locator(s.rank), s.meta_region->locator(s.rank)};
+  const auto all = rt.allgather(bytes_of(mine), deadline);
+  for (int r = 0; r < rt.size(); ++r) {
+    const auto h = value_of<hello>(all[static_cast<std::size_t>(r)], r);
+    s.public_of.push_back(h.public_copy);
+    s.meta_of.push_back(h.meta);
+  }
+}
+
 int count_local_workers(const fabric::runtime& rt) {
   int n = 0;
   for (fabric::thread_id t = 0; t < rt.placement().thread_count(); ++t) {
@@ -171,6 +187,7 @@ space::space(fabric::runtime& rt, const space_options& options,
               options.mutexes + options.atomics,
               options.handover_notices};
   s.mutexes = options.mutexes;
+  s.fault_driven = options.fault_driven;
   s.held = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
   s.last_seen = std::make_unique<std::atomic<std::uint32_t>[]>(s.layout.syncs);
   s.route = route_for(rt);
@@ -185,19 +202,25 @@ space::space(fabric::runtime& rt, const space_options& options,
   // collectives below: a peer that returns from them first may publish into it at once.
   rt.service_expose(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
                     s.meta_region->bytes().size());
-  const hello mine{s.public_region->locator(s.rank), s.meta_region->locator(s.rank)};
-  const auto all = rt.allgather(bytes_of(mine), deadline);
-  for (int r = 0; r < rt.size(); ++r) {
-    const auto h = value_of<hello>(all[static_cast<std::size_t>(r)], r);
-    s.public_of.push_back(h.public_copy);
-    s.meta_of.push_back(h.meta);
+  try {
+    exchange_locators(rt, s, deadline);
+    s.base = map_everywhere(rt, options.bytes, deadline);
+    s.protocol_view = s.base;
+    if (s.fault_driven) detail::register_fault_space(s);
+  } catch (...) {
+    if (s.base != nullptr) munmap(s.base, s.layout.bytes);
+    if (s.protocol_view != s.base) munmap(s.protocol_view, s.layout.bytes);
+    rt.service_withdraw(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
+                        s.meta_region->bytes().size());
+    throw;
   }
-  s.base = map_everywhere(rt, options.bytes, deadline);
 }
 
 space::~space() {
   detail::space_state& s = *state_;
+  if (s.fault_driven) detail::unregister_fault_space(s);
   if (s.base != nullptr) munmap(s.base, s.layout.bytes);
+  if (s.protocol_view != s.base) munmap(s.protocol_view, s.layout.bytes);
   s.rt.service_withdraw(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
                         s.meta_region->bytes().size());
 }

@@ -130,9 +130,14 @@ struct space_state {
   std::uint64_t id;  ///< unique in the process: keys the threads' handles
   region_layout layout;
   std::uint64_t mutexes = 0;  ///< synchronization objects 0 .. mutexes - 1; atomics after them
+  bool fault_driven = false;  ///< blocks' pages protected by their state (faults.cpp)
   int rank;
   fabric::detail::publish_route route;
   std::byte* base = nullptr;  ///< the private copy, at the same address everywhere
+  /// The protocol's view of the private copy: `base` itself, or in a fault-driven space a
+  /// second, always writable mapping of the same pages (the application's view at `base` stays
+  /// inaccessible while a block is fetched through this one, so no thread reads it half done).
+  std::byte* protocol_view = nullptr;
   std::unique_ptr<transfer::shared_region> public_region;
   std::unique_ptr<transfer::shared_region> meta_region;
   std::vector<transfer::remote_memory_locator> public_of;  ///< by process
@@ -171,9 +176,10 @@ struct space_state {
 
   space_state(fabric::runtime& runtime, std::uint64_t space_id) : rt(runtime), id(space_id) {}
 
-  /// Block b of the private copy, of the public copy, and b's sequence word (local).
+  /// Block b of the private copy (in the protocol's view), of the public copy, and b's sequence
+  /// word (local).
   [[nodiscard]] std::byte* private_block(std::uint64_t b) const noexcept {
-    return base + b * layout.block_bytes;
+    return protocol_view + b * layout.block_bytes;
   }
   [[nodiscard]] std::byte* public_block(std::uint64_t b) const noexcept {
     return public_region->bytes().data() + b * layout.block_bytes;

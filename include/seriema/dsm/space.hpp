@@ -53,6 +53,11 @@ struct space_options {
   /// holds (correct, and slower). Each process registers (mutexes + atomics) x (24 + 16 x this)
   /// bytes for the records.
   std::size_t handover_notices = 512;
+  /// Fault-driven access: the space's pages are protected by their blocks' state, so plain
+  /// loads and stores through pointers into it work as read() and write() spans do (a load of
+  /// an invalid block fetches it, the first store to a clean one twins it). Off: only spans
+  /// are coherent. docs/shared-memory.md "Fault-driven access" says what it costs and forbids.
+  bool fault_driven = false;
 };
 
 /// What a space's process did (its threads together), for tests, benchmarks and tuning.
@@ -67,6 +72,7 @@ struct space_counters {
   std::uint64_t invalidations = 0;  ///< copies dropped at an acquire by a newer write notice
   std::uint64_t barriers = 0;       ///< barriers this process passed
   std::uint64_t lock_retries = 0;   ///< block- and mutex-lock attempts that found them held
+  std::uint64_t faults = 0;         ///< protection faults served (fault-driven spaces)
   std::uint64_t acquires = 0;       ///< lock, load_acquire and compare_exchange_acquire calls
   std::uint64_t handovers = 0;      ///< unlocks, store_release and successful exchanges
   std::uint64_t handover_notices = 0;    ///< write notices received with acquires
@@ -108,7 +114,8 @@ class block_lost : public error {
 /// A thread must not store through a write span while another thread of its process runs a
 /// release (release(), unlock(), store_release(), a successful compare_exchange_acquire();
 /// barrier() cannot meet that: it releases once every local worker arrived), nor read through a
-/// span whose blocks another thread's acquire may refetch, unless those bytes did not change.
+/// span whose blocks another thread's acquire may refetch, unless those bytes did not change;
+/// a fault-driven space (space_options::fault_driven) lifts both.
 ///
 /// Errors: a pointer or span outside the space throws std::out_of_range naming it, before
 /// anything is fetched; every wait (block lock, fetch, barrier) ends by its deadline (argument or

@@ -4,7 +4,8 @@
 // migrate and come back, allocations never overlap; a mutex's hand-over carries what was written
 // under it (counters and logs, also when the notices overflow a record), acquire/release atomics
 // pass messages without a barrier, a read without an acquire may be stale; parallel_for covers
-// its range once; and bad input is refused before anything moves (out-of-range spans, mutexes
+// its range once; a fault-driven space needs no spans, and a fault outside it ends the process
+// as without it; and bad input is refused before anything moves (out-of-range spans, mutexes
 // and atomics, full spaces, bad or mismatched options, an unlock by a thread without the lock).
 #include <gtest/gtest.h>
 
@@ -12,6 +13,9 @@
 #include <cstdint>
 #include <atomic>
 #include <new>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <seriema/base/error.hpp>
 #include <seriema/dsm/space.hpp>
 #include <seriema/fabric/runtime.hpp>
@@ -255,6 +259,83 @@ TEST(Dsm, AtomicsPassMessagesWithoutABarrier) {
     EXPECT_EQ(sp.load_acquire(me, 0, phase_end()), rounds);
     sp.barrier(me, phase_end());
   });
+}
+
+// Plain loads and stores through pointers into a fault-driven space: every worker stores its
+// bytes of 4 blocks (false sharing), every byte is loaded back after the barrier; then a
+// counter under a mutex is incremented with ++.
+TEST(Dsm, FaultDrivenAccessNeedsNoSpans) {
+  dsm::space_options o = small_space();
+  o.fault_driven = true;
+  dsm::space sp(test::rt(), o, phase_end());
+  const std::size_t n = 3 * sp.block_bytes() + 77;
+  auto* shared = reinterpret_cast<std::uint8_t*>(sp.base() + sp.block_bytes() + 5);
+  auto* count = reinterpret_cast<std::uint64_t*>(sp.base() + 10 * sp.block_bytes());
+  test::rt().run([&](thread_context& me) {
+    const std::uint64_t workers = me.thread_count();
+    for (std::uint64_t round = 0; round < 4; ++round) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if ((i + round) % workers == me.id()) shared[i] = byte_of(me.id(), round, i);
+      }
+      sp.barrier(me, phase_end());
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(shared[i], byte_of((i + round) % workers, round, i)) << round << " " << i;
+      }
+      sp.barrier(me, phase_end());
+    }
+    for (int k = 0; k < 10; ++k) {
+      sp.lock(me, 1, phase_end());
+      ++*count;
+      sp.unlock(me, 1, phase_end());
+    }
+    sp.barrier(me, phase_end());
+    EXPECT_EQ(*count, workers * 10);
+    sp.barrier(me, phase_end());
+  });
+  dsm::space_counters sum;
+  for (const auto& c : test::allgather_value(sp.counters())) {
+    sum.faults += c.faults;
+    sum.fetches += c.fetches;
+    sum.twins += c.twins;
+  }
+  EXPECT_GT(sum.faults, 0u);
+  EXPECT_GT(sum.twins, 0u);
+  if (test::rt().size() > 1) {
+    EXPECT_GT(sum.fetches, 0u);
+  }
+}
+
+// How a child process that stores through a null pointer ends (its status from waitpid).
+int status_of_a_null_store() {
+  const pid_t child = fork();
+  if (child == 0) {
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    volatile int* volatile nowhere = nullptr;
+    *nowhere = 1;
+    _exit(42);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return status;
+}
+
+// A fault outside every space goes to the handler that was there before (UCX's, a sanitizer's,
+// the default): a null store ends the process as it did before the fault-driven space existed.
+TEST(Dsm, AFaultOutsideTheSpaceEndsAsWithoutIt) {
+  const bool forks = test::rt().rank() == 0;
+  const int before = forks ? status_of_a_null_store() : 0;
+  dsm::space_options o = small_space();
+  o.fault_driven = true;
+  dsm::space sp(test::rt(), o, phase_end());  // collective
+  if (!forks) return;
+  const int during = status_of_a_null_store();
+  ASSERT_FALSE(WIFEXITED(before) && WEXITSTATUS(before) == 42) << "the null store did not fault";
+  EXPECT_EQ(during, before) << "before: " << (WIFSIGNALED(before) ? "signal " : "exit ")
+                            << (WIFSIGNALED(before) ? WTERMSIG(before) : WEXITSTATUS(before))
+                            << ", with the space: "
+                            << (WIFSIGNALED(during) ? "signal " : "exit ")
+                            << (WIFSIGNALED(during) ? WTERMSIG(during) : WEXITSTATUS(during));
 }
 
 std::atomic<bool> released_elsewhere{false};

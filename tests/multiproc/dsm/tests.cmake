@@ -1,5 +1,6 @@
 # The dsm module (shared spaces): false sharing, producer/consumer with fast reads, a value round
-# the ring of workers, allocation, mutexes and acquire/release atomics, parallel_for, refusals;
+# the ring of workers, allocation, mutexes and acquire/release atomics, parallel_for,
+# fault-driven access (plain loads and stores; a fault outside the space), refusals;
 # 1 process x 3 threads, 3 x 1 and 2 x 2 over shm, 3 x 1 over tcp (write messages, and put), 2
 # emulated machines over tcp, and under mpirun.
 seriema_mp_executable(dsm_mp_test dsm/dsm_mp_test.cpp seriema::dsm)
