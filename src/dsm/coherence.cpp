@@ -265,6 +265,23 @@ void take_master(detail::space_state& s, fabric::thread_context& self, std::uint
   throw_lost(b, home, "(its home) died");
 }
 
+/// The head word of the release log of the epoch this process is in.
+std::uint64_t* log_head(detail::space_state& s) noexcept {
+  return s.meta_word(s.layout.log_offset(s.epoch % 2));
+}
+
+/// Records block b's release (noticed, at its notice index) in the release log: the entry, then
+/// the head word with the count, each one atomic store, so a peer's get of the head and then of
+/// the entries it counts reads whole entries, at this or a newer version.
+void log_release(detail::space_state& s, std::uint64_t b) noexcept {
+  const detail::block_state& st = s.blocks[b];
+  std::uint64_t* head = log_head(s);
+  std::atomic_ref<std::uint64_t>(head[1 + st.notice_index])
+      .store((b << 32) | st.version, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(*head).store((s.epoch << 32) | s.notices.size(),
+                                              std::memory_order_release);
+}
+
 /// Merges dirty block b into its master copy, which becomes this process's public copy.
 void release_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                    deadline_clock::time_point deadline) {
@@ -295,8 +312,10 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   s.twins.erase(twin);
   if (!st.noticed) {
     st.noticed = true;
+    st.notice_index = static_cast<std::uint32_t>(s.notices.size());
     s.notices.push_back(b);
   }
+  log_release(s, b);
   ++s.counters.releases;
 }
 
@@ -310,6 +329,9 @@ void publish_notices(detail::space_state& s, fabric::thread_context& self, std::
     s.blocks[b].noticed = false;
   }
   s.notices.clear();
+  // The new epoch's log starts empty before any peer can leave this barrier and read it; the old
+  // one stays whole for the peers still in the old epoch.
+  std::atomic_ref<std::uint64_t>(*log_head(s)).store(epoch << 32, std::memory_order_release);
   const std::uint64_t slot = s.layout.slot_offset(epoch % 2, static_cast<std::uint64_t>(s.rank));
   const std::span<const std::byte> data{reinterpret_cast<const std::byte*>(out.data()),
                                         out.size() * sizeof(std::uint64_t)};

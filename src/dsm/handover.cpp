@@ -306,7 +306,55 @@ bool release_into_record(space_state& s, fabric::thread_context& self, std::uint
   return true;
 }
 
+/// Applies peer q's release log of this process's epoch (state mutex not held: taken for the
+/// notices). Throws seriema::error when q died: its releases can no longer be learnt.
+void acquire_log(space_state& s, fabric::thread_context& self, int q, std::uint64_t epoch,
+                 deadline_clock::time_point deadline) {
+  std::vector<std::uint64_t>& buffer = record_buffer();
+  buffer.resize(std::max<std::uint64_t>(buffer.size(), 1 + s.layout.blocks));
+  const std::uint64_t offset = s.layout.log_offset(epoch % 2);
+  const auto dead = [&] {
+    return error(fmt::format("dsm: acquire on rank {}: rank {} died; its releases cannot be "
+                             "learnt",
+                             s.rank, q));
+  };
+  if (!get_words(s, self, q, offset, buffer.data(), 1, deadline)) throw dead();
+  if ((buffer[0] >> 32) != (epoch & 0xffffffff)) return;  // nothing released in this epoch yet
+  const std::uint64_t count = buffer[0] & 0xffffffff;
+  if (count > s.layout.blocks) {
+    throw error(fmt::format("dsm: rank {}'s release log counts {} of {} blocks", q, count,
+                            s.layout.blocks));
+  }
+  if (count != 0 && !get_words(s, self, q, offset + 8, buffer.data() + 1, count, deadline)) {
+    throw dead();
+  }
+  std::lock_guard lock(s.mutex);
+  for (std::uint64_t i = 1; i <= count; ++i) {
+    const std::uint64_t b = buffer[i] >> 32;
+    if (b >= s.layout.blocks) {
+      throw error(fmt::format("dsm: rank {}'s release log names block {} of {}", q, b,
+                              s.layout.blocks));
+    }
+    detail::apply_notice(s, self, b, static_cast<std::uint32_t>(buffer[i]), q, deadline);
+  }
+}
+
 }  // namespace
+
+void space::acquire(fabric::thread_context& self, deadline_clock::time_point deadline) {
+  space_state& s = *state_;
+  detail::entry_guard guard(&s);
+  deadline = self.deadline_in_force(deadline);
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    epoch = s.epoch;
+    ++s.counters.acquires;
+  }
+  for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
+    if (q != s.rank) acquire_log(s, self, q, epoch, deadline);
+  }
+}
 
 void space::lock(fabric::thread_context& self, std::size_t mutex,
                  deadline_clock::time_point deadline) {

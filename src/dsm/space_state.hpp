@@ -66,7 +66,9 @@ constexpr std::uint64_t record_everything = ~std::uint64_t{0};
 ///    (mutexes, then atomics) it manages, then one hand-over record per object: [epoch][count or
 ///    record_everything][value][count x ((block << 32 | version), releaser)], written with plain
 ///    stores by this process only while one of its threads holds the object, read by the next
-///    holder's get; then the notice board: 2 parities x P senders, a slot each: [epoch word]
+///    holder's get; then two release logs (by barrier epoch parity), written by this process with
+///    plain stores at each release (entry, then the head word), read by peers' acquire(); then
+///    the notice board: 2 parities x P senders, a slot each: [epoch word]
 ///    [count][count notices of (block << 32 | version)]. Slot (parity, q) is written only by
 ///    process q (data, then the epoch word), at barriers of that parity.
 struct region_layout {
@@ -96,7 +98,12 @@ struct region_layout {
     return sync_word_offset(0) + 8 * ((syncs + processes - 1) / processes) +
            record_bytes() * sync;
   }
-  [[nodiscard]] std::uint64_t board_offset() const noexcept { return record_offset(syncs); }
+  /// The release log of barrier epochs of `parity`: [epoch << 32 | count][count entries of
+  /// (block << 32 | version)], this process's releases in that epoch, one entry per block.
+  [[nodiscard]] std::uint64_t log_offset(std::uint64_t parity) const noexcept {
+    return record_offset(syncs) + 8 * (1 + blocks) * parity;
+  }
+  [[nodiscard]] std::uint64_t board_offset() const noexcept { return log_offset(2); }
   [[nodiscard]] std::uint64_t slot_bytes() const noexcept { return 8 * (2 + blocks); }
   [[nodiscard]] std::uint64_t slot_offset(std::uint64_t parity, std::uint64_t sender) const
       noexcept {
@@ -111,6 +118,7 @@ struct block_state {
   bool dirty = false;          ///< written since the last release (twin in `twins`)
   bool noticed = false;        ///< released since the last barrier (in `notices`)
   bool heard = false;          ///< named by a hand-over record since the last barrier (in `heard`)
+  std::uint32_t notice_index = 0;  ///< its place in `notices` and in the release log, if noticed
   std::uint32_t version = 0;   ///< the version the private copy holds
   std::uint32_t wanted = 0;    ///< the newest version a write notice named
   std::int32_t releaser = -1;  ///< who released `wanted` (the fast read's source); -1 none

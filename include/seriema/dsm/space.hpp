@@ -73,7 +73,7 @@ struct space_counters {
   std::uint64_t barriers = 0;       ///< barriers this process passed
   std::uint64_t lock_retries = 0;   ///< block- and mutex-lock attempts that found them held
   std::uint64_t faults = 0;         ///< protection faults served (fault-driven spaces)
-  std::uint64_t acquires = 0;       ///< lock, load_acquire and compare_exchange_acquire calls
+  std::uint64_t acquires = 0;  ///< acquire, lock, load_acquire and compare_exchange_acquire calls
   std::uint64_t handovers = 0;      ///< unlocks, store_release and successful exchanges
   std::uint64_t handover_notices = 0;    ///< write notices received with acquires
   std::uint64_t handover_overflows = 0;  ///< acquires that dropped every copy ("everything")
@@ -161,6 +161,12 @@ class space {
   /// copies (floating home: each becomes homed here) and records write notices for the next
   /// barrier. Throws block_lost, deadline_error (blocks merged before it stay released).
   void release(fabric::thread_context& self, deadline_clock::time_point deadline = no_deadline);
+  /// An acquire without a synchronization object: every write that any process had released
+  /// when this call began is read here afterwards (one get of each peer's release log, and one
+  /// more of its entries when it has any). For programs that synchronize by other means (a
+  /// call, a message). Throws seriema::error when a peer died (its releases cannot be learnt),
+  /// deadline_error.
+  void acquire(fabric::thread_context& self, deadline_clock::time_point deadline = no_deadline);
   /// Release, exchange of write notices with every process, acquire: afterwards every write
   /// released anywhere before the barrier is visible here. Every worker thread of the job calls
   /// it. Throws seriema::error naming a dead process, deadline_error, block_lost.

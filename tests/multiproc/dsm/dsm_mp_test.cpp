@@ -343,8 +343,8 @@ std::atomic<bool> released_elsewhere{false};
 // Message passing with and without the acquire: the first worker writes x, releases it and
 // tells the last worker by a call (no acquire). What the last worker then reads is allowed to
 // be stale under release consistency, and is whenever it sits in another process (its copy
-// stays valid until an acquire); after load_acquire of the atomic stored after the release,
-// it must read the new value.
+// stays valid until an acquire); after a standalone acquire, and after load_acquire of the
+// atomic stored after the release, it must read the new value.
 TEST(Dsm, AReadWithoutAnAcquireMayBeStaleAndOneAfterItIsNot) {
   dsm::space sp(test::rt(), small_space(), phase_end());
   auto* x = reinterpret_cast<std::uint64_t*>(sp.base() + 7 * sp.block_bytes() + 200);
@@ -367,6 +367,8 @@ TEST(Dsm, AReadWithoutAnAcquireMayBeStaleAndOneAfterItIsNot) {
       if (elsewhere) {
         EXPECT_EQ(unsynchronized, 0u) << "a copy was dropped without an acquire";
       }
+      sp.acquire(me, phase_end());  // the release completed before the call was sent
+      EXPECT_EQ(sp.read(me, x, 1)[0], 42u);
       while (sp.load_acquire(me, 2, phase_end()) != 1) (void)me.poll();
       EXPECT_EQ(sp.read(me, x, 1)[0], 42u);
     }
