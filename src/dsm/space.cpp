@@ -9,7 +9,7 @@
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
-#include <seriema/invoke/channel.hpp>
+#include <seriema/invoke/detail/publish_choice.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -134,15 +134,7 @@ std::byte* map_everywhere(fabric::runtime& rt, std::size_t bytes,
 }
 
 fabric::detail::publish_route route_for(fabric::runtime& rt) {
-  switch (invoke::messenger_options::from_environment().publish_remote) {
-    case invoke::remote_publish::put:
-      return {true, true};
-    case invoke::remote_publish::message:
-      return {true, false};
-    case invoke::remote_publish::automatic:
-      break;
-  }
-  return {true, rt.context().network_rdma()};
+  return {true, invoke::detail::publishes_by_put_from_environment(rt.context().network_rdma())};
 }
 
 struct hello {
@@ -225,7 +217,8 @@ space::~space() {
                         s.meta_region->bytes().size());
 }
 
-void* space::allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align) {
+void* space::allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align,
+                            deadline_clock::time_point deadline) {
   detail::space_state& s = *state_;
   if (align > allocation_grain) {
     throw std::invalid_argument(fmt::format("dsm: alignment {} is more than a space gives ({})",
@@ -235,7 +228,11 @@ void* space::allocate_bytes(fabric::thread_context& self, std::size_t bytes, std
   const std::uint64_t rounded =
       (bytes + allocation_grain - 1) / allocation_grain * allocation_grain;
   const fabric::atomic_result r = s.peer(self, 0).words->execute(
-      fabric::detail::atomic_op::fetch_add, 0, rounded, 0, fabric::no_deadline);
+      fabric::detail::atomic_op::fetch_add, 0, rounded, 0, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) {
+    throw deadline_error("dsm: the allocation cursor at rank 0 did not answer by the deadline "
+                         "(the allocation may have happened and is then lost)");
+  }
   if (!r.ok()) {
     throw error(fmt::format("dsm: the allocation cursor at rank 0 did not answer: {}",
                             fabric::to_string(r.how)));

@@ -9,7 +9,7 @@
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
-#include <seriema/invoke/channel.hpp>
+#include <seriema/invoke/detail/publish_choice.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <set>
 
@@ -66,17 +66,8 @@ std::uint32_t seats_for(const group_options& options, std::size_t founders) {
 
 fabric::detail::publish_route route_of(fabric::thread_context& ctx, remote_push push) {
   if (push == remote_push::automatic) {
-    switch (invoke::messenger_options::from_environment().publish_remote) {
-      case invoke::remote_publish::put:
-        push = remote_push::put;
-        break;
-      case invoke::remote_publish::message:
-        push = remote_push::message;
-        break;
-      case invoke::remote_publish::automatic:
-        push = ctx.rt().context().network_rdma() ? remote_push::put : remote_push::message;
-        break;
-    }
+    return {true,
+            invoke::detail::publishes_by_put_from_environment(ctx.rt().context().network_rdma())};
   }
   return {true, push == remote_push::put};
 }

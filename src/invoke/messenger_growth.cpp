@@ -11,6 +11,7 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
+#include <seriema/invoke/detail/publish_choice.hpp>
 
 #include "chunk_service.hpp"
 
@@ -140,9 +141,8 @@ void messenger::choose_publishing(bool direct, transfer::ucx_endpoint& endpoint)
   const messenger_options& options = owner_.options();
   fabric::runtime& rt = owner_.self().rt();
   direct_ = direct;
-  by_message_ = !direct_ && (options.publish_remote == remote_publish::message ||
-                             (options.publish_remote == remote_publish::automatic &&
-                              !rt.context().network_rdma()));
+  by_message_ =
+      !direct_ && !detail::publishes_by_put(options.publish_remote, rt.context().network_rdma());
   if (direct_) return;
   transfer::transmitter_options topts = transfer::transmitter_options::from_environment();
   transmitter_ = std::make_unique<transfer::transmitter>(endpoint, topts);

@@ -135,12 +135,14 @@ class space {
   space& operator=(const space&) = delete;
 
   /// Room for `n` objects of T in the space (aligned to alignof(T) and at least 8), zero on
-  /// first use, shared by every process; allocation is job-wide (one remote fetch-add), never
-  /// freed. Throws std::bad_alloc when the space is full.
+  /// first use, shared by every process; allocation is job-wide (one remote fetch-add at rank
+  /// 0), never freed. Throws std::bad_alloc when the space is full, deadline_error when rank 0
+  /// did not answer by the deadline, seriema::error when it died.
   template <class T>
-  T* allocate(fabric::thread_context& self, std::size_t n) {
+  T* allocate(fabric::thread_context& self, std::size_t n,
+              deadline_clock::time_point deadline = no_deadline) {
     static_assert(std::is_trivially_copyable_v<T>, "a shared space holds trivially copyable types");
-    return static_cast<T*>(allocate_bytes(self, n * sizeof(T), alignof(T)));
+    return static_cast<T*>(allocate_bytes(self, n * sizeof(T), alignof(T), deadline));
   }
   /// [p, p+n) brought up to date (blocks invalidated by an acquire fetched), readable until the
   /// process's next acquire.
@@ -217,7 +219,8 @@ class space {
   [[nodiscard]] space_counters counters() const;  ///< this process's counters so far
 
  private:
-  void* allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align);
+  void* allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align,
+                       deadline_clock::time_point deadline);
   void prepare(fabric::thread_context& self, const void* p, std::size_t n, bool for_write,
                deadline_clock::time_point deadline);
   [[nodiscard]] std::pair<std::size_t, std::size_t> slice(const fabric::thread_context& self,

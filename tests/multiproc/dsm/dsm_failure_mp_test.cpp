@@ -6,8 +6,9 @@
 // load_acquire of atomic 1 throws its value lost with rank 1; the barrier throws naming rank 1.
 // Stalled: the lock and the barrier end by their deadlines with deadline_error; rank 0 then
 // kills rank 1. The objects used are managed by ranks 0 and 2 (mutex 0: rank 0, block 3: rank 0,
-// atomic 1: rank 2), so each error is about the dead or stalled holder, not a manager. Run by
-// dsm_failure_test.sh under seriema-run --on-failure wait.
+// atomic 1: rank 2), so each error is about the dead or stalled holder, not a manager; the
+// survivors keep their spaces until both are done. Run by dsm_failure_test.sh under seriema-run
+// --on-failure wait.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <seriema/dsm/space.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 #include "support/broken_job.hpp"
@@ -99,6 +101,21 @@ void survivor_dead(thread_context& me, dsm::space& sp, std::uint64_t* block) {
   expect_refusal<error>(me, "dead barrier", [&] { sp.barrier(me, soon()); });
 }
 
+// Each survivor keeps its space until the other is done with it too: a peer's atomic or
+// publication into a region already unmapped would crash it (over tcp UCX applies atomics in
+// software into the memory the key names). Files, since no collective works in a broken job.
+void wait_for_other_survivor(thread_context& me, const std::string& marker) {
+  const fabric::thread_id other = me.id() == 0 ? 2 : 0;
+  std::ofstream(fmt::format("{}.rank{}-space-done", marker, me.id())) << "done\n";
+  const std::string theirs = fmt::format("{}.rank{}-space-done", marker, other);
+  const auto until = deadline_clock::now() + std::chrono::seconds(30);
+  while (!std::ifstream(theirs) && deadline_clock::now() < until) {
+    (void)me.poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!std::ifstream(theirs)) fail("rank {}: rank {} never finished with the space", me.id(), other);
+}
+
 void survivor_stalled(thread_context& me, dsm::space& sp, const std::string& marker) {
   const auto soon = [] { return in(std::chrono::milliseconds(500)); };
   expect_refusal<deadline_error>(me, "stalled lock", [&] { sp.lock(me, the_mutex, soon()); });
@@ -108,6 +125,7 @@ void survivor_stalled(thread_context& me, dsm::space& sp, const std::string& mar
   } catch (const deadline_error& e) {
     fmt::print("rank {}: stalled barrier: refused: {}\n", me.id(), e.what());
   }
+  wait_for_other_survivor(me, marker);
   test::kill_stalled_rank1(static_cast<int>(me.id()), marker + ".rank2-checked",
                            marker + ".rank1-pid");
 }
@@ -127,6 +145,7 @@ void body(thread_context& me, bool stalled, const std::string& marker) {
   }
   if (stalled) return survivor_stalled(me, sp, marker);
   survivor_dead(me, sp, block);
+  wait_for_other_survivor(me, marker);
 }
 
 }  // namespace
