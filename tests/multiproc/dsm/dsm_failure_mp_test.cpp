@@ -113,7 +113,9 @@ void wait_for_other_survivor(thread_context& me, const std::string& marker) {
     (void)me.poll();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!std::ifstream(theirs)) fail("rank {}: rank {} never finished with the space", me.id(), other);
+  if (!std::ifstream(theirs)) {
+    fail("rank {}: rank {} never finished with the space", me.id(), other);
+  }
 }
 
 void survivor_stalled(thread_context& me, dsm::space& sp, const std::string& marker) {
