@@ -198,22 +198,31 @@ void make_twin(detail::space_state& s, std::uint64_t b) {
   detail::protect_block(s, b);
 }
 
-/// Locks block b's word; returns it as it was (unlocked).
+/// Locks block b's word; returns it as it was (unlocked). Each compare-and-swap guesses the
+/// word: first from what this process knows (the newest notice's version and releaser), then
+/// from what the last attempt returned (a holder's release will make it the home of the next
+/// version). A right guess costs one remote atomic; a wrong one returns the word to guess next.
 block_word lock_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                       deadline_clock::time_point deadline) {
   fabric::detail::remote_words& words = *s.peer(self, s.layout.manager_of(b)).words;
   const std::uint64_t offset = s.layout.block_word_offset(b);
+  const detail::block_state& st = s.blocks[b];
+  block_word guess{0, st.releaser >= 0 ? static_cast<std::uint32_t>(st.releaser + 1) : 0,
+                   st.wanted};
   for (;;) {
-    const block_word current = load_word(s, self, b, deadline);
-    if (current.locker == 0) {
-      block_word locked = current;
-      locked.locker = static_cast<std::uint32_t>(s.rank + 1);
-      const fabric::atomic_result r = words.execute(atomic_op::compare_swap, offset,
-                                                    locked.encode(), current.encode(), deadline);
-      if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a block lock");
-      if (!r.ok()) throw_lost(b, s.layout.manager_of(b), "(its manager) does not answer");
-      if (r.value == current.encode()) return current;
-    } else if (s.rt.peer_failed(static_cast<int>(current.locker - 1))) {
+    block_word locked = guess;
+    locked.locker = static_cast<std::uint32_t>(s.rank + 1);
+    const fabric::atomic_result r =
+        words.execute(atomic_op::compare_swap, offset, locked.encode(), guess.encode(), deadline);
+    if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a block lock");
+    if (!r.ok()) throw_lost(b, s.layout.manager_of(b), "(its manager) does not answer");
+    if (r.value == guess.encode()) return guess;
+    const block_word current = block_word::decode(r.value);
+    if (current.locker == 0) {  // free: only the guess was wrong
+      guess = current;
+      continue;
+    }
+    if (s.rt.peer_failed(static_cast<int>(current.locker - 1))) {
       throw_lost(b, static_cast<int>(current.locker - 1), "died holding its lock");
     }
     ++s.counters.lock_retries;
@@ -221,6 +230,7 @@ block_word lock_block(detail::space_state& s, fabric::thread_context& self, std:
       throw_deadline(fmt::format("block {}'s lock (held by rank {})", b,
                                  static_cast<int>(current.locker) - 1));
     }
+    guess = {0, current.locker, current.version + 1};
     (void)self.poll();
   }
 }
