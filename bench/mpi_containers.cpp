@@ -20,6 +20,7 @@
 
 #include "containers_kernels.hpp"
 #include "json_report.hpp"
+#include "mpi_cli.hpp"
 
 namespace {
 
@@ -214,13 +215,7 @@ int main(int argc, char** argv) {
   app.add_option("--reps", opt.reps)->check(CLI::Range(1, 100));
   app.add_option("--transport", opt.transport);
   app.add_option("--json", opt.json);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    MPI_Finalize();
-    return code;
-  }
+  if (const auto code = seriema::bench::parse_or_finalize(app, argc, argv)) return *code;
   std::vector<double> seconds;
   bool ok = true;
   std::uint64_t total_updates = 0, expected_components = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "json_report.hpp"
+#include "mpi_cli.hpp"
 #include "nas_ep.hpp"
 
 namespace {
@@ -42,13 +43,7 @@ int main(int argc, char** argv) {
   app.add_option("--class", class_name, "NAS class: S, W or A");
   app.add_option("--reps", reps, "repetitions")->check(CLI::Range(1, 100));
   app.add_option("--json", json, "write results here (rank 0)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    MPI_Finalize();
-    return code;
-  }
+  if (const auto code = seriema::bench::parse_or_finalize(app, argc, argv)) return *code;
   const nas::ep_class c = nas::ep_class_named(class_name);
   std::vector<double> seconds;
   nas::ep_sums sums;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "json_report.hpp"
+#include "mpi_cli.hpp"
 
 namespace {
 
@@ -134,13 +135,7 @@ int main(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "repetitions (median)")->check(CLI::Range(1, 100));
   app.add_option("--seconds", opt.seconds, "target duration of one repetition");
   app.add_option("--json", opt.json, "write results here (rank 0)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    MPI_Finalize();
-    return code;
-  }
+  if (const auto code = seriema::bench::parse_or_finalize(app, argc, argv)) return *code;
   if (size != 2) {
     if (rank == 0) fmt::print(stderr, "mpi_rate: needs exactly 2 ranks (mpirun -np 2)\n");
     MPI_Finalize();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "json_report.hpp"
+#include "mpi_cli.hpp"
 
 namespace {
 
@@ -124,13 +125,7 @@ int main(int argc, char** argv) {
   app.add_option("--round-trips", opt.round_trips, "ping-pongs per size and repetition");
   app.add_option("--stream-buffers", opt.stream_buffers, "64 KiB writes per repetition");
   app.add_option("--json", opt.json, "write results here (rank 0)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    MPI_Finalize();
-    return code;
-  }
+  if (const auto code = seriema::bench::parse_or_finalize(app, argc, argv)) return *code;
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

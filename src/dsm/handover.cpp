@@ -188,13 +188,13 @@ handover read_record(space_state& s, fabric::thread_context& self, std::uint64_t
 void invalidate_everything(space_state& s, fabric::thread_context& self,
                            deadline_clock::time_point deadline) {
   detail::release_all(s, self, deadline);
-  for (detail::block_state& st : s.blocks) {
-    if (st.valid) {
-      st.valid = false;
+  for (std::uint64_t b = 0; b < s.layout.blocks; ++b) {
+    if (s.blocks[b].valid) {
+      s.blocks[b].valid = false;
       ++s.counters.invalidations;
+      detail::protect_block(s, b);
     }
   }
-  for (std::uint64_t b = 0; b < s.layout.blocks; ++b) detail::protect_block(s, b);
   s.heard_everything = true;
   ++s.counters.handover_overflows;
 }
