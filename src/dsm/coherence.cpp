@@ -136,6 +136,69 @@ block_word load_word(detail::space_state& s, fabric::thread_context& self, std::
   return block_word::decode(r.value);
 }
 
+/// Adds `delta` to block b's directory word at its manager (fixed home: a join or a leave).
+void change_directory(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                      std::uint64_t delta, deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(b);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::add, s.layout.directory_offset(b), delta, 0, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a directory update");
+  if (!r.ok()) throw_lost(b, manager, "(its home) does not answer");
+  ++s.counters.directory_updates;
+}
+
+std::uint64_t bit_of(int process) noexcept { return std::uint64_t{1} << process; }
+
+/// Copies block b of this process's own public copy into the private copy, consistently (a
+/// fixed home's public copy is rewritten by remote releasers' puts).
+std::uint32_t copy_own_consistent(detail::space_state& s, fabric::thread_context& self,
+                                  std::uint64_t b, deadline_clock::time_point deadline) {
+  std::uint64_t* sequence = s.sequence_word(b);
+  for (;;) {
+    const std::uint64_t before = load_sequence(sequence);
+    if (before % 2 == 0) {
+      std::memcpy(s.private_block(b), s.public_block(b), s.layout.block_bytes);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (load_sequence(sequence) == before) return static_cast<std::uint32_t>(before / 2);
+    }
+    if (deadline_clock::now() >= deadline) {
+      throw_deadline(fmt::format("block {} stayed in rewrite by a remote releaser", b));
+    }
+    (void)self.poll();
+  }
+}
+
+/// Fixed home: joins b's sharers (when this process left them), then reads b from its home.
+void fetch_from_fixed_home(detail::space_state& s, fabric::thread_context& self,
+                           std::uint64_t b, deadline_clock::time_point deadline) {
+  detail::block_state& st = s.blocks[b];
+  if (!st.sharer) {  // before the get: a release after it sees this process in the directory
+    change_directory(s, self, b, bit_of(s.rank), deadline);
+    st.sharer = true;
+  }
+  const int home = s.layout.manager_of(b);
+  for (;;) {
+    std::optional<std::uint32_t> v;
+    if (home == s.rank) {
+      v = copy_own_consistent(s, self, b, deadline);
+    } else {
+      v = fetch_consistent(s, self, home, b, deadline);
+      if (!v) throw_lost(b, home, "(its home) died");
+    }
+    if (*v >= st.wanted) {
+      st.valid = true;
+      st.version = *v;
+      ++s.counters.fetches;
+      ++s.counters.home_reads;
+      return;
+    }
+    if (deadline_clock::now() >= deadline) {
+      throw_deadline(fmt::format("block {}'s version {}", b, st.wanted));
+    }
+    (void)self.poll();
+  }
+}
+
 /// Brings invalid block b up to the version its write notice named.
 void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                  deadline_clock::time_point deadline) {
@@ -147,6 +210,10 @@ void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint
     std::uint64_t b;
     ~reprotect() { detail::protect_block(s, b); }
   } after{s, b};
+  if (s.fixed_home) {
+    fetch_from_fixed_home(s, self, b, deadline);
+    return;
+  }
   if (st.releaser >= 0 && st.releaser != s.rank) {
     const auto v = fetch_consistent(s, self, st.releaser, b, deadline);
     if (v && *v >= st.wanted) {
@@ -207,7 +274,16 @@ block_word lock_block(detail::space_state& s, fabric::thread_context& self, std:
   fabric::detail::remote_words& words = *s.peer(self, s.layout.manager_of(b)).words;
   const std::uint64_t offset = s.layout.block_word_offset(b);
   const detail::block_state& st = s.blocks[b];
-  block_word guess{0, st.releaser >= 0 ? static_cast<std::uint32_t>(st.releaser + 1) : 0,
+  // A fixed home's word names the manager once the block was released.
+  const auto fixed = static_cast<std::uint32_t>(s.layout.manager_of(b) + 1);
+  const auto home_guess = [&](std::uint32_t version, std::uint32_t releaser) -> std::uint32_t {
+    if (!s.fixed_home) return releaser;
+    return version == 0 ? 0 : fixed;
+  };
+  block_word guess{0,
+                   home_guess(st.wanted, st.releaser >= 0
+                                             ? static_cast<std::uint32_t>(st.releaser + 1)
+                                             : 0),
                    st.wanted};
   for (;;) {
     block_word locked = guess;
@@ -230,7 +306,7 @@ block_word lock_block(detail::space_state& s, fabric::thread_context& self, std:
       throw_deadline(fmt::format("block {}'s lock (held by rank {})", b,
                                  static_cast<int>(current.locker) - 1));
     }
-    guess = {0, current.locker, current.version + 1};
+    guess = {0, home_guess(current.version + 1, current.locker), current.version + 1};
     (void)self.poll();
   }
 }
@@ -275,6 +351,48 @@ void take_master(detail::space_state& s, fabric::thread_context& self, std::uint
   throw_lost(b, home, "(its home) died");
 }
 
+/// Fixed home: puts merged block b (this process's public copy) into its home's public copy
+/// under the home's sequence word (odd, the block, then 2 x `version`), and waits until it is
+/// there. On failure unlocks b as it was (`w`) and throws.
+void write_home(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                const block_word& w, std::uint32_t version, deadline_clock::time_point deadline) {
+  const int home = s.layout.manager_of(b);
+  fabric::detail::region_publisher& pub = *s.peer(self, home).public_copy;
+  const std::uint64_t sequence = s.layout.sequence_offset(b);
+  const std::span<const std::byte> block{s.public_block(b), s.layout.block_bytes};
+  publish_status put = pub.publish({}, 0, sequence, 2 * std::uint64_t{w.version} + 1);
+  // The odd word is in place before any byte of the block (a reader retries meanwhile).
+  std::atomic_thread_fence(std::memory_order_release);
+  if (put == publish_status::ok && !pub.drain(deadline)) put = publish_status::peer_failed;
+  if (put == publish_status::ok) put = pub.publish(block, b * s.layout.block_bytes, sequence,
+                                                   2 * std::uint64_t{version});
+  if (put == publish_status::ok && !pub.drain(deadline)) put = publish_status::peer_failed;
+  if (put == publish_status::ok) {
+    ++s.counters.home_writes;
+    return;
+  }
+  unlock_block(s, self, b, w);
+  if (put == publish_status::deadline_exceeded ||
+      (!pub.peer_dead() && deadline_clock::now() >= deadline)) {
+    throw_deadline("a merged block's put to its home");
+  }
+  throw_lost(b, home, "(its home) died or refused the merged block");
+}
+
+/// Fixed home: the processes block b's directory names (read after the merged block reached the
+/// home, so a process that joins later reads it). On failure unlocks b as it was and throws.
+std::uint64_t read_directory(detail::space_state& s, fabric::thread_context& self,
+                             std::uint64_t b, const block_word& w,
+                             deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(b);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::fetch_add, s.layout.directory_offset(b), 0, 0, deadline);
+  if (r.ok()) return r.value;
+  unlock_block(s, self, b, w);
+  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a directory's read");
+  throw_lost(b, manager, "(its home) does not answer");
+}
+
 /// The head word of the release log of the epoch this process is in.
 std::uint64_t* log_head(detail::space_state& s) noexcept {
   return s.meta_word(s.layout.log_offset(s.epoch % 2));
@@ -309,9 +427,15 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   std::memcpy(mine, master, s.layout.block_bytes);  // the others' writes, released before ours
   const std::uint32_t version = w.version + 1;
   end_rewrite(sequence, version);
-  unlock_block(s, self, b, {0, static_cast<std::uint32_t>(s.rank + 1), version});
-
+  auto home = static_cast<std::uint32_t>(s.rank + 1);
   detail::block_state& st = s.blocks[b];
+  if (s.fixed_home) {
+    home = static_cast<std::uint32_t>(s.layout.manager_of(b) + 1);
+    if (static_cast<int>(home - 1) != s.rank) write_home(s, self, b, w, version, deadline);
+    st.tell |= read_directory(s, self, b, w, deadline) & ~bit_of(s.rank);
+  }
+  unlock_block(s, self, b, {0, home, version});
+
   st.version = version;
   st.wanted = version;
   st.releaser = s.rank;
@@ -329,30 +453,46 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   ++s.counters.releases;
 }
 
+/// The notices of this epoch that process q is told, as [count, (block << 32 | version)...] in
+/// `out`: all of them (floating home), or those whose directory named q (fixed home).
+void notices_for(detail::space_state& s, int q, std::vector<std::uint64_t>& out) {
+  out.assign(1, 0);
+  for (std::uint64_t b : s.notices) {
+    const detail::block_state& st = s.blocks[b];
+    if (s.fixed_home && (st.tell & bit_of(q)) == 0) continue;
+    out.push_back((b << 32) | st.version);
+  }
+  out[0] = out.size() - 1;
+}
+
 /// Publishes this process's notices of epoch `epoch` into every peer's board.
 void publish_notices(detail::space_state& s, fabric::thread_context& self, std::uint64_t epoch) {
-  std::vector<std::uint64_t>& out = s.sent[epoch % 2];
-  out.clear();
-  out.push_back(s.notices.size());
+  auto& sent = s.sent[epoch % 2];
+  sent.resize(s.fixed_home ? s.layout.processes : 1);
+  if (!s.fixed_home) notices_for(s, -1, sent[0]);
+  for (int q = 0; s.fixed_home && q < static_cast<int>(s.layout.processes); ++q) {
+    if (q != s.rank) notices_for(s, q, sent[static_cast<std::size_t>(q)]);
+  }
   for (std::uint64_t b : s.notices) {
-    out.push_back((b << 32) | s.blocks[b].version);
     s.blocks[b].noticed = false;
+    s.blocks[b].tell = 0;
   }
   s.notices.clear();
   // The new epoch's log starts empty before any peer can leave this barrier and read it; the old
   // one stays whole for the peers still in the old epoch.
   std::atomic_ref<std::uint64_t>(*log_head(s)).store(epoch << 32, std::memory_order_release);
   const std::uint64_t slot = s.layout.slot_offset(epoch % 2, static_cast<std::uint64_t>(s.rank));
-  const std::span<const std::byte> data{reinterpret_cast<const std::byte*>(out.data()),
-                                        out.size() * sizeof(std::uint64_t)};
   for (int q = 0; q < static_cast<int>(s.layout.processes); ++q) {
     if (q == s.rank) continue;
-    const publish_status sent = s.peer(self, q).board->publish(data, slot + 8, slot, epoch);
-    if (sent == publish_status::peer_failed) {
+    const std::vector<std::uint64_t>& out = sent[s.fixed_home ? static_cast<std::size_t>(q) : 0];
+    const std::span<const std::byte> data{reinterpret_cast<const std::byte*>(out.data()),
+                                          out.size() * sizeof(std::uint64_t)};
+    const publish_status put = s.peer(self, q).board->publish(data, slot + 8, slot, epoch);
+    if (put == publish_status::peer_failed) {
       throw error(fmt::format("dsm: barrier on rank {}: rank {} died", s.rank, q));
     }
-    if (sent == publish_status::deadline_exceeded) throw_deadline("a barrier's notices");
-    if (sent != publish_status::ok) {
+    if (put == publish_status::deadline_exceeded) throw_deadline("a barrier's notices");
+    if (put != publish_status::ok) {
       throw error(fmt::format("dsm: barrier on rank {}: the transport refused the notices to "
                               "rank {}",
                               s.rank, q));
@@ -413,6 +553,7 @@ void apply_notices(detail::space_state& s, fabric::thread_context& self, std::ui
       }
       detail::apply_notice(s, self, b, version, q, deadline);
     }
+    s.counters.barrier_notices += count;
   }
 }
 
@@ -484,6 +625,10 @@ void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uin
   st.valid = false;
   ++s.counters.invalidations;
   protect_block(s, b);
+  if (s.fixed_home && st.sharer) {  // after the drop: a later release need not tell us
+    st.sharer = false;
+    change_directory(s, self, b, -bit_of(s.rank), deadline);
+  }
 }
 
 void space::prepare(fabric::thread_context& self, const void* p, std::size_t n, bool for_write,

@@ -56,14 +56,15 @@ void check(const space_options& o) {
 bool same_shape(const space_options& a, const space_options& b) {
   return a.bytes == b.bytes && a.block_bytes == b.block_bytes && a.mutexes == b.mutexes &&
          a.atomics == b.atomics && a.handover_notices == b.handover_notices &&
-         a.fault_driven == b.fault_driven;
+         a.fault_driven == b.fault_driven && a.protocol == b.protocol;
 }
 
 std::string describe(const space_options& o) {
   return fmt::format("{} bytes in blocks of {}, {} mutexes, {} atomics, {} notices per hand-over, "
-                     "{} access",
+                     "{} access, {}",
                      o.bytes, o.block_bytes, o.mutexes, o.atomics, o.handover_notices,
-                     o.fault_driven ? "fault-driven" : "explicit");
+                     o.fault_driven ? "fault-driven" : "explicit",
+                     o.protocol == coherence_protocol::fixed_home ? "fixed home" : "floating home");
 }
 
 template <class T>
@@ -154,6 +155,32 @@ void exchange_locators(fabric::runtime& rt, detail::space_state& s,
   }
 }
 
+/// Every process holds every block at first (all zeros): each directory word this process
+/// manages names them all. Before the collectives that let a peer reach the words.
+void start_directory(detail::space_state& s) {
+  const std::uint64_t everyone =
+      s.layout.processes == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << s.layout.processes) - 1;
+  for (std::uint64_t b = static_cast<std::uint64_t>(s.rank); b < s.layout.blocks;
+       b += s.layout.processes) {
+    *s.meta_word(s.layout.directory_offset(b)) = everyone;
+  }
+}
+
+/// Lets peers' write messages land in (or withdraws) the meta region (notices) and, with a fixed
+/// home, the public copy (merged blocks put back into their home).
+void expose(fabric::runtime& rt, detail::space_state& s, bool open) {
+  const auto each = [&](transfer::shared_region& r) {
+    const auto at = reinterpret_cast<std::uint64_t>(r.bytes().data());
+    if (open) {
+      rt.service_expose(at, r.bytes().size());
+    } else {
+      rt.service_withdraw(at, r.bytes().size());
+    }
+  };
+  each(*s.meta_region);
+  if (s.fixed_home) each(*s.public_region);
+}
+
 int count_local_workers(const fabric::runtime& rt) {
   int n = 0;
   for (fabric::thread_id t = 0; t < rt.placement().thread_count(); ++t) {
@@ -168,6 +195,11 @@ space::space(fabric::runtime& rt, const space_options& options,
              deadline_clock::time_point deadline)
     : state_(std::make_unique<detail::space_state>(rt, next_space_id.fetch_add(1))) {
   check(options);
+  if (options.protocol == coherence_protocol::fixed_home && rt.size() > 64) {
+    throw config_error(fmt::format("space_options: the fixed-home protocol's directory holds 64 "
+                                   "processes; the job has {}",
+                                   rt.size()));
+  }
   if (deadline == no_deadline) deadline = rt.default_deadline();
   agree_on(rt, options, deadline);
   detail::space_state& s = *state_;
@@ -180,6 +212,7 @@ space::space(fabric::runtime& rt, const space_options& options,
               options.handover_notices};
   s.mutexes = options.mutexes;
   s.fault_driven = options.fault_driven;
+  s.fixed_home = options.protocol == coherence_protocol::fixed_home;
   s.held = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
   s.last_seen = std::make_unique<std::atomic<std::uint32_t>[]>(s.layout.syncs);
   s.route = route_for(rt);
@@ -190,10 +223,10 @@ space::space(fabric::runtime& rt, const space_options& options,
   s.meta_region = std::make_unique<transfer::shared_region>(
       rt.context(), s.layout.meta_bytes(),
       "a shared space's block words and notice board (space_options::bytes / block_bytes)");
+  if (s.fixed_home) start_directory(s);
   // Notices published by write message land in the board like a put. Exposed before the
   // collectives below: a peer that returns from them first may publish into it at once.
-  rt.service_expose(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
-                    s.meta_region->bytes().size());
+  expose(rt, s, true);
   try {
     exchange_locators(rt, s, deadline);
     s.base = map_everywhere(rt, options.bytes, deadline);
@@ -202,8 +235,7 @@ space::space(fabric::runtime& rt, const space_options& options,
   } catch (...) {
     if (s.base != nullptr) munmap(s.base, s.layout.bytes);
     if (s.protocol_view != s.base) munmap(s.protocol_view, s.layout.bytes);
-    rt.service_withdraw(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
-                        s.meta_region->bytes().size());
+    expose(rt, s, false);
     throw;
   }
 }
@@ -213,8 +245,7 @@ space::~space() {
   if (s.fault_driven) detail::unregister_fault_space(s);
   if (s.base != nullptr) munmap(s.base, s.layout.bytes);
   if (s.protocol_view != s.base) munmap(s.protocol_view, s.layout.bytes);
-  s.rt.service_withdraw(reinterpret_cast<std::uint64_t>(s.meta_region->bytes().data()),
-                        s.meta_region->bytes().size());
+  expose(s.rt, s, false);
 }
 
 void* space::allocate_bytes(fabric::thread_context& self, std::size_t bytes, std::size_t align,

@@ -109,7 +109,15 @@ struct region_layout {
       noexcept {
     return board_offset() + slot_bytes() * (parity * processes + sender);
   }
-  [[nodiscard]] std::uint64_t meta_bytes() const noexcept { return slot_offset(2, 0); }
+  /// The directory word of block b at its manager (fixed-home spaces): bit q set while process q
+  /// may hold a copy of b that a release must invalidate. Changed only by remote atomics: by q
+  /// itself (joining before it fetches b, leaving after it dropped its copy), read by releasers.
+  [[nodiscard]] std::uint64_t directory_offset(std::uint64_t block) const noexcept {
+    return slot_offset(2, 0) + 8 * (block / processes);
+  }
+  [[nodiscard]] std::uint64_t meta_bytes() const noexcept {
+    return directory_offset(0) + 8 * ((blocks + processes - 1) / processes);
+  }
 };
 
 /// One block of this process's private copy. Guarded by space_state::mutex.
@@ -122,6 +130,10 @@ struct block_state {
   std::uint32_t version = 0;   ///< the version the private copy holds
   std::uint32_t wanted = 0;    ///< the newest version a write notice named
   std::int32_t releaser = -1;  ///< who released `wanted` (the fast read's source); -1 none
+  bool sharer = true;  ///< fixed home: this process's bit is set in b's directory word
+  /// Fixed home, while noticed: the processes the directory named at this epoch's releases of the
+  /// block (the barrier tells only them).
+  std::uint64_t tell = 0;
 };
 
 /// A thread's handles on one peer's regions (made on first use, dropped with the thread's
@@ -139,6 +151,7 @@ struct space_state {
   region_layout layout;
   std::uint64_t mutexes = 0;  ///< synchronization objects 0 .. mutexes - 1; atomics after them
   bool fault_driven = false;  ///< blocks' pages protected by their state (faults.cpp)
+  bool fixed_home = false;    ///< coherence_protocol::fixed_home (else floating)
   int rank;
   fabric::detail::publish_route route;
   std::byte* base = nullptr;  ///< the private copy, at the same address everywhere
@@ -164,9 +177,10 @@ struct space_state {
   /// An acquired record said "everything" since the last barrier: so do this process's records.
   bool heard_everything = false;
   std::uint64_t epoch = 0;             ///< barriers passed
-  /// The notices sent at the barriers of each parity: [count, notices...]; untouched until two
-  /// barriers later, by which time every peer has read them.
-  std::vector<std::uint64_t> sent[2];
+  /// The notices sent at the barriers of each parity, by receiver: [count, notices...]; untouched
+  /// until two barriers later, by which time every peer has read them. (Floating home sends every
+  /// peer the same list, [parity][0].)
+  std::vector<std::vector<std::uint64_t>> sent[2];
   space_counters counters;
 
   /// By synchronization object: the encoded sync_word this process's holder took (0: none here),

@@ -33,6 +33,20 @@ struct space_state;
 using fabric::deadline_clock;
 using fabric::no_deadline;
 
+/// How a space keeps its blocks coherent (docs/shared-memory.md "Protocols").
+enum class coherence_protocol : std::uint8_t {
+  /// The seed's: a release moves the block's home to the releaser (one coarse get of the master
+  /// and a local merge), barriers tell every process the blocks released, and a read after one is
+  /// one get from the last releaser.
+  floating_home,
+  /// The classic baseline the seed measures against: every block's home is fixed (its manager,
+  /// block mod P); a release merges into the home's master copy (a get of it, a local merge, a
+  /// put of the whole block back), reads always come from the home, and a directory of sharers
+  /// at the home decides which processes a barrier tells of a release (a reader joins it when it
+  /// fetches, leaves it when it drops its copy). At most 64 processes.
+  fixed_home,
+};
+
 /// A space's shape; every process must create it with equal options (creation refuses a
 /// mismatch).
 struct space_options {
@@ -58,6 +72,9 @@ struct space_options {
   /// an invalid block fetches it, the first store to a clean one twins it). Off: only spans
   /// are coherent. docs/shared-memory.md "Fault-driven access" says what it costs and forbids.
   bool fault_driven = false;
+  /// The coherence protocol: the seed's floating home, or the fixed-home baseline with a
+  /// directory.
+  coherence_protocol protocol = coherence_protocol::floating_home;
 };
 
 /// What a space's process did (its threads together), for tests, benchmarks and tuning.
@@ -71,12 +88,15 @@ struct space_counters {
   std::uint64_t local_merges = 0;   ///< releases by the home itself (no get)
   std::uint64_t invalidations = 0;  ///< copies dropped at an acquire by a newer write notice
   std::uint64_t barriers = 0;       ///< barriers this process passed
+  std::uint64_t barrier_notices = 0;  ///< write notices received at barriers
   std::uint64_t lock_retries = 0;   ///< block- and mutex-lock attempts that found them held
   std::uint64_t faults = 0;         ///< protection faults served (fault-driven spaces)
   std::uint64_t acquires = 0;  ///< acquire, lock, load_acquire and compare_exchange_acquire calls
   std::uint64_t handovers = 0;      ///< unlocks, store_release and successful exchanges
   std::uint64_t handover_notices = 0;    ///< write notices received with acquires
   std::uint64_t handover_overflows = 0;  ///< acquires that dropped every copy ("everything")
+  std::uint64_t home_writes = 0;  ///< fixed home: merged blocks put back into a remote home
+  std::uint64_t directory_updates = 0;  ///< fixed home: joins and leaves of a block's sharers
 };
 
 /// A block whose only master copy was in a process that died (or whose lock word was): what it

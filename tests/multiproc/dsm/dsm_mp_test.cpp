@@ -20,7 +20,9 @@
 #include <seriema/dsm/space.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "support/mp_main.hpp"
@@ -34,10 +36,19 @@ constexpr auto phase = std::chrono::seconds(60);
 
 fabric::deadline_clock::time_point phase_end() { return fabric::deadline_clock::now() + phase; }
 
+// The protocol every test's space uses: TEST_DSM_PROTOCOL=fixed runs the suite on the
+// fixed-home baseline (tests.cmake), else the seed's floating home.
+bool fixed_home() {
+  const char* p = std::getenv("TEST_DSM_PROTOCOL");
+  return p != nullptr && std::string(p) == "fixed";
+}
+
 dsm::space_options small_space() {
   dsm::space_options o;
   o.bytes = std::size_t{1} << 20;
   o.block_bytes = 4096;
+  o.protocol = fixed_home() ? dsm::coherence_protocol::fixed_home
+                            : dsm::coherence_protocol::floating_home;
   return o;
 }
 
@@ -108,12 +119,96 @@ TEST(Dsm, ConsumersReadWhatTheProducerReleased) {
     }
   });
   const dsm::space_counters c = sp.counters();
-  if (test::rt().size() > 1) {
+  if (test::rt().size() > 1 && !fixed_home()) {
     // Every fetch follows a barrier whose notice names the producer, which is alive and has not
     // released the block since: each is served by one get from it.
     EXPECT_GT(c.fetches, 0u);
     EXPECT_GE(c.fast_reads * 10, c.fetches * 9) << c.fast_reads << " of " << c.fetches;
   }
+  if (test::rt().size() > 1 && fixed_home()) {  // every read from the block's fixed home
+    EXPECT_GT(c.fetches, 0u);
+    EXPECT_EQ(c.home_reads, c.fetches);
+    EXPECT_EQ(c.fast_reads, 0u);
+  }
+}
+
+// The fixed-home baseline: worker 0 rewrites two blocks each round, homed at the first and the
+// last process; only worker 1 reads them. Releases by a process that is not the home put the
+// merged block there; the directory keeps the processes that stopped reading out of the
+// barriers' notices (in a floating-home space every process hears of every release).
+TEST(Dsm, AFixedHomeTellsOnlyItsSharers) {
+  dsm::space_options o = small_space();
+  o.protocol = dsm::coherence_protocol::fixed_home;
+  dsm::space sp(test::rt(), o, phase_end());
+  const auto processes = static_cast<std::size_t>(test::rt().size());
+  constexpr std::size_t n = 600;  // words: in block `first` and the next
+  const std::size_t first = 4 * processes - 1;
+  auto* data = reinterpret_cast<std::uint64_t*>(sp.base() + (first + 1) * sp.block_bytes() -
+                                                8 * (n / 2));
+  constexpr std::uint64_t rounds = 10;
+  test::rt().run([&](thread_context& me) {
+    for (std::uint64_t r = 0; r < rounds; ++r) {
+      if (me.id() == 0) {
+        const std::span<std::uint64_t> out = sp.write(me, data, n);
+        for (std::size_t i = 0; i < n; ++i) out[i] = r * 131 + i;
+      }
+      sp.barrier(me, phase_end());
+      if (me.id() == 1 % me.thread_count()) {
+        const std::span<const std::uint64_t> in = sp.read(me, data, n);
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(in[i], r * 131 + i) << "round " << r;
+      }
+      sp.barrier(me, phase_end());
+    }
+  });
+  const dsm::space_counters c = sp.counters();
+  EXPECT_EQ(c.migrations + c.local_merges, c.releases);
+  EXPECT_EQ(c.fast_reads, 0u);
+  const auto rank = static_cast<std::size_t>(test::rt().rank());
+  const auto threads = static_cast<std::size_t>(test::rt().options().threads_per_process);
+  const bool writes = rank == 0;
+  const bool reads = (1 % (processes * threads)) / threads == rank;
+  if (processes > 1 && writes) {
+    EXPECT_EQ(c.home_writes, rounds);  // block `first` + 1 is homed at rank 0, `first` is not
+  }
+  if (processes > 1 && !writes && !reads) {
+    // Told once of each block (everyone holds every block at first), never again.
+    EXPECT_LE(c.barrier_notices, 2u);
+    EXPECT_EQ(c.directory_updates, 2u);  // left each block's sharers, once
+  }
+  if (processes > 1 && reads && !writes) {
+    EXPECT_GE(c.barrier_notices, 2 * rounds);
+    EXPECT_EQ(c.home_reads, c.fetches);
+  }
+}
+
+// Store buffering, the litmus test release consistency may fail: two workers in different
+// processes each write their flag and release it, then read the other's flag without an
+// acquire. Both may read 0, and here both do (a copy changes only at an acquire); after a
+// barrier both read 1.
+TEST(Dsm, StoreBufferingMayReadBothZerosWithoutAnAcquire) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  auto* flags = reinterpret_cast<std::uint64_t*>(sp.base() + 13 * sp.block_bytes());
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    const bool elsewhere = test::rt().size() > 1;  // worker 0 and the last in different processes
+    const bool player = me.id() == 0 || me.id() == last;
+    const std::size_t mine = me.id() == 0 ? 0 : 512;  // different blocks
+    const std::size_t theirs = 512 - mine;
+    if (player) {
+      ASSERT_EQ(sp.read(me, flags + theirs, 1)[0], 0u);
+    }
+    sp.barrier(me, phase_end());
+    if (player && elsewhere) {
+      sp.write(me, flags + mine, 1)[0] = 1;
+      sp.release(me, phase_end());
+      EXPECT_EQ(sp.read(me, flags + theirs, 1)[0], 0u) << "a copy changed without an acquire";
+    }
+    sp.barrier(me, phase_end());
+    if (player && elsewhere) {
+      EXPECT_EQ(sp.read(me, flags + theirs, 1)[0], 1u);
+    }
+    sp.barrier(me, phase_end());
+  });
 }
 
 // Message passing: a flag and the data it guards, written by one worker and released; after the

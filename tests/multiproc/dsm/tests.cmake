@@ -1,8 +1,10 @@
 # The dsm module (shared spaces): false sharing, producer/consumer with fast reads, a value round
 # the ring of workers, allocation, mutexes and acquire/release atomics, parallel_for,
-# fault-driven access (plain loads and stores; a fault outside the space), refusals;
+# fault-driven access (plain loads and stores; a fault outside the space), store buffering,
+# the fixed-home baseline's directory, refusals;
 # 1 process x 3 threads, 3 x 1 and 2 x 2 over shm, 3 x 1 over tcp (write messages, and put), 2
-# emulated machines over tcp, and under mpirun.
+# emulated machines over tcp, and under mpirun; and the suite on the fixed-home protocol over shm
+# and 2 emulated machines.
 seriema_mp_executable(dsm_mp_test dsm/dsm_mp_test.cpp seriema::dsm)
 seriema_mp_run(mp.dsm.np1.shm EXE dsm_mp_test NP 1 ENV SERIEMA_THREADS=3)
 seriema_mp_run(mp.dsm.np3.shm EXE dsm_mp_test NP 3 ENV SERIEMA_THREADS=1)
@@ -12,6 +14,11 @@ seriema_mp_run(mp.dsm.np3.tcp.put EXE dsm_mp_test NP 3 TLS tcp
                ENV SERIEMA_THREADS=1 SERIEMA_REMOTE_PUBLISH=put)
 seriema_mp_run(mp.dsm.np2x2.machines2.tcp EXE dsm_mp_test NP 2 MACHINES 2 TLS tcp
                ENV SERIEMA_THREADS=2)
+# The same suite on the fixed-home baseline (coherence_protocol::fixed_home).
+seriema_mp_run(mp.dsm.np3.shm.fixed EXE dsm_mp_test NP 3
+               ENV SERIEMA_THREADS=1 TEST_DSM_PROTOCOL=fixed)
+seriema_mp_run(mp.dsm.np2x2.machines2.tcp.fixed EXE dsm_mp_test NP 2 MACHINES 2 TLS tcp
+               ENV SERIEMA_THREADS=2 TEST_DSM_PROTOCOL=fixed)
 if(SERIEMA_MPIRUN)
   add_test(NAME mp.dsm.mpirun_np2.shm
            COMMAND ${SERIEMA_MPIRUN} --allow-run-as-root --oversubscribe -x SERIEMA_THREADS=1
