@@ -35,7 +35,7 @@ fi
 mkdir -p "$out"
 unset UCX_TLS UCX_NET_DEVICES
 # A wait that never ends (a peer gone wrong) fails the run with a message instead.
-export UCX_WARN_UNUSED_ENV_VARS=n SERIEMA_THREADS=1 SERIEMA_TIMEOUT=${SERIEMA_TIMEOUT:-60000}
+export UCX_WARN_UNUSED_ENV_VARS=n SERIEMA_THREADS=1 SERIEMA_TIMEOUT=${SERIEMA_TIMEOUT:-60s}
 
 echo "== shared memory: seriema-run -n 2"
 "$launcher" -n 2 -- "$build/bench/dsm_diff" "${args[@]}" "${extra[@]}" --transport shm \
