@@ -34,7 +34,7 @@ struct options {
   std::size_t block_bytes = 4096;
   std::string protocol = "floating";
   int reps = 5;
-  std::string transport;
+  std::string transport = "unlabelled";
   std::string json;
 };
 
@@ -117,7 +117,8 @@ class dsm_cg_ops {
 
   dsm_cg_ops(thread_context& me, dsm::space& sp, const nas::cg_share& m, double* const slots[2])
       : me_(me), sp_(sp), n_(static_cast<std::size_t>(m.n)),
-        first_(static_cast<std::size_t>(m.first)), count_(static_cast<std::size_t>(m.last - m.first)),
+        first_(static_cast<std::size_t>(m.first)),
+        count_(static_cast<std::size_t>(m.last - m.first)),
         slots_{slots[0], slots[1]} {}
   double* writable(double* v) {
     (void)sp_.write(me_, v + first_, count_);
@@ -177,21 +178,24 @@ std::size_t cg_space_bytes(const nas::cg_matrix& a, std::size_t workers, std::si
          block_rounded<double>(a.a.size(), block) + 5 * block_rounded<double>(n, block) +
          2 * block_rounded<double>(dsm_cg_ops::slot_width * workers, block);
 }
+/// `count` T at `at`, which moves on by whole blocks.
+template <class T>
+T* take(std::byte*& at, std::size_t count, std::size_t block) {
+  T* p = reinterpret_cast<T*>(at);
+  at += block_rounded<T>(count, block);
+  return p;
+}
+
 cg_arrays cg_place(std::byte* base, const nas::cg_matrix& a, std::size_t workers,
                    std::size_t block) {
   const auto n = static_cast<std::size_t>(a.n);
   std::byte* at = base;
-  const auto take = [&]<class T>(std::size_t count, T*) {
-    T* p = reinterpret_cast<T*>(at);
-    at += block_rounded<T>(count, block);
-    return p;
-  };
   cg_arrays out{};
-  out.rowstr = take(n + 1, static_cast<std::int32_t*>(nullptr));
-  out.colidx = take(a.colidx.size(), static_cast<std::int32_t*>(nullptr));
-  out.a = take(a.a.size(), static_cast<double*>(nullptr));
-  for (double*& v : out.vectors) v = take(n, static_cast<double*>(nullptr));
-  for (double*& s : out.slots) s = take(dsm_cg_ops::slot_width * workers, static_cast<double*>(nullptr));
+  out.rowstr = take<std::int32_t>(at, n + 1, block);
+  out.colidx = take<std::int32_t>(at, a.colidx.size(), block);
+  out.a = take<double>(at, a.a.size(), block);
+  for (double*& v : out.vectors) v = take<double>(at, n, block);
+  for (double*& s : out.slots) s = take<double>(at, dsm_cg_ops::slot_width * workers, block);
   return out;
 }
 
@@ -203,7 +207,8 @@ void cg_store_rows(thread_context& me, dsm::space& sp, const nas::cg_matrix& a,
   const auto rows = static_cast<std::size_t>(last - first);
   const auto from = static_cast<std::size_t>(a.rowstr[first]);
   const auto entries = static_cast<std::size_t>(a.rowstr[last]) - from;
-  std::copy_n(a.rowstr.begin() + first, rows + 1, sp.write(me, at.rowstr + first, rows + 1).begin());
+  std::copy_n(a.rowstr.begin() + first, rows + 1,
+              sp.write(me, at.rowstr + first, rows + 1).begin());
   std::copy_n(a.colidx.begin() + from, entries, sp.write(me, at.colidx + from, entries).begin());
   std::copy_n(a.a.begin() + from, entries, sp.write(me, at.a + from, entries).begin());
   sp.barrier(me);
@@ -227,7 +232,9 @@ void run_cg(thread_context& me, dsm::space& sp, const nas::cg_class& c, const cg
   sp.barrier(me);
   const auto start = std::chrono::steady_clock::now();
   double mine = 0.0;
-  for (int it = 0; it < c.niter; ++it) mine = nas::cg_step(ops, c, share, v[0], v[1], v[2], v[3], v[4]);
+  for (int it = 0; it < c.niter; ++it) {
+    mine = nas::cg_step(ops, c, share, v[0], v[1], v[2], v[3], v[4]);
+  }
   sp.barrier(me);
   if (me.id() != 0) return;
   out.seconds.push_back(

@@ -216,7 +216,9 @@ inline cg_matrix cg_make(const cg_class& c) {
 }
 
 /// Whether zeta matches class `c`'s verification value (absolute error at most 1e-10, NAS's).
-inline bool cg_verified(const cg_class& c, double zeta) { return std::fabs(zeta - c.zeta) <= 1e-10; }
+inline bool cg_verified(const cg_class& c, double zeta) {
+  return std::fabs(zeta - c.zeta) <= 1e-10;
+}
 
 /// NAS's operation count of class `c`'s timed steps, in millions per second for `seconds`.
 inline double cg_mops(const cg_class& c, double seconds) {
@@ -345,22 +347,13 @@ inline std::pair<int, int> cg_slice(int n, int w, int workers) {
           static_cast<int>(std::int64_t{n} * (w + 1) / workers)};
 }
 
-/// The JSON every CG program writes: who ran it, how, its times, zeta and whether it verified.
+/// The JSON every CG program writes: kernel_report's and zeta.
 inline report_json cg_report(const std::string& system, const cg_class& c, int processes,
                              int threads, const std::vector<double>& seconds, double zeta,
                              bool verified) {
-  const double median = median_seconds(seconds);
-  report_json out;
-  out["system"] = system;
-  out["kernel"] = "CG";
-  out["class"] = std::string(1, c.name);
-  out["processes"] = processes;
-  out["threads"] = threads;
-  out["seconds"] = rounded_array(seconds, 5);
-  out["median_seconds"] = rounded(median, 5);
-  out["mops"] = rounded(cg_mops(c, median), 2);
+  report_json out = kernel_report(system, "CG", c.name, processes, threads, seconds,
+                                  cg_mops(c, median_seconds(seconds)), verified);
   out["zeta"] = zeta;
-  out["verified"] = verified;
   return out;
 }
 

@@ -130,21 +130,28 @@ inline double median_seconds(std::vector<double> seconds) {
   return seconds[seconds.size() / 2];
 }
 
-/// The JSON every EP program writes: who ran it, how, its times and whether it verified.
-inline report_json ep_report(const std::string& system, const ep_class& c, int processes,
-                             int threads, const std::vector<double>& seconds, bool verified) {
-  const double median = median_seconds(seconds);
+/// The JSON every kernel program writes: who ran it, how, its times and whether it verified.
+inline report_json kernel_report(const std::string& system, const char* kernel, char class_name,
+                                 int processes, int threads, const std::vector<double>& seconds,
+                                 double mops, bool verified) {
   report_json out;
   out["system"] = system;
-  out["kernel"] = "EP";
-  out["class"] = std::string(1, c.name);
+  out["kernel"] = kernel;
+  out["class"] = std::string(1, class_name);
   out["processes"] = processes;
   out["threads"] = threads;
   out["seconds"] = rounded_array(seconds, 5);
-  out["median_seconds"] = rounded(median, 5);
-  out["mops"] = rounded(ep_mops(c, median), 2);
+  out["median_seconds"] = rounded(median_seconds(seconds), 5);
+  out["mops"] = rounded(mops, 2);
   out["verified"] = verified;
   return out;
+}
+
+/// The JSON every EP program writes.
+inline report_json ep_report(const std::string& system, const ep_class& c, int processes,
+                             int threads, const std::vector<double>& seconds, bool verified) {
+  return kernel_report(system, "EP", c.name, processes, threads, seconds,
+                       ep_mops(c, median_seconds(seconds)), verified);
 }
 
 }  // namespace seriema::bench::nas

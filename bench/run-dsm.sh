@@ -5,14 +5,16 @@
 # to the home, one put per changed run, and one put of the whole block), over shared memory and
 # over TCP between two emulated machines. Prints each table and the ratios against the issue's
 # goals (floating <= 0.5 x packed diff, <= 0.1 x scattered writes); writes
-# bench/results/dsm_diff-{shm,tcp}.json. Then the kernels: NAS EP (classes S and W) on the space
-# (bench/dsm_kernels: 2 processes x 1 thread over shm and over tcp between 2 emulated machines,
-# 1 x 2), against the same kernel on MPI (bench/mpi_kernels, 2 ranks, shared memory and tcp) and
-# with OpenMP in one process (bench/omp_kernels: 1 thread, the sequential time the speedups are
-# taken against, and 2); every program checks NAS's verification values. Writes
-# bench/results/dsm_kernels-*.json and prints the table with the ratios (goal: EP >= 0.9 x MPI).
+# bench/results/dsm_diff-{shm,tcp}.json. Then the kernels: NAS EP and CG (classes S and W) on
+# the space (bench/dsm_kernels: 2 processes x 1 thread over shm and over tcp between 2 emulated
+# machines, 1 x 2; CG on the floating-home protocol and on the fixed-home baseline), against the
+# same kernel on MPI (bench/mpi_kernels, 2 ranks, shared memory and tcp) and with OpenMP in one
+# process (bench/omp_kernels: 1 thread, the sequential time the speedups are taken against, and
+# 2); every program checks NAS's verification values. Writes bench/results/dsm_kernels-*.json and
+# prints the table with the ratios (goals: EP >= 0.9 x MPI, CG >= 0.5 x MPI, CG floating >= 1.3 x
+# fixed home).
 #   bench/run-dsm.sh [--quick] [--out DIR] [BUILD_DIR]
-# Full run: 5 repetitions of 200 merges per method and 5 of each kernel, about 2 minutes on 2
+# Full run: 5 repetitions of 200 merges per method and 5 of each kernel, about 4 minutes on 2
 # cores. --quick (smoke test): 1 repetition of 20 merges and of class S, into
 # BUILD_DIR/bench-results.
 set -euo pipefail
@@ -46,54 +48,82 @@ UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/dsm_diff" "${arg
 
 status=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
-for class in "${classes[@]}"; do
-  base="$out/dsm_kernels-ep-$class"
-  echo "== NAS EP class $class"
+# One kernel of one class through every system: OpenMP (1 and 2 threads), MPI (shm, tcp) and the
+# space (2 x 1 over shm, 1 x 2, 2 x 1 over tcp between 2 emulated machines); CG's space runs
+# each protocol, floating then fixed home back to back.
+run_kernel() {
+  local kernel=$1 class=$2 protocols=(floating)
+  local base="$out/dsm_kernels-$kernel-$class"
+  [[ $kernel == cg ]] && protocols=(floating fixed)
+  echo "== NAS ${kernel^^} class $class"
+  local common=(--kernel "$kernel" --class "$class" "${kernel_args[@]}")
   if [[ -x $build/bench/omp_kernels ]]; then
-    "$build/bench/omp_kernels" "${kernel_args[@]}" --class "$class" --threads 1 \
-      --json "$base-sequential.json" || status=$?
-    "$build/bench/omp_kernels" "${kernel_args[@]}" --class "$class" --threads 2 \
-      --json "$base-openmp.json" || status=$?
+    "$build/bench/omp_kernels" "${common[@]}" --threads 1 --json "$base-sequential.json" ||
+      status=$?
+    "$build/bench/omp_kernels" "${common[@]}" --threads 2 --json "$base-openmp.json" || status=$?
   fi
   if [[ -x $build/bench/mpi_kernels ]] && command -v mpirun > /dev/null; then
-    mpirun -np 2 --mca btl self,vader "$build/bench/mpi_kernels" "${kernel_args[@]}" \
-      --class "$class" --json "$base-mpi-shm.json" || status=$?
+    mpirun -np 2 --mca btl self,vader "$build/bench/mpi_kernels" "${common[@]}" \
+      --json "$base-mpi-shm.json" || status=$?
     mpirun -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo "$build/bench/mpi_kernels" \
-      "${kernel_args[@]}" --class "$class" --json "$base-mpi-tcp.json" || status=$?
+      "${common[@]}" --json "$base-mpi-tcp.json" || status=$?
   fi
-  SERIEMA_THREADS=1 "$launcher" -n 2 -- "$build/bench/dsm_kernels" "${kernel_args[@]}" \
-    --class "$class" --transport shm --json "$base-dsm-2x1-shm.json" || status=$?
-  SERIEMA_THREADS=2 "$launcher" -n 1 -- "$build/bench/dsm_kernels" "${kernel_args[@]}" \
-    --class "$class" --transport shm --json "$base-dsm-1x2-shm.json" || status=$?
-  SERIEMA_THREADS=1 UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- \
-    "$build/bench/dsm_kernels" "${kernel_args[@]}" --class "$class" --transport tcp \
-    --json "$base-dsm-2x1-tcp.json" || status=$?
+  local p suffix
+  for p in "${protocols[@]}"; do
+    suffix=$([[ $p == fixed ]] && echo "-fixed" || true)
+    SERIEMA_THREADS=1 "$launcher" -n 2 -- "$build/bench/dsm_kernels" "${common[@]}" \
+      --protocol "$p" --transport shm --json "$base-dsm-2x1-shm$suffix.json" || status=$?
+  done
+  for p in "${protocols[@]}"; do
+    suffix=$([[ $p == fixed ]] && echo "-fixed" || true)
+    SERIEMA_THREADS=2 "$launcher" -n 1 -- "$build/bench/dsm_kernels" "${common[@]}" \
+      --protocol "$p" --transport shm --json "$base-dsm-1x2-shm$suffix.json" || status=$?
+  done
+  for p in "${protocols[@]}"; do
+    suffix=$([[ $p == fixed ]] && echo "-fixed" || true)
+    SERIEMA_THREADS=1 UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- \
+      "$build/bench/dsm_kernels" "${common[@]}" --protocol "$p" --transport tcp \
+      --json "$base-dsm-2x1-tcp$suffix.json" || status=$?
+  done
+}
+for class in "${classes[@]}"; do
+  run_kernel ep "$class"
+  run_kernel cg "$class"
 done
 
 echo
-echo "== NAS EP: median seconds; speedup over the sequential kernel; seriema / MPI (same transport)"
+echo "== NAS EP and CG: median seconds; speedup over the sequential kernel; seriema / MPI (same"
+echo "   transport); CG: floating / fixed home (same configuration)"
 python3 - "$out" "${classes[@]}" <<'PY'
 import json, os, sys
 out, classes = sys.argv[1], sys.argv[2:]
 runs = [("sequential", "OpenMP 1 thread", None), ("openmp", "OpenMP 2 threads", None),
-        ("mpi-shm", "MPI 2 ranks (shm)", None), ("mpi-tcp", "MPI 2 ranks (tcp)", None),
-        ("dsm-2x1-shm", "seriema 2x1 (shm)", "mpi-shm"), ("dsm-1x2-shm", "seriema 1x2", "mpi-shm"),
-        ("dsm-2x1-tcp", "seriema 2x1 (tcp, 2 machines)", "mpi-tcp")]
-print(f"{'class':<6}{'run':<32}{'seconds':>10}{'speedup':>9}{'/ MPI':>8}  verified")
-for c in classes:
-    def load(key):
-        path = os.path.join(out, f"dsm_kernels-ep-{c}-{key}.json")
-        return json.load(open(path)) if os.path.exists(path) else None
-    seq = load("sequential")
-    for key, label, mpi_key in runs:
-        r = load(key)
-        if r is None:
-            continue
-        t = r["median_seconds"]
-        speedup = f"{seq['median_seconds'] / t:.2f}" if seq else "-"
-        m = load(mpi_key) if mpi_key else None
-        ratio = f"{m['median_seconds'] / t:.2f}" if m else ""
-        print(f"{c:<6}{label:<32}{t:>10.4f}{speedup:>9}{ratio:>8}  {r['verified']}")
+        ("mpi-shm", "MPI 2 ranks (shm)", None), ("mpi-tcp", "MPI 2 ranks (tcp)", None)]
+for layout, label, mpi in [("2x1-shm", "2x1 (shm)", "mpi-shm"), ("1x2-shm", "1x2", "mpi-shm"),
+                           ("2x1-tcp", "2x1 (tcp, 2 machines)", "mpi-tcp")]:
+    runs.append((f"dsm-{layout}", f"seriema {label}", mpi))
+    runs.append((f"dsm-{layout}-fixed", f"seriema {label} fixed home", mpi))
+print(f"{'kernel':<7}{'class':<6}{'run':<40}{'seconds':>10}{'speedup':>9}{'/ MPI':>8}"
+      f"{'float/fixed':>13}  verified")
+for kernel in ("ep", "cg"):
+    for c in classes:
+        def load(key):
+            path = os.path.join(out, f"dsm_kernels-{kernel}-{c}-{key}.json")
+            return json.load(open(path)) if os.path.exists(path) else None
+        seq = load("sequential")
+        for key, label, mpi_key in runs:
+            r = load(key)
+            if r is None:
+                continue
+            t = r["median_seconds"]
+            speedup = f"{seq['median_seconds'] / t:.2f}" if seq else "-"
+            m = load(mpi_key) if mpi_key else None
+            ratio = f"{m['median_seconds'] / t:.2f}" if m else ""
+            fixed = load(key + "-fixed") if key.startswith("dsm") else None
+            gain = f"{fixed['median_seconds'] / t:.2f}" if fixed else ""
+            print(f"{kernel.upper():<7}{c:<6}{label:<40}{t:>10.4f}{speedup:>9}{ratio:>8}"
+                  f"{gain:>13}  {r['verified']}")
 PY
-echo "goal (issue 45): EP >= 0.9 x MPI; every run VERIFIED against NAS's values"
+echo "goals (issue 45): EP >= 0.9 x MPI; CG >= 0.5 x MPI; CG floating >= 1.3 x fixed home;"
+echo "every run VERIFIED against NAS's values"
 exit $status

@@ -136,6 +136,25 @@ block_word load_word(detail::space_state& s, fabric::thread_context& self, std::
   return block_word::decode(r.value);
 }
 
+/// Block b's private copy now holds version v: it is valid (true) when that is at least the
+/// version its newest notice named; `route` counts the fetch's source.
+bool took(detail::space_state& s, std::uint64_t b, std::uint32_t v, std::uint64_t& route) {
+  detail::block_state& st = s.blocks[b];
+  if (v < st.wanted) return false;
+  st.valid = true;
+  st.version = v;
+  ++s.counters.fetches;
+  ++route;
+  return true;
+}
+
+void check_fetch_deadline(const detail::space_state& s, std::uint64_t b,
+                          deadline_clock::time_point deadline) {
+  if (deadline_clock::now() >= deadline) {
+    throw_deadline(fmt::format("block {}'s version {}", b, s.blocks[b].wanted));
+  }
+}
+
 /// Adds `delta` to block b's directory word at its manager (fixed home: a join or a leave).
 void change_directory(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                       std::uint64_t delta, deadline_clock::time_point deadline) {
@@ -185,16 +204,8 @@ void fetch_from_fixed_home(detail::space_state& s, fabric::thread_context& self,
       v = fetch_consistent(s, self, home, b, deadline);
       if (!v) throw_lost(b, home, "(its home) died");
     }
-    if (*v >= st.wanted) {
-      st.valid = true;
-      st.version = *v;
-      ++s.counters.fetches;
-      ++s.counters.home_reads;
-      return;
-    }
-    if (deadline_clock::now() >= deadline) {
-      throw_deadline(fmt::format("block {}'s version {}", b, st.wanted));
-    }
+    if (took(s, b, *v, s.counters.home_reads)) return;
+    check_fetch_deadline(s, b, deadline);
     (void)self.poll();
   }
 }
@@ -216,13 +227,7 @@ void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint
   }
   if (st.releaser >= 0 && st.releaser != s.rank) {
     const auto v = fetch_consistent(s, self, st.releaser, b, deadline);
-    if (v && *v >= st.wanted) {
-      st.valid = true;
-      st.version = *v;
-      ++s.counters.fetches;
-      ++s.counters.fast_reads;
-      return;
-    }
+    if (v && took(s, b, *v, s.counters.fast_reads)) return;
   }
   for (;;) {  // from the home the block word names (it may move while we read)
     const block_word w = load_word(s, self, b, deadline);
@@ -237,16 +242,8 @@ void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint
       v = fetch_consistent(s, self, static_cast<int>(w.home - 1), b, deadline);
       if (!v) throw_lost(b, static_cast<int>(w.home - 1), "(its home) died");
     }
-    if (*v >= st.wanted) {
-      st.valid = true;
-      st.version = *v;
-      ++s.counters.fetches;
-      ++s.counters.home_reads;
-      return;
-    }
-    if (deadline_clock::now() >= deadline) {
-      throw_deadline(fmt::format("block {}'s version {}", b, st.wanted));
-    }
+    if (took(s, b, *v, s.counters.home_reads)) return;
+    check_fetch_deadline(s, b, deadline);
   }
 }
 
