@@ -11,8 +11,8 @@
 # same kernel on MPI (bench/mpi_kernels, 2 ranks, shared memory and tcp) and with OpenMP in one
 # process (bench/omp_kernels: 1 thread, the sequential time the speedups are taken against, and
 # 2); every program checks NAS's verification values. Writes bench/results/dsm_kernels-*.json and
-# prints the table with the ratios (goals: EP >= 0.9 x MPI, CG >= 0.5 x MPI, CG floating >= 1.3 x
-# fixed home).
+# prints the table with the ratios and every goal (EP >= 0.9 x MPI, CG >= 0.5 x MPI, CG floating
+# >= 1.3 x fixed home; bench/plot_dsm.py, which also draws bench/results/dsm.png).
 #   bench/run-dsm.sh [--quick] [--out DIR] [BUILD_DIR]
 # Full run: 5 repetitions of 200 merges per method and 5 of each kernel, about 4 minutes on 2
 # cores. --quick (smoke test): 1 repetition of 20 merges and of class S, into
@@ -93,37 +93,9 @@ done
 
 echo
 echo "== NAS EP and CG: median seconds; speedup over the sequential kernel; seriema / MPI (same"
-echo "   transport); CG: floating / fixed home (same configuration)"
-python3 - "$out" "${classes[@]}" <<'PY'
-import json, os, sys
-out, classes = sys.argv[1], sys.argv[2:]
-runs = [("sequential", "OpenMP 1 thread", None), ("openmp", "OpenMP 2 threads", None),
-        ("mpi-shm", "MPI 2 ranks (shm)", None), ("mpi-tcp", "MPI 2 ranks (tcp)", None)]
-for layout, label, mpi in [("2x1-shm", "2x1 (shm)", "mpi-shm"), ("1x2-shm", "1x2", "mpi-shm"),
-                           ("2x1-tcp", "2x1 (tcp, 2 machines)", "mpi-tcp")]:
-    runs.append((f"dsm-{layout}", f"seriema {label}", mpi))
-    runs.append((f"dsm-{layout}-fixed", f"seriema {label} fixed home", mpi))
-print(f"{'kernel':<7}{'class':<6}{'run':<40}{'seconds':>10}{'speedup':>9}{'/ MPI':>8}"
-      f"{'float/fixed':>13}  verified")
-for kernel in ("ep", "cg"):
-    for c in classes:
-        def load(key):
-            path = os.path.join(out, f"dsm_kernels-{kernel}-{c}-{key}.json")
-            return json.load(open(path)) if os.path.exists(path) else None
-        seq = load("sequential")
-        for key, label, mpi_key in runs:
-            r = load(key)
-            if r is None:
-                continue
-            t = r["median_seconds"]
-            speedup = f"{seq['median_seconds'] / t:.2f}" if seq else "-"
-            m = load(mpi_key) if mpi_key else None
-            ratio = f"{m['median_seconds'] / t:.2f}" if m else ""
-            fixed = load(key + "-fixed") if key.startswith("dsm") else None
-            gain = f"{fixed['median_seconds'] / t:.2f}" if fixed else ""
-            print(f"{kernel.upper():<7}{c:<6}{label:<40}{t:>10.4f}{speedup:>9}{ratio:>8}"
-                  f"{gain:>13}  {r['verified']}")
-PY
-echo "goals (issue 45): EP >= 0.9 x MPI; CG >= 0.5 x MPI; CG floating >= 1.3 x fixed home;"
-echo "every run VERIFIED against NAS's values"
+echo "   transport); CG: floating / fixed home (same configuration); then every goal"
+python=python3
+if ((!quick)); then source "$repo/bench/find-python.sh"; fi
+"$python" "$repo/bench/plot_dsm.py" "$out" "${classes[@]}" $( ((quick)) && echo --no-plot) ||
+  status=$?
 exit $status
