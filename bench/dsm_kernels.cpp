@@ -219,6 +219,8 @@ void run_cg(thread_context& me, dsm::space& sp, const nas::cg_class& c, const cg
             outcome& out, double& zeta) {
   const auto [first, last] =
       nas::cg_slice(c.na, static_cast<int>(me.id()), static_cast<int>(me.thread_count()));
+  // The matrix spans are kept across the run's barriers: a read span outlives an acquire when its
+  // bytes did not change (space.hpp), and nobody writes the matrix after cg_store_rows.
   const std::int32_t* rowstr =
       sp.read(me, at.rowstr + first, static_cast<std::size_t>(last - first) + 1).data() - first;
   const auto from = static_cast<std::size_t>(rowstr[first]);

@@ -79,7 +79,13 @@ double run_cg(const nas::cg_class& c, const nas::cg_matrix& a) {
   double zeta = 0.0;
 #pragma omp parallel num_threads(threads)
   {
-    const auto [first, last] = nas::cg_slice(c.na, omp_get_thread_num(), threads);
+    // The team may be smaller than asked: the slices and the sums follow the team.
+    if (omp_get_num_threads() != threads) {
+#pragma omp single
+      fmt::print(stderr, "omp_kernels: {} threads asked, {} given\n", threads,
+                 omp_get_num_threads());
+    }
+    const auto [first, last] = nas::cg_slice(c.na, omp_get_thread_num(), omp_get_num_threads());
     const nas::cg_share share{c.na, first, last, a.rowstr.data(), a.colidx.data(), a.a.data()};
     omp_cg_ops ops(partials, omp_get_thread_num());
     nas::cg_start(ops, share, x.data());

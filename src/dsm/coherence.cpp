@@ -155,18 +155,30 @@ void check_fetch_deadline(const detail::space_state& s, std::uint64_t b,
   }
 }
 
-/// Adds `delta` to block b's directory word at its manager (fixed home: a join or a leave).
+std::uint64_t bit_of(int process) noexcept { return std::uint64_t{1} << process; }
+
+/// Sets (`member`) or clears this process's bit in block b's directory word at its manager (fixed
+/// home: a join or a leave). Compare-and-swap from the word as read, so an operation repeated or
+/// left in doubt by a deadline never disturbs another bit.
 void change_directory(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
-                      std::uint64_t delta, deadline_clock::time_point deadline) {
+                      bool member, deadline_clock::time_point deadline) {
   const int manager = s.layout.manager_of(b);
-  const fabric::atomic_result r = s.peer(self, manager).words->execute(
-      atomic_op::add, s.layout.directory_offset(b), delta, 0, deadline);
+  fabric::detail::remote_words& words = *s.peer(self, manager).words;
+  const std::uint64_t offset = s.layout.directory_offset(b);
+  const std::uint64_t bit = bit_of(s.rank);
+  fabric::atomic_result r = words.execute(atomic_op::fetch_add, offset, 0, 0, deadline);
+  while (r.ok()) {
+    const std::uint64_t wanted = member ? r.value | bit : r.value & ~bit;
+    if (wanted == r.value) break;
+    const std::uint64_t seen = r.value;
+    r = words.execute(atomic_op::compare_swap, offset, wanted, seen, deadline);
+    if (r.ok() && r.value == seen) break;
+  }
   if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a directory update");
   if (!r.ok()) throw_lost(b, manager, "(its home) does not answer");
   ++s.counters.directory_updates;
 }
 
-std::uint64_t bit_of(int process) noexcept { return std::uint64_t{1} << process; }
 
 /// Copies block b of this process's own public copy into the private copy, consistently (a
 /// fixed home's public copy is rewritten by remote releasers' puts).
@@ -192,7 +204,7 @@ void fetch_from_fixed_home(detail::space_state& s, fabric::thread_context& self,
                            std::uint64_t b, deadline_clock::time_point deadline) {
   detail::block_state& st = s.blocks[b];
   if (!st.sharer) {  // before the get: a release after it sees this process in the directory
-    change_directory(s, self, b, bit_of(s.rank), deadline);
+    change_directory(s, self, b, true, deadline);
     st.sharer = true;
   }
   const int home = s.layout.manager_of(b);
@@ -349,8 +361,13 @@ void take_master(detail::space_state& s, fabric::thread_context& self, std::uint
 }
 
 /// Fixed home: puts merged block b (this process's public copy) into its home's public copy
-/// under the home's sequence word (odd, the block, then 2 x `version`), and waits until it is
-/// there. On failure unlocks b as it was (`w`) and throws.
+/// under the home's sequence word (odd, the block, then 2 x `version`), each publication drained
+/// before the next. Over write messages a drain means sent, not applied: the directory read that
+/// follows (an atomic on the same endpoint, answered after the home applied what came before it)
+/// is what orders the block before the unlock. When the first publication was refused (nothing
+/// sent) b is unlocked as it was (`w`); once anything went out, b stays locked (the home may
+/// hold a half-written block, which no reader accepts: its word is odd) and later lockers end by
+/// their deadlines naming this process. Throws either way.
 void write_home(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                 const block_word& w, std::uint32_t version, deadline_clock::time_point deadline) {
   const int home = s.layout.manager_of(b);
@@ -358,6 +375,7 @@ void write_home(detail::space_state& s, fabric::thread_context& self, std::uint6
   const std::uint64_t sequence = s.layout.sequence_offset(b);
   const std::span<const std::byte> block{s.public_block(b), s.layout.block_bytes};
   publish_status put = pub.publish({}, 0, sequence, 2 * std::uint64_t{w.version} + 1);
+  if (put != publish_status::ok) unlock_block(s, self, b, w);  // nothing was sent
   // The odd word is in place before any byte of the block (a reader retries meanwhile).
   std::atomic_thread_fence(std::memory_order_release);
   if (put == publish_status::ok && !pub.drain(deadline)) put = publish_status::peer_failed;
@@ -368,26 +386,21 @@ void write_home(detail::space_state& s, fabric::thread_context& self, std::uint6
     ++s.counters.home_writes;
     return;
   }
-  unlock_block(s, self, b, w);
   if (put == publish_status::deadline_exceeded ||
       (!pub.peer_dead() && deadline_clock::now() >= deadline)) {
-    throw_deadline("a merged block's put to its home");
+    throw_deadline(fmt::format("block {}'s merged copy's put to its home, rank {}", b, home));
   }
   throw_lost(b, home, "(its home) died or refused the merged block");
 }
 
-/// Fixed home: the processes block b's directory names (read after the merged block reached the
-/// home, so a process that joins later reads it). On failure unlocks b as it was and throws.
+/// Fixed home: the processes block b's directory names, read after the merged block reached the
+/// home (a process that joins later reads it). When the read fails every other process is named:
+/// the release has happened, and telling too many is safe.
 std::uint64_t read_directory(detail::space_state& s, fabric::thread_context& self,
-                             std::uint64_t b, const block_word& w,
-                             deadline_clock::time_point deadline) {
-  const int manager = s.layout.manager_of(b);
-  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+                             std::uint64_t b, deadline_clock::time_point deadline) {
+  const fabric::atomic_result r = s.peer(self, s.layout.manager_of(b)).words->execute(
       atomic_op::fetch_add, s.layout.directory_offset(b), 0, 0, deadline);
-  if (r.ok()) return r.value;
-  unlock_block(s, self, b, w);
-  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a directory's read");
-  throw_lost(b, manager, "(its home) does not answer");
+  return r.ok() ? r.value : ~std::uint64_t{0};
 }
 
 /// The head word of the release log of the epoch this process is in.
@@ -429,7 +442,7 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   if (s.fixed_home) {
     home = static_cast<std::uint32_t>(s.layout.manager_of(b) + 1);
     if (static_cast<int>(home - 1) != s.rank) write_home(s, self, b, w, version, deadline);
-    st.tell |= read_directory(s, self, b, w, deadline) & ~bit_of(s.rank);
+    st.tell |= read_directory(s, self, b, deadline) & ~bit_of(s.rank);
   }
   unlock_block(s, self, b, {0, home, version});
 
@@ -623,8 +636,13 @@ void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uin
   ++s.counters.invalidations;
   protect_block(s, b);
   if (s.fixed_home && st.sharer) {  // after the drop: a later release need not tell us
+    // Best effort: a bit left set only makes releasers tell this process more (and the next join
+    // sets it again harmlessly); a throw here would leave the acquire's other notices unapplied.
     st.sharer = false;
-    change_directory(s, self, b, -bit_of(s.rank), deadline);
+    try {
+      change_directory(s, self, b, false, deadline);
+    } catch (const error&) {
+    }
   }
 }
 
