@@ -113,7 +113,7 @@ bool main_ep(fabric::runtime& rt, const options& opt) {
 /// vector written before it).
 class dsm_cg_ops {
  public:
-  static constexpr std::size_t slot_width = 8;  ///< doubles per worker
+  static constexpr std::size_t slot_width = nas::cg_slot_width;
 
   dsm_cg_ops(thread_context& me, dsm::space& sp, const nas::cg_share& m, double* const slots[2])
       : me_(me), sp_(sp), n_(static_cast<std::size_t>(m.n)),
@@ -137,11 +137,7 @@ class dsm_cg_ops {
     const std::span<double> mine = sp_.write(me_, slots + slot_width * me_.id(), s.size());
     std::copy(s.begin(), s.end(), mine.begin());
     sp_.barrier(me_);
-    const std::span<const double> all = sp_.read(me_, slots, slot_width * workers);
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      s[i] = 0.0;
-      for (std::size_t w = 0; w < workers; ++w) s[i] += all[slot_width * w + i];
-    }
+    nas::cg_sum_slots(sp_.read(me_, slots, slot_width * workers), s);
   }
   void gather(double* /*v*/) { sp_.barrier(me_); }
 

@@ -341,6 +341,19 @@ double cg_step(Ops& ops, const cg_class& c, const cg_share& m, double* x, double
   return c.shift + 1.0 / norms[0];
 }
 
+/// Doubles of a worker's slot in a sum through shared slots (a cache line: at most 8 values).
+inline constexpr std::size_t cg_slot_width = 8;
+
+/// `s` set to the sums over every worker's slot in `slots` (worker w's at cg_slot_width x w), in
+/// worker order, so every worker gets the same bits.
+inline void cg_sum_slots(std::span<const double> slots, std::span<double> s) {
+  const std::size_t workers = slots.size() / cg_slot_width;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    s[i] = 0.0;
+    for (std::size_t w = 0; w < workers; ++w) s[i] += slots[cg_slot_width * w + i];
+  }
+}
+
 /// [first, last) of `n` rows for worker w of `workers` (contiguous slices, as parallel_for).
 inline std::pair<int, int> cg_slice(int n, int w, int workers) {
   return {static_cast<int>(std::int64_t{n} * w / workers),

@@ -47,17 +47,13 @@ class omp_cg_ops {
     std::vector<double>& slots = partials_[turn_++ % 2];
     for (std::size_t i = 0; i < s.size(); ++i) slots[slot(thread_, i)] = s[i];
 #pragma omp barrier
-    const auto threads = static_cast<int>(slots.size() / slot_width);
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      s[i] = 0.0;
-      for (int t = 0; t < threads; ++t) s[i] += slots[slot(t, i)];
-    }
+    nas::cg_sum_slots(slots, s);
   }
   void gather(double* /*v*/) {
 #pragma omp barrier
   }
 
-  static constexpr std::size_t slot_width = 8;  ///< doubles per thread (a cache line)
+  static constexpr std::size_t slot_width = nas::cg_slot_width;
   static std::size_t slot(int thread, std::size_t i) {
     return static_cast<std::size_t>(thread) * slot_width + i;
   }

@@ -157,6 +157,13 @@ void check_fetch_deadline(const detail::space_state& s, std::uint64_t b,
 
 std::uint64_t bit_of(int process) noexcept { return std::uint64_t{1} << process; }
 
+/// Block b's directory word at its manager, read atomically (fixed home).
+fabric::atomic_result load_directory(detail::space_state& s, fabric::thread_context& self,
+                                     std::uint64_t b, deadline_clock::time_point deadline) {
+  return s.peer(self, s.layout.manager_of(b))
+      .words->execute(atomic_op::fetch_add, s.layout.directory_offset(b), 0, 0, deadline);
+}
+
 /// Sets (`member`) or clears this process's bit in block b's directory word at its manager (fixed
 /// home: a join or a leave). Compare-and-swap from the word as read, so an operation repeated or
 /// left in doubt by a deadline never disturbs another bit.
@@ -166,7 +173,7 @@ void change_directory(detail::space_state& s, fabric::thread_context& self, std:
   fabric::detail::remote_words& words = *s.peer(self, manager).words;
   const std::uint64_t offset = s.layout.directory_offset(b);
   const std::uint64_t bit = bit_of(s.rank);
-  fabric::atomic_result r = words.execute(atomic_op::fetch_add, offset, 0, 0, deadline);
+  fabric::atomic_result r = load_directory(s, self, b, deadline);
   while (r.ok()) {
     const std::uint64_t wanted = member ? r.value | bit : r.value & ~bit;
     if (wanted == r.value) break;
@@ -178,7 +185,6 @@ void change_directory(detail::space_state& s, fabric::thread_context& self, std:
   if (!r.ok()) throw_lost(b, manager, "(its home) does not answer");
   ++s.counters.directory_updates;
 }
-
 
 /// Copies block b of this process's own public copy into the private copy, consistently (a
 /// fixed home's public copy is rewritten by remote releasers' puts).
@@ -398,8 +404,7 @@ void write_home(detail::space_state& s, fabric::thread_context& self, std::uint6
 /// the release has happened, and telling too many is safe.
 std::uint64_t read_directory(detail::space_state& s, fabric::thread_context& self,
                              std::uint64_t b, deadline_clock::time_point deadline) {
-  const fabric::atomic_result r = s.peer(self, s.layout.manager_of(b)).words->execute(
-      atomic_op::fetch_add, s.layout.directory_offset(b), 0, 0, deadline);
+  const fabric::atomic_result r = load_directory(s, self, b, deadline);
   return r.ok() ? r.value : ~std::uint64_t{0};
 }
 
