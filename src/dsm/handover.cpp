@@ -66,18 +66,40 @@ std::optional<sync_word> swap_word(space_state& s, fabric::thread_context& self,
   return sync_word::decode(r.value);
 }
 
+/// Throws when word `w` is held by a thread of a process that died (the object stays held for
+/// ever); else returns a description of its holder for a deadline's message.
+std::string check_holder(const space_state& s, std::uint64_t sync, sync_word w) {
+  const int holder = process_of_thread(s, w.holder - 1);
+  if (s.rt.peer_failed(holder)) {
+    throw error(fmt::format("dsm: {} is held by thread {} of rank {}, which died holding it",
+                            object_name(s, sync), w.holder - 1, holder));
+  }
+  return fmt::format(" (held by thread {} of rank {})", w.holder - 1, holder);
+}
+
+/// The pause of a wait for a held object, by attempts so far: poll, then yield, then sleep, so
+/// that the holder runs on an oversubscribed machine.
+void back_off(fabric::thread_context& self, std::uint64_t attempts) {
+  (void)self.poll();
+  if (attempts > 64) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  } else if (attempts > 8) {
+    std::this_thread::yield();
+  }
+}
+
 /// Takes sync object `sync` for this thread; returns the word as this thread holds it.
 sync_word lock_sync(space_state& s, fabric::thread_context& self, std::uint64_t sync,
                     deadline_clock::time_point deadline) {
-  sync_word guess{0, s.last_seen[sync].load(std::memory_order_relaxed)};
+  sync_word guess = sync_word::decode(s.last_seen[sync].load(std::memory_order_relaxed));
   std::uint64_t retries = 0;
   std::string holder_seen;  // for the deadline's message
   for (;;) {
-    const sync_word mine{static_cast<std::uint32_t>(self.id() + 1), guess.last};
+    const sync_word mine{static_cast<std::uint32_t>(self.id() + 1), guess.last, guess.handovers};
     const std::optional<sync_word> was = swap_word(s, self, sync, mine, guess, deadline, true);
     if (!was) detail::throw_deadline(fmt::format("{}{}", object_name(s, sync), holder_seen));
     if (was->encode() == guess.encode()) {
-      s.last_seen[sync].store(guess.last, std::memory_order_relaxed);
+      s.last_seen[sync].store(guess.encode(), std::memory_order_relaxed);
       s.held[sync].store(mine.encode(), std::memory_order_relaxed);
       std::lock_guard lock(s.mutex);
       s.counters.lock_retries += retries;
@@ -87,23 +109,14 @@ sync_word lock_sync(space_state& s, fabric::thread_context& self, std::uint64_t 
       guess = *was;
       continue;
     }
-    const int holder = process_of_thread(s, was->holder - 1);
-    if (s.rt.peer_failed(holder)) {
-      throw error(fmt::format("dsm: {} is held by thread {} of rank {}, which died holding it",
-                              object_name(s, sync), was->holder - 1, holder));
-    }
-    holder_seen = fmt::format(" (held by thread {} of rank {})", was->holder - 1, holder);
+    holder_seen = check_holder(s, sync, *was);
     if (deadline_clock::now() >= deadline) {
       detail::throw_deadline(fmt::format("{}{}", object_name(s, sync), holder_seen));
     }
-    guess = {0, static_cast<std::uint32_t>(holder + 1)};  // its hand-over names its process
-    ++retries;
-    (void)self.poll();
-    if (retries > 64) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));  // let the holder run
-    } else if (retries > 8) {
-      std::this_thread::yield();
-    }
+    // Its hand-over names its process and counts one more.
+    guess = {0, static_cast<std::uint32_t>(process_of_thread(s, was->holder - 1) + 1),
+             was->handovers + 1};
+    back_off(self, ++retries);
   }
 }
 
@@ -113,7 +126,7 @@ sync_word lock_sync(space_state& s, fabric::thread_context& self, std::uint64_t 
 void unlock_sync(space_state& s, fabric::thread_context& self, std::uint64_t sync,
                  sync_word held, std::uint32_t last) {
   s.held[sync].store(0, std::memory_order_relaxed);
-  const sync_word freed{0, last};
+  const sync_word freed{0, last, held.handovers + 1};
   const std::optional<sync_word> was =
       swap_word(s, self, sync, freed, held, deadline_clock::now() + std::chrono::seconds(30),
                 false);
@@ -156,19 +169,21 @@ bool get_words(space_state& s, fabric::thread_context& self, int process, std::u
   return true;
 }
 
-/// The record the word `held` names (this thread holds the object, so nobody rewrites it).
+/// The record the word `held` names, copied into the calling thread's record buffer (stable when
+/// this thread holds the object; else read_record_unlocked checks that nobody rewrote it).
 handover read_record(space_state& s, fabric::thread_context& self, std::uint64_t sync,
                      sync_word held, deadline_clock::time_point deadline) {
   if (held.last == 0) return {true};
   const int process = static_cast<int>(held.last - 1);
   const std::uint64_t offset = s.layout.record_offset(sync);
-  if (process == s.rank) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return decode_record(s, s.meta_word(offset), process);
-  }
   std::vector<std::uint64_t>& buffer = record_buffer();
   const std::uint64_t all = s.layout.record_bytes() / 8;
   buffer.resize(std::max<std::uint64_t>(buffer.size(), all));
+  if (process == s.rank) {  // copied: another thread here may take the object and rewrite it
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::memcpy(buffer.data(), s.meta_word(offset), s.layout.record_bytes());
+    return decode_record(s, buffer.data(), process);
+  }
   const std::uint64_t first = std::min(all, 3 + 2 * entries_in_first_get);
   if (!get_words(s, self, process, offset, buffer.data(), first, deadline)) {
     return {false, true};
@@ -181,6 +196,50 @@ handover read_record(space_state& s, fabric::thread_context& self, std::uint64_t
     return {false, true};
   }
   return h;
+}
+
+/// Sync object `sync`'s lock word, read atomically.
+sync_word read_word(space_state& s, fabric::thread_context& self, std::uint64_t sync,
+                    deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(sync);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::fetch_add, s.layout.sync_word_offset(sync), 0, 0, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) {
+    detail::throw_deadline(fmt::format("{}'s word", object_name(s, sync)));
+  }
+  if (!r.ok()) {
+    throw error(fmt::format("dsm: {}'s manager, rank {}, does not answer ({})",
+                            object_name(s, sync), manager, fabric::to_string(r.how)));
+  }
+  return sync_word::decode(r.value);
+}
+
+/// The record of `sync` as it stood at one instant, read without taking the object, so that
+/// readers spinning on an atomic never hold off the thread that will store to it: the word free,
+/// the record, the word again unchanged. A holder rewrites the record only between its lock and
+/// its unlock, and the unlock counts one more hand-over, so an equal word means an untouched
+/// record (a wrap of the 24-bit count within one get aside).
+std::pair<sync_word, handover> read_record_unlocked(space_state& s, fabric::thread_context& self,
+                                                    std::uint64_t sync,
+                                                    deadline_clock::time_point deadline) {
+  std::string holder_seen;  // for the deadline's message
+  for (std::uint64_t attempts = 1;; ++attempts) {
+    const sync_word before = read_word(s, self, sync, deadline);
+    if (before.holder == 0) {
+      const handover h = read_record(s, self, sync, before, deadline);
+      if (h.none || h.lost) return {before, h};  // nothing to tear
+      if (read_word(s, self, sync, deadline).encode() == before.encode()) {
+        s.last_seen[sync].store(before.encode(), std::memory_order_relaxed);
+        return {before, h};
+      }
+    } else {
+      holder_seen = check_holder(s, sync, before);
+    }
+    if (deadline_clock::now() >= deadline) {
+      detail::throw_deadline(fmt::format("{}{}", object_name(s, sync), holder_seen));
+    }
+    back_off(self, attempts);
+  }
 }
 
 /// Drops every copy this process holds (after releasing its writes): an acquire whose notices
@@ -390,9 +449,13 @@ std::uint64_t space::load_acquire(fabric::thread_context& self, std::size_t atom
   space_state& s = *state_;
   const std::uint64_t sync = check_sync(s, atomic, true);
   detail::entry_guard guard(&s);
-  const auto [held, h] = acquire_sync(s, self, sync, self.deadline_in_force(deadline));
-  unlock_sync(s, self, sync, held, held.last);
-  if (h.lost) throw_value_lost(s, sync, held);
+  deadline = self.deadline_in_force(deadline);
+  const auto [word, h] = read_record_unlocked(s, self, sync, deadline);
+  {
+    std::lock_guard lock(s.mutex);
+    apply_record(s, self, h, deadline);
+  }
+  if (h.lost) throw_value_lost(s, sync, word);
   return h.none ? 0 : h.value;
 }
 

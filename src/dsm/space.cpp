@@ -200,6 +200,13 @@ space::space(fabric::runtime& rt, const space_options& options,
                                    "processes; the job has {}",
                                    rt.size()));
   }
+  if (rt.size() > static_cast<int>(detail::sync_word::max_last) ||
+      rt.placement().thread_count() > detail::sync_word::max_holder) {
+    throw config_error(fmt::format("dsm: a space's lock words name at most {} processes and {} "
+                                   "threads; the job has {} and {}",
+                                   detail::sync_word::max_last, detail::sync_word::max_holder,
+                                   rt.size(), rt.placement().thread_count()));
+  }
   if (deadline == no_deadline) deadline = rt.default_deadline();
   agree_on(rt, options, deadline);
   detail::space_state& s = *state_;
@@ -214,7 +221,7 @@ space::space(fabric::runtime& rt, const space_options& options,
   s.fault_driven = options.fault_driven;
   s.fixed_home = options.protocol == coherence_protocol::fixed_home;
   s.held = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
-  s.last_seen = std::make_unique<std::atomic<std::uint32_t>[]>(s.layout.syncs);
+  s.last_seen = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
   s.route = route_for(rt);
   s.local_workers = count_local_workers(rt);
   s.blocks.assign(s.layout.blocks, detail::block_state{});

@@ -42,14 +42,22 @@ struct block_word {
 /// process that last handed it over + 1 (0: never), whose meta region holds the object's
 /// hand-over record.
 struct sync_word {
-  std::uint32_t holder = 0;  ///< thread + 1; 0 free
-  std::uint32_t last = 0;    ///< process + 1; 0 never handed over
+  std::uint32_t holder = 0;     ///< thread + 1 (24 bits); 0 free
+  std::uint32_t last = 0;       ///< process + 1 (16 bits); 0 never handed over
+  std::uint32_t handovers = 0;  ///< unlocks so far (24 bits, wrapping): a record read between
+                                ///< two equal free words was not rewritten in between
+
+  static constexpr std::uint32_t max_holder = (1u << 24) - 1;
+  static constexpr std::uint32_t max_last = (1u << 16) - 1;
+  static constexpr std::uint32_t handovers_mask = (1u << 24) - 1;
 
   static sync_word decode(std::uint64_t w) noexcept {
-    return {static_cast<std::uint32_t>(w >> 32), static_cast<std::uint32_t>(w)};
+    return {static_cast<std::uint32_t>(w >> 40), static_cast<std::uint32_t>(w >> 24) & max_last,
+            static_cast<std::uint32_t>(w) & handovers_mask};
   }
   [[nodiscard]] std::uint64_t encode() const noexcept {
-    return (std::uint64_t{holder} << 32) | last;
+    return (std::uint64_t{holder} << 40) | (std::uint64_t{last} << 24) |
+           (handovers & handovers_mask);
   }
 };
 
@@ -184,10 +192,10 @@ struct space_state {
   space_counters counters;
 
   /// By synchronization object: the encoded sync_word this process's holder took (0: none here),
-  /// written and read by the holding thread; and the last hand-over seen, a guess for the next
-  /// compare-and-swap.
+  /// written and read by the holding thread; and the last free word seen (encoded), a guess for
+  /// the next compare-and-swap.
   std::unique_ptr<std::atomic<std::uint64_t>[]> held;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> last_seen;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> last_seen;
 
   /// Local barrier of the process's workers: arrivals, and the generation the last one bumps
   /// after the process's release and exchange (`failure`: why they failed, for the others).

@@ -3,7 +3,9 @@
 // the last releaser), several writers of one block keep every byte (false sharing), homes
 // migrate and come back, allocations never overlap; a mutex's hand-over carries what was written
 // under it (counters and logs, also when the notices overflow a record), acquire/release atomics
-// pass messages without a barrier, a read without an acquire may be stale; parallel_for covers
+// pass messages without a barrier, a read without an acquire may be stale; the litmus tests
+// release consistency must pass (load buffering, write-to-read causality through a chain of
+// hand-overs, read-read coherence) and one it may fail (store buffering); parallel_for covers
 // its range once; a fault-driven space needs no spans, and a fault outside it ends the process
 // as without it; and bad input is refused before anything moves (out-of-range spans, mutexes
 // and atomics, full spaces, bad or mismatched options, an unlock by a thread without the lock).
@@ -207,6 +209,119 @@ TEST(Dsm, StoreBufferingMayReadBothZerosWithoutAnAcquire) {
     if (player && elsewhere) {
       EXPECT_EQ(sp.read(me, flags + theirs, 1)[0], 1u);
     }
+    sp.barrier(me, phase_end());
+  });
+}
+
+// Load buffering, which release consistency must pass: worker 0 reads x and then writes y = 1,
+// the last worker reads y and then writes x = 1, each then releases. Neither read may see the
+// other's write (a write is seen elsewhere only after its release, which follows the read), so
+// both reading 1 would be a violation; each records what it read, and after the barrier both
+// ones are visible everywhere.
+TEST(Dsm, LoadBufferingNeverReadsBothWrites) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  auto* x = reinterpret_cast<std::uint64_t*>(sp.base() + 14 * sp.block_bytes());
+  auto* y = reinterpret_cast<std::uint64_t*>(sp.base() + 15 * sp.block_bytes() + 8);
+  auto* seen = reinterpret_cast<std::uint64_t*>(sp.base() + 16 * sp.block_bytes());
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    // Threads of one process share the copies: there the two would race on plain memory.
+    const bool elsewhere = test::rt().size() > 1;
+    for (std::uint64_t round = 1; round <= 6; ++round) {
+      if (elsewhere && (me.id() == 0 || me.id() == last)) {
+        std::uint64_t* in = me.id() == 0 ? x : y;
+        std::uint64_t* out = me.id() == 0 ? y : x;
+        const std::uint64_t got = sp.read(me, in, 1)[0];
+        sp.write(me, out, 1)[0] = round;
+        sp.write(me, seen + (me.id() == 0 ? 0 : 1), 1)[0] = got;
+        sp.release(me, phase_end());
+      }
+      sp.barrier(me, phase_end());
+      const std::span<const std::uint64_t> both = sp.read(me, seen, 2);
+      EXPECT_FALSE(both[0] == round && both[1] == round)
+          << "round " << round << ": both reads saw the other's write";
+      EXPECT_EQ(sp.read(me, x, 1)[0], elsewhere ? round : 0);
+      EXPECT_EQ(sp.read(me, y, 1)[0], elsewhere ? round : 0);
+      sp.barrier(me, phase_end());
+    }
+  });
+}
+
+// Write-to-read causality, which release consistency must pass: worker 0 writes x and
+// store_release()s atomic 0; a middle worker load_acquire()s it (never reading x) and
+// store_release()s atomic 1; the last worker load_acquire()s atomic 1 and must read x. Across
+// processes x's write notice reaches the last worker only inside the middle one's hand-over
+// (notices merged transitively). What the last worker read is the copy the next round's notice
+// must drop; atomic 2 says it read x, so that worker 0 (maybe sharing its process's copy) writes
+// again only then.
+TEST(Dsm, WriteToReadCausalityPassesThroughAChainOfHandOvers) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  auto* x = reinterpret_cast<std::uint64_t*>(sp.base() + 9 * sp.block_bytes() + 8);
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    const fabric::thread_id middle = last / 2;
+    const auto await = [&](std::size_t atomic, std::uint64_t value) {
+      while (sp.load_acquire(me, atomic, phase_end()) != value) (void)me.poll();
+    };
+    if (me.id() == last) {
+      ASSERT_EQ(sp.read(me, x, 1)[0], 0u);  // a copy the first notice must drop
+    }
+    sp.barrier(me, phase_end());
+    for (std::uint64_t round = 1; round <= 5; ++round) {
+      if (me.id() == 0) {
+        await(2, round - 1);
+        sp.write(me, x, 1)[0] = round;
+        sp.store_release(me, 0, round, phase_end());
+      }
+      if (me.id() == middle) {
+        await(0, round);
+        sp.store_release(me, 1, round, phase_end());
+      }
+      if (me.id() == last) {
+        await(1, round);
+        EXPECT_EQ(sp.read(me, x, 1)[0], round) << "round " << round;
+        sp.store_release(me, 2, round, phase_end());
+      }
+    }
+    sp.barrier(me, phase_end());
+  });
+  const dsm::space_counters c = sp.counters();
+  if (test::rt().rank() == test::rt().size() - 1 && test::rt().size() > 2) {
+    EXPECT_GT(c.handover_notices, 0u);
+    EXPECT_GT(c.invalidations, 0u);
+  }
+}
+
+// Read-read coherence, which release consistency must pass: worker 0 writes x = 1, 2, ... 40,
+// releasing each; the last worker, in another process, acquires (standalone acquire()) and reads
+// x again and again. What it reads never goes back to an older value, and it reaches 40.
+TEST(Dsm, ReadsOfOneWordNeverGoBackInTime) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  auto* x = reinterpret_cast<std::uint64_t*>(sp.base() + 17 * sp.block_bytes() + 16);
+  constexpr std::uint64_t writes = 40;
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    // Threads of one process share x's copy: a reader there would race the writer's stores.
+    const bool elsewhere = test::rt().size() > 1;
+    if (elsewhere && me.id() == 0) {
+      for (std::uint64_t i = 1; i <= writes; ++i) {
+        sp.write(me, x, 1)[0] = i;
+        sp.release(me, phase_end());
+      }
+    }
+    if (elsewhere && me.id() == last) {
+      std::uint64_t newest = 0;
+      const auto end = phase_end();
+      while (newest < writes && fabric::deadline_clock::now() < end) {
+        sp.acquire(me, end);
+        const std::uint64_t now = sp.read(me, x, 1)[0];
+        ASSERT_GE(now, newest) << "x went back from " << newest << " to " << now;
+        newest = now;
+      }
+      EXPECT_EQ(newest, writes);
+    }
+    sp.barrier(me, phase_end());
+    EXPECT_EQ(sp.read(me, x, 1)[0], elsewhere ? writes : 0);
     sp.barrier(me, phase_end());
   });
 }

@@ -1,6 +1,7 @@
 # The dsm module (shared spaces): false sharing, producer/consumer with fast reads, a value round
 # the ring of workers, allocation, mutexes and acquire/release atomics, parallel_for,
-# fault-driven access (plain loads and stores; a fault outside the space), store buffering,
+# fault-driven access (plain loads and stores; a fault outside the space), the litmus tests
+# (load buffering, write-to-read causality, read-read coherence, store buffering),
 # the fixed-home baseline's directory, refusals;
 # 1 process x 3 threads, 3 x 1 and 2 x 2 over shm, 3 x 1 over tcp (write messages, and put), 2
 # emulated machines over tcp, and under mpirun; and the suite on the fixed-home protocol over shm
