@@ -142,7 +142,9 @@ bool took(detail::space_state& s, std::uint64_t b, std::uint32_t v, std::uint64_
   detail::block_state& st = s.blocks[b];
   if (v < st.wanted) return false;
   st.valid = true;
+  st.renewable = false;
   st.version = v;
+  st.lease_end = v;  // no later version is at or below its own
   ++s.counters.fetches;
   ++route;
   return true;
@@ -229,16 +231,9 @@ void fetch_from_fixed_home(detail::space_state& s, fabric::thread_context& self,
 }
 
 /// Brings invalid block b up to the version its write notice named.
-void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
-                 deadline_clock::time_point deadline) {
+void fetch_copy(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                deadline_clock::time_point deadline) {
   detail::block_state& st = s.blocks[b];
-  // A fault-driven space's invalid block stays inaccessible to the application while it is
-  // written through the protocol's view, and is left as its state says however this ends.
-  struct reprotect {
-    detail::space_state& s;
-    std::uint64_t b;
-    ~reprotect() { detail::protect_block(s, b); }
-  } after{s, b};
   if (s.fixed_home) {
     fetch_from_fixed_home(s, self, b, deadline);
     return;
@@ -263,6 +258,114 @@ void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint
     if (took(s, b, *v, s.counters.home_reads)) return;
     check_fetch_deadline(s, b, deadline);
   }
+}
+
+/// Block b's lease word at its manager, read atomically.
+detail::lease_word load_lease(detail::space_state& s, fabric::thread_context& self,
+                              std::uint64_t b, deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(b);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::fetch_add, s.layout.lease_offset(b), 0, 0, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a lease word's read");
+  if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
+  return detail::lease_word::decode(r.value);
+}
+
+/// Compare-and-swap of a word of block b's manager; returns what the word held.
+std::uint64_t swap_manager_word(detail::space_state& s, fabric::thread_context& self,
+                                std::uint64_t b, std::uint64_t offset, std::uint64_t desired,
+                                std::uint64_t expected, deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(b);
+  const fabric::atomic_result r = s.peer(self, manager).words->execute(
+      atomic_op::compare_swap, offset, desired, expected, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a lease's registration");
+  if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
+  return r.value;
+}
+
+/// Registers a lease on block b's copy (floating home with leases) reaching the acquired floor,
+/// and `lease` ticks past it for a read (a copy about to be written is merged with the current
+/// master at its release anyway, and a longer lease would only push that release's version up),
+/// so that the copy stays valid through every floor up to there: sets
+/// `leased` in the block word while the copy's version is current and unlocked, raises the lease
+/// word's end, then reads the block word again. True (the copy's lease_end set) when the version
+/// stayed current throughout; false when a release came in between (the copy is then stale or
+/// about to be, and is fetched again). A release that locks after the first step finds `leased`
+/// and takes a version past the raised end; one that locked before it is seen by the last step.
+bool register_lease(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                    bool for_write, deadline_clock::time_point deadline) {
+  detail::block_state& st = s.blocks[b];
+  const std::uint32_t v = st.version;
+  const auto target = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+      std::uint64_t{std::max(v, s.acquired_floor)} + (for_write ? 0 : s.lease), 0xffffffffu));
+  const std::uint64_t block_offset = s.layout.block_word_offset(b);
+  for (block_word w = load_word(s, self, b, deadline);;) {
+    if (w.locker != 0 || w.version != v) return false;
+    if (w.leased) break;
+    block_word flagged = w;
+    flagged.leased = true;
+    const std::uint64_t was =
+        swap_manager_word(s, self, b, block_offset, flagged.encode(), w.encode(), deadline);
+    w = was == w.encode() ? flagged : block_word::decode(was);
+  }
+  detail::lease_word lw = load_lease(s, self, b, deadline);
+  for (;;) {
+    const detail::lease_word raised{std::max(lw.version, v), std::max(lw.end, target)};
+    if (raised.encode() == lw.encode()) break;
+    const std::uint64_t was = swap_manager_word(s, self, b, s.layout.lease_offset(b),
+                                                raised.encode(), lw.encode(), deadline);
+    if (was == lw.encode()) {
+      lw = raised;
+      break;
+    }
+    lw = detail::lease_word::decode(was);
+  }
+  const block_word after = load_word(s, self, b, deadline);
+  if (after.locker != 0 || after.version != v) return false;
+  st.lease_end = lw.end;
+  return true;
+}
+
+/// Brings invalid block b up to the version its write notice named and, with leases, to a
+/// version no older than any release the acquired floor covers.
+void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                 bool for_write, deadline_clock::time_point deadline) {
+  // A fault-driven space's invalid block stays inaccessible to the application while it is
+  // written through the protocol's view, and is left as its state says however this ends.
+  struct reprotect {
+    detail::space_state& s;
+    std::uint64_t b;
+    ~reprotect() { detail::protect_block(s, b); }
+  } after{s, b};
+  detail::block_state& st = s.blocks[b];
+  for (;;) {
+    fetch_copy(s, self, b, deadline);
+    if (st.lease_end >= s.acquired_floor || register_lease(s, self, b, for_write, deadline)) {
+      return;
+    }
+    // A fast read brought a version a release under the floor superseded: read the home's.
+    st.valid = false;
+    st.wanted = std::max(st.wanted, st.version + 1);
+    st.releaser = -1;
+    check_fetch_deadline(s, b, deadline);
+  }
+}
+
+/// Makes block b, whose lease ended, valid again: its lease renewed at the manager when its
+/// version is still current (no get), else fetched.
+void renew_or_fetch(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                    bool for_write, deadline_clock::time_point deadline) {
+  detail::block_state& st = s.blocks[b];
+  st.renewable = false;
+  if (register_lease(s, self, b, for_write, deadline)) {
+    st.valid = true;
+    ++s.counters.lease_renewals;
+    detail::protect_block(s, b);
+    return;
+  }
+  st.wanted = std::max(st.wanted, st.version + 1);
+  st.releaser = -1;
+  fetch_block(s, self, b, for_write, deadline);
 }
 
 void make_twin(detail::space_state& s, std::uint64_t b) {
@@ -425,6 +528,25 @@ void log_release(detail::space_state& s, std::uint64_t b) noexcept {
                                               std::memory_order_release);
 }
 
+/// The version block b's release takes (b locked, its word as `w` was): after the current one,
+/// at or above the floor this process acquired (so its own copy holds through it), and past
+/// every lease registered on the current version: when the word says `leased`, the lease word is
+/// swapped to the new version (a renewal racing with it then fails, or is seen here).
+std::uint32_t next_version(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
+                           const block_word& w, deadline_clock::time_point deadline) {
+  std::uint32_t version = std::max(w.version + 1, s.acquired_floor);
+  if (!w.leased) return version;
+  detail::lease_word lw = load_lease(s, self, b, deadline);
+  for (;;) {
+    const std::uint32_t past = std::max({version, lw.version + 1, lw.end + 1});
+    const detail::lease_word closed{past, past};
+    const std::uint64_t was = swap_manager_word(s, self, b, s.layout.lease_offset(b),
+                                                closed.encode(), lw.encode(), deadline);
+    if (was == lw.encode()) return past;
+    lw = detail::lease_word::decode(was);
+  }
+}
+
 /// Merges dirty block b into its master copy, which becomes this process's public copy.
 void release_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                    deadline_clock::time_point deadline) {
@@ -432,6 +554,7 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   // (fault-driven spaces): it lands after the merge, in a new interval, and is not lost.
   detail::seal_block(s, b);
   const block_word w = lock_block(s, self, b, deadline);
+  const std::uint32_t version = next_version(s, self, b, w, deadline);
   std::uint64_t* sequence = s.sequence_word(b);
   begin_rewrite(sequence);
   take_master(s, self, b, w, deadline);
@@ -440,7 +563,6 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   auto twin = s.twins.find(b);
   detail::merge_changes(master, mine, twin->second.data(), s.layout.block_bytes);
   std::memcpy(mine, master, s.layout.block_bytes);  // the others' writes, released before ours
-  const std::uint32_t version = w.version + 1;
   end_rewrite(sequence, version);
   auto home = static_cast<std::uint32_t>(s.rank + 1);
   detail::block_state& st = s.blocks[b];
@@ -453,8 +575,10 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
 
   st.version = version;
   st.wanted = version;
+  st.lease_end = version;
   st.releaser = s.rank;
   st.valid = true;
+  st.renewable = false;
   st.dirty = false;
   detail::protect_block(s, b);
   s.spare_twins.push_back(std::move(twin->second));
@@ -590,6 +714,7 @@ void exchange(detail::space_state& s, fabric::thread_context& self,
   for (std::uint64_t b : s.heard) s.blocks[b].heard = false;
   s.heard.clear();
   s.heard_everything = false;
+  s.heard_floor = 0;
   ++s.counters.barriers;
 }
 
@@ -619,7 +744,10 @@ void detail::prepare_blocks(space_state& s, fabric::thread_context& self, std::u
                             std::uint64_t last, bool for_write,
                             deadline_clock::time_point deadline) {
   for (std::uint64_t b = first; b <= last; ++b) {
-    if (!s.blocks[b].valid) fetch_block(s, self, b, deadline);
+    if (!s.blocks[b].valid && s.blocks[b].renewable) {
+      renew_or_fetch(s, self, b, for_write, deadline);
+    }
+    if (!s.blocks[b].valid) fetch_block(s, self, b, for_write, deadline);
     if (for_write && !s.blocks[b].dirty) make_twin(s, b);
   }
 }
@@ -632,6 +760,7 @@ void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uin
     st.wanted = version;
     st.releaser = releaser;
   }
+  if (!st.valid && version > st.version) st.renewable = false;  // a newer one: fetch it
   if (!st.valid || st.version >= version) return;
   if (st.dirty) {
     release_dirty(s, self, b, deadline);  // takes the master, which holds `version` or newer
@@ -648,6 +777,29 @@ void detail::apply_notice(space_state& s, fabric::thread_context& self, std::uin
       change_directory(s, self, b, false, deadline);
     } catch (const error&) {
     }
+  }
+}
+
+void detail::apply_floor(space_state& s, fabric::thread_context& self, std::uint32_t floor,
+                         deadline_clock::time_point deadline) {
+  s.heard_floor = std::max(s.heard_floor, floor);
+  if (floor <= s.acquired_floor) return;
+  s.acquired_floor = floor;
+  for (std::uint64_t b = 0; b < s.layout.blocks; ++b) {
+    block_state& st = s.blocks[b];
+    if (!st.valid) continue;
+    if (st.lease_end >= floor) {
+      ++s.counters.leases_held;
+      continue;
+    }
+    ++s.counters.lease_expiries;
+    if (st.dirty) {
+      release_dirty(s, self, b, deadline);  // the merge takes the current master
+      continue;
+    }
+    st.valid = false;
+    st.renewable = true;
+    protect_block(s, b);
   }
 }
 

@@ -52,4 +52,11 @@ void seal_block(space_state& s, std::uint64_t b);
 void apply_notice(space_state& s, fabric::thread_context& self, std::uint64_t b,
                   std::uint32_t version, int releaser, deadline_clock::time_point deadline);
 
+/// The acquire of a hand-over record's floor (floating home with leases): every release of a
+/// version at or below `floor` must be read here from now on. Passes the floor on in this
+/// process's records; copies whose lease ends below it are renewed or fetched on their next use
+/// (dirty ones released now: the merge takes the current master).
+void apply_floor(space_state& s, fabric::thread_context& self, std::uint32_t floor,
+                 deadline_clock::time_point deadline);
+
 }  // namespace seriema::dsm::detail

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
@@ -37,8 +38,12 @@ struct handover {
   std::uint64_t epoch = 0;
   std::uint64_t count = 0;  ///< or record_everything
   std::uint64_t value = 0;
+  std::uint32_t floor = 0;  ///< the newest version among the notices left out (leases)
   const std::uint64_t* entries = nullptr;  ///< count x ((block << 32 | version), releaser)
 };
+
+/// Words of a record before its entries: epoch, count, value, floor.
+constexpr std::uint64_t record_header = 4;
 
 std::string object_name(const space_state& s, std::uint64_t sync) {
   return sync < s.mutexes ? fmt::format("mutex {}", sync)
@@ -148,11 +153,16 @@ std::vector<std::uint64_t>& record_buffer() {
 }
 
 handover decode_record(const space_state& s, const std::uint64_t* r, int process) {
-  handover h{false, false, r[0], r[1], r[2], r + 3};
+  handover h{false, false, r[0], r[1], r[2], 0, r + record_header};
   if (h.count != record_everything && h.count > s.layout.record_notices) {
     throw error(fmt::format("dsm: rank {} handed over {} notices, more than a record holds ({})",
                             process, h.count, s.layout.record_notices));
   }
+  if (r[3] > 0xffffffffu || (r[3] != 0 && s.lease == 0)) {
+    throw error(fmt::format("dsm: rank {} handed over a floor of {} (leases {})", process, r[3],
+                            s.lease == 0 ? "off" : "on"));
+  }
+  h.floor = static_cast<std::uint32_t>(r[3]);
   return h;
 }
 
@@ -184,12 +194,13 @@ handover read_record(space_state& s, fabric::thread_context& self, std::uint64_t
     std::memcpy(buffer.data(), s.meta_word(offset), s.layout.record_bytes());
     return decode_record(s, buffer.data(), process);
   }
-  const std::uint64_t first = std::min(all, 3 + 2 * entries_in_first_get);
+  const std::uint64_t first = std::min(all, record_header + 2 * entries_in_first_get);
   if (!get_words(s, self, process, offset, buffer.data(), first, deadline)) {
     return {false, true};
   }
   handover h = decode_record(s, buffer.data(), process);
-  const std::uint64_t needed = h.count == record_everything ? 3 : 3 + 2 * h.count;
+  const std::uint64_t needed =
+      record_header + (h.count == record_everything ? 0 : 2 * h.count);
   if (needed > first &&
       !get_words(s, self, process, offset + 8 * first, buffer.data() + first, needed - first,
                  deadline)) {
@@ -270,6 +281,7 @@ void apply_record(space_state& s, fabric::thread_context& self, const handover& 
                             h.epoch, s.rank, s.epoch));
   }
   if (h.lost || h.count == record_everything) return invalidate_everything(s, self, deadline);
+  if (h.floor != 0) detail::apply_floor(s, self, h.floor, deadline);
   for (std::uint64_t i = 0; i < h.count; ++i) {
     const std::uint64_t b = h.entries[2 * i] >> 32;
     const auto version = static_cast<std::uint32_t>(h.entries[2 * i]);
@@ -288,31 +300,56 @@ void apply_record(space_state& s, fabric::thread_context& self, const handover& 
   s.counters.handover_notices += h.count;
 }
 
-/// Writes this process's record of `sync`: every notice it knows since the last barrier (its
-/// releases and what it heard), or "everything" when they do not fit or it heard "everything";
-/// and `value`. State mutex held; `sync` held by the calling thread, so no get reads the record
-/// while it changes (the next holder's get follows the unlock that follows these stores).
-void write_record(space_state& s, std::uint64_t sync, std::uint64_t value) {
-  std::uint64_t* r = s.meta_word(s.layout.record_offset(sync));
-  std::uint64_t count = 0;
-  bool everything = s.heard_everything;
+/// The notices this process's records carry, as (version << 32 | block) in `out`: its own
+/// releases since the last barrier and the blocks it heard of, each once, at the newest version
+/// it knows.
+void gather_notices(const space_state& s, std::vector<std::uint64_t>& out) {
+  out.clear();
   const auto add = [&](std::uint64_t b) {
-    if (count == s.layout.record_notices) {
-      everything = true;
-      return;
-    }
-    const detail::block_state& st = s.blocks[b];
-    r[3 + 2 * count] = (b << 32) | st.wanted;
-    r[4 + 2 * count] = static_cast<std::uint64_t>(st.releaser);
-    ++count;
+    out.push_back((std::uint64_t{s.blocks[b].wanted} << 32) | b);
   };
   for (std::uint64_t b : s.notices) add(b);
   for (std::uint64_t b : s.heard) {
     if (!s.blocks[b].noticed) add(b);
   }
+}
+
+/// Keeps the `room` newest of `notices` (floating home with leases) and returns the floor: the
+/// newest version among those left out, or the one heard before if newer. An acquirer treats every
+/// copy older than the floor as possibly stale, so leaving the oldest out drops the fewest.
+std::uint32_t truncate_notices(const space_state& s, std::vector<std::uint64_t>& notices,
+                               std::uint64_t room) {
+  std::uint32_t floor = s.heard_floor;
+  if (notices.size() <= room) return floor;
+  const auto kept = notices.begin() + static_cast<std::ptrdiff_t>(room);
+  std::nth_element(notices.begin(), kept, notices.end(), std::greater<>());
+  floor = std::max(floor, static_cast<std::uint32_t>(*kept >> 32));  // the newest left out
+  notices.resize(room);
+  return floor;
+}
+
+/// Writes this process's record of `sync`: every notice it knows since the last barrier (its
+/// releases and what it heard) with the floor it heard; when they do not fit, the newest and a
+/// floor (leases), or "everything" (no leases, or it heard "everything"); and `value`. State
+/// mutex held; `sync` held by the calling thread, so no holder's get reads the record while it
+/// changes (the next holder's get follows the unlock that follows these stores; load_acquire
+/// checks the lock word around its get).
+void write_record(space_state& s, std::uint64_t sync, std::uint64_t value) {
+  std::uint64_t* r = s.meta_word(s.layout.record_offset(sync));
+  std::vector<std::uint64_t>& notices = s.record_scratch;
+  gather_notices(s, notices);
+  const std::uint64_t room = s.layout.record_notices;
+  const bool everything = s.heard_everything || (s.lease == 0 && notices.size() > room);
+  const std::uint32_t floor = everything ? 0 : truncate_notices(s, notices, room);
+  for (std::size_t i = 0; !everything && i < notices.size(); ++i) {
+    const std::uint64_t b = notices[i] & 0xffffffffu;
+    r[record_header + 2 * i] = (b << 32) | (notices[i] >> 32);
+    r[record_header + 2 * i + 1] = static_cast<std::uint64_t>(s.blocks[b].releaser);
+  }
   r[0] = s.epoch;
-  r[1] = everything ? record_everything : count;
+  r[1] = everything ? record_everything : notices.size();
   r[2] = value;
+  r[3] = floor;
   ++s.counters.handovers;
   std::atomic_thread_fence(std::memory_order_release);
 }

@@ -51,20 +51,25 @@ void check(const space_options& o) {
     throw config_error(fmt::format("space_options: handover_notices {} must be 1 .. {}",
                                    o.handover_notices, most_syncs));
   }
+  if (o.lease > most_syncs) {
+    throw config_error(fmt::format("space_options: lease {} must be 0 .. {}", o.lease,
+                                   most_syncs));
+  }
 }
 
 bool same_shape(const space_options& a, const space_options& b) {
   return a.bytes == b.bytes && a.block_bytes == b.block_bytes && a.mutexes == b.mutexes &&
          a.atomics == b.atomics && a.handover_notices == b.handover_notices &&
-         a.fault_driven == b.fault_driven && a.protocol == b.protocol;
+         a.fault_driven == b.fault_driven && a.protocol == b.protocol && a.lease == b.lease;
 }
 
 std::string describe(const space_options& o) {
   return fmt::format("{} bytes in blocks of {}, {} mutexes, {} atomics, {} notices per hand-over, "
-                     "{} access, {}",
+                     "{} access, {}, lease {}",
                      o.bytes, o.block_bytes, o.mutexes, o.atomics, o.handover_notices,
                      o.fault_driven ? "fault-driven" : "explicit",
-                     o.protocol == coherence_protocol::fixed_home ? "fixed home" : "floating home");
+                     o.protocol == coherence_protocol::fixed_home ? "fixed home" : "floating home",
+                     o.lease);
 }
 
 template <class T>
@@ -200,11 +205,12 @@ space::space(fabric::runtime& rt, const space_options& options,
                                    "processes; the job has {}",
                                    rt.size()));
   }
-  if (rt.size() > static_cast<int>(detail::sync_word::max_last) ||
+  if (rt.size() > static_cast<int>(detail::block_word::max_process) ||
+      rt.size() > static_cast<int>(detail::sync_word::max_last) ||
       rt.placement().thread_count() > detail::sync_word::max_holder) {
     throw config_error(fmt::format("dsm: a space's lock words name at most {} processes and {} "
                                    "threads; the job has {} and {}",
-                                   detail::sync_word::max_last, detail::sync_word::max_holder,
+                                   detail::block_word::max_process, detail::sync_word::max_holder,
                                    rt.size(), rt.placement().thread_count()));
   }
   if (deadline == no_deadline) deadline = rt.default_deadline();
@@ -220,6 +226,7 @@ space::space(fabric::runtime& rt, const space_options& options,
   s.mutexes = options.mutexes;
   s.fault_driven = options.fault_driven;
   s.fixed_home = options.protocol == coherence_protocol::fixed_home;
+  s.lease = s.fixed_home ? 0 : options.lease;
   s.held = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
   s.last_seen = std::make_unique<std::atomic<std::uint64_t>[]>(s.layout.syncs);
   s.route = route_for(rt);

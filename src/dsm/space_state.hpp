@@ -20,27 +20,51 @@
 namespace seriema::dsm::detail {
 
 /// The block word, one per block in its manager's meta region (block b: process b % P), changed
-/// only by remote atomics: bits 48..63 the locking process + 1 (0: unlocked), bits 32..47 the
-/// home (the last releaser, whose public copy is the master) + 1 (0: never released, the master
-/// is all zeros), bits 0..31 the block's version (releases so far).
+/// only by remote atomics: bit 63 *leased* (a process registered a lease on the current version in
+/// the block's lease word, so the next release must read it), bits 48..62 the locking process + 1
+/// (0: unlocked), bits 32..47 the home (the last releaser, whose public copy is the master) + 1
+/// (0: never released, the master is all zeros), bits 0..31 the block's version: a logical time,
+/// greater at each release (by one, or past a registered lease).
 struct block_word {
   std::uint32_t locker = 0;   ///< process + 1; 0 unlocked
   std::uint32_t home = 0;     ///< process + 1; 0 none
-  std::uint32_t version = 0;  ///< releases of the block so far
+  std::uint32_t version = 0;  ///< the current master's logical time
+  bool leased = false;        ///< the lease word holds a lease on `version`
+
+  static constexpr std::uint32_t max_process = (1u << 15) - 2;  ///< locker = process + 1
 
   static block_word decode(std::uint64_t w) noexcept {
-    return {static_cast<std::uint32_t>(w >> 48), static_cast<std::uint32_t>((w >> 32) & 0xffff),
-            static_cast<std::uint32_t>(w)};
+    return {static_cast<std::uint32_t>((w >> 48) & 0x7fff),
+            static_cast<std::uint32_t>((w >> 32) & 0xffff), static_cast<std::uint32_t>(w),
+            (w >> 63) != 0};
   }
   [[nodiscard]] std::uint64_t encode() const noexcept {
-    return (std::uint64_t{locker} << 48) | (std::uint64_t{home} << 32) | version;
+    return (std::uint64_t{leased} << 63) | (std::uint64_t{locker} << 48) |
+           (std::uint64_t{home} << 32) | version;
+  }
+};
+
+/// The lease word, one per block beside its directory word at its manager (floating home with
+/// leases): bits 32..63 a version, bits 0..31 the end of the leases registered on it. Changed only
+/// by remote atomics: a renewing reader raises the end by compare-and-swap while its copy's
+/// version is current and the block word says `leased`; a releaser that found `leased` swaps in
+/// its new version, past the end. (Without `leased` the word may name an older version.)
+struct lease_word {
+  std::uint32_t version = 0;
+  std::uint32_t end = 0;
+
+  static lease_word decode(std::uint64_t w) noexcept {
+    return {static_cast<std::uint32_t>(w >> 32), static_cast<std::uint32_t>(w)};
+  }
+  [[nodiscard]] std::uint64_t encode() const noexcept {
+    return (std::uint64_t{version} << 32) | end;
   }
 };
 
 /// A synchronization object's lock word, in its manager's meta region (object m: process m % P),
-/// changed only by remote atomics: bits 32..63 the holding thread + 1 (0: free), bits 0..31 the
+/// changed only by remote atomics: bits 40..63 the holding thread + 1 (0: free), bits 24..39 the
 /// process that last handed it over + 1 (0: never), whose meta region holds the object's
-/// hand-over record.
+/// hand-over record, bits 0..23 the unlocks so far (wrapping).
 struct sync_word {
   std::uint32_t holder = 0;     ///< thread + 1 (24 bits); 0 free
   std::uint32_t last = 0;       ///< process + 1 (16 bits); 0 never handed over
@@ -72,13 +96,15 @@ constexpr std::uint64_t record_everything = ~std::uint64_t{0};
 ///  meta region: word 0 the allocation cursor (rank 0's is the job's), then the block words of
 ///    the blocks this process manages, then the lock words of the synchronization objects
 ///    (mutexes, then atomics) it manages, then one hand-over record per object: [epoch][count or
-///    record_everything][value][count x ((block << 32 | version), releaser)], written with plain
-///    stores by this process only while one of its threads holds the object, read by the next
-///    holder's get; then two release logs (by barrier epoch parity), written by this process with
-///    plain stores at each release (entry, then the head word), read by peers' acquire(); then
+///    record_everything][value][floor][count x ((block << 32 | version), releaser)], written with
+///    plain stores by this process only while one of its threads holds the object, read by the
+///    next holder's get (or by load_acquire's get between two reads of the lock word); then two
+///    release logs (by barrier epoch parity), written by this process with plain stores at each
+///    release (entry, then the head word), read by peers' acquire(); then
 ///    the notice board: 2 parities x P senders, a slot each: [epoch word]
 ///    [count][count notices of (block << 32 | version)]. Slot (parity, q) is written only by
-///    process q (data, then the epoch word), at barriers of that parity.
+///    process q (data, then the epoch word), at barriers of that parity; then the directory
+///    words and the lease words of the blocks this process manages.
 struct region_layout {
   std::uint64_t bytes = 0;
   std::uint64_t block_bytes = 0;
@@ -101,7 +127,7 @@ struct region_layout {
   [[nodiscard]] std::uint64_t sync_word_offset(std::uint64_t sync) const noexcept {
     return 8 * (1 + (blocks + processes - 1) / processes + sync / processes);
   }
-  [[nodiscard]] std::uint64_t record_bytes() const noexcept { return 8 * (3 + 2 * record_notices); }
+  [[nodiscard]] std::uint64_t record_bytes() const noexcept { return 8 * (4 + 2 * record_notices); }
   [[nodiscard]] std::uint64_t record_offset(std::uint64_t sync) const noexcept {
     return sync_word_offset(0) + 8 * ((syncs + processes - 1) / processes) +
            record_bytes() * sync;
@@ -123,8 +149,12 @@ struct region_layout {
   [[nodiscard]] std::uint64_t directory_offset(std::uint64_t block) const noexcept {
     return slot_offset(2, 0) + 8 * (block / processes);
   }
+  /// The lease word (lease_word) of block b at its manager.
+  [[nodiscard]] std::uint64_t lease_offset(std::uint64_t block) const noexcept {
+    return directory_offset(0) + 8 * ((blocks + processes - 1) / processes + block / processes);
+  }
   [[nodiscard]] std::uint64_t meta_bytes() const noexcept {
-    return directory_offset(0) + 8 * ((blocks + processes - 1) / processes);
+    return lease_offset(0) + 8 * ((blocks + processes - 1) / processes);
   }
 };
 
@@ -135,8 +165,12 @@ struct block_state {
   bool noticed = false;        ///< released since the last barrier (in `notices`)
   bool heard = false;          ///< named by a hand-over record since the last barrier (in `heard`)
   std::uint32_t notice_index = 0;  ///< its place in `notices` and in the release log, if noticed
+  bool renewable = false;  ///< invalid only because its lease ended: renew before refetching
   std::uint32_t version = 0;   ///< the version the private copy holds
   std::uint32_t wanted = 0;    ///< the newest version a write notice named
+  /// The copy's logical lease: no version of the block after `version` is at or below it (at
+  /// least `version` itself; more once renewed at the manager).
+  std::uint32_t lease_end = 0;
   std::int32_t releaser = -1;  ///< who released `wanted` (the fast read's source); -1 none
   bool sharer = true;  ///< fixed home: this process's bit is set in b's directory word
   /// Fixed home, while noticed: the processes the directory named at this epoch's releases of the
@@ -184,6 +218,15 @@ struct space_state {
   std::vector<std::uint64_t> heard;
   /// An acquired record said "everything" since the last barrier: so do this process's records.
   bool heard_everything = false;
+  /// The highest floor of the records acquired since the last barrier: this process's records
+  /// pass it on (a notice left out of a record is left out of every record after it).
+  std::uint32_t heard_floor = 0;
+  /// Logical leases (floating home, space_options::lease > 0): the lease's length, and the
+  /// highest floor any record acquired here carried (never lowered): every valid copy's lease
+  /// reaches it, and this process's releases take versions above it.
+  std::uint32_t lease = 0;
+  std::uint32_t acquired_floor = 0;
+  std::vector<std::uint64_t> record_scratch;  ///< write_record's notices when they overflow
   std::uint64_t epoch = 0;             ///< barriers passed
   /// The notices sent at the barriers of each parity, by receiver: [count, notices...]; untouched
   /// until two barriers later, by which time every peer has read them. (Floating home sends every

@@ -63,10 +63,18 @@ struct space_options {
   /// compare_exchange_acquire()), numbered from 0, each 0 at first.
   std::size_t atomics = 64;
   /// Write notices one hand-over of a mutex or atomic carries (1 .. 2^20). A process that knows
-  /// more since the last barrier hands over "everything": the acquirer then drops every copy it
-  /// holds (correct, and slower). Each process registers (mutexes + atomics) x (24 + 16 x this)
-  /// bytes for the records.
+  /// more since the last barrier hands over the newest ones and a *floor*, the newest version
+  /// among those left out: the acquirer keeps the copies whose logical lease reaches the floor
+  /// and renews or refetches the others on their next use (floating home with lease > 0); with
+  /// a fixed home or lease 0 the record says "everything" and the acquirer drops every copy.
+  /// Each process registers (mutexes + atomics) x (32 + 16 x this) bytes for the records.
   std::size_t handover_notices = 512;
+  /// Logical lease of a renewed read copy, in version ticks (0 .. 2^20; floating home only): a
+  /// copy whose lease ended before a hand-over's floor is renewed at its block's manager on its
+  /// next use, for this many ticks past the floor, and no later release of the block takes a
+  /// version inside the lease. 0: no leases (an overflowing hand-over says "everything"). The
+  /// seed's MENPS uses 10. docs/shared-memory.md "Logical leases".
+  std::uint32_t lease = 10;
   /// Fault-driven access: the space's pages are protected by their blocks' state, so plain
   /// loads and stores through pointers into it work as read() and write() spans do (a load of
   /// an invalid block fetches it, the first store to a clean one twins it). Off: only spans
@@ -97,6 +105,9 @@ struct space_counters {
   std::uint64_t handover_overflows = 0;  ///< acquires that dropped every copy ("everything")
   std::uint64_t home_writes = 0;  ///< fixed home: merged blocks put back into a remote home
   std::uint64_t directory_updates = 0;  ///< fixed home: joins and leaves of a block's sharers
+  std::uint64_t lease_expiries = 0;  ///< copies whose lease ended before a hand-over's floor
+  std::uint64_t lease_renewals = 0;  ///< of those, kept by renewing the lease (no get)
+  std::uint64_t leases_held = 0;     ///< copies a hand-over's floor left valid by their lease
 };
 
 /// A block whose only master copy was in a process that died (or whose lock word was): what it

@@ -24,6 +24,7 @@
 #include <seriema/fabric/thread_context.hpp>
 #include <cstdlib>
 #include <stdexcept>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -386,10 +387,12 @@ TEST(Dsm, AllocationsNeverOverlap) {
 // Every worker takes the one mutex 12 times and appends its id to a log (in other blocks than
 // the count) at the count's position: a hand-over that lost a release would lose an increment
 // or overwrite an entry. `notices` = 1 makes every hand-over of a critical section that wrote
-// two blocks overflow into "everything".
-void mutex_protected_log(std::size_t notices) {
+// two blocks overflow: into its newest notice and a floor (leases), or "everything" (lease 0,
+// or a fixed home).
+void mutex_protected_log(std::size_t notices, std::uint32_t lease) {
   dsm::space_options o = small_space();
   o.handover_notices = notices;
+  o.lease = lease;
   dsm::space sp(test::rt(), o, phase_end());
   constexpr std::uint64_t per_worker = 12;
   auto* count = reinterpret_cast<std::uint64_t*>(sp.base() + 2 * sp.block_bytes() + 8);
@@ -422,6 +425,7 @@ void mutex_protected_log(std::size_t notices) {
     sum.handovers += c.handovers;
     sum.handover_notices += c.handover_notices;
     sum.handover_overflows += c.handover_overflows;
+    sum.lease_expiries += c.lease_expiries;
   }
   const std::uint64_t workers = test::rt().size() * test::rt().options().threads_per_process;
   EXPECT_EQ(sum.acquires, workers * per_worker);
@@ -429,14 +433,106 @@ void mutex_protected_log(std::size_t notices) {
   if (test::rt().size() > 1 && notices > 1) {
     EXPECT_GT(sum.handover_notices, 0u);
   }
+  const bool leases = lease > 0 && !fixed_home();
   if (test::rt().size() > 1 && notices == 1) {
-    EXPECT_GT(sum.handover_overflows, 0u);
+    EXPECT_EQ(sum.handover_overflows > 0, !leases);
+    EXPECT_EQ(sum.lease_expiries > 0, leases);
   }
 }
 
-TEST(Dsm, AMutexHandsOverWhatWasWrittenUnderIt) { mutex_protected_log(512); }
+TEST(Dsm, AMutexHandsOverWhatWasWrittenUnderIt) { mutex_protected_log(512, 10); }
 
-TEST(Dsm, AMutexWhoseNoticesOverflowStillHandsEverythingOver) { mutex_protected_log(1); }
+TEST(Dsm, AMutexWhoseNoticesOverflowHandsOverTheNewestAndAFloor) { mutex_protected_log(1, 10); }
+
+TEST(Dsm, AMutexWhoseNoticesOverflowWithoutLeasesHandsEverythingOver) {
+  mutex_protected_log(1, 0);
+}
+
+std::atomic<int> lease_step{0};
+
+// Logical leases (floating home, one notice per hand-over, lease 10): worker 0 (P0) and the last
+// worker (P1), in different processes, take mutex 0 in turns (a call says whose turn it is):
+//  1. P1 writes X and Y: its record keeps one notice and the floor 1;
+//  2. P0 acquires the floor: every copy it holds expired; A, B and C are read again by renewing
+//     their leases at their managers, to 1 + 10, without a get (none changed);
+//  3. P1 writes A and B, whose leases push their versions past 11: the record keeps one of them
+//     and the floor 12;
+//  4. P0: every copy expired again; A and B read P1's values, one through its notice and the
+//     other only because its lease ended (its renewal finds a newer version and fetches it); C's
+//     lease is renewed (to 22), no get;
+//  5. P1 writes X and Y again (versions 13): floor 13;
+//  6. P0: C's lease reaches past the floor, so C is read with no word to anyone.
+TEST(Dsm, LeasesKeepCopiesThroughFloorsAndExpireBeforeNewerWrites) {
+  if (fixed_home() || test::rt().size() == 1) {
+    GTEST_SKIP() << "leases need a floating home and two processes";
+  }
+  dsm::space_options o = small_space();
+  o.handover_notices = 1;
+  dsm::space sp(test::rt(), o, phase_end());
+  const auto word = [&](std::size_t block) {
+    return reinterpret_cast<std::uint64_t*>(sp.base() + block * sp.block_bytes() + 24);
+  };
+  std::uint64_t* a = word(20);
+  std::uint64_t* b = word(21);
+  std::uint64_t* c = word(22);
+  std::uint64_t* x = word(23);
+  std::uint64_t* y = word(24);
+  lease_step = 0;
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    if (me.id() != 0 && me.id() != last) {
+      sp.barrier(me, phase_end());
+      return;
+    }
+    const fabric::thread_id other = me.id() == 0 ? last : 0;
+    // turn(k, work): waits for step k, runs work(counters before the lock) under mutex 0, then
+    // hands step k + 1 over.
+    const auto turn = [&](int k, auto&& work) {
+      ASSERT_TRUE(me.wait_until([&] { return lease_step.load() == k; }, phase_end()));
+      const dsm::space_counters before = sp.counters();
+      sp.lock(me, 0, phase_end());
+      work(before);
+      sp.unlock(me, 0, phase_end());
+      const int next = k + 1;
+      ASSERT_EQ(me.call(other, [next] { lease_step = next; }), fabric::call_status::ok);
+    };
+    const auto delta = [&](const dsm::space_counters& before) {
+      const dsm::space_counters now = sp.counters();
+      return std::tuple{now.fetches - before.fetches, now.lease_renewals - before.lease_renewals,
+                        now.leases_held - before.leases_held,
+                        now.lease_expiries - before.lease_expiries};
+    };
+    if (me.id() == last) {
+      turn(0, [&](const auto&) { sp.write(me, x, 1)[0] = sp.write(me, y, 1)[0] = 1; });
+      turn(2, [&](const auto&) { sp.write(me, a, 1)[0] = sp.write(me, b, 1)[0] = 2; });
+      turn(4, [&](const auto&) { sp.write(me, x, 1)[0] = sp.write(me, y, 1)[0] = 3; });
+    } else {
+      turn(1, [&](const dsm::space_counters& before) {
+        EXPECT_EQ(sp.read(me, a, 1)[0] + sp.read(me, b, 1)[0] + sp.read(me, c, 1)[0], 0u);
+        const auto [fetches, renewals, held, expiries] = delta(before);
+        EXPECT_GT(expiries, 0u);
+        EXPECT_EQ(renewals, 3u);
+        EXPECT_EQ(fetches, 0u);
+      });
+      turn(3, [&](const dsm::space_counters& before) {
+        EXPECT_EQ(sp.read(me, a, 1)[0], 2u);
+        EXPECT_EQ(sp.read(me, b, 1)[0], 2u);
+        EXPECT_EQ(sp.read(me, c, 1)[0], 0u);
+        const auto [fetches, renewals, held, expiries] = delta(before);
+        EXPECT_EQ(fetches, 2u) << "A and B, whose versions changed";
+        EXPECT_EQ(renewals, 1u) << "C";
+      });
+      turn(5, [&](const dsm::space_counters& before) {
+        EXPECT_EQ(sp.read(me, c, 1)[0], 0u);
+        EXPECT_EQ(sp.read(me, x, 1)[0], 3u);
+        const auto [fetches, renewals, held, expiries] = delta(before);
+        EXPECT_GE(held, 1u) << "C's lease reaches past the floor";
+        EXPECT_EQ(renewals + fetches, 1u) << "X, and nothing for C";
+      });
+    }
+    sp.barrier(me, phase_end());
+  });
+}
 
 // Round r: worker r % W writes 3 blocks and a tail, then store_release(0, r + 1); the others
 // spin on load_acquire(0) until they see it, check every word, and count themselves in with
@@ -629,9 +725,13 @@ TEST(Dsm, BadInputIsRefused) {
   bad = small_space();
   bad.mutexes = std::size_t{1} << 20;
   EXPECT_THROW(dsm::space(test::rt(), bad, phase_end()), config_error);
-  if (test::rt().size() > 1) {
+  bad = small_space();
+  bad.lease = (1u << 20) + 1;
+  EXPECT_THROW(dsm::space(test::rt(), bad, phase_end()), config_error);
+  for (int field = 0; field < 2 && test::rt().size() > 1; ++field) {
     dsm::space_options mismatched = small_space();
-    if (rank == 1) mismatched.bytes *= 2;
+    if (rank == 1 && field == 0) mismatched.bytes *= 2;
+    if (rank == 1 && field == 1) mismatched.lease = 3;
     try {
       dsm::space refused(test::rt(), mismatched, phase_end());
       ADD_FAILURE() << "a space of mismatched options was created";
