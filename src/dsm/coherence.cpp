@@ -136,11 +136,12 @@ block_word load_word(detail::space_state& s, fabric::thread_context& self, std::
   return block_word::decode(r.value);
 }
 
-/// Block b's private copy now holds version v: it is valid (true) when that is at least the
-/// version its newest notice named; `route` counts the fetch's source.
-bool took(detail::space_state& s, std::uint64_t b, std::uint32_t v, std::uint64_t& route) {
+/// Block b's private copy now holds version v: it is valid (true) when that is at least
+/// `at_least` (the version its newest notice named, or newer); `route` counts the fetch's source.
+bool took(detail::space_state& s, std::uint64_t b, std::uint32_t v, std::uint32_t at_least,
+          std::uint64_t& route) {
   detail::block_state& st = s.blocks[b];
-  if (v < st.wanted) return false;
+  if (v < at_least) return false;
   st.valid = true;
   st.renewable = false;
   st.version = v;
@@ -150,11 +151,17 @@ bool took(detail::space_state& s, std::uint64_t b, std::uint32_t v, std::uint64_
   return true;
 }
 
+/// Throws deadline_error past the deadline of a wait for version `at_least` (or newer) of b.
+void check_version_deadline(std::uint64_t b, std::uint32_t at_least,
+                            deadline_clock::time_point deadline) {
+  if (deadline_clock::now() >= deadline) {
+    throw_deadline(fmt::format("block {}'s version {} or newer", b, at_least));
+  }
+}
+
 void check_fetch_deadline(const detail::space_state& s, std::uint64_t b,
                           deadline_clock::time_point deadline) {
-  if (deadline_clock::now() >= deadline) {
-    throw_deadline(fmt::format("block {}'s version {}", b, s.blocks[b].wanted));
-  }
+  check_version_deadline(b, s.blocks[b].wanted, deadline);
 }
 
 std::uint64_t bit_of(int process) noexcept { return std::uint64_t{1} << process; }
@@ -224,23 +231,24 @@ void fetch_from_fixed_home(detail::space_state& s, fabric::thread_context& self,
       v = fetch_consistent(s, self, home, b, deadline);
       if (!v) throw_lost(b, home, "(its home) died");
     }
-    if (took(s, b, *v, s.counters.home_reads)) return;
+    if (took(s, b, *v, st.wanted, s.counters.home_reads)) return;
     check_fetch_deadline(s, b, deadline);
     (void)self.poll();
   }
 }
 
-/// Brings invalid block b up to the version its write notice named.
+/// Brings invalid block b up to `at_least` (the version its write notice named, or newer): a
+/// fast read from the releaser the notice named when that is enough, else from the home.
 void fetch_copy(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
-                deadline_clock::time_point deadline) {
+                std::uint32_t at_least, deadline_clock::time_point deadline) {
   detail::block_state& st = s.blocks[b];
   if (s.fixed_home) {
     fetch_from_fixed_home(s, self, b, deadline);
     return;
   }
-  if (st.releaser >= 0 && st.releaser != s.rank) {
+  if (st.releaser >= 0 && st.releaser != s.rank && at_least <= st.wanted) {
     const auto v = fetch_consistent(s, self, st.releaser, b, deadline);
-    if (v && took(s, b, *v, s.counters.fast_reads)) return;
+    if (v && took(s, b, *v, at_least, s.counters.fast_reads)) return;
   }
   for (;;) {  // from the home the block word names (it may move while we read)
     const block_word w = load_word(s, self, b, deadline);
@@ -255,8 +263,15 @@ void fetch_copy(detail::space_state& s, fabric::thread_context& self, std::uint6
       v = fetch_consistent(s, self, static_cast<int>(w.home - 1), b, deadline);
       if (!v) throw_lost(b, static_cast<int>(w.home - 1), "(its home) died");
     }
-    if (took(s, b, *v, s.counters.home_reads)) return;
-    check_fetch_deadline(s, b, deadline);
+    if (took(s, b, *v, at_least, s.counters.home_reads)) {
+      if (*v > st.wanted && w.home != 0) {  // what a notice of it names from now on
+        st.wanted = *v;
+        st.releaser = static_cast<int>(w.home - 1);
+      }
+      return;
+    }
+    check_version_deadline(b, at_least, deadline);
+    (void)self.poll();  // a release of it is under way
   }
 }
 
@@ -278,29 +293,44 @@ std::uint64_t swap_manager_word(detail::space_state& s, fabric::thread_context& 
   const int manager = s.layout.manager_of(b);
   const fabric::atomic_result r = s.peer(self, manager).words->execute(
       atomic_op::compare_swap, offset, desired, expected, deadline);
-  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a lease's registration");
+  if (r.how == fabric::outcome::deadline_exceeded) {
+    throw_deadline(fmt::format("a compare-and-swap of block {}'s words", b));
+  }
   if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
   return r.value;
 }
 
+/// What a lease registration found.
+struct registration {
+  enum { registered, superseded, busy } result;
+  std::uint32_t version;  ///< the block's version when superseded
+};
+
 /// Registers a lease on block b's copy (floating home with leases) reaching the acquired floor,
 /// and `lease` ticks past it for a read (a copy about to be written is merged with the current
 /// master at its release anyway, and a longer lease would only push that release's version up),
-/// so that the copy stays valid through every floor up to there: sets
-/// `leased` in the block word while the copy's version is current and unlocked, raises the lease
-/// word's end, then reads the block word again. True (the copy's lease_end set) when the version
-/// stayed current throughout; false when a release came in between (the copy is then stale or
-/// about to be, and is fetched again). A release that locks after the first step finds `leased`
-/// and takes a version past the raised end; one that locked before it is seen by the last step.
-bool register_lease(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
-                    bool for_write, deadline_clock::time_point deadline) {
+/// so that the copy stays valid through every floor up to there:
+///  1. sets `leased` in the block word while the copy's version is current and unlocked;
+///  2. raises the lease word's end;
+///  3. reads the block word again: unlocked at the same version, the copy's lease_end is set.
+/// A release that locks after 3 finds `leased` (set in 1, cleared only by a release's unlock) and
+/// takes a version past the end raised in 2; one that locked before 3 is seen there (`busy`, or
+/// `superseded` once it unlocked), whatever it did to the lease word.
+registration register_lease(detail::space_state& s, fabric::thread_context& self,
+                            std::uint64_t b, bool for_write,
+                            deadline_clock::time_point deadline) {
   detail::block_state& st = s.blocks[b];
   const std::uint32_t v = st.version;
   const auto target = static_cast<std::uint32_t>(std::min<std::uint64_t>(
       std::uint64_t{std::max(v, s.acquired_floor)} + (for_write ? 0 : s.lease), 0xffffffffu));
+  const auto seen = [&](const block_word& w) -> std::optional<registration> {
+    if (w.version != v) return registration{registration::superseded, w.version};
+    if (w.locker != 0) return registration{registration::busy, v};
+    return std::nullopt;
+  };
   const std::uint64_t block_offset = s.layout.block_word_offset(b);
   for (block_word w = load_word(s, self, b, deadline);;) {
-    if (w.locker != 0 || w.version != v) return false;
+    if (const auto r = seen(w)) return *r;
     if (w.leased) break;
     block_word flagged = w;
     flagged.leased = true;
@@ -320,16 +350,29 @@ bool register_lease(detail::space_state& s, fabric::thread_context& self, std::u
     }
     lw = detail::lease_word::decode(was);
   }
-  const block_word after = load_word(s, self, b, deadline);
-  if (after.locker != 0 || after.version != v) return false;
+  if (const auto r = seen(load_word(s, self, b, deadline))) return *r;
   st.lease_end = lw.end;
-  return true;
+  return {registration::registered, v};
+}
+
+/// Registers a lease on block b's current copy, waiting while a release of it is under way;
+/// nullopt when registered, else the newer version that superseded the copy.
+std::optional<std::uint32_t> lease_or_newer(detail::space_state& s, fabric::thread_context& self,
+                                            std::uint64_t b, bool for_write,
+                                            deadline_clock::time_point deadline) {
+  for (;;) {
+    const registration r = register_lease(s, self, b, for_write, deadline);
+    if (r.result == registration::registered) return std::nullopt;
+    if (r.result == registration::superseded) return r.version;
+    check_fetch_deadline(s, b, deadline);
+    (void)self.poll();  // locked at our version: the release may yet fail and leave it current
+  }
 }
 
 /// Brings invalid block b up to the version its write notice named and, with leases, to a
 /// version no older than any release the acquired floor covers.
 void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
-                 bool for_write, deadline_clock::time_point deadline) {
+                 bool for_write, std::uint32_t at_least, deadline_clock::time_point deadline) {
   // A fault-driven space's invalid block stays inaccessible to the application while it is
   // written through the protocol's view, and is left as its state says however this ends.
   struct reprotect {
@@ -339,33 +382,30 @@ void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint
   } after{s, b};
   detail::block_state& st = s.blocks[b];
   for (;;) {
-    fetch_copy(s, self, b, deadline);
-    if (st.lease_end >= s.acquired_floor || register_lease(s, self, b, for_write, deadline)) {
-      return;
-    }
-    // A fast read brought a version a release under the floor superseded: read the home's.
+    fetch_copy(s, self, b, at_least, deadline);
+    if (st.lease_end >= s.acquired_floor) return;
+    // Older than the floor (a fast read, or a release since): current, or fetch the newer one.
+    const auto newer = lease_or_newer(s, self, b, for_write, deadline);
+    if (!newer) return;
     st.valid = false;
-    st.wanted = std::max(st.wanted, st.version + 1);
-    st.releaser = -1;
-    check_fetch_deadline(s, b, deadline);
+    at_least = *newer;
   }
 }
 
 /// Makes block b, whose lease ended, valid again: its lease renewed at the manager when its
-/// version is still current (no get), else fetched.
+/// version is still current (no get), else the newer version fetched.
 void renew_or_fetch(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                     bool for_write, deadline_clock::time_point deadline) {
   detail::block_state& st = s.blocks[b];
   st.renewable = false;
-  if (register_lease(s, self, b, for_write, deadline)) {
+  const auto newer = lease_or_newer(s, self, b, for_write, deadline);
+  if (!newer) {
     st.valid = true;
     ++s.counters.lease_renewals;
     detail::protect_block(s, b);
     return;
   }
-  st.wanted = std::max(st.wanted, st.version + 1);
-  st.releaser = -1;
-  fetch_block(s, self, b, for_write, deadline);
+  fetch_block(s, self, b, for_write, std::max(st.wanted, *newer), deadline);
 }
 
 void make_twin(detail::space_state& s, std::uint64_t b) {
@@ -386,7 +426,9 @@ void make_twin(detail::space_state& s, std::uint64_t b) {
 /// Locks block b's word; returns it as it was (unlocked). Each compare-and-swap guesses the
 /// word: first from what this process knows (the newest notice's version and releaser), then
 /// from what the last attempt returned (a holder's release will make it the home of the next
-/// version). A right guess costs one remote atomic; a wrong one returns the word to guess next.
+/// version, often one past the current). A right guess costs one remote atomic; a wrong one
+/// (also one that missed a `leased` bit, or a version a lease pushed further) returns the word
+/// to guess next.
 block_word lock_block(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                       deadline_clock::time_point deadline) {
   fabric::detail::remote_words& words = *s.peer(self, s.layout.manager_of(b)).words;
@@ -534,11 +576,23 @@ void log_release(detail::space_state& s, std::uint64_t b) noexcept {
 /// swapped to the new version (a renewal racing with it then fails, or is seen here).
 std::uint32_t next_version(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                            const block_word& w, deadline_clock::time_point deadline) {
-  std::uint32_t version = std::max(w.version + 1, s.acquired_floor);
-  if (!w.leased) return version;
+  // Versions stay below 2^32 - lease - 1, so that no lease end or version past it wraps.
+  const std::uint64_t most = 0xffffffffu - std::uint64_t{s.lease} - 2;
+  const auto checked = [&](std::uint64_t version) {
+    if (version > most) {
+      throw error(fmt::format("dsm: block {}'s logical time would pass {} (2^32 - lease - 2); a "
+                              "space takes at most that many releases of a block",
+                              b, most));
+    }
+    return static_cast<std::uint32_t>(version);
+  };
+  const std::uint64_t version =
+      std::max(std::uint64_t{w.version} + 1, std::uint64_t{s.acquired_floor});
+  if (!w.leased) return checked(version);
   detail::lease_word lw = load_lease(s, self, b, deadline);
   for (;;) {
-    const std::uint32_t past = std::max({version, lw.version + 1, lw.end + 1});
+    const std::uint32_t past = checked(
+        std::max({version, std::uint64_t{lw.version} + 1, std::uint64_t{lw.end} + 1}));
     const detail::lease_word closed{past, past};
     const std::uint64_t was = swap_manager_word(s, self, b, s.layout.lease_offset(b),
                                                 closed.encode(), lw.encode(), deadline);
@@ -554,7 +608,13 @@ void release_block(detail::space_state& s, fabric::thread_context& self, std::ui
   // (fault-driven spaces): it lands after the merge, in a new interval, and is not lost.
   detail::seal_block(s, b);
   const block_word w = lock_block(s, self, b, deadline);
-  const std::uint32_t version = next_version(s, self, b, w, deadline);
+  std::uint32_t version = 0;
+  try {
+    version = next_version(s, self, b, w, deadline);
+  } catch (...) {
+    unlock_block(s, self, b, w);  // nothing changed but maybe the lease word (only forward)
+    throw;
+  }
   std::uint64_t* sequence = s.sequence_word(b);
   begin_rewrite(sequence);
   take_master(s, self, b, w, deadline);
@@ -747,7 +807,7 @@ void detail::prepare_blocks(space_state& s, fabric::thread_context& self, std::u
     if (!s.blocks[b].valid && s.blocks[b].renewable) {
       renew_or_fetch(s, self, b, for_write, deadline);
     }
-    if (!s.blocks[b].valid) fetch_block(s, self, b, for_write, deadline);
+    if (!s.blocks[b].valid) fetch_block(s, self, b, for_write, s.blocks[b].wanted, deadline);
     if (for_write && !s.blocks[b].dirty) make_twin(s, b);
   }
 }

@@ -126,12 +126,14 @@ sync_word lock_sync(space_state& s, fabric::thread_context& self, std::uint64_t 
 }
 
 /// Frees sync object `sync` (held by this thread as `held`), naming `last` + 1 as the process
-/// whose record is current. Bounded even without a deadline: the object must not stay held
-/// because a wait gave up.
+/// whose record is current; counts a hand-over when this holder `rewrote` the record (so that a
+/// load_acquire that saw the word before and after its get knows the record did not change, and
+/// holders that changed nothing, such as failed exchanges, do not disturb it). Bounded even
+/// without a deadline: the object must not stay held because a wait gave up.
 void unlock_sync(space_state& s, fabric::thread_context& self, std::uint64_t sync,
-                 sync_word held, std::uint32_t last) {
+                 sync_word held, std::uint32_t last, bool rewrote) {
   s.held[sync].store(0, std::memory_order_relaxed);
-  const sync_word freed{0, last, held.handovers + 1};
+  const sync_word freed{0, last, held.handovers + (rewrote ? 1 : 0)};
   const std::optional<sync_word> was =
       swap_word(s, self, sync, freed, held, deadline_clock::now() + std::chrono::seconds(30),
                 false);
@@ -190,7 +192,7 @@ handover read_record(space_state& s, fabric::thread_context& self, std::uint64_t
   const std::uint64_t all = s.layout.record_bytes() / 8;
   buffer.resize(std::max<std::uint64_t>(buffer.size(), all));
   if (process == s.rank) {  // copied: another thread here may take the object and rewrite it
-    std::atomic_thread_fence(std::memory_order_acquire);
+    std::lock_guard lock(s.mutex);  // which it does under this mutex (write_record)
     std::memcpy(buffer.data(), s.meta_word(offset), s.layout.record_bytes());
     return decode_record(s, buffer.data(), process);
   }
@@ -238,8 +240,11 @@ std::pair<sync_word, handover> read_record_unlocked(space_state& s, fabric::thre
     const sync_word before = read_word(s, self, sync, deadline);
     if (before.holder == 0) {
       const handover h = read_record(s, self, sync, before, deadline);
-      if (h.none || h.lost) return {before, h};  // nothing to tear
+      if (h.none) return {before, h};  // never handed over: nothing to tear
+      // The record's bytes (a get, or a copy of mapped memory) before the word's second read.
+      std::atomic_thread_fence(std::memory_order_acquire);
       if (read_word(s, self, sync, deadline).encode() == before.encode()) {
+        // (lost: its process died, and still holds the current record)
         s.last_seen[sync].store(before.encode(), std::memory_order_relaxed);
         return {before, h};
       }
@@ -269,6 +274,15 @@ void invalidate_everything(space_state& s, fabric::thread_context& self,
   ++s.counters.handover_overflows;
 }
 
+/// Remembers that an acquire learnt of block b's release: this process's hand-overs pass it on
+/// until the next barrier (what was released before an acquire is read after every later acquire
+/// down a chain of hand-overs).
+void mark_heard(space_state& s, std::uint64_t b) {
+  if (s.blocks[b].heard) return;
+  s.blocks[b].heard = true;
+  s.heard.push_back(b);
+}
+
 /// The acquire of a hand-over record (state mutex held).
 void apply_record(space_state& s, fabric::thread_context& self, const handover& h,
                   deadline_clock::time_point deadline) {
@@ -292,10 +306,7 @@ void apply_record(space_state& s, fabric::thread_context& self, const handover& 
                               b, releaser, s.layout.blocks, s.layout.processes));
     }
     detail::apply_notice(s, self, b, version, static_cast<int>(releaser), deadline);
-    if (!s.blocks[b].heard) {
-      s.blocks[b].heard = true;
-      s.heard.push_back(b);
-    }
+    mark_heard(s, b);
   }
   s.counters.handover_notices += h.count;
 }
@@ -376,7 +387,7 @@ std::pair<sync_word, handover> acquire_sync(space_state& s, fabric::thread_conte
     apply_record(s, self, h, deadline);
     return {held, h};
   } catch (...) {
-    unlock_sync(s, self, sync, held, held.last);
+    unlock_sync(s, self, sync, held, held.last, false);
     throw;
   }
 }
@@ -432,6 +443,7 @@ void acquire_log(space_state& s, fabric::thread_context& self, int q, std::uint6
                               s.layout.blocks));
     }
     detail::apply_notice(s, self, b, static_cast<std::uint32_t>(buffer[i]), q, deadline);
+    mark_heard(s, b);
   }
 }
 
@@ -477,7 +489,7 @@ void space::unlock(fabric::thread_context& self, std::size_t mutex,
     s.heard_everything = true;
     write_record(s, sync, 0);
   }
-  unlock_sync(s, self, sync, held, static_cast<std::uint32_t>(s.rank + 1));
+  unlock_sync(s, self, sync, held, static_cast<std::uint32_t>(s.rank + 1), true);
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -505,8 +517,8 @@ void space::store_release(fabric::thread_context& self, std::size_t atomic, std:
   const sync_word held = lock_sync(s, self, sync, deadline);
   std::exception_ptr failure;
   const bool stored = release_into_record(s, self, sync, value, deadline, failure);
-  unlock_sync(s, self, sync, held,
-              stored ? static_cast<std::uint32_t>(s.rank + 1) : held.last);
+  unlock_sync(s, self, sync, held, stored ? static_cast<std::uint32_t>(s.rank + 1) : held.last,
+              stored);
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -520,15 +532,15 @@ bool space::compare_exchange_acquire(fabric::thread_context& self, std::size_t a
   const auto [held, h] = acquire_sync(s, self, sync, deadline);
   const std::uint64_t value = h.none ? 0 : h.value;
   if (h.lost || value != expected) {
-    unlock_sync(s, self, sync, held, held.last);
+    unlock_sync(s, self, sync, held, held.last, false);
     if (h.lost) throw_value_lost(s, sync, held);
     expected = value;
     return false;
   }
   std::exception_ptr failure;
   const bool stored = release_into_record(s, self, sync, desired, deadline, failure);
-  unlock_sync(s, self, sync, held,
-              stored ? static_cast<std::uint32_t>(s.rank + 1) : held.last);
+  unlock_sync(s, self, sync, held, stored ? static_cast<std::uint32_t>(s.rank + 1) : held.last,
+              stored);
   if (failure) std::rethrow_exception(failure);
   return true;
 }

@@ -226,7 +226,7 @@ struct space_state {
   /// reaches it, and this process's releases take versions above it.
   std::uint32_t lease = 0;
   std::uint32_t acquired_floor = 0;
-  std::vector<std::uint64_t> record_scratch;  ///< write_record's notices when they overflow
+  std::vector<std::uint64_t> record_scratch;  ///< write_record's notices, gathered
   std::uint64_t epoch = 0;             ///< barriers passed
   /// The notices sent at the barriers of each parity, by receiver: [count, notices...]; untouched
   /// until two barriers later, by which time every peer has read them. (Floating home sends every
