@@ -5,7 +5,8 @@
 // under it (counters and logs, also when the notices overflow a record), acquire/release atomics
 // pass messages without a barrier, a read without an acquire may be stale; the litmus tests
 // release consistency must pass (load buffering, write-to-read causality through a chain of
-// hand-overs, read-read coherence) and one it may fail (store buffering); parallel_for covers
+// hand-overs and through a standalone acquire, read-read coherence) and one it may fail (store
+// buffering); logical leases held, renewed and expired by hand-overs' floors; parallel_for covers
 // its range once; a fault-driven space needs no spans, and a fault outside it ends the process
 // as without it; and bad input is refused before anything moves (out-of-range spans, mutexes
 // and atomics, full spaces, bad or mismatched options, an unlock by a thread without the lock).
@@ -677,6 +678,42 @@ TEST(Dsm, AReadWithoutAnAcquireMayBeStaleAndOneAfterItIsNot) {
       EXPECT_EQ(sp.read(me, x, 1)[0], 42u);
       while (sp.load_acquire(me, 2, phase_end()) != 1) (void)me.poll();
       EXPECT_EQ(sp.read(me, x, 1)[0], 42u);
+    }
+    sp.barrier(me, phase_end());
+  });
+}
+
+std::atomic<bool> x_released{false};
+
+// Causality through a standalone acquire: worker 0 writes x and releases (no synchronization
+// object), then tells the middle worker by a call; the middle worker acquire()s (x's release is
+// in worker 0's release log) and store_release()s atomic 0 without touching x; the last worker
+// load_acquire()s it and must read x: the middle worker's hand-over passes on what its acquire
+// learnt.
+TEST(Dsm, AStandaloneAcquirePassesWhatItLearntOn) {
+  dsm::space sp(test::rt(), small_space(), phase_end());
+  auto* x = reinterpret_cast<std::uint64_t*>(sp.base() + 25 * sp.block_bytes() + 32);
+  x_released = false;
+  test::rt().run([&](thread_context& me) {
+    const fabric::thread_id last = me.thread_count() - 1;
+    const fabric::thread_id middle = last / 2;
+    if (me.id() == last) {
+      ASSERT_EQ(sp.read(me, x, 1)[0], 0u);  // a copy only x's notice can drop
+    }
+    sp.barrier(me, phase_end());
+    if (me.id() == 0) {
+      sp.write(me, x, 1)[0] = 7;
+      sp.release(me, phase_end());
+      ASSERT_EQ(me.call(middle, [] { x_released = true; }), fabric::call_status::ok);
+    }
+    if (me.id() == middle) {
+      ASSERT_TRUE(me.wait_until([] { return x_released.load(); }, phase_end()));
+      sp.acquire(me, phase_end());
+      sp.store_release(me, 0, 1, phase_end());
+    }
+    if (me.id() == last) {
+      while (sp.load_acquire(me, 0, phase_end()) != 1) (void)me.poll();
+      EXPECT_EQ(sp.read(me, x, 1)[0], 7u);
     }
     sp.barrier(me, phase_end());
   });
