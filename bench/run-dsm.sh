@@ -12,7 +12,9 @@
 # process (bench/omp_kernels: 1 thread, the sequential time the speedups are taken against, and
 # 2); every program checks NAS's verification values. Writes bench/results/dsm_kernels-*.json and
 # prints the table with the ratios and every goal (EP >= 0.9 x MPI, CG >= 0.5 x MPI, CG floating
-# >= 1.3 x fixed home; bench/plot_dsm.py, which also draws bench/results/dsm.png).
+# >= 1.3 x fixed home; bench/plot_dsm.py, which also draws bench/results/dsm.png). Last,
+# bench/dsm_leases: hand-overs that overflow their records, with logical leases against
+# "everything" (the space without leases), shm and tcp; bench/results/dsm_leases-{shm,tcp}.json.
 #   bench/run-dsm.sh [--quick] [--out DIR] [BUILD_DIR]
 # Full run: 5 repetitions of 200 merges per method and 5 of each kernel, about 4 minutes on 2
 # cores. --quick (smoke test): 1 repetition of 20 merges and of class S, into
@@ -22,16 +24,19 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/bench/runner-args.sh" "$@"
 launcher=$build/tools/seriema-run
-require_built "$build/bench/dsm_diff" "$build/bench/dsm_kernels" "$launcher"
+require_built "$build/bench/dsm_diff" "$build/bench/dsm_kernels" "$build/bench/dsm_leases" \
+  "$launcher"
 if ((quick)); then
   out=${out:-$build/bench-results}
   args=(--reps 1 --iterations 20)
   kernel_args=(--reps 1)
+  lease_args=(--reps 1 --sections 40)
   classes=(S)
 else
   out=${out:-$repo/bench/results}
   args=(--reps 5 --iterations 200)
   kernel_args=(--reps 5)
+  lease_args=(--reps 5 --sections 400)
   classes=(S W)
 fi
 mkdir -p "$out"
@@ -98,4 +103,12 @@ python=python3
 if ((!quick)); then source "$repo/bench/find-python.sh"; fi
 "$python" "$repo/bench/plot_dsm.py" "$out" "${classes[@]}" $( ((quick)) && echo --no-plot) ||
   status=$?
+
+echo
+echo "== hand-overs that overflow: logical leases against 'everything' (bench/dsm_leases)"
+"$launcher" -n 2 -- "$build/bench/dsm_leases" "${lease_args[@]}" --transport shm \
+  --json "$out/dsm_leases-shm.json" || status=$?
+UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/dsm_leases" "${lease_args[@]}" \
+  --sections "$( ((quick)) && echo 10 || echo 40)" --transport tcp \
+  --json "$out/dsm_leases-tcp.json" || status=$?
 exit $status

@@ -576,7 +576,7 @@ void log_release(detail::space_state& s, std::uint64_t b) noexcept {
 /// swapped to the new version (a renewal racing with it then fails, or is seen here).
 std::uint32_t next_version(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                            const block_word& w, deadline_clock::time_point deadline) {
-  // Versions stay below 2^32 - lease - 1, so that no lease end or version past it wraps.
+  // Versions stay at most 2^32 - lease - 2, so that no lease end or version past one wraps.
   const std::uint64_t most = 0xffffffffu - std::uint64_t{s.lease} - 2;
   const auto checked = [&](std::uint64_t version) {
     if (version > most) {
