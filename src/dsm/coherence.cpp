@@ -310,12 +310,14 @@ struct registration {
 /// and `lease` ticks past it for a read (a copy about to be written is merged with the current
 /// master at its release anyway, and a longer lease would only push that release's version up),
 /// so that the copy stays valid through every floor up to there:
-///  1. sets `leased` in the block word while the copy's version is current and unlocked;
-///  2. raises the lease word's end;
+///  1. sets `leased` in the block word while the copy's version is current and unlocked
+///     (skipped when an earlier registration of this version saw it set);
+///  2. raises the lease word's end (compare-and-swap from the word as last seen);
 ///  3. reads the block word again: unlocked at the same version, the copy's lease_end is set.
-/// A release that locks after 3 finds `leased` (set in 1, cleared only by a release's unlock) and
-/// takes a version past the end raised in 2; one that locked before 3 is seen there (`busy`, or
-/// `superseded` once it unlocked), whatever it did to the lease word.
+/// A release that locks after 3 finds `leased` (set in 1, cleared only by a release's unlock,
+/// which also changes the version) and takes a version past the end raised in 2; one that locked
+/// before 3 is seen there (`busy`, or `superseded` once it unlocked), whatever it did to the
+/// lease word.
 registration register_lease(detail::space_state& s, fabric::thread_context& self,
                             std::uint64_t b, bool for_write,
                             deadline_clock::time_point deadline) {
@@ -329,7 +331,8 @@ registration register_lease(detail::space_state& s, fabric::thread_context& self
     return std::nullopt;
   };
   const std::uint64_t block_offset = s.layout.block_word_offset(b);
-  for (block_word w = load_word(s, self, b, deadline);;) {
+  for (block_word w = st.seen_leased == v + 1 ? block_word{0, 0, v, true}
+                                              : load_word(s, self, b, deadline);;) {
     if (const auto r = seen(w)) return *r;
     if (w.leased) break;
     block_word flagged = w;
@@ -338,7 +341,9 @@ registration register_lease(detail::space_state& s, fabric::thread_context& self
         swap_manager_word(s, self, b, block_offset, flagged.encode(), w.encode(), deadline);
     w = was == w.encode() ? flagged : block_word::decode(was);
   }
-  detail::lease_word lw = load_lease(s, self, b, deadline);
+  detail::lease_word lw = st.seen_leased == v + 1 ? detail::lease_word::decode(st.seen_lease_word)
+                                                  : load_lease(s, self, b, deadline);
+  st.seen_leased = v + 1;
   for (;;) {
     const detail::lease_word raised{std::max(lw.version, v), std::max(lw.end, target)};
     if (raised.encode() == lw.encode()) break;
@@ -350,6 +355,7 @@ registration register_lease(detail::space_state& s, fabric::thread_context& self
     }
     lw = detail::lease_word::decode(was);
   }
+  st.seen_lease_word = lw.encode();
   if (const auto r = seen(load_word(s, self, b, deadline))) return *r;
   st.lease_end = lw.end;
   return {registration::registered, v};

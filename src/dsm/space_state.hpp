@@ -171,6 +171,10 @@ struct block_state {
   /// The copy's logical lease: no version of the block after `version` is at or below it (at
   /// least `version` itself; more once renewed at the manager).
   std::uint32_t lease_end = 0;
+  /// Guesses that spare a renewal two remote atomics: the version + 1 whose block word a
+  /// registration here saw `leased` (0: none), and the lease word as last seen.
+  std::uint32_t seen_leased = 0;
+  std::uint64_t seen_lease_word = 0;
   std::int32_t releaser = -1;  ///< who released `wanted` (the fast read's source); -1 none
   bool sharer = true;  ///< fixed home: this process's bit is set in b's directory word
   /// Fixed home, while noticed: the processes the directory named at this epoch's releases of the
