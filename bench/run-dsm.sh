@@ -30,13 +30,15 @@ if ((quick)); then
   out=${out:-$build/bench-results}
   args=(--reps 1 --iterations 20)
   kernel_args=(--reps 1)
-  lease_args=(--reps 1 --sections 40)
+  lease_args=(--reps 1)
+  lease_sections=(40 10)  # shm, tcp
   classes=(S)
 else
   out=${out:-$repo/bench/results}
   args=(--reps 5 --iterations 200)
   kernel_args=(--reps 5)
-  lease_args=(--reps 5 --sections 400)
+  lease_args=(--reps 5)
+  lease_sections=(4000 400)  # shm, tcp
   classes=(S W)
 fi
 mkdir -p "$out"
@@ -106,9 +108,9 @@ if ((!quick)); then source "$repo/bench/find-python.sh"; fi
 
 echo
 echo "== hand-overs that overflow: logical leases against 'everything' (bench/dsm_leases)"
-"$launcher" -n 2 -- "$build/bench/dsm_leases" "${lease_args[@]}" --transport shm \
-  --json "$out/dsm_leases-shm.json" || status=$?
+"$launcher" -n 2 -- "$build/bench/dsm_leases" "${lease_args[@]}" --sections "${lease_sections[0]}" \
+  --transport shm --json "$out/dsm_leases-shm.json" || status=$?
 UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/dsm_leases" "${lease_args[@]}" \
-  --sections "$( ((quick)) && echo 10 || echo 40)" --transport tcp \
+  --sections "${lease_sections[1]}" --transport tcp \
   --json "$out/dsm_leases-tcp.json" || status=$?
 exit $status
