@@ -304,6 +304,7 @@ std::uint64_t swap_manager_word(detail::space_state& s, fabric::thread_context& 
 struct registration {
   enum { registered, superseded, busy } result;
   std::uint32_t version;  ///< the block's version when superseded
+  std::uint32_t locker;   ///< the locking process + 1 when busy (0: the unlock is on its way)
 };
 
 /// Registers a lease on block b's copy (floating home with leases) reaching the acquired floor,
@@ -325,9 +326,11 @@ registration register_lease(detail::space_state& s, fabric::thread_context& self
   const std::uint32_t v = st.version;
   const auto target = static_cast<std::uint32_t>(std::min<std::uint64_t>(
       std::uint64_t{std::max(v, s.acquired_floor)} + (for_write ? 0 : s.lease), 0xffffffffu));
+  // The word older than the copy: a fast read got the releaser's version before its unlock
+  // landed, so the copy is current once it does.
   const auto seen = [&](const block_word& w) -> std::optional<registration> {
-    if (w.version != v) return registration{registration::superseded, w.version};
-    if (w.locker != 0) return registration{registration::busy, v};
+    if (w.version > v) return registration{registration::superseded, w.version, 0};
+    if (w.version < v || w.locker != 0) return registration{registration::busy, v, w.locker};
     return std::nullopt;
   };
   const std::uint64_t block_offset = s.layout.block_word_offset(b);
@@ -358,7 +361,7 @@ registration register_lease(detail::space_state& s, fabric::thread_context& self
   st.seen_lease_word = lw.encode();
   if (const auto r = seen(load_word(s, self, b, deadline))) return *r;
   st.lease_end = lw.end;
-  return {registration::registered, v};
+  return {registration::registered, v, 0};
 }
 
 /// Registers a lease on block b's current copy, waiting while a release of it is under way;
@@ -370,8 +373,11 @@ std::optional<std::uint32_t> lease_or_newer(detail::space_state& s, fabric::thre
     const registration r = register_lease(s, self, b, for_write, deadline);
     if (r.result == registration::registered) return std::nullopt;
     if (r.result == registration::superseded) return r.version;
+    if (r.locker != 0 && s.rt.peer_failed(static_cast<int>(r.locker - 1))) {
+      throw_lost(b, static_cast<int>(r.locker - 1), "died holding its lock");
+    }
     check_fetch_deadline(s, b, deadline);
-    (void)self.poll();  // locked at our version: the release may yet fail and leave it current
+    (void)self.poll();  // a release under way: it may yet fail and leave our version current
   }
 }
 
@@ -395,6 +401,7 @@ void fetch_block(detail::space_state& s, fabric::thread_context& self, std::uint
     if (!newer) return;
     st.valid = false;
     at_least = *newer;
+    check_version_deadline(b, at_least, deadline);
   }
 }
 
@@ -850,7 +857,11 @@ void detail::apply_floor(space_state& s, fabric::thread_context& self, std::uint
                          deadline_clock::time_point deadline) {
   s.heard_floor = std::max(s.heard_floor, floor);
   if (floor <= s.acquired_floor) return;
-  s.acquired_floor = floor;
+  // Clean copies first (nothing can fail there), then the dirty ones' releases, under the new
+  // floor (their versions reach it, so their own copies hold through it); when one fails the
+  // floor goes back to where it was, so that the next acquire of it expires what is left.
+  const std::uint32_t before = s.acquired_floor;
+  std::vector<std::uint64_t> dirty;
   for (std::uint64_t b = 0; b < s.layout.blocks; ++b) {
     block_state& st = s.blocks[b];
     if (!st.valid) continue;
@@ -860,12 +871,23 @@ void detail::apply_floor(space_state& s, fabric::thread_context& self, std::uint
     }
     ++s.counters.lease_expiries;
     if (st.dirty) {
-      release_dirty(s, self, b, deadline);  // the merge takes the current master
+      dirty.push_back(b);
       continue;
     }
     st.valid = false;
     st.renewable = true;
     protect_block(s, b);
+  }
+  s.acquired_floor = floor;
+  try {
+    for (std::uint64_t b : dirty) {
+      if (s.blocks[b].valid && s.blocks[b].dirty) {
+        release_dirty(s, self, b, deadline);  // the merge takes the current master
+      }
+    }
+  } catch (...) {
+    s.acquired_floor = before;
+    throw;
   }
 }
 
