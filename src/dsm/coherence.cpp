@@ -125,15 +125,23 @@ std::optional<std::uint32_t> fetch_consistent(detail::space_state& s, fabric::th
   }
 }
 
+/// The word at `offset` of block b's manager (its block or lease word), read atomically.
+std::uint64_t load_manager_word(detail::space_state& s, fabric::thread_context& self,
+                                std::uint64_t b, std::uint64_t offset, const char* what,
+                                deadline_clock::time_point deadline) {
+  const int manager = s.layout.manager_of(b);
+  const fabric::atomic_result r =
+      s.peer(self, manager).words->execute(atomic_op::fetch_add, offset, 0, 0, deadline);
+  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline(fmt::format("{}'s read", what));
+  if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
+  return r.value;
+}
+
 /// Block b's word at its manager, read atomically.
 block_word load_word(detail::space_state& s, fabric::thread_context& self, std::uint64_t b,
                      deadline_clock::time_point deadline) {
-  const int manager = s.layout.manager_of(b);
-  const fabric::atomic_result r = s.peer(self, manager).words->execute(
-      atomic_op::fetch_add, s.layout.block_word_offset(b), 0, 0, deadline);
-  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a block word's read");
-  if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
-  return block_word::decode(r.value);
+  return block_word::decode(
+      load_manager_word(s, self, b, s.layout.block_word_offset(b), "a block word", deadline));
 }
 
 /// Block b's private copy now holds version v: it is valid (true) when that is at least
@@ -278,12 +286,8 @@ void fetch_copy(detail::space_state& s, fabric::thread_context& self, std::uint6
 /// Block b's lease word at its manager, read atomically.
 detail::lease_word load_lease(detail::space_state& s, fabric::thread_context& self,
                               std::uint64_t b, deadline_clock::time_point deadline) {
-  const int manager = s.layout.manager_of(b);
-  const fabric::atomic_result r = s.peer(self, manager).words->execute(
-      atomic_op::fetch_add, s.layout.lease_offset(b), 0, 0, deadline);
-  if (r.how == fabric::outcome::deadline_exceeded) throw_deadline("a lease word's read");
-  if (!r.ok()) throw_lost(b, manager, "(its manager) does not answer");
-  return detail::lease_word::decode(r.value);
+  return detail::lease_word::decode(
+      load_manager_word(s, self, b, s.layout.lease_offset(b), "a lease word", deadline));
 }
 
 /// Compare-and-swap of a word of block b's manager; returns what the word held.
