@@ -10,7 +10,7 @@ include(CMakePackageConfigHelpers)
 
 set(SERIEMA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/seriema)
 install(TARGETS seriema_base seriema_transfer seriema_fabric seriema_invoke seriema_mcts
-                seriema_containers seriema_pipe seriema_group seriema_dsm seriema
+                seriema_containers seriema_pipe seriema_group seriema_dsm seriema_offload seriema
         EXPORT seriemaTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

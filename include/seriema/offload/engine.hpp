@@ -1,0 +1,467 @@
+// Offloaded communication (seed 003): any thread of a process, a worker or not, attached or
+// not, a fiber or a plain std::thread, hands calls, puts, gets and atomics to a few executor
+// threads through lock-free queues; executors post them in batches on their own endpoints and
+// end each request's future with one of the usual outcomes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <seriema/base/error.hpp>
+#include <seriema/fabric/outcome.hpp>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/invoke/errors.hpp>
+#include <seriema/invoke/future.hpp>
+#include <seriema/invoke/invoke.hpp>
+#include <seriema/offload/detail/request.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace seriema::fabric {
+class runtime;
+}
+
+namespace seriema::offload {
+
+/// How requests reach the transport (the seed's three methods and its authors' later one).
+enum class method : std::uint8_t {
+  direct,    ///< the requester posts itself on a lane's endpoints under the lane's lock; the
+             ///< executor thread only completes (the seed's baseline, "direct injection")
+  spin,      ///< executors spin on their queues ("static offloading")
+  sleep,     ///< executors sleep when idle; a requester that saw the sleep bit wakes one
+             ///< ("dynamic offloading"; the default)
+  delegate,  ///< no executor threads: whichever requester holds a lane's lock runs the queued
+             ///< requests of the others (queue delegation; needs no spare core)
+};
+const char* to_string(method m) noexcept;  ///< "direct", "spin", "sleep", "delegate"
+/// The method named `text` (to_string's names); throws seriema::config_error otherwise.
+method parse_method(std::string_view text);
+
+/// What became of a request when it was made. Anything but ok means nothing was queued and the
+/// future ended not_executed at once.
+enum class request_status : std::uint8_t {
+  ok,
+  full,             ///< every queue entry or request record was in use (and the wait for one,
+                    ///< engine_options::wait_when_full, passed)
+  out_of_range,     ///< the bytes are not inside the region, or an atomic's word is not aligned
+  bad_destination,  ///< no such thread, or a region this engine did not hand out
+  too_large,        ///< the closure does not fit a queue entry (closure_capacity bytes)
+  stopped,          ///< the engine is being destroyed
+};
+const char* to_string(request_status s) noexcept;  ///< "ok", "queue full", ...
+
+/// Settings of one engine.
+struct engine_options {
+  unsigned executors = 1;             ///< lanes: executor threads, each with its own context
+  method mode = method::sleep;        ///< see method
+  std::size_t queue_entries = 1024;   ///< per lane; a power of two
+  std::size_t max_requests = 65536;   ///< requests pending at once, engine-wide
+  std::size_t flush_size = 64;        ///< requests an executor posts before asking completion
+  unsigned idle_polls_before_sleep = 256;  ///< sleep: empty polls before an executor sleeps
+  /// How long a request waits for a queue entry or record when all are in use (0: refused at
+  /// once with request_status::full). Waiting requesters of a delegating engine drive it.
+  std::chrono::microseconds wait_when_full{0};
+  /// The longest a future's get() waits (wait() takes its own deadline).
+  std::chrono::milliseconds get_timeout{std::chrono::seconds(60)};
+};
+
+/// What an engine did so far (relaxed counters; any thread).
+struct engine_counters {
+  std::uint64_t requests = 0;          ///< requests queued (or, direct, posted)
+  std::uint64_t refused_full = 0;      ///< refused with request_status::full
+  std::uint64_t batches = 0;           ///< executor turns that posted at least one request
+  std::uint64_t posted = 0;            ///< requests posted by executors (or requesters, direct)
+  std::uint64_t completions_asked = 0; ///< flushes asked for (one per destination per batch)
+  std::uint64_t sleeps = 0;            ///< times an executor went to sleep
+  std::uint64_t wakes = 0;             ///< times a requester woke a sleeping executor
+  std::uint64_t delegated = 0;         ///< requests run by another requester (delegate)
+  std::uint64_t executor_errors = 0;   ///< exceptions caught in executors (logged)
+  std::uint64_t endpoints = 0;         ///< endpoints the lanes opened (at most lanes x processes)
+};
+
+/// A region of remote registered memory the engine may reach: a remote_memory_locator that
+/// engine::region() checked and numbered. Trivially copyable; valid with the engine that made it.
+struct region {
+  std::uint32_t index = ~std::uint32_t{0};  ///< in the engine's table
+  int process = -1;                         ///< the owner
+  std::uint64_t size = 0;                   ///< bytes
+};
+
+class engine;
+
+/// @cond INTERNAL
+namespace detail {
+/// One lane: a context (its UCX worker and endpoints), a queue, a lock and the executor's
+/// in-flight lists (src/offload/lane.cpp).
+class lane;
+fabric::thread_context& context_of(lane& l) noexcept;
+/// The executor watches `r` (its check() ends it) until it ended.
+void watch(lane& l, request_record& r) noexcept;
+/// Ends `r` with `how` (and `failure`), and lets the engine's hold go.
+void finish(lane& l, request_record& r, fabric::outcome how,
+            std::exception_ptr failure = nullptr) noexcept;
+/// How a send-based call that returned `status` ended.
+fabric::outcome outcome_of_send(fabric::call_status status) noexcept;
+
+/// A queued request. `execute` runs on the lane holder's thread with the lane's context.
+struct command {
+  static constexpr std::size_t closure_capacity = 96;
+  void (*execute)(lane&, command&) = nullptr;
+  request_record* record = nullptr;
+  std::uint32_t target = 0;  ///< thread id, or region index
+  std::uint32_t kind = 0;    ///< transfers: which operation
+  std::uint64_t offset = 0;
+  std::uint64_t operand = 0;
+  std::uint64_t compare = 0;
+  std::byte* local = nullptr;
+  std::size_t size = 0;
+  alignas(16) std::byte closure[closure_capacity]{};
+};
+
+/// The closure stored in c (trivially copyable, so bytes are enough).
+template <class F>
+struct stored_closure {
+  alignas(F) std::byte bytes[sizeof(F)];
+  explicit stored_closure(const command& c) noexcept { std::memcpy(bytes, c.closure, sizeof(F)); }
+  F& get() noexcept { return *std::launder(reinterpret_cast<F*>(bytes)); }
+};
+
+template <class F>
+void execute_call(lane& l, command& c) {
+  stored_closure<F> f(c);
+  finish(l, *c.record, outcome_of_send(context_of(l).call(c.target, f.get())));
+}
+
+template <class F>
+void execute_call_buffer(lane& l, command& c) {
+  stored_closure<F> f(c);
+  const auto buffer = std::span<const std::byte>(c.local, c.size);
+  finish(l, *c.record, outcome_of_send(context_of(l).call_buffer(c.target, f.get(), buffer)));
+}
+
+/// Reads the executor's future of a call_return; ends the record once it ended (returns
+/// whether it did). The future is destroyed here, on the lane holder's thread.
+template <class R>
+bool check_call_return(request_record& r) noexcept {
+  auto& pending = *std::launder(reinterpret_cast<invoke::future<R>*>(r.pending_future));
+  std::optional<invoke::call_result<R>> result;
+  std::exception_ptr failure;
+  try {
+    if (!pending.ready()) return false;
+    result.emplace(pending.try_get());
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  pending.~future();
+  if (!r.claim()) return true;  // the requester's wait ended it first
+  if (result && result->has_value()) {
+    if constexpr (!std::is_void_v<R>) {
+      new (r.value) R(std::move(**result));
+      r.destroy_value = [](request_record& done) noexcept {
+        std::launder(reinterpret_cast<R*>(done.value))->~R();
+      };
+    }
+    r.publish(fabric::outcome::done);
+  } else if (result) {
+    r.failure = result->error();
+    r.publish(result->result());
+  } else {
+    r.failure = failure;
+    r.publish(fabric::outcome::not_executed);
+  }
+  return true;
+}
+
+/// Cancels the executor's future of a call_return (engine shutdown).
+template <class R>
+void cancel_call_return(request_record& r) noexcept {
+  auto& pending = *std::launder(reinterpret_cast<invoke::future<R>*>(r.pending_future));
+  pending.cancel();
+}
+
+template <class F>
+void execute_call_return(lane& l, command& c) {
+  stored_closure<F> f(c);
+  auto pending = invoke::call_return<invoke::channel::send>(context_of(l), c.target, f.get());
+  using R = typename decltype(pending)::value_type;
+  using T = std::conditional_t<std::is_same_v<decltype(pending), invoke::future<void>>, void, R>;
+  static_assert(sizeof(pending) <= request_record::future_capacity);
+  new (c.record->pending_future) invoke::future<T>(std::move(pending));
+  c.record->check = &check_call_return<T>;
+  c.record->cancel = &cancel_call_return<T>;
+  watch(l, *c.record);
+}
+
+/// A waiting future's turn at its lane (delegating engines; nothing otherwise or once the
+/// engine is being destroyed).
+void drive_lane(engine_core& core, std::uint16_t lane) noexcept;
+/// What a wait does between two looks: spins, then yields (to the thread's fiber scheduler
+/// when one set the hook, else the OS), then sleeps briefly.
+void wait_step(unsigned& idle) noexcept;
+}  // namespace detail
+/// @endcond
+
+/// While alive on a thread, the waits of offload futures on it yield to `yield` (a user-level
+/// thread scheduler's yield: boost::this_fiber::yield) instead of the OS, so a waiting fiber lets
+/// the others of its thread run. seriema/offload/fibers.hpp has the Boost.Fiber one.
+class wait_hook_scope {
+ public:
+  explicit wait_hook_scope(void (*yield)()) noexcept;
+  ~wait_hook_scope();
+  wait_hook_scope(const wait_hook_scope&) = delete;
+  wait_hook_scope& operator=(const wait_hook_scope&) = delete;
+
+ private:
+  void (*saved_)();
+};
+
+/// The end of one request: a value (T; void for puts, gets and plain calls; the old word for
+/// atomics; the function's result for call_return) or an outcome that says why not. Made by an
+/// engine; waited for by any one thread (the future is not shared), which spins, yields and
+/// sleeps meanwhile (a fiber yields to its scheduler: wait_hook_scope). Move-only. Dropping a
+/// pending future lets the request run to its end unobserved (fire and forget). A future must
+/// not outlive its engine's destruction unless the engine said so (see ~engine).
+template <class T>
+class [[nodiscard]] future {
+ public:
+  future() noexcept = default;
+  future(future&& other) noexcept
+      : core_(other.core_), record_(std::exchange(other.record_, nullptr)),
+        status_(other.status_) {}
+  future& operator=(future&& other) noexcept {
+    if (this != &other) {
+      reset();
+      core_ = other.core_;
+      record_ = std::exchange(other.record_, nullptr);
+      status_ = other.status_;
+    }
+    return *this;
+  }
+  future(const future&) = delete;
+  future& operator=(const future&) = delete;
+  ~future() { reset(); }
+
+  /// What the request's submission returned (anything but ok: it was never queued).
+  [[nodiscard]] request_status status() const noexcept { return status_; }
+  /// Whether it ended, whichever way (never waits).
+  [[nodiscard]] bool ready() const noexcept { return result() != fabric::outcome::pending; }
+  /// How it ended, or pending. A refused request ended not_executed.
+  [[nodiscard]] fabric::outcome result() const noexcept {
+    if (record_ == nullptr) return fabric::outcome::not_executed;
+    return record_->result();
+  }
+  /// Waits until it ended or `deadline` passed (then it ends deadline_exceeded: the request may
+  /// still be carried out, its end is dropped). Returns the outcome.
+  fabric::outcome wait(fabric::deadline_clock::time_point deadline);
+  /// wait() with a deadline `timeout` from now.
+  template <class Rep, class Period>
+  fabric::outcome wait(std::chrono::duration<Rep, Period> timeout) {
+    return wait(fabric::deadline_clock::now() +
+                std::chrono::duration_cast<fabric::deadline_clock::duration>(timeout));
+  }
+  /// Waits (at most engine_options::get_timeout) and gives the value, or throws: the callee's
+  /// exception for a call_return that threw (as invoke::future::get), the executor's exception
+  /// that refused the request, or invoke's not_executed_error, may_have_executed_error,
+  /// deadline_exceeded_error, cancelled_error. The future is empty afterwards.
+  T get();
+  /// "put to rank 1: may have executed" and the like, for messages.
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  friend class engine;
+  future(detail::engine_core* core, detail::request_record* r, request_status s) noexcept
+      : core_(core), record_(r), status_(s) {}
+  void reset() noexcept;
+  detail::engine_core* core_ = nullptr;
+  detail::request_record* record_ = nullptr;
+  request_status status_ = request_status::ok;
+};
+
+/// The offload engine of one process (any number may exist; each holds `executors` of the
+/// process's attach slots, SERIEMA_ATTACH_SLOTS). Every member may be called by any thread.
+/// Requests of one requester thread go through one lane (chosen round robin on its first
+/// request), so its calls keep their order; transfers complete in any order.
+///
+/// Lifetime: make it after the runtime (inside or outside run(); destinations run calls only
+/// inside run()) and destroy it before finalize(). Destroying it ends queued requests
+/// cancelled, lets in-flight ones end (at most 2 s), then cancels the rest.
+class engine {
+ public:
+  /// Starts the executors (attaching their slots). Throws seriema::config_error for bad
+  /// options, seriema::error when the process has too few attach slots.
+  engine(fabric::runtime& rt, engine_options options = {});
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  /// Numbers `locator` for put/get/atomics. Throws seriema::error for an invalid locator or one
+  /// of a rank the job does not have, and when the table (1024 regions) is full. Control path.
+  region add_region(const transfer::remote_memory_locator& locator);
+
+  /// Writes `bytes` to target[offset, offset + bytes.size()). `bytes` stays untouched until
+  /// the future ended.
+  future<void> put(std::span<const std::byte> bytes, region target, std::uint64_t offset);
+  /// Reads source[offset, offset + into.size()) into `into` (there once the future is done).
+  future<void> get(std::span<std::byte> into, region source, std::uint64_t offset);
+  /// 64-bit atomics on the aligned word at `offset`; each gives the word before.
+  future<std::uint64_t> fetch_add(region target, std::uint64_t offset, std::uint64_t value);
+  /// Stores `desired` where the word equals `expected`; gives the word before.
+  future<std::uint64_t> compare_swap(region target, std::uint64_t offset,
+                                     std::uint64_t expected, std::uint64_t desired);
+  /// Stores `value`; gives the word before.
+  future<std::uint64_t> swap(region target, std::uint64_t offset, std::uint64_t value);
+
+  /// Send-based call: `dest` runs f() (or f(ctx)) when it polls. The future is done once the
+  /// call was handed to the transport.
+  template <class F>
+  future<void> call(fabric::thread_id dest, F f) {
+    return submit_closure(dest, f, &detail::execute_call<F>, {});
+  }
+  /// As call, with a copy of `buffer` (which stays untouched until the future ended).
+  template <class F>
+  future<void> call_buffer(fabric::thread_id dest, F f, std::span<const std::byte> buffer) {
+    return submit_closure(dest, f, &detail::execute_call_buffer<F>, buffer);
+  }
+  /// `dest` runs f(); the future gets what it returns (a value of up to 64 bytes, any type
+  /// cereal serializes) or its exception.
+  template <class F>
+  auto call_return(fabric::thread_id dest, F f) {
+    using R = decltype(invoke::call_return<invoke::channel::send>(
+        std::declval<fabric::thread_context&>(), dest, f));
+    using T = std::conditional_t<std::is_same_v<R, invoke::future<void>>, void,
+                                 typename R::value_type>;
+    if constexpr (!std::is_void_v<T>) {
+      static_assert(sizeof(T) <= detail::request_record::value_capacity &&
+                        alignof(T) <= 16,
+                    "offload::engine::call_return: the value must fit 64 bytes");
+    }
+    auto made = submit_closure(dest, f, &detail::execute_call_return<F>, {});
+    return future<T>(made.core_, std::exchange(made.record_, nullptr), made.status_);
+  }
+
+  /// Waits until every request made before it ended, or `deadline` (returns false then).
+  /// Delegating engines are driven by this thread meanwhile.
+  bool quiet(fabric::deadline_clock::time_point deadline);
+  /// Delegating engines: runs what is queued on every lane whose lock is free. Nothing else.
+  void progress();
+
+  [[nodiscard]] engine_counters counters() const noexcept;
+  [[nodiscard]] const engine_options& options() const noexcept { return options_; }
+  [[nodiscard]] fabric::runtime& rt() const noexcept { return rt_; }
+  /// Requests pending engine-wide (records in use, futures still held included).
+  [[nodiscard]] std::size_t pending() const noexcept;
+
+  /// @cond INTERNAL
+  struct state;
+  [[nodiscard]] detail::engine_core& core() const noexcept { return *core_; }
+  /// Drives lane `lane` when this engine delegates (a waiting future's turn).
+  void drive(std::uint16_t lane) noexcept;
+  /// @endcond
+
+ private:
+  template <class T>
+  friend class future;
+  using executor_fn = void (*)(detail::lane&, detail::command&);
+
+  template <class F>
+  future<void> submit_closure(fabric::thread_id dest, const F& f, executor_fn execute,
+                              std::span<const std::byte> buffer) {
+    fabric::check_remote_closure<F>();
+    if constexpr (sizeof(F) > detail::command::closure_capacity) {
+      return refuse(request_status::too_large);
+    } else {
+      detail::command c;
+      c.execute = execute;
+      c.target = dest;
+      c.local = const_cast<std::byte*>(buffer.data());
+      c.size = buffer.size();
+      std::memcpy(c.closure, &f, sizeof(F));
+      return submit(c, dest_process(dest));
+    }
+  }
+  future<void> refuse(request_status why) noexcept;
+  /// The same request as a future of the old word (atomics).
+  static future<std::uint64_t> word_future(future<void>&& made) noexcept;
+  /// The process of thread `dest`, or -1 when no such thread exists.
+  [[nodiscard]] int dest_process(fabric::thread_id dest) const noexcept;
+  /// Checks, takes a record and queues `c` (or, direct, posts it).
+  future<void> submit(detail::command& c, int process);
+  future<void> submit_transfer(std::uint32_t kind, region r, std::uint64_t offset,
+                               std::byte* local, std::size_t size, std::uint64_t operand,
+                               std::uint64_t compare);
+
+  fabric::runtime& rt_;
+  engine_options options_;
+  std::unique_ptr<state> state_;
+  detail::engine_core* core_;  ///< left allocated when futures outlive the engine
+};
+
+template <class T>
+void future<T>::reset() noexcept {
+  if (record_ != nullptr) core_->pool.release(*std::exchange(record_, nullptr));
+}
+
+template <class T>
+fabric::outcome future<T>::wait(fabric::deadline_clock::time_point deadline) {
+  if (record_ == nullptr) return fabric::outcome::not_executed;
+  unsigned idle = 0;
+  while (record_->result() == fabric::outcome::pending) {
+    detail::drive_lane(*core_, record_->lane);
+    if (record_->result() != fabric::outcome::pending) break;
+    // (An executor that is writing the end makes end() fail: the loop sees it published.)
+    if (idle > 64 && fabric::deadline_clock::now() >= deadline &&
+        record_->end(fabric::outcome::deadline_exceeded)) {
+      break;
+    }
+    detail::wait_step(idle);
+  }
+  return record_->result();
+}
+
+/// @cond INTERNAL
+namespace detail {
+/// The exception get() throws for a request that ended `how` (not done, not threw with an
+/// exception of its own).
+std::exception_ptr failure_for(fabric::outcome how, request_status status,
+                               const request_record* r);
+std::string describe_request(fabric::outcome how, request_status status,
+                             const request_record* r);
+}  // namespace detail
+/// @endcond
+
+template <class T>
+T future<T>::get() {
+  const fabric::outcome how =
+      record_ == nullptr
+          ? fabric::outcome::not_executed
+          : wait(fabric::deadline_clock::now() + core_->get_timeout);
+  if (how == fabric::outcome::done) {
+    if constexpr (std::is_void_v<T>) {
+      reset();
+      return;
+    } else {
+      T value = std::move(*std::launder(reinterpret_cast<T*>(record_->value)));
+      reset();
+      return value;
+    }
+  }
+  std::exception_ptr failure = record_ != nullptr && record_->failure != nullptr
+                                   ? record_->failure
+                                   : detail::failure_for(how, status_, record_);
+  reset();
+  std::rethrow_exception(failure);
+}
+
+template <class T>
+std::string future<T>::describe() const {
+  return detail::describe_request(result(), status_, record_);
+}
+
+}  // namespace seriema::offload

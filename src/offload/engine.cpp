@@ -1,0 +1,380 @@
+// The offload engine: options, lanes and their start and stop, submission (checks, a record,
+// the requester's lane, the queue or direct posting), futures' failures and waits.
+#include <fmt/format.h>
+
+#include <seriema/base/enum_names.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/fabric/runtime.hpp>
+
+#include "lane.hpp"
+
+namespace seriema::offload {
+
+namespace {
+
+constexpr enum_name_entry<method> method_names[] = {
+    {method::direct, "direct"}, {method::spin, "spin"},
+    {method::sleep, "sleep"},   {method::delegate, "delegate"}};
+
+constexpr enum_name_entry<request_status> status_names[] = {
+    {request_status::ok, "ok"},
+    {request_status::full, "queue full"},
+    {request_status::out_of_range, "out of range"},
+    {request_status::bad_destination, "bad destination"},
+    {request_status::too_large, "too large"},
+    {request_status::stopped, "engine stopping"}};
+
+void check_options(const engine_options& o) {
+  if (o.executors == 0 || o.executors > 64) {
+    throw config_error(fmt::format("offload: executors = {}; give 1 to 64", o.executors));
+  }
+  if (o.queue_entries < 2 || (o.queue_entries & (o.queue_entries - 1)) != 0) {
+    throw config_error(
+        fmt::format("offload: queue_entries = {}; give a power of two >= 2", o.queue_entries));
+  }
+  if (o.max_requests == 0 || o.max_requests > (std::size_t{1} << 30)) {
+    throw config_error(fmt::format("offload: max_requests = {}; give 1 to 2^30", o.max_requests));
+  }
+  if (o.flush_size == 0) throw config_error("offload: flush_size must be at least 1");
+}
+
+// The lane a requester thread uses for `st`: chosen round robin on its first request, then
+// kept (its calls stay in order). One cached engine per thread.
+struct lane_choice {
+  const engine::state* owner = nullptr;
+  std::uint16_t lane = 0;
+};
+thread_local lane_choice chosen;
+
+thread_local void (*wait_hook)() = nullptr;
+
+inline void cpu_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+const char* to_string(method m) noexcept { return name_in(method_names, m); }
+const char* to_string(request_status s) noexcept { return name_in(status_names, s); }
+
+method parse_method(std::string_view text) {
+  for (const auto& entry : method_names) {
+    if (text == entry.name) return entry.value;
+  }
+  throw config_error(fmt::format(
+      "offload: unknown method '{}'; give direct, spin, sleep or delegate", text));
+}
+
+wait_hook_scope::wait_hook_scope(void (*yield)()) noexcept : saved_(wait_hook) {
+  wait_hook = yield;
+}
+wait_hook_scope::~wait_hook_scope() { wait_hook = saved_; }
+
+engine::state::state(engine& e, const engine_options& o)
+    : owner(e), options(o),
+      regions(std::make_unique<transfer::remote_memory_locator[]>(max_regions)) {}
+
+void engine::state::report_executor_error(const char* where, std::exception_ptr error) noexcept {
+  if (counters.executor_errors.fetch_add(1, std::memory_order_relaxed) != 0) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    log::warning("offload: an executor caught an exception {} (later ones are only counted): {}",
+                 where, e.what());
+  } catch (...) {
+    log::warning("offload: an executor caught an unknown exception {}", where);
+  }
+}
+
+engine::engine(fabric::runtime& rt, engine_options options)
+    : rt_(rt), options_(options) {
+  check_options(options_);
+  state_ = std::make_unique<state>(*this, options_);
+  core_ = new detail::engine_core(options_.max_requests);
+  core_->get_timeout = options_.get_timeout;
+  for (unsigned i = 0; i < options_.executors; ++i) {
+    state_->lanes.push_back(std::make_unique<detail::lane>(*state_, static_cast<std::uint16_t>(i)));
+  }
+  try {
+    for (auto& l : state_->lanes) {
+      if (options_.mode == method::delegate) {
+        l->attach_here();
+      } else {
+        l->start_executor();
+      }
+    }
+    const auto deadline = fabric::deadline_clock::now() + std::chrono::seconds(15);
+    for (auto& l : state_->lanes) l->wait_started(deadline);
+  } catch (...) {
+    state_->stopping.store(true, std::memory_order_seq_cst);
+    state_->lanes.clear();
+    delete core_;
+    throw;
+  }
+  core_->live.store(this, std::memory_order_release);
+}
+
+engine::~engine() {
+  core_->live.store(nullptr, std::memory_order_release);
+  state_->stopping.store(true, std::memory_order_seq_cst);
+  for (auto& l : state_->lanes) l->wake_to_stop();  // they shut down at once
+  for (auto& l : state_->lanes) l->stop();
+  state_->lanes.clear();
+  if (core_->pool.in_use() == 0) {
+    delete core_;
+  } else {
+    // Futures the application still holds (or transfers UCX never completed) keep records:
+    // the pool stays allocated so that they remain readable.
+    log::info("offload: engine destroyed with {} request(s) still held; their records stay",
+              core_->pool.in_use());
+  }
+}
+
+region engine::add_region(const transfer::remote_memory_locator& locator) {
+  if (!locator.valid()) throw error("offload: add_region: the locator is invalid");
+  if (locator.process >= rt_.size()) {
+    throw error(fmt::format("offload: add_region: the locator names rank {}, the job has {}",
+                            locator.process, rt_.size()));
+  }
+  std::lock_guard guard(state_->regions_mutex);
+  const std::uint32_t index = state_->region_count.load(std::memory_order_relaxed);
+  if (index >= state::max_regions) {
+    throw error(fmt::format("offload: add_region: the table's {} regions are in use",
+                            state::max_regions));
+  }
+  state_->regions[index] = locator;
+  state_->region_count.store(index + 1, std::memory_order_release);
+  return region{index, locator.process, locator.size};
+}
+
+future<void> engine::refuse(request_status why) noexcept {
+  if (why == request_status::full) {
+    state_->counters.refused_full.fetch_add(1, std::memory_order_relaxed);
+  }
+  return future<void>(core_, nullptr, why);
+}
+
+int engine::dest_process(fabric::thread_id dest) const noexcept {
+  const fabric::thread_id workers = rt_.placement().thread_count();
+  if (dest < workers || rt_.is_attached_id(dest)) return rt_.process_of_thread(dest);
+  return -1;
+}
+
+future<void> engine::submit(detail::command& c, int process) {
+  if (process < 0) return refuse(request_status::bad_destination);
+  if (state_->stopping.load(std::memory_order_acquire)) return refuse(request_status::stopped);
+  if (chosen.owner != state_.get()) {
+    chosen.owner = state_.get();
+    chosen.lane = static_cast<std::uint16_t>(
+        state_->next_lane.fetch_add(1, std::memory_order_relaxed) % options_.executors);
+  }
+  detail::lane& l = *state_->lanes[chosen.lane];
+  const bool waits = options_.wait_when_full.count() > 0;
+  const auto give_up = fabric::deadline_clock::now() + options_.wait_when_full;
+  unsigned idle = 0;
+  detail::request_record* r = core_->pool.take();
+  while (r == nullptr) {
+    if (!waits || fabric::deadline_clock::now() >= give_up) return refuse(request_status::full);
+    l.drive();
+    detail::wait_step(idle);
+    r = core_->pool.take();
+  }
+  r->lane = l.index;
+  r->destination = c.target;
+  r->process = process;
+  c.record = r;
+  state_->counters.requests.fetch_add(1, std::memory_order_relaxed);
+  if (options_.mode == method::direct) {
+    l.lock();
+    l.post_now(c);
+    l.unlock();
+    if (l.queue.asleep() && l.queue.wake()) {
+      state_->counters.wakes.fetch_add(1, std::memory_order_relaxed);
+    }
+    return future<void>(core_, r, request_status::ok);
+  }
+  for (;;) {
+    const auto pushed = l.queue.push(c);
+    if (pushed.claimed) {
+      if (pushed.was_asleep) {
+        l.queue.notify();
+        state_->counters.wakes.fetch_add(1, std::memory_order_relaxed);
+      }
+      break;
+    }
+    if (!waits || fabric::deadline_clock::now() >= give_up) {
+      core_->pool.release(*r);  // both holds: nothing was queued
+      core_->pool.release(*r);
+      return refuse(request_status::full);
+    }
+    l.drive();
+    detail::wait_step(idle);
+  }
+  if (options_.mode == method::delegate) l.drive();
+  return future<void>(core_, r, request_status::ok);
+}
+
+future<void> engine::submit_transfer(std::uint32_t kind, region target, std::uint64_t offset,
+                                     std::byte* local, std::size_t size, std::uint64_t operand,
+                                     std::uint64_t compare) {
+  if (target.index >= state_->region_count.load(std::memory_order_acquire) ||
+      state_->regions[target.index].process != target.process) {
+    return refuse(request_status::bad_destination);
+  }
+  const std::uint64_t limit = state_->regions[target.index].size;
+  const bool word = kind != static_cast<std::uint32_t>(detail::transfer_kind::put) &&
+                    kind != static_cast<std::uint32_t>(detail::transfer_kind::get);
+  if (offset > limit || size > limit - offset || (word && offset % 8 != 0)) {
+    return refuse(request_status::out_of_range);
+  }
+  detail::command c;
+  c.execute = [](detail::lane& l, detail::command& command) { l.execute_transfer(command); };
+  c.target = target.index;
+  c.kind = kind;
+  c.offset = offset;
+  c.local = local;
+  c.size = size;
+  c.operand = operand;
+  c.compare = compare;
+  return submit(c, target.process);
+}
+
+future<void> engine::put(std::span<const std::byte> bytes, region target, std::uint64_t offset) {
+  return submit_transfer(static_cast<std::uint32_t>(detail::transfer_kind::put), target, offset,
+                         const_cast<std::byte*>(bytes.data()), bytes.size(), 0, 0);
+}
+
+future<void> engine::get(std::span<std::byte> into, region source, std::uint64_t offset) {
+  return submit_transfer(static_cast<std::uint32_t>(detail::transfer_kind::get), source, offset,
+                         into.data(), into.size(), 0, 0);
+}
+
+future<std::uint64_t> engine::word_future(future<void>&& made) noexcept {
+  return future<std::uint64_t>(made.core_, std::exchange(made.record_, nullptr), made.status_);
+}
+
+future<std::uint64_t> engine::fetch_add(region target, std::uint64_t offset, std::uint64_t value) {
+  return word_future(submit_transfer(static_cast<std::uint32_t>(detail::transfer_kind::fetch_add),
+                                     target, offset, nullptr, 8, value, 0));
+}
+
+future<std::uint64_t> engine::compare_swap(region target, std::uint64_t offset,
+                                           std::uint64_t expected, std::uint64_t desired) {
+  return word_future(
+      submit_transfer(static_cast<std::uint32_t>(detail::transfer_kind::compare_swap), target,
+                      offset, nullptr, 8, desired, expected));
+}
+
+future<std::uint64_t> engine::swap(region target, std::uint64_t offset, std::uint64_t value) {
+  return word_future(submit_transfer(static_cast<std::uint32_t>(detail::transfer_kind::swap),
+                                     target, offset, nullptr, 8, value, 0));
+}
+
+bool engine::quiet(fabric::deadline_clock::time_point deadline) {
+  unsigned idle = 0;
+  for (;;) {
+    bool idle_everywhere = true;
+    for (auto& l : state_->lanes) {
+      l->drive();
+      if (l->in_flight.load(std::memory_order_acquire) != 0 || l->queue.has_claims()) {
+        idle_everywhere = false;
+      }
+    }
+    if (idle_everywhere) return true;
+    if (fabric::deadline_clock::now() >= deadline) return false;
+    detail::wait_step(idle);
+  }
+}
+
+void engine::progress() {
+  if (options_.mode != method::delegate) return;
+  for (auto& l : state_->lanes) l->drive();
+}
+
+void engine::drive(std::uint16_t lane) noexcept {
+  if (options_.mode == method::delegate) state_->lanes[lane]->drive();
+}
+
+engine_counters engine::counters() const noexcept {
+  const auto& c = state_->counters;
+  const auto read = [](const std::atomic<std::uint64_t>& v) {
+    return v.load(std::memory_order_relaxed);
+  };
+  return {read(c.requests),          read(c.refused_full), read(c.batches), read(c.posted),
+          read(c.completions_asked), read(c.sleeps),       read(c.wakes),   read(c.delegated),
+          read(c.executor_errors),   read(c.endpoints)};
+}
+
+std::size_t engine::pending() const noexcept { return core_->pool.in_use(); }
+
+namespace detail {
+
+fabric::thread_context& context_of(lane& l) noexcept { return l.context(); }
+void watch(lane& l, request_record& r) noexcept { l.watch(r); }
+void finish(lane& l, request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept {
+  l.finish(r, how, std::move(failure));
+}
+
+fabric::outcome outcome_of_send(fabric::call_status status) noexcept {
+  switch (status) {
+    case fabric::call_status::ok:
+      return fabric::outcome::done;
+    case fabric::call_status::queued_at_deadline:
+      return fabric::outcome::may_have_executed;
+    default:
+      return fabric::outcome::not_executed;
+  }
+}
+
+void drive_lane(engine_core& core, std::uint16_t lane) noexcept {
+  if (engine* e = core.live.load(std::memory_order_acquire)) e->drive(lane);
+}
+
+void wait_step(unsigned& idle) noexcept {
+  ++idle;
+  if (idle < 32) {
+    cpu_pause();
+    return;
+  }
+  if (wait_hook != nullptr) {
+    wait_hook();
+    return;
+  }
+  if (idle < 256) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(idle < 4096 ? 20 : 100));
+}
+
+std::string describe_request(fabric::outcome how, request_status status,
+                             const request_record* r) {
+  if (status != request_status::ok) {
+    return fmt::format("offload request refused: {}", to_string(status));
+  }
+  return fmt::format("offload request to {} (rank {}): {}", r->destination, r->process,
+                     fabric::to_string(how));
+}
+
+std::exception_ptr failure_for(fabric::outcome how, request_status status,
+                               const request_record* r) {
+  const std::string text = describe_request(how, status, r);
+  const fabric::thread_id dest = r != nullptr ? r->destination : 0;
+  const int process = r != nullptr ? r->process : -1;
+  const auto sent = fabric::call_status::ok;
+  switch (how) {
+    case fabric::outcome::may_have_executed:
+      return std::make_exception_ptr(invoke::may_have_executed_error(text, how, sent, dest, process));
+    case fabric::outcome::deadline_exceeded:
+      return std::make_exception_ptr(invoke::deadline_exceeded_error(text, how, sent, dest, process));
+    case fabric::outcome::cancelled:
+      return std::make_exception_ptr(invoke::cancelled_error(text, how, sent, dest, process));
+    default:
+      return std::make_exception_ptr(invoke::not_executed_error(text, how, sent, dest, process));
+  }
+}
+
+}  // namespace detail
+}  // namespace seriema::offload

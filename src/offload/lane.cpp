@@ -1,0 +1,408 @@
+// A lane's work: posting queued requests on the lane's context, asking one completion per
+// destination per batch, ending what completed, and the executor thread's loop with the
+// seed's sleep protocol.
+#include "lane.hpp"
+
+#include <fmt/format.h>
+
+#include <seriema/base/error.hpp>
+#include <seriema/base/log.hpp>
+#include <seriema/fabric/runtime.hpp>
+#include <seriema/transfer/ucx.hpp>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SERIEMA_OFFLOAD_PAUSE() _mm_pause()
+#else
+#define SERIEMA_OFFLOAD_PAUSE() ((void)0)
+#endif
+
+namespace seriema::offload::detail {
+
+namespace {
+
+std::exception_ptr transfer_failure(transfer::op_status status, int process) {
+  return std::make_exception_ptr(error(fmt::format(
+      "offload: the transfer to rank {} was refused: {}", process, transfer::to_string(status))));
+}
+
+}  // namespace
+
+lane::lane(engine::state& st, std::uint16_t lane_index)
+    : queue(st.options.queue_entries), index(lane_index), st_(st) {}
+
+lane::~lane() { stop(); }
+
+void lane::lock() noexcept {
+  unsigned spins = 0;
+  while (!try_lock()) {
+    if (++spins < 128) {
+      SERIEMA_OFFLOAD_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void lane::start_executor() {
+  thread_ = std::thread([this] {
+    try {
+      attached_.emplace(st_.owner.rt().attach(fabric::deadline_clock::now() +
+                                              std::chrono::seconds(10)));
+      context_ = &attached_->context();
+    } catch (...) {
+      start_error_ = std::current_exception();
+      started_.store(-1, std::memory_order_release);
+      return;
+    }
+    started_.store(1, std::memory_order_release);
+    executor_loop();
+    shutdown();
+  });
+}
+
+void lane::attach_here() {
+  attached_.emplace(st_.owner.rt().attach(fabric::deadline_clock::now() + std::chrono::seconds(10)));
+  context_ = &attached_->context();
+  started_.store(1, std::memory_order_release);
+}
+
+void lane::wait_started(fabric::deadline_clock::time_point deadline) {
+  while (started_.load(std::memory_order_acquire) == 0) {
+    if (fabric::deadline_clock::now() >= deadline) {
+      throw deadline_error("offload: an executor did not attach within its deadline");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (started_.load(std::memory_order_acquire) < 0) std::rethrow_exception(start_error_);
+}
+
+void lane::wake_to_stop() noexcept {
+  if (thread_.joinable()) queue.wake();
+}
+
+void lane::stop() noexcept {
+  if (thread_.joinable()) {
+    queue.wake();
+    thread_.join();
+    return;
+  }
+  if (attached_) {  // delegate: this thread holds the slot
+    lock();
+    shutdown();
+    unlock();
+  }
+}
+
+// The executor's loop. Sleep protocol (method::sleep and the completer of method::direct):
+// the executor sleeps only with nothing queued and nothing in flight. It clears the queue's
+// awake bit (try_sleep: a CAS that fails when a requester claimed meanwhile), then reads
+// in_flight (seq_cst); a direct requester raises in_flight (seq_cst), then reads the bit. In
+// the single order of those four operations one side sees the other: the executor stays awake,
+// or the requester wakes it.
+void lane::executor_loop() {
+  const method mode = st_.options.mode;
+  unsigned idle = 0;
+  while (!st_.stopping.load(std::memory_order_acquire)) {
+    lock();
+    const std::size_t work = run_once();
+    unlock();
+    if (work != 0) {
+      idle = 0;
+      continue;
+    }
+    if (mode == method::spin) {
+      SERIEMA_OFFLOAD_PAUSE();
+      if ((++idle & 1023) == 0) std::this_thread::yield();  // more threads than cores
+      continue;
+    }
+    if (in_flight.load(std::memory_order_relaxed) != 0 || queue.has_claims()) {
+      fabric::thread_context::back_off(idle);
+      continue;
+    }
+    if (++idle < st_.options.idle_polls_before_sleep) {
+      if ((idle & 15) == 0) std::this_thread::yield();
+      continue;
+    }
+    const std::uint64_t slept = queue.try_sleep();
+    if (slept == 0) continue;
+    if (in_flight.load(std::memory_order_seq_cst) != 0 ||
+        st_.stopping.load(std::memory_order_seq_cst)) {
+      queue.stay_awake();
+      continue;
+    }
+    st_.counters.sleeps.fetch_add(1, std::memory_order_relaxed);
+    queue.wait_while_asleep(slept);
+    idle = 0;
+  }
+}
+
+std::size_t lane::run_once() {
+  std::size_t taken = 0;
+  while (taken < st_.options.flush_size) {
+    command* c = queue.front();
+    if (c == nullptr) break;  // empty, or the next claim is still being written
+    execute(*c);
+    queue.pop();
+    ++taken;
+  }
+  if (taken != 0) {
+    ask_completions();
+    st_.counters.batches.fetch_add(1, std::memory_order_relaxed);
+    st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
+  }
+  return taken + poll_context() + complete_transfers() + check_watched();
+}
+
+void lane::post_now(command& c) {
+  execute(c);
+  ask_completions();
+  st_.counters.posted.fetch_add(1, std::memory_order_relaxed);
+}
+
+void lane::drive() noexcept {
+  // Unlock, then look for claims (seq_cst), pairs with a requester's claim, then try_lock
+  // (seq_cst): a claim made while this thread held the lock is seen here, or its requester
+  // got the lock itself.
+  while (try_lock()) {
+    const std::size_t work = run_once();
+    unlock();
+    st_.counters.delegated.fetch_add(work, std::memory_order_relaxed);
+    if (!queue.has_claims()) return;
+  }
+}
+
+// Runs one request. A request to a process known dead ends not_executed without touching the
+// transport; an exception (an rkey UCX cannot unpack, a transmitter it cannot make) ends the
+// request not_executed with that exception and is reported, never rethrown to anyone.
+void lane::execute(command& c) noexcept {
+  request_record& r = *c.record;
+  if (r.process >= 0 && st_.owner.rt().peer_failed(r.process)) {
+    finish(r, fabric::outcome::not_executed,
+           std::make_exception_ptr(error(fmt::format(
+               "offload: rank {} is dead; the request was not sent", r.process))));
+    return;
+  }
+  try {
+    c.execute(*this, c);
+  } catch (...) {
+    st_.report_executor_error("posting a request", std::current_exception());
+    finish(r, fabric::outcome::not_executed, std::current_exception());
+  }
+}
+
+void lane::execute_transfer(command& c) {
+  request_record& r = *c.record;
+  destination& d = destination_to(r.process);
+  transfer::transmitter& tx = *d.transmitter;
+  transfer::remote_memory& memory = memory_of(c.target);
+  auto* old = reinterpret_cast<std::uint64_t*>(r.value);
+  transfer::op_status status = transfer::op_status::ok;
+  switch (static_cast<transfer_kind>(c.kind)) {
+    case transfer_kind::put:
+      status = tx.put(std::span<const std::byte>(c.local, c.size), memory, c.offset);
+      break;
+    case transfer_kind::get:
+      status = tx.get(std::span<std::byte>(c.local, c.size), memory, c.offset);
+      break;
+    case transfer_kind::fetch_add:
+      status = tx.fetch_add(memory, c.offset, c.operand, old);
+      break;
+    case transfer_kind::compare_swap:
+      status = tx.compare_swap(memory, c.offset, c.compare, c.operand, old);
+      break;
+    case transfer_kind::swap:
+      status = tx.swap(memory, c.offset, c.operand, old);
+      break;
+  }
+  if (status != transfer::op_status::ok) {
+    finish(r, fabric::outcome::not_executed, transfer_failure(status, r.process));
+    return;
+  }
+  r.tag = tx.current_tag();  // the next completion request claims this ticket
+  r.transmitter = &tx;
+  r.next = nullptr;
+  if (d.newest != nullptr) {
+    d.newest->next = &r;
+  } else {
+    d.oldest = &r;
+  }
+  d.newest = &r;
+  in_flight.fetch_add(1, std::memory_order_seq_cst);
+  if (!d.touched) {
+    d.touched = true;
+    touched_.push_back(r.process);
+  }
+}
+
+lane::destination& lane::destination_to(int process) {
+  if (destinations_.empty()) {
+    destinations_.resize(static_cast<std::size_t>(st_.owner.rt().size()));
+    touched_.reserve(destinations_.size());
+  }
+  destination& d = destinations_[static_cast<std::size_t>(process)];
+  if (!d.transmitter) {
+    transfer::transmitter_options options;
+    options.completion_interval = 1;
+    options.automatic = false;  // one completion request per destination per batch
+    d.transmitter = std::make_unique<transfer::transmitter>(context_->endpoint_to(process),
+                                                            options);
+    st_.counters.endpoints.fetch_add(1, std::memory_order_relaxed);
+  }
+  return d;
+}
+
+transfer::remote_memory& lane::memory_of(std::uint32_t region) {
+  if (memories_.size() <= region) memories_.resize(engine::state::max_regions);
+  auto& memory = memories_[region];
+  if (!memory) {
+    const transfer::remote_memory_locator& locator = st_.regions[region];
+    memory = std::make_unique<transfer::remote_memory>(context_->endpoint_to(locator.process),
+                                                       locator, /*allow_direct=*/false);
+  }
+  return *memory;
+}
+
+void lane::ask_completions() noexcept {
+  for (const int process : touched_) {
+    destination& d = destinations_[static_cast<std::size_t>(process)];
+    d.transmitter->request_completion();
+    d.touched = false;
+    st_.counters.completions_asked.fetch_add(1, std::memory_order_relaxed);
+  }
+  touched_.clear();
+}
+
+// Transfers end in ticket order per destination: the oldest first. A transmitter whose flush
+// failed (its peer died) completes every ticket; those transfers end may_have_executed.
+std::size_t lane::complete_transfers() noexcept {
+  std::size_t ended = 0;
+  for (destination& d : destinations_) {
+    while (d.oldest != nullptr && d.oldest->tag.is_complete()) {
+      request_record& r = *d.oldest;
+      d.oldest = r.next;
+      if (d.oldest == nullptr) d.newest = nullptr;
+      const bool failed = d.transmitter->failed();
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+      finish(r, failed ? fabric::outcome::may_have_executed : fabric::outcome::done,
+             failed ? std::make_exception_ptr(error(fmt::format(
+                          "offload: rank {} died with the transfer in flight", r.process)))
+                    : nullptr);
+      ++ended;
+    }
+  }
+  return ended;
+}
+
+void lane::watch(request_record& r) noexcept {
+  r.next = watched_;
+  watched_ = &r;
+  in_flight.fetch_add(1, std::memory_order_seq_cst);
+}
+
+std::size_t lane::check_watched() noexcept {
+  std::size_t ended = 0;
+  request_record** link = &watched_;
+  while (*link != nullptr) {
+    request_record& r = **link;
+    if (!r.check(r)) {
+      link = &r.next;
+      continue;
+    }
+    *link = r.next;
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    st_.owner.core().pool.release(r);
+    ++ended;
+  }
+  return ended;
+}
+
+std::size_t lane::poll_context() noexcept {
+  try {
+    return context_->poll();
+  } catch (...) {  // a call sent to the executor's own id threw: it is nobody's request
+    st_.report_executor_error("polling its context", std::current_exception());
+    return 1;
+  }
+}
+
+void lane::finish(request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept {
+  if (r.claim()) {
+    r.failure = std::move(failure);
+    r.publish(how);
+  }
+  st_.owner.core().pool.release(r);
+}
+
+// Asks every transmitter for the completion of all it posted and polls the context (which
+// serves this process: over tcp a flush to a rank completes only while that rank progresses,
+// and this rank may be the target) until they completed or 2 s passed, so that destroying them
+// finds nothing to wait for.
+void lane::settle_transmitters() noexcept {
+  std::vector<transfer::completion_tag> everything;
+  for (destination& d : destinations_) {
+    if (!d.transmitter || d.transmitter->failed()) continue;
+    everything.push_back(d.transmitter->current_tag());
+    d.transmitter->request_completion();
+  }
+  const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
+  unsigned idle = 0;
+  for (const transfer::completion_tag& tag : everything) {
+    while (!tag.is_complete() && fabric::deadline_clock::now() < settled_by) {
+      if (poll_context() == 0) fabric::thread_context::back_off(idle);
+    }
+  }
+}
+
+// Lock held, stopping: queued requests end cancelled; in-flight ones get 2 s to end; the
+// transmitters are destroyed (each waits for its flushes, at most 5 s) and what is still in
+// flight then ends cancelled. A transfer that never completed keeps its record (UCX may still
+// write a fetched word into it): the engine then leaves its pool allocated.
+void lane::shutdown() noexcept {
+  if (context_ == nullptr) return;
+  const auto drained_by = fabric::deadline_clock::now() + std::chrono::seconds(1);
+  while (queue.has_claims() && fabric::deadline_clock::now() < drained_by) {
+    command* c = queue.front();
+    if (c == nullptr) {
+      std::this_thread::yield();
+      continue;
+    }
+    finish(*c->record, fabric::outcome::cancelled, nullptr);
+    queue.pop();
+  }
+  const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
+  unsigned idle = 0;
+  while (in_flight.load(std::memory_order_relaxed) != 0 &&
+         fabric::deadline_clock::now() < settled_by) {
+    if (poll_context() + complete_transfers() + check_watched() == 0) {
+      fabric::thread_context::back_off(idle);
+    }
+  }
+  settle_transmitters();
+  for (request_record* r = watched_; r != nullptr;) {
+    request_record* next = r->next;
+    r->cancel(*r);
+    r = next;
+  }
+  check_watched();
+  for (destination& d : destinations_) {
+    if (!d.transmitter) continue;
+    const bool failed = d.transmitter->failed();
+    d.transmitter.reset();  // waits for its flushes (at most 5 s); its counter stays readable
+    for (request_record* r = d.oldest; r != nullptr;) {
+      request_record* next = r->next;
+      if (r->tag.is_complete()) {
+        finish(*r, failed ? fabric::outcome::may_have_executed : fabric::outcome::done, nullptr);
+      } else {
+        r->end(fabric::outcome::cancelled);  // keeps the engine's hold: UCX may still write it
+      }
+      r = next;
+    }
+  }
+  memories_.clear();
+  destinations_.clear();
+  context_ = nullptr;
+  attached_.reset();
+}
+
+}  // namespace seriema::offload::detail

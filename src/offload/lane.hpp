@@ -1,0 +1,121 @@
+// One lane of an offload engine: the context its holder posts on, the queue requesters fill,
+// the lock whoever carries the lane out holds, and the in-flight lists the holder completes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <seriema/fabric/attached_thread.hpp>
+#include <seriema/offload/detail/command_queue.hpp>
+#include <seriema/offload/engine.hpp>
+#include <seriema/transfer/remote_memory.hpp>
+#include <seriema/transfer/transmitter.hpp>
+#include <thread>
+#include <vector>
+
+namespace seriema::offload {
+
+// The engine's shared state (src/offload/engine.cpp).
+struct engine::state {
+  state(engine& owner, const engine_options& options);
+  engine& owner;
+  engine_options options;
+  std::vector<std::unique_ptr<detail::lane>> lanes;
+  // Regions: entries [0, region_count) are written once under regions_mutex before
+  // region_count is raised (release); lanes read them after loading the count (acquire).
+  static constexpr std::size_t max_regions = 1024;
+  std::unique_ptr<transfer::remote_memory_locator[]> regions;
+  std::atomic<std::uint32_t> region_count{0};
+  std::mutex regions_mutex;
+  std::atomic<bool> stopping{false};
+  std::atomic<unsigned> next_lane{0};
+  struct atomic_counters {
+    std::atomic<std::uint64_t> requests{0}, refused_full{0}, batches{0}, posted{0},
+        completions_asked{0}, sleeps{0}, wakes{0}, delegated{0}, executor_errors{0},
+        endpoints{0};
+  } counters;
+  // The first executor error is logged; later ones are counted.
+  void report_executor_error(const char* where, std::exception_ptr error) noexcept;
+};
+
+namespace detail {
+
+enum class transfer_kind : std::uint32_t { put, get, fetch_add, compare_swap, swap };
+
+// Who touches what: everything below `lock_` is used only by the thread holding the lane's
+// lock (the executor thread; a direct requester while it posts; a delegating requester), so it
+// needs no synchronization beyond the lock (acquire on taking it, release on leaving it).
+// `in_flight` is also read without the lock by the executor's decision to sleep and by direct
+// requesters deciding to wake it (seq_cst on both sides, see executor_loop).
+class lane {
+ public:
+  lane(engine::state& st, std::uint16_t index);
+  ~lane();
+
+  void start_executor();                 // spin, sleep, direct: the executor thread
+  void attach_here();                    // delegate: the constructing thread holds the slot
+  void wait_started(fabric::deadline_clock::time_point deadline);  // throws its error
+  void wake_to_stop() noexcept;          // executor: wakes it to see `stopping`
+  void stop() noexcept;                  // executor: wakes and joins; delegate: shuts down
+
+  [[nodiscard]] bool try_lock() noexcept {
+    return !locked_.load(std::memory_order_relaxed) &&
+           !locked_.exchange(true, std::memory_order_seq_cst);
+  }
+  void lock() noexcept;
+  void unlock() noexcept { locked_.store(false, std::memory_order_seq_cst); }
+
+  // Lock held: takes up to flush_size queued requests, posts them, asks their completion,
+  // polls the context and ends what completed. Returns the work done.
+  std::size_t run_once();
+  // Lock held: carries out one request now (direct injection) and asks its completion.
+  void post_now(command& c);
+  // Delegate: runs the lane while this thread can take its lock and requests are queued.
+  void drive() noexcept;
+
+  fabric::thread_context& context() noexcept { return *context_; }
+  void watch(request_record& r) noexcept;
+  void finish(request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept;
+  void execute_transfer(command& c);
+
+  command_queue<command> queue;
+  std::atomic<std::uint64_t> in_flight{0};
+  const std::uint16_t index;
+
+ private:
+  // A destination process: the transmitter (made on first use) and the transfers posted on
+  // it, oldest first (each completes once its flush ticket did; tickets complete in order).
+  struct destination {
+    std::unique_ptr<transfer::transmitter> transmitter;
+    request_record* oldest = nullptr;
+    request_record* newest = nullptr;
+    bool touched = false;  // posted on since the last completion request
+  };
+  destination& destination_to(int process);
+  transfer::remote_memory& memory_of(std::uint32_t region);
+  void execute(command& c) noexcept;
+  void ask_completions() noexcept;
+  std::size_t complete_transfers() noexcept;
+  std::size_t check_watched() noexcept;
+  std::size_t poll_context() noexcept;
+  void executor_loop();
+  void settle_transmitters() noexcept;
+  void shutdown() noexcept;
+
+  engine::state& st_;
+  alignas(64) std::atomic<bool> locked_{false};
+  fabric::thread_context* context_ = nullptr;
+  std::optional<fabric::attached_thread> attached_;
+  std::vector<destination> destinations_;
+  std::vector<int> touched_;
+  std::vector<std::unique_ptr<transfer::remote_memory>> memories_;
+  request_record* watched_ = nullptr;  // call_returns whose futures the holder reads
+  std::thread thread_;
+  std::atomic<int> started_{0};  // 1: attached and running, -1: failed (start_error_)
+  std::exception_ptr start_error_;
+};
+
+}  // namespace detail
+}  // namespace seriema::offload

@@ -1,0 +1,221 @@
+// The offload engine across processes, with each method (sleep, spin, direct, delegate): 64
+// plain threads per process, none attached, make puts, gets, atomics, calls and call_returns
+// to every process at once, and the totals are checked job-wide; refusals (full, out of range,
+// bad destinations) queue nothing; a call_return's exception comes back; destroying an engine
+// with a request pending ends it cancelled.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <seriema/fabric/thread_context.hpp>
+#include <seriema/offload/engine.hpp>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "support/mp_main.hpp"
+
+using namespace seriema;
+using fabric::outcome;
+using fabric::thread_context;
+using fabric::thread_id;
+
+namespace {
+
+constexpr int requesters = 64;
+constexpr int rounds = 12;
+constexpr std::size_t words_per_process = 1 + requesters;  // a counter, then one per requester
+
+std::atomic<std::uint64_t> calls_run{0};  // calls that ran here (any worker)
+
+fabric::deadline_clock::time_point soon(int seconds = 60) {
+  return fabric::deadline_clock::now() + std::chrono::seconds(seconds);
+}
+
+// Every process's array of words, allocated in its own memory and known to all.
+std::vector<transfer::remote_memory_locator> arrays_of_every_process() {
+  auto attached = test::rt().attach(soon());
+  const auto mine = attached.context().allocate_remote(attached.id(),
+                                                       words_per_process * sizeof(std::uint64_t));
+  return test::allgather_value(mine);
+}
+
+// One requester: for each round and each process q, writes its word in q's array, reads it
+// back, adds 1 to q's counter, calls a worker of q and asks one for twice a number.
+void requester(offload::engine& e, const std::vector<offload::region>& regions, int t,
+               std::atomic<int>& failures) {
+  const int me = test::rt().rank();
+  const int processes = test::rt().size();
+  const thread_id workers = test::rt().placement().thread_count();
+  for (int round = 0; round < rounds; ++round) {
+    for (int q = 0; q < processes; ++q) {
+      const std::uint64_t value = (std::uint64_t(me) << 32) | (std::uint64_t(t) << 16) | round;
+      const std::uint64_t offset = (1 + std::uint64_t(t)) * 8;
+      auto put = e.put(std::as_bytes(std::span(&value, 1)), regions[q], offset);
+      if (put.wait(soon()) != outcome::done) ++failures;
+      auto added = e.fetch_add(regions[q], 0, 1);
+      const thread_id dest = static_cast<thread_id>((t + round + q) % workers);
+      auto called = e.call(dest, [] { calls_run += 1; });
+      auto doubled = e.call_return(dest, [value] { return value * 2; });
+      if (added.wait(soon()) != outcome::done || called.wait(soon()) != outcome::done) ++failures;
+      if (doubled.get() != value * 2) ++failures;
+      (void)q;
+    }
+  }
+}
+
+// Zeroes this process's array (memory from an earlier test may be handed out again), then
+// waits for every process to have done so.
+void zero_my_array(offload::engine& e, offload::region mine) {
+  static const std::vector<std::uint64_t> zeros(words_per_process, 0);
+  auto zeroed = e.put(std::as_bytes(std::span(zeros)), mine, 0);
+  EXPECT_EQ(zeroed.wait(soon()), outcome::done);
+  test::rt().barrier();
+}
+
+void run_suite(offload::method mode) {
+  SCOPED_TRACE(offload::to_string(mode));
+  auto& rt = test::rt();
+  calls_run = 0;
+  const auto arrays = arrays_of_every_process();
+  offload::engine_options options;
+  options.mode = mode;
+  options.executors = 2;
+  offload::engine e(rt, options);
+  std::vector<offload::region> regions;
+  for (const auto& a : arrays) regions.push_back(e.add_region(a));
+  zero_my_array(e, regions[static_cast<std::size_t>(rt.rank())]);
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < requesters; ++t) {
+      pool.emplace_back([&, t] {
+        requester(e, regions, t, failures);
+        finished += 1;
+      });
+    }
+    EXPECT_TRUE(ctx.wait_until([&] { return finished.load() == requesters; }, soon(240)));
+    for (auto& thread : pool) thread.join();
+  });
+  EXPECT_EQ(failures.load(), 0);
+  // Every requester of every process added 1 to this process's counter once per round, and
+  // its word here holds its last round's value; every call ran once.
+  auto attached = rt.attach(soon());
+  const auto& mine = arrays[static_cast<std::size_t>(rt.rank())];
+  std::vector<std::uint64_t> words(words_per_process);
+  auto got = e.get(std::as_writable_bytes(std::span(words)), regions[rt.rank()], 0);
+  ASSERT_EQ(got.wait(soon()), outcome::done);
+  EXPECT_EQ(words[0], std::uint64_t(rt.size()) * requesters * rounds);
+  const auto sums = test::allgather_value(calls_run.load());
+  std::uint64_t total = 0;
+  for (auto s : sums) total += s;
+  EXPECT_EQ(total, std::uint64_t(rt.size()) * rt.size() * requesters * rounds);
+  const auto counters = e.counters();
+  EXPECT_GE(counters.requests, std::uint64_t(requesters) * rounds * rt.size() * 4);
+  EXPECT_LE(counters.endpoints, std::uint64_t(options.executors) * rt.size());
+  (void)mine;
+  attached.context().free_remote(mine);
+  rt.barrier();
+}
+
+}  // namespace
+
+TEST(Offload, SixtyFourPlainThreadsMakeEveryKindOfRequestWithEachMethod) {
+  for (auto mode : {offload::method::sleep, offload::method::spin, offload::method::direct,
+                    offload::method::delegate}) {
+    run_suite(mode);
+  }
+}
+
+// Refused requests queue nothing and say why; a full pool refuses at once, or after
+// wait_when_full.
+TEST(Offload, RefusalsQueueNothing) {
+  auto& rt = test::rt();
+  const auto arrays = arrays_of_every_process();
+  offload::engine_options options;
+  options.max_requests = 4;
+  options.wait_when_full = std::chrono::milliseconds(20);
+  offload::engine e(rt, options);
+  const auto r = e.add_region(arrays[static_cast<std::size_t>(rt.rank())]);
+  zero_my_array(e, r);
+  std::uint64_t word = 7;
+  auto outside = e.put(std::as_bytes(std::span(&word, 1)), r, words_per_process * 8);
+  EXPECT_EQ(outside.status(), offload::request_status::out_of_range);
+  EXPECT_EQ(outside.result(), outcome::not_executed);
+  EXPECT_THROW(outside.get(), invoke::not_executed_error);
+  EXPECT_EQ(e.fetch_add(r, 4, 1).status(), offload::request_status::out_of_range);
+  EXPECT_EQ(e.call(1u << 30, [] {}).status(), offload::request_status::bad_destination);
+  EXPECT_EQ(e.fetch_add(offload::region{}, 0, 1).status(),
+            offload::request_status::bad_destination);
+  EXPECT_EQ(e.counters().requests, 1u);  // the zeroing put
+  std::vector<offload::future<std::uint64_t>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(e.fetch_add(r, 0, 1));
+  for (auto& f : held) EXPECT_EQ(f.wait(soon()), outcome::done);
+  // Four futures hold the four records: the fifth request is refused after waiting.
+  const auto before = fabric::deadline_clock::now();
+  auto refused = e.fetch_add(r, 0, 1);
+  EXPECT_EQ(refused.status(), offload::request_status::full);
+  EXPECT_GE(fabric::deadline_clock::now() - before, std::chrono::milliseconds(20));
+  held.clear();
+  auto accepted = e.fetch_add(r, 0, 1);
+  EXPECT_EQ(accepted.status(), offload::request_status::ok);
+  EXPECT_EQ(accepted.get(), 4u);
+  EXPECT_EQ(e.counters().refused_full, 1u);
+  rt.barrier();
+}
+
+// A call_return's exception comes back to the requester; values of other types too.
+TEST(Offload, ExceptionsAndValuesComeBack) {
+  auto& rt = test::rt();
+  offload::engine e(rt);
+  const thread_id workers = rt.placement().thread_count();
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::atomic<bool> done{false};
+    std::thread outsider([&] {
+      const thread_id dest = static_cast<thread_id>((ctx.id() + 1) % workers);
+      auto threw = e.call_return(dest, []() -> int { throw std::runtime_error("no such key"); });
+      try {
+        (void)threw.get();
+        ADD_FAILURE() << "the exception did not come back";
+      } catch (const std::exception& caught) {
+        EXPECT_NE(std::string(caught.what()).find("no such key"), std::string::npos);
+      }
+      struct pair { std::uint64_t a, b; };
+      auto both = e.call_return(dest, [](thread_context& self) {
+        return pair{self.id(), 42};
+      });
+      const pair got = both.get();
+      EXPECT_EQ(got.a, dest);
+      EXPECT_EQ(got.b, 42u);
+      done = true;
+    });
+    EXPECT_TRUE(ctx.wait_until([&] { return done.load(); }, soon()));  // serving the calls
+    outsider.join();
+  });
+  rt.barrier();
+}
+
+// Outside run() a worker runs no calls, so a call_return to another process's worker stays
+// pending; destroying the engine ends it cancelled, and the future says so afterwards.
+TEST(Offload, DestroyingTheEngineCancelsWhatIsPending) {
+  auto& rt = test::rt();
+  if (rt.size() < 2) GTEST_SKIP() << "needs a second process";
+  std::optional<offload::future<int>> pending;
+  {
+    offload::engine e(rt);
+    const thread_id other = rt.placement().global_id((rt.rank() + 1) % rt.size(), 0);
+    pending.emplace(e.call_return(other, [] { return 1; }));
+    EXPECT_EQ(pending->wait(std::chrono::milliseconds(50)), outcome::deadline_exceeded);
+    pending.emplace(e.call_return(other, [] { return 2; }));
+  }
+  EXPECT_EQ(pending->result(), outcome::cancelled);
+  EXPECT_THROW((void)pending->get(), invoke::cancelled_error);
+  rt.barrier();
+  rt.run([](thread_context&) {});  // the calls run now; their replies are dropped
+}
+
+int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
