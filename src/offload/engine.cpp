@@ -304,10 +304,16 @@ engine_counters engine::counters() const noexcept {
   };
   return {read(c.requests),          read(c.refused_full), read(c.batches), read(c.posted),
           read(c.completions_asked), read(c.sleeps),       read(c.wakes),   read(c.delegated),
-          read(c.executor_errors),   read(c.endpoints)};
+          read(c.executor_errors),   read(c.endpoints),    read(c.coalesced)};
 }
 
 std::size_t engine::pending() const noexcept { return core_->pool.in_use(); }
+
+std::vector<double> engine::executor_cpu_seconds() const {
+  std::vector<double> used;
+  for (const auto& l : state_->lanes) used.push_back(l->executor_cpu_seconds());
+  return used;
+}
 
 namespace detail {
 
@@ -333,8 +339,10 @@ void drive_lane(engine_core& core, std::uint16_t lane) noexcept {
 }
 
 void wait_step(unsigned& idle) noexcept {
+  // Short: requesters usually outnumber cores, and a spinning requester takes the core an
+  // executor (or the requester it waits behind) needs. A fiber yields to its scheduler instead.
   ++idle;
-  if (idle < 32) {
+  if (idle < 16) {
     cpu_pause();
     return;
   }
@@ -342,11 +350,11 @@ void wait_step(unsigned& idle) noexcept {
     wait_hook();
     return;
   }
-  if (idle < 256) {
+  if (idle < 32) {
     std::this_thread::yield();
     return;
   }
-  std::this_thread::sleep_for(std::chrono::microseconds(idle < 4096 ? 20 : 100));
+  std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 10 : 50));
 }
 
 std::string describe_request(fabric::outcome how, request_status status,

@@ -50,6 +50,7 @@ void lane::start_executor() {
       attached_.emplace(st_.owner.rt().attach(fabric::deadline_clock::now() +
                                               std::chrono::seconds(10)));
       context_ = &attached_->context();
+      pthread_getcpuclockid(pthread_self(), &cpu_clock_);
     } catch (...) {
       start_error_ = std::current_exception();
       started_.store(-1, std::memory_order_release);
@@ -59,6 +60,13 @@ void lane::start_executor() {
     executor_loop();
     shutdown();
   });
+}
+
+double lane::executor_cpu_seconds() const noexcept {
+  if (!thread_.joinable() || started_.load(std::memory_order_acquire) != 1) return 0.0;
+  timespec used{};
+  if (clock_gettime(cpu_clock_, &used) != 0) return 0.0;
+  return static_cast<double>(used.tv_sec) + static_cast<double>(used.tv_nsec) * 1e-9;
 }
 
 void lane::attach_here() {
@@ -124,8 +132,8 @@ void lane::executor_loop() {
       if ((idle & 15) == 0) std::this_thread::yield();
       continue;
     }
-    const std::uint64_t slept = queue.try_sleep();
-    if (slept == 0) continue;
+    std::uint64_t slept = 0;
+    if (!queue.try_sleep(slept)) continue;
     if (in_flight.load(std::memory_order_seq_cst) != 0 ||
         st_.stopping.load(std::memory_order_seq_cst)) {
       queue.stay_awake();
@@ -147,6 +155,7 @@ std::size_t lane::run_once() {
     ++taken;
   }
   if (taken != 0) {
+    post_runs();
     ask_completions();
     st_.counters.batches.fetch_add(1, std::memory_order_relaxed);
     st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
@@ -191,47 +200,102 @@ void lane::execute(command& c) noexcept {
   }
 }
 
+// Puts and gets are held in open runs until the batch ends: a request whose remote range starts
+// where a run's ends, of the same region and kind, and whose local bytes follow the run's,
+// joins it, and the run is posted as one operation (the seed's linked work requests: one post
+// for many requests). Transfers are unordered, as UCX's are, so posting a run at the batch's
+// end changes no promise. Atomics, and every request of direct injection, are posted at once.
 void lane::execute_transfer(command& c) {
-  request_record& r = *c.record;
-  destination& d = destination_to(r.process);
-  transfer::transmitter& tx = *d.transmitter;
-  transfer::remote_memory& memory = memory_of(c.target);
-  auto* old = reinterpret_cast<std::uint64_t*>(r.value);
-  transfer::op_status status = transfer::op_status::ok;
-  switch (static_cast<transfer_kind>(c.kind)) {
-    case transfer_kind::put:
-      status = tx.put(std::span<const std::byte>(c.local, c.size), memory, c.offset);
-      break;
-    case transfer_kind::get:
-      status = tx.get(std::span<std::byte>(c.local, c.size), memory, c.offset);
-      break;
-    case transfer_kind::fetch_add:
-      status = tx.fetch_add(memory, c.offset, c.operand, old);
-      break;
-    case transfer_kind::compare_swap:
-      status = tx.compare_swap(memory, c.offset, c.compare, c.operand, old);
-      break;
-    case transfer_kind::swap:
-      status = tx.swap(memory, c.offset, c.operand, old);
-      break;
-  }
-  if (status != transfer::op_status::ok) {
-    finish(r, fabric::outcome::not_executed, transfer_failure(status, r.process));
+  const auto kind = static_cast<transfer_kind>(c.kind);
+  const bool bytes = kind == transfer_kind::put || kind == transfer_kind::get;
+  if (!bytes || st_.options.mode == method::direct) {
+    open_run single{kind, c.target, c.offset, c.local, c.size, c.operand, c.compare, c.record,
+                    c.record};
+    c.record->next = nullptr;
+    post_run(single);
     return;
   }
-  r.tag = tx.current_tag();  // the next completion request claims this ticket
-  r.transmitter = &tx;
-  r.next = nullptr;
-  if (d.newest != nullptr) {
-    d.newest->next = &r;
-  } else {
-    d.oldest = &r;
+  for (std::size_t i = 0; i < run_count_; ++i) {
+    open_run& run = runs_[i];
+    if (run.kind == kind && run.region == c.target && run.offset + run.size == c.offset &&
+        run.local + run.size == c.local) {
+      c.record->next = nullptr;
+      run.last->next = c.record;
+      run.last = c.record;
+      run.size += c.size;
+      st_.counters.coalesced.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
   }
-  d.newest = &r;
-  in_flight.fetch_add(1, std::memory_order_seq_cst);
-  if (!d.touched) {
+  if (run_count_ == runs_.size()) post_runs();
+  c.record->next = nullptr;
+  runs_[run_count_++] = {kind, c.target, c.offset, c.local, c.size, 0, 0, c.record, c.record};
+}
+
+void lane::post_runs() noexcept {
+  for (std::size_t i = 0; i < run_count_; ++i) {
+    try {
+      post_run(runs_[i]);
+    } catch (...) {
+      st_.report_executor_error("posting a request", std::current_exception());
+      for (request_record* r = runs_[i].first; r != nullptr;) {
+        request_record* next = r->next;
+        finish(*r, fabric::outcome::not_executed, std::current_exception());
+        r = next;
+      }
+    }
+  }
+  run_count_ = 0;
+}
+
+// Posts one operation for every request of `run` (chained by `next`) and moves them, in order,
+// to their destination's in-flight list, all under the same completion ticket.
+void lane::post_run(const open_run& run) {
+  const int process = run.first->process;
+  destination& d = destination_to(process);
+  transfer::transmitter& tx = *d.transmitter;
+  transfer::remote_memory& memory = memory_of(run.region);
+  auto* old = reinterpret_cast<std::uint64_t*>(run.first->value);
+  transfer::op_status status = transfer::op_status::ok;
+  switch (run.kind) {
+    case transfer_kind::put:
+      status = tx.put(std::span<const std::byte>(run.local, run.size), memory, run.offset);
+      break;
+    case transfer_kind::get:
+      status = tx.get(std::span<std::byte>(run.local, run.size), memory, run.offset);
+      break;
+    case transfer_kind::fetch_add:
+      status = tx.fetch_add(memory, run.offset, run.operand, old);
+      break;
+    case transfer_kind::compare_swap:
+      status = tx.compare_swap(memory, run.offset, run.compare, run.operand, old);
+      break;
+    case transfer_kind::swap:
+      status = tx.swap(memory, run.offset, run.operand, old);
+      break;
+  }
+  const transfer::completion_tag tag = tx.current_tag();  // the next completion request's
+  for (request_record* r = run.first; r != nullptr;) {
+    request_record* next = r->next;
+    if (status != transfer::op_status::ok) {
+      finish(*r, fabric::outcome::not_executed, transfer_failure(status, process));
+    } else {
+      r->tag = tag;
+      r->transmitter = &tx;
+      r->next = nullptr;
+      if (d.newest != nullptr) {
+        d.newest->next = r;
+      } else {
+        d.oldest = r;
+      }
+      d.newest = r;
+      in_flight.fetch_add(1, std::memory_order_seq_cst);
+    }
+    r = next;
+  }
+  if (status == transfer::op_status::ok && !d.touched) {
     d.touched = true;
-    touched_.push_back(r.process);
+    touched_.push_back(process);
   }
 }
 

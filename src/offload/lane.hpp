@@ -2,6 +2,7 @@
 // the lock whoever carries the lane out holds, and the in-flight lists the holder completes.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -12,7 +13,9 @@
 #include <seriema/offload/engine.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <seriema/transfer/transmitter.hpp>
+#include <pthread.h>
 #include <thread>
+#include <time.h>
 #include <vector>
 
 namespace seriema::offload {
@@ -34,7 +37,7 @@ struct engine::state {
   struct atomic_counters {
     std::atomic<std::uint64_t> requests{0}, refused_full{0}, batches{0}, posted{0},
         completions_asked{0}, sleeps{0}, wakes{0}, delegated{0}, executor_errors{0},
-        endpoints{0};
+        endpoints{0}, coalesced{0};
   } counters;
   // The first executor error is logged; later ones are counted.
   void report_executor_error(const char* where, std::exception_ptr error) noexcept;
@@ -80,6 +83,9 @@ class lane {
   void finish(request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept;
   void execute_transfer(command& c);
 
+  // CPU time the executor thread used so far (seconds; 0 without a thread).
+  [[nodiscard]] double executor_cpu_seconds() const noexcept;
+
   command_queue<command> queue;
   std::atomic<std::uint64_t> in_flight{0};
   const std::uint16_t index;
@@ -93,6 +99,21 @@ class lane {
     request_record* newest = nullptr;
     bool touched = false;  // posted on since the last completion request
   };
+  // Puts or gets of one region whose remote and local bytes follow each other: one operation
+  // (execute_transfer).
+  struct open_run {
+    transfer_kind kind;
+    std::uint32_t region;
+    std::uint64_t offset;
+    std::byte* local;
+    std::size_t size;
+    std::uint64_t operand;  // atomics
+    std::uint64_t compare;
+    request_record* first;  // chained by `next`
+    request_record* last;
+  };
+  void post_run(const open_run& run);
+  void post_runs() noexcept;
   destination& destination_to(int process);
   transfer::remote_memory& memory_of(std::uint32_t region);
   void execute(command& c) noexcept;
@@ -111,8 +132,11 @@ class lane {
   std::vector<destination> destinations_;
   std::vector<int> touched_;
   std::vector<std::unique_ptr<transfer::remote_memory>> memories_;
+  std::array<open_run, 8> runs_{};  // open until the batch ends
+  std::size_t run_count_ = 0;
   request_record* watched_ = nullptr;  // call_returns whose futures the holder reads
   std::thread thread_;
+  clockid_t cpu_clock_{};  // the executor thread's (written before started_ is set)
   std::atomic<int> started_{0};  // 1: attached and running, -1: failed (start_error_)
   std::exception_ptr start_error_;
 };

@@ -23,6 +23,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace seriema::fabric {
 class runtime;
@@ -84,6 +85,7 @@ struct engine_counters {
   std::uint64_t delegated = 0;         ///< requests run by another requester (delegate)
   std::uint64_t executor_errors = 0;   ///< exceptions caught in executors (logged)
   std::uint64_t endpoints = 0;         ///< endpoints the lanes opened (at most lanes x processes)
+  std::uint64_t coalesced = 0;         ///< puts and gets that joined another's operation
 };
 
 /// A region of remote registered memory the engine may reach: a remote_memory_locator that
@@ -355,6 +357,8 @@ class engine {
   [[nodiscard]] engine_counters counters() const noexcept;
   [[nodiscard]] const engine_options& options() const noexcept { return options_; }
   [[nodiscard]] fabric::runtime& rt() const noexcept { return rt_; }
+  /// CPU time each executor thread used so far, in seconds (zeros for delegate: no threads).
+  [[nodiscard]] std::vector<double> executor_cpu_seconds() const;
   /// Requests pending engine-wide (records in use, futures still held included).
   [[nodiscard]] std::size_t pending() const noexcept;
 

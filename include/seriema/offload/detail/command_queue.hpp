@@ -73,19 +73,19 @@ class command_queue {
     return (tail_.load(std::memory_order_relaxed) >> 1) - head_.load(std::memory_order_relaxed);
   }
 
-  // Consumer: clears `awake` if nothing is claimed; returns the tail word it slept on (0 when
-  // it must stay awake). The caller then re-checks what else may need it and either wakes
-  // itself (stay_awake) or waits with wait_while_asleep(word).
-  std::uint64_t try_sleep() noexcept {
+  // Consumer: clears `awake` if nothing is claimed; returns whether it did (`slept` is then
+  // the tail word it cleared it in). The caller then re-checks what else may need it and
+  // either wakes itself (stay_awake) or waits with wait_while_asleep(slept).
+  bool try_sleep(std::uint64_t& slept) noexcept {
     std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
-    if ((tail >> 1) != head_value_ || (tail & 1) == 0) return 0;
-    const std::uint64_t asleep = tail & ~std::uint64_t{1};
-    if (!tail_.compare_exchange_strong(tail, asleep, std::memory_order_seq_cst)) return 0;
-    return asleep | 2;  // never 0: bit 1 marks "slept"; cleared again below
+    if ((tail >> 1) != head_value_ || (tail & 1) == 0) return false;
+    slept = tail & ~std::uint64_t{1};
+    return tail_.compare_exchange_strong(tail, slept, std::memory_order_seq_cst);
   }
   void stay_awake() noexcept { tail_.fetch_or(1, std::memory_order_seq_cst); }
+  // Blocks (a futex) until the tail word is no longer `slept`: a claim or a wake changed it.
   void wait_while_asleep(std::uint64_t slept) noexcept {
-    tail_.wait(slept & ~std::uint64_t{2}, std::memory_order_seq_cst);
+    tail_.wait(slept, std::memory_order_seq_cst);
   }
   // Anyone: sets `awake` and wakes the executor if it had cleared it (a kick without a claim:
   // direct injection's in-flight work, the engine's stop). Returns whether it was asleep.
