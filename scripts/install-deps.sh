@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config git
           libucx-dev ucx-utils libhwloc-dev hwloc libpmix-dev openmpi-bin libopenmpi-dev
           libgtest-dev libfmt-dev libcli11-dev libcereal-dev libconcurrentqueue-dev nlohmann-json3-dev
+          libboost-fiber-dev  # offload: Boost.Fiber requesters (tests, examples)
           slurmd slurmctld slurm-client munge  # tests/slurm: a one-node Slurm for srun --mpi=pmix
           python3 python3-matplotlib
           doxygen  # the API reference (cmake --build build --target docs)

@@ -110,7 +110,7 @@ engine::engine(fabric::runtime& rt, engine_options options)
   } catch (...) {
     state_->stopping.store(true, std::memory_order_seq_cst);
     state_->lanes.clear();
-    delete core_;
+    delete core_;  // no future was made
     throw;
   }
   core_->live.store(this, std::memory_order_release);
@@ -122,13 +122,13 @@ engine::~engine() {
   for (auto& l : state_->lanes) l->wake_to_stop();  // they shut down at once
   for (auto& l : state_->lanes) l->stop();
   state_->lanes.clear();
-  if (core_->pool.in_use() == 0) {
+  const std::size_t held = core_->pool.in_use();
+  if (core_->pool.release_owner()) {
     delete core_;
   } else {
-    // Futures the application still holds (or transfers UCX never completed) keep records:
-    // the pool stays allocated so that they remain readable.
-    log::info("offload: engine destroyed with {} request(s) still held; their records stay",
-              core_->pool.in_use());
+    log::info("offload: engine destroyed with {} request(s) still held by futures; they stay "
+              "readable",
+              held);
   }
 }
 
@@ -205,8 +205,8 @@ future<void> engine::submit(detail::command& c, int process) {
       break;
     }
     if (!waits || fabric::deadline_clock::now() >= give_up) {
-      core_->pool.release(*r);  // both holds: nothing was queued
-      core_->pool.release(*r);
+      (void)core_->pool.release(*r);  // both holds: nothing was queued
+      (void)core_->pool.release(*r);
       return refuse(request_status::full);
     }
     l.drive();
@@ -318,6 +318,9 @@ std::vector<double> engine::executor_cpu_seconds() const {
 namespace detail {
 
 fabric::thread_context& context_of(lane& l) noexcept { return l.context(); }
+std::chrono::microseconds transport_wait(const lane& l) noexcept {
+  return l.options().transport_wait;
+}
 void watch(lane& l, request_record& r) noexcept { l.watch(r); }
 void finish(lane& l, request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept {
   l.finish(r, how, std::move(failure));
@@ -348,6 +351,9 @@ void wait_step(unsigned& idle) noexcept {
   }
   if (wait_hook != nullptr) {
     wait_hook();
+    // Every fiber of the thread may be waiting: then the yield comes straight back, and the
+    // thread sleeps a little now and then rather than spin.
+    if (idle > 4096 && (idle & 63) == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
     return;
   }
   if (idle < 32) {

@@ -338,7 +338,8 @@ void lane::ask_completions() noexcept {
 }
 
 // Transfers end in ticket order per destination: the oldest first. A transmitter whose flush
-// failed (its peer died) completes every ticket; those transfers end may_have_executed.
+// failed (its peer died) completes every ticket; those transfers end may_have_executed, as do
+// those that complete once their process is known dead.
 std::size_t lane::complete_transfers() noexcept {
   std::size_t ended = 0;
   for (destination& d : destinations_) {
@@ -346,7 +347,8 @@ std::size_t lane::complete_transfers() noexcept {
       request_record& r = *d.oldest;
       d.oldest = r.next;
       if (d.oldest == nullptr) d.newest = nullptr;
-      const bool failed = d.transmitter->failed();
+      // A peer found dead by then may have lost it (shm puts can land in a dead peer's mapping).
+      const bool failed = d.transmitter->failed() || st_.owner.rt().peer_failed(r.process);
       in_flight.fetch_sub(1, std::memory_order_relaxed);
       finish(r, failed ? fabric::outcome::may_have_executed : fabric::outcome::done,
              failed ? std::make_exception_ptr(error(fmt::format(
@@ -375,7 +377,7 @@ std::size_t lane::check_watched() noexcept {
     }
     *link = r.next;
     in_flight.fetch_sub(1, std::memory_order_relaxed);
-    st_.owner.core().pool.release(r);
+    (void)st_.owner.core().pool.release(r);  // the engine lives: never the last
     ++ended;
   }
   return ended;
@@ -395,7 +397,7 @@ void lane::finish(request_record& r, fabric::outcome how, std::exception_ptr fai
     r.failure = std::move(failure);
     r.publish(how);
   }
-  st_.owner.core().pool.release(r);
+  (void)st_.owner.core().pool.release(r);  // the engine lives: never the last
 }
 
 // Asks every transmitter for the completion of all it posted and polls the context (which

@@ -79,6 +79,7 @@ class lane {
   void drive() noexcept;
 
   fabric::thread_context& context() noexcept { return *context_; }
+  [[nodiscard]] const engine_options& options() const noexcept { return st_.options; }
   void watch(request_record& r) noexcept;
   void finish(request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept;
   void execute_transfer(command& c);

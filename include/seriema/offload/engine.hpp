@@ -69,6 +69,11 @@ struct engine_options {
   /// How long a request waits for a queue entry or record when all are in use (0: refused at
   /// once with request_status::full). Waiting requesters of a delegating engine drive it.
   std::chrono::microseconds wait_when_full{0};
+  /// The longest an executor waits for the transport to take one send-based call (a full
+  /// socket or FIFO to a stalled peer): the call then ends may_have_executed (UCX holds it and
+  /// sends it if the link comes back) or, behind such a call, not_executed, and the executor
+  /// goes on with other destinations.
+  std::chrono::microseconds transport_wait{std::chrono::milliseconds(10)};
   /// The longest a future's get() waits (wait() takes its own deadline).
   std::chrono::milliseconds get_timeout{std::chrono::seconds(60)};
 };
@@ -104,6 +109,8 @@ namespace detail {
 /// in-flight lists (src/offload/lane.cpp).
 class lane;
 fabric::thread_context& context_of(lane& l) noexcept;
+/// engine_options::transport_wait of the lane's engine.
+std::chrono::microseconds transport_wait(const lane& l) noexcept;
 /// The executor watches `r` (its check() ends it) until it ended.
 void watch(lane& l, request_record& r) noexcept;
 /// Ends `r` with `how` (and `failure`), and lets the engine's hold go.
@@ -138,6 +145,7 @@ struct stored_closure {
 template <class F>
 void execute_call(lane& l, command& c) {
   stored_closure<F> f(c);
+  fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
   finish(l, *c.record, outcome_of_send(context_of(l).call(c.target, f.get())));
 }
 
@@ -145,6 +153,7 @@ template <class F>
 void execute_call_buffer(lane& l, command& c) {
   stored_closure<F> f(c);
   const auto buffer = std::span<const std::byte>(c.local, c.size);
+  fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
   finish(l, *c.record, outcome_of_send(context_of(l).call_buffer(c.target, f.get(), buffer)));
 }
 
@@ -191,6 +200,7 @@ void cancel_call_return(request_record& r) noexcept {
 template <class F>
 void execute_call_return(lane& l, command& c) {
   stored_closure<F> f(c);
+  fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
   auto pending = invoke::call_return<invoke::channel::send>(context_of(l), c.target, f.get());
   using R = typename decltype(pending)::value_type;
   using T = std::conditional_t<std::is_same_v<decltype(pending), invoke::future<void>>, void, R>;
@@ -254,6 +264,13 @@ class [[nodiscard]] future {
   [[nodiscard]] request_status status() const noexcept { return status_; }
   /// Whether it ended, whichever way (never waits).
   [[nodiscard]] bool ready() const noexcept { return result() != fabric::outcome::pending; }
+  /// A delegating engine's turn: runs the queued requests of this request's lane when its lock
+  /// is free (what wait() does between looks). Nothing for the other methods.
+  void progress() noexcept {
+    if (record_ != nullptr && record_->result() == fabric::outcome::pending) {
+      detail::drive_lane(*core_, record_->lane);
+    }
+  }
   /// How it ended, or pending. A refused request ended not_executed.
   [[nodiscard]] fabric::outcome result() const noexcept {
     if (record_ == nullptr) return fabric::outcome::not_executed;
@@ -409,7 +426,7 @@ class engine {
 
 template <class T>
 void future<T>::reset() noexcept {
-  if (record_ != nullptr) core_->pool.release(*std::exchange(record_, nullptr));
+  if (record_ != nullptr && core_->pool.release(*std::exchange(record_, nullptr))) delete core_;
 }
 
 template <class T>

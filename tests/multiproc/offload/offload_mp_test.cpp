@@ -10,7 +10,11 @@
 #include <chrono>
 #include <optional>
 #include <seriema/fabric/thread_context.hpp>
+#include <boost/fiber/all.hpp>
+#include <seriema/invoke/task.hpp>
 #include <seriema/offload/engine.hpp>
+#include <seriema/offload/fibers.hpp>
+#include <seriema/offload/interop.hpp>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -156,6 +160,84 @@ TEST(Offload, SixtyFourPlainThreadsMakeEveryKindOfRequestWithEachMethod) {
                     offload::method::delegate}) {
     run_suite(mode);
   }
+}
+
+// A worker's coroutine co_awaits offload futures (they end in the worker's polls), and a
+// combinator takes them, with each method.
+invoke::task<std::uint64_t> ask_twice(thread_context& me, offload::engine& e, thread_id dest,
+                                      std::uint64_t x) {
+  const std::uint64_t once = co_await offload::on(me, e.call_return(dest, [x] { return x + 1; }));
+  const std::uint64_t twice =
+      co_await offload::on(me, e.call_return(dest, [once] { return once + 1; }));
+  co_return twice;
+}
+
+TEST(Offload, CoroutinesAwaitOffloadFutures) {
+  auto& rt = test::rt();
+  const thread_id workers = rt.placement().thread_count();
+  for (auto mode : {offload::method::sleep, offload::method::delegate}) {
+    SCOPED_TRACE(offload::to_string(mode));
+    offload::engine_options options;
+    options.mode = mode;
+    offload::engine e(rt, options);
+    rt.run([&](thread_context& me) -> invoke::task<> {
+      const thread_id dest = (me.id() + 1) % workers;
+      EXPECT_EQ(co_await ask_twice(me, e, dest, me.id() * 10), me.id() * 10 + 2);
+      auto both = invoke::when_all(offload::on(me, e.call_return(dest, [] { return 5; })),
+                                   offload::on(me, e.call_return(dest, [] { return 7; })));
+      const auto [five, seven] = co_await std::move(both);
+      EXPECT_EQ(five + seven, 12);
+      auto threw = offload::on(me, e.call_return(dest, []() -> int {
+        throw std::runtime_error("from the callee");
+      }));
+      EXPECT_THROW((void)co_await std::move(threw), std::exception);
+    });
+  }
+  rt.barrier();
+}
+
+// 256 Boost.Fiber fibers per process (64 on each of 4 OS threads), none attached, each making
+// calls and call_returns through the engine: a waiting fiber yields to the others of its thread.
+TEST(Offload, FibersMakeRequestsAndYieldWhileTheyWait) {
+  auto& rt = test::rt();
+  constexpr int os_threads = 4;
+  constexpr int fibers_per_thread = 64;
+  constexpr int requests_per_fiber = 4;
+  calls_run = 0;
+  offload::engine e(rt);
+  const thread_id workers = rt.placement().thread_count();
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::vector<std::thread> threads;
+    for (int o = 0; o < os_threads; ++o) {
+      threads.emplace_back([&, o] {
+        offload::fiber_waits yield_to_fibers;
+        std::vector<boost::fibers::fiber> fibers;
+        for (int f = 0; f < fibers_per_thread; ++f) {
+          fibers.emplace_back([&, o, f] {
+            for (int i = 0; i < requests_per_fiber; ++i) {
+              const thread_id dest = static_cast<thread_id>((o + f + i) % workers);
+              const std::uint64_t x = std::uint64_t(o) * 1000 + f * 10 + i;
+              auto called = e.call(dest, [] { calls_run += 1; });
+              if (e.call_return(dest, [x] { return x * 3; }).get() != x * 3) ++failures;
+              if (called.wait(soon()) != outcome::done) ++failures;
+            }
+          });
+        }
+        for (auto& fiber : fibers) fiber.join();
+        finished += 1;
+      });
+    }
+    EXPECT_TRUE(ctx.wait_until([&] { return finished.load() == os_threads; }, soon(120)));
+    for (auto& thread : threads) thread.join();
+  });
+  EXPECT_EQ(failures.load(), 0);
+  const auto sums = test::allgather_value(calls_run.load());
+  std::uint64_t total = 0;
+  for (auto s : sums) total += s;
+  EXPECT_EQ(total, std::uint64_t(rt.size()) * os_threads * fibers_per_thread * requests_per_fiber);
 }
 
 // Refused requests queue nothing and say why; a full pool refuses at once, or after

@@ -103,9 +103,10 @@ class request_pool {
     }
   }
 
-  // One holder lets go; the last gives the record back.
-  void release(request_record& r) noexcept {
-    if (r.holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // One holder lets go; the last gives the record back. Returns true when that left the pool
+  // with no record in use and its owner's hold gone (release_owner): the caller deletes it.
+  bool release(request_record& r) noexcept {
+    if (r.holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return false;
     if (r.destroy_value != nullptr) r.destroy_value(r);
     r.destroy_value = nullptr;
     r.failure = nullptr;
@@ -123,11 +124,15 @@ class request_pool {
         break;
       }
     }
-    in_use_.fetch_sub(1, std::memory_order_relaxed);
+    return in_use_.fetch_sub(1, std::memory_order_acq_rel) == 1;
   }
+  // The engine's own hold (counted in in_use_ from the start, so records let go while it lives
+  // never empty the count). Returns true when nothing else holds the pool: delete it.
+  bool release_owner() noexcept { return in_use_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
+  // Records in use (the owner's hold not counted while it lasts).
   [[nodiscard]] std::size_t in_use() const noexcept {
-    return in_use_.load(std::memory_order_relaxed);
+    return in_use_.load(std::memory_order_relaxed) - 1;
   }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
@@ -135,7 +140,7 @@ class request_pool {
   std::unique_ptr<request_record[]> records_;
   std::size_t capacity_;
   alignas(64) std::atomic<std::uint64_t> head_{0};
-  alignas(64) std::atomic<std::size_t> in_use_{0};
+  alignas(64) std::atomic<std::size_t> in_use_{1};  // records taken, plus the owner's hold
 };
 
 }  // namespace seriema::offload::detail
@@ -146,8 +151,10 @@ class engine;
 
 namespace seriema::offload::detail {
 
-// What futures share with their engine, and what outlives it when futures still hold records
-// at its destruction (then it is left allocated on purpose, and the futures stay readable).
+// What futures share with their engine. It outlives the engine while futures still hold
+// records (they stay readable); whichever of the engine and those futures lets go last deletes
+// it (request_pool::release / release_owner say who). A transfer UCX never completed keeps its
+// record, and then the pool, for good: UCX may still write into it.
 struct engine_core {
   explicit engine_core(std::size_t records) : pool(records) {}
   request_pool pool;
