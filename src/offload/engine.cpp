@@ -230,7 +230,10 @@ future<void> engine::submit_transfer(std::uint32_t kind, region target, std::uin
     return refuse(request_status::out_of_range);
   }
   detail::command c;
-  c.execute = [](detail::lane& l, detail::command& command) { l.execute_transfer(command); };
+  c.execute = [](detail::lane& l, detail::command& command) {
+    l.execute_transfer(command);
+    return true;
+  };
   c.target = target.index;
   c.kind = kind;
   c.offset = offset;
@@ -326,15 +329,17 @@ void finish(lane& l, request_record& r, fabric::outcome how, std::exception_ptr 
   l.finish(r, how, std::move(failure));
 }
 
-fabric::outcome outcome_of_send(fabric::call_status status) noexcept {
-  switch (status) {
-    case fabric::call_status::ok:
-      return fabric::outcome::done;
-    case fabric::call_status::queued_at_deadline:
-      return fabric::outcome::may_have_executed;
-    default:
-      return fabric::outcome::not_executed;
-  }
+// ok and queued_at_deadline: the transport has the call (UCX sends a queued one, in order, once
+// the link carries it); anything else but a deadline was a refusal.
+bool end_send(lane& l, command& c, fabric::call_status status) noexcept {
+  if (status == fabric::call_status::deadline_exceeded) return false;
+  const bool sent = fabric::reached_transport(status);
+  l.finish(*c.record, sent ? fabric::outcome::done : fabric::outcome::not_executed,
+           sent ? nullptr
+                : std::make_exception_ptr(error(fmt::format(
+                      "offload: the call to thread {} was not sent: {}", c.target,
+                      fabric::to_string(status)))));
+  return true;
 }
 
 void drive_lane(engine_core& core, std::uint16_t lane) noexcept {

@@ -10,6 +10,8 @@
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/transfer/ucx.hpp>
 
+#include <algorithm>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define SERIEMA_OFFLOAD_PAUSE() _mm_pause()
@@ -146,6 +148,7 @@ void lane::executor_loop() {
 }
 
 std::size_t lane::run_once() {
+  const std::size_t retried = retry_parked();
   std::size_t taken = 0;
   while (taken < st_.options.flush_size) {
     command* c = queue.front();
@@ -160,7 +163,7 @@ std::size_t lane::run_once() {
     st_.counters.batches.fetch_add(1, std::memory_order_relaxed);
     st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
   }
-  return taken + poll_context() + complete_transfers() + check_watched();
+  return retried + taken + poll_context() + complete_transfers() + check_watched();
 }
 
 void lane::post_now(command& c) {
@@ -193,11 +196,69 @@ void lane::execute(command& c) noexcept {
     return;
   }
   try {
-    c.execute(*this, c);
+    const auto process = static_cast<std::size_t>(r.process);
+    if (c.sends && process < parked_.size() && !parked_[process].calls.empty()) {
+      park(c);  // behind the calls to that process the transport has not taken yet
+    } else if (!c.execute(*this, c)) {
+      park(c);
+    }
   } catch (...) {
     st_.report_executor_error("posting a request", std::current_exception());
     finish(r, fabric::outcome::not_executed, std::current_exception());
   }
+}
+
+void lane::park(command& c) {
+  if (parked_.empty()) parked_.resize(static_cast<std::size_t>(st_.owner.rt().size()));
+  parked_calls& p = parked_[static_cast<std::size_t>(c.record->process)];
+  if (p.calls.empty()) {
+    p.gap = std::chrono::microseconds(500);
+    p.retry_at = fabric::deadline_clock::now() + p.gap;
+  }
+  p.calls.push_back(c);
+  ++parked_count_;
+  in_flight.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// Tries each process's parked calls again, in order, once its gap passed. A call whose
+// requester stopped waiting (its record ended) or whose process died is dropped or ended
+// not_executed without a send.
+std::size_t lane::retry_parked() noexcept {
+  if (parked_count_ == 0) return 0;
+  std::size_t moved = 0;
+  const auto now = fabric::deadline_clock::now();
+  for (parked_calls& p : parked_) {
+    if (p.calls.empty() || now < p.retry_at) continue;
+    while (!p.calls.empty()) {
+      command& c = p.calls.front();
+      request_record& r = *c.record;
+      bool taken = true;
+      if (r.result() != fabric::outcome::pending) {
+        finish(r, fabric::outcome::cancelled, nullptr);  // the requester's end stays
+      } else if (st_.owner.rt().peer_failed(r.process)) {
+        finish(r, fabric::outcome::not_executed,
+               std::make_exception_ptr(error(fmt::format(
+                   "offload: rank {} died before the transport took the call", r.process))));
+      } else {
+        try {
+          taken = c.execute(*this, c);
+        } catch (...) {
+          st_.report_executor_error("posting a request", std::current_exception());
+          finish(r, fabric::outcome::not_executed, std::current_exception());
+        }
+      }
+      if (!taken) {
+        p.gap = std::min(p.gap * 2, std::chrono::microseconds(64000));
+        p.retry_at = fabric::deadline_clock::now() + p.gap;
+        break;
+      }
+      p.calls.pop_front();
+      --parked_count_;
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+      ++moved;
+    }
+  }
+  return moved;
 }
 
 // Puts and gets are held in open runs until the batch ends: a request whose remote range starts
@@ -411,6 +472,14 @@ void lane::settle_transmitters() noexcept {
     everything.push_back(d.transmitter->current_tag());
     d.transmitter->request_completion();
   }
+  for (parked_calls& p : parked_) {
+    for (command& c : p.calls) {
+      finish(*c.record, fabric::outcome::cancelled, nullptr);
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+    }
+    p.calls.clear();
+  }
+  parked_count_ = 0;
   const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
   unsigned idle = 0;
   for (const transfer::completion_tag& tag : everything) {
@@ -436,6 +505,14 @@ void lane::shutdown() noexcept {
     finish(*c->record, fabric::outcome::cancelled, nullptr);
     queue.pop();
   }
+  for (parked_calls& p : parked_) {
+    for (command& c : p.calls) {
+      finish(*c.record, fabric::outcome::cancelled, nullptr);
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+    }
+    p.calls.clear();
+  }
+  parked_count_ = 0;
   const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
   unsigned idle = 0;
   while (in_flight.load(std::memory_order_relaxed) != 0 &&

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -118,6 +119,8 @@ class lane {
   destination& destination_to(int process);
   transfer::remote_memory& memory_of(std::uint32_t region);
   void execute(command& c) noexcept;
+  void park(command& c);
+  std::size_t retry_parked() noexcept;
   void ask_completions() noexcept;
   std::size_t complete_transfers() noexcept;
   std::size_t check_watched() noexcept;
@@ -133,6 +136,15 @@ class lane {
   std::vector<destination> destinations_;
   std::vector<int> touched_;
   std::vector<std::unique_ptr<transfer::remote_memory>> memories_;
+  // Send-based calls the transport did not take yet, per process, in order, and when to try
+  // each process's first again (the gap doubles, up to 64 ms, while it is not taken).
+  struct parked_calls {
+    std::deque<command> calls;
+    fabric::deadline_clock::time_point retry_at{};
+    std::chrono::microseconds gap{0};
+  };
+  std::vector<parked_calls> parked_;
+  std::size_t parked_count_ = 0;
   std::array<open_run, 8> runs_{};  // open until the batch ends
   std::size_t run_count_ = 0;
   request_record* watched_ = nullptr;  // call_returns whose futures the holder reads

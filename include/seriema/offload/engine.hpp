@@ -69,11 +69,12 @@ struct engine_options {
   /// How long a request waits for a queue entry or record when all are in use (0: refused at
   /// once with request_status::full). Waiting requesters of a delegating engine drive it.
   std::chrono::microseconds wait_when_full{0};
-  /// The longest an executor waits for the transport to take one send-based call (a full
-  /// socket or FIFO to a stalled peer): the call then ends may_have_executed (UCX holds it and
-  /// sends it if the link comes back) or, behind such a call, not_executed, and the executor
-  /// goes on with other destinations.
-  std::chrono::microseconds transport_wait{std::chrono::milliseconds(10)};
+  /// The longest an executor waits for the transport to take one send-based call (a socket or
+  /// FIFO that is full, or still connecting). A call not taken by then stays queued at the
+  /// executor, behind it every later call to that process (their order kept), and is tried
+  /// again while the executor serves the other destinations (a stalled peer holds up only its
+  /// own calls; its requests end by their waits' deadlines, or not_executed once it is dead).
+  std::chrono::microseconds transport_wait{1000};
   /// The longest a future's get() waits (wait() takes its own deadline).
   std::chrono::milliseconds get_timeout{std::chrono::seconds(60)};
 };
@@ -116,16 +117,16 @@ void watch(lane& l, request_record& r) noexcept;
 /// Ends `r` with `how` (and `failure`), and lets the engine's hold go.
 void finish(lane& l, request_record& r, fabric::outcome how,
             std::exception_ptr failure = nullptr) noexcept;
-/// How a send-based call that returned `status` ended.
-fabric::outcome outcome_of_send(fabric::call_status status) noexcept;
 
-/// A queued request. `execute` runs on the lane holder's thread with the lane's context.
+/// A queued request. `execute` runs on the lane holder's thread with the lane's context; it
+/// returns false when the transport did not take a send-based call (it is tried again).
 struct command {
   static constexpr std::size_t closure_capacity = 96;
-  void (*execute)(lane&, command&) = nullptr;
+  bool (*execute)(lane&, command&) = nullptr;
   request_record* record = nullptr;
   std::uint32_t target = 0;  ///< thread id, or region index
   std::uint32_t kind = 0;    ///< transfers: which operation
+  bool sends = false;        ///< a send-based call (kept in order behind one not taken yet)
   std::uint64_t offset = 0;
   std::uint64_t operand = 0;
   std::uint64_t compare = 0;
@@ -142,19 +143,23 @@ struct stored_closure {
   F& get() noexcept { return *std::launder(reinterpret_cast<F*>(bytes)); }
 };
 
+/// Ends a send-based call's record as `status` says; false when the transport did not take it
+/// within transport_wait (the caller tries it again later).
+bool end_send(lane& l, command& c, fabric::call_status status) noexcept;
+
 template <class F>
-void execute_call(lane& l, command& c) {
+bool execute_call(lane& l, command& c) {
   stored_closure<F> f(c);
   fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
-  finish(l, *c.record, outcome_of_send(context_of(l).call(c.target, f.get())));
+  return end_send(l, c, context_of(l).call(c.target, f.get()));
 }
 
 template <class F>
-void execute_call_buffer(lane& l, command& c) {
+bool execute_call_buffer(lane& l, command& c) {
   stored_closure<F> f(c);
   const auto buffer = std::span<const std::byte>(c.local, c.size);
   fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
-  finish(l, *c.record, outcome_of_send(context_of(l).call_buffer(c.target, f.get(), buffer)));
+  return end_send(l, c, context_of(l).call_buffer(c.target, f.get(), buffer));
 }
 
 /// Reads the executor's future of a call_return; ends the record once it ended (returns
@@ -198,17 +203,22 @@ void cancel_call_return(request_record& r) noexcept {
 }
 
 template <class F>
-void execute_call_return(lane& l, command& c) {
+bool execute_call_return(lane& l, command& c) {
   stored_closure<F> f(c);
   fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
   auto pending = invoke::call_return<invoke::channel::send>(context_of(l), c.target, f.get());
   using R = typename decltype(pending)::value_type;
   using T = std::conditional_t<std::is_same_v<decltype(pending), invoke::future<void>>, void, R>;
   static_assert(sizeof(pending) <= request_record::future_capacity);
+  if (pending.status() == fabric::call_status::deadline_exceeded) {
+    (void)pending.result();  // seen (not an unobserved failure): the call is tried again
+    return false;
+  }
   new (c.record->pending_future) invoke::future<T>(std::move(pending));
   c.record->check = &check_call_return<T>;
   c.record->cancel = &cancel_call_return<T>;
   watch(l, *c.record);
+  return true;
 }
 
 /// A waiting future's turn at its lane (delegating engines; nothing otherwise or once the
@@ -389,7 +399,7 @@ class engine {
  private:
   template <class T>
   friend class future;
-  using executor_fn = void (*)(detail::lane&, detail::command&);
+  using executor_fn = bool (*)(detail::lane&, detail::command&);
 
   template <class F>
   future<void> submit_closure(fabric::thread_id dest, const F& f, executor_fn execute,
@@ -400,6 +410,7 @@ class engine {
     } else {
       detail::command c;
       c.execute = execute;
+      c.sends = true;
       c.target = dest;
       c.local = const_cast<std::byte*>(buffer.data());
       c.size = buffer.size();
