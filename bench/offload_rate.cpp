@@ -61,6 +61,15 @@ std::vector<std::string> split(const std::string& text) {
 
 constexpr std::size_t words = 4096;  // rank 1's array
 
+// What rank 1's word i holds: every get's word is checked against it.
+std::uint64_t expected_word(std::uint64_t i) { return i * 0x9E3779B97F4A7C15ull + 1; }
+
+// A get that ended without the word it read: the measurement would be of a broken engine.
+[[noreturn]] void wrong(const char* what) {
+  fmt::print(stderr, "offload_rate: {}\n", what);
+  std::abort();
+}
+
 struct rate_point {
   double per_second = 0.0;
   double inject_ns = 0.0;
@@ -80,6 +89,7 @@ void requester(offload::engine& e, offload::region target, std::size_t window, i
                const std::atomic<bool>& stop, std::atomic<std::uint64_t>& completed,
                std::atomic<std::uint64_t>& inject_ns, std::atomic<std::uint64_t>& submits) {
   std::vector<std::uint64_t> into(window);
+  std::vector<std::uint64_t> offsets(window);
   std::vector<offload::future<void>> ring(window);
   std::vector<bool> live(window, false);
   std::uint64_t done = 0, spent = 0, issued = 0;
@@ -87,10 +97,12 @@ void requester(offload::engine& e, offload::region target, std::size_t window, i
   for (std::size_t slot = 0; !stop.load(std::memory_order_relaxed);
        slot = (slot + 1) % window) {
     if (live[slot]) {
-      if (ring[slot].wait(deadline()) != fabric::outcome::done) std::abort();
+      if (ring[slot].wait(deadline()) != fabric::outcome::done) wrong("a get failed");
+      if (into[slot] != expected_word(offsets[slot] / 8)) wrong("a get read a wrong word");
       ++done;
     }
     const std::uint64_t offset = word_offset(index, window, slot, issued);
+    offsets[slot] = offset;
     const auto t0 = clock_type::now();
     ring[slot] = e.get(std::as_writable_bytes(std::span(&into[slot], 1)), target, offset);
     spent += static_cast<std::uint64_t>((clock_type::now() - t0).count());
@@ -98,7 +110,10 @@ void requester(offload::engine& e, offload::region target, std::size_t window, i
     live[slot] = ring[slot].status() == offload::request_status::ok;
   }
   for (std::size_t slot = 0; slot < window; ++slot) {
-    if (live[slot] && ring[slot].wait(deadline()) == fabric::outcome::done) ++done;
+    if (!live[slot]) continue;
+    if (ring[slot].wait(deadline()) != fabric::outcome::done) wrong("a get failed");
+    if (into[slot] != expected_word(offsets[slot] / 8)) wrong("a get read a wrong word");
+    ++done;
   }
   completed += done;
   inject_ns += spent;
@@ -132,7 +147,8 @@ double measure_latency_us(offload::engine& e, offload::region target, int ops) {
     for (int i = 0; i < ops; ++i) {
       const auto t0 = clock_type::now();
       auto got = e.get(std::as_writable_bytes(std::span(&into, 1)), target, 0);
-      if (got.wait(std::chrono::seconds(60)) != fabric::outcome::done) std::abort();
+      if (got.wait(std::chrono::seconds(60)) != fabric::outcome::done) wrong("a get failed");
+      if (into != expected_word(0)) wrong("a get read a wrong word");
       samples.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
   });
@@ -195,6 +211,8 @@ int main(int argc, char** argv) {
   if (rt.rank() == 1) {
     auto attached = rt.attach();
     array = attached.context().allocate_remote(attached.id(), words * 8);
+    auto* mine = reinterpret_cast<std::uint64_t*>(array.address);  // this process's memory
+    for (std::size_t i = 0; i < words; ++i) mine[i] = expected_word(i);
   }
   {
     auto all = rt.allgather(std::as_bytes(std::span(&array, 1)));

@@ -95,11 +95,11 @@ if [ $quick -eq 0 ] && [ $tsan -eq 0 ]; then
     -DSERIEMA_WERROR="$([ "${CI:-}" = true ] && echo ON || echo OFF)" >/dev/null
   cmake --build "$root/build-tsan" -j "$jobs" --target seriema-run invoke_onesided_mp_test \
     invoke_features_mp_test failure_handling_mp_test incoming_memory_map_test attach_mp_test \
-    mcts_mp_test futures_mp_test coroutines_mp_test
+    mcts_mp_test futures_mp_test coroutines_mp_test offload_mp_test
   echo "== tests under TSan (stress subset)"
   (cd "$root/build-tsan" && export_tsan_environment && TEST_STRESS_CALLS=200000 \
      ctest --output-on-failure -j "$jobs" --timeout 900 \
-       -R "^(mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm|attach\.np2\.shm|mcts\.np1x2\.shm|futures\.np2\.shm|coroutines\.np2\.shm)|unit\.fabric\.incoming_memory_map_test)$")
+       -R "^(mp\.(invoke_stress\.np2x2\.shm|invoke_features\.np2\.shm|failure_handling\.np2\.shm|attach\.np2\.shm|mcts\.np1x2\.shm|futures\.np2\.shm|coroutines\.np2\.shm|offload\.np2x2\.shm)|unit\.fabric\.incoming_memory_map_test)$")
 fi
 if [ $quick -eq 0 ]; then
   # The libFuzzer targets of every parser of untrusted bytes, 30 s each (docs/fuzzing.md).

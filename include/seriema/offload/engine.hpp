@@ -66,9 +66,10 @@ struct engine_options {
   std::size_t max_requests = 65536;   ///< requests pending at once, engine-wide
   std::size_t flush_size = 64;        ///< requests an executor posts before asking completion
   unsigned idle_polls_before_sleep = 256;  ///< sleep: empty polls before an executor sleeps
-  /// How long a request waits for a queue entry or record when all are in use (0: refused at
-  /// once with request_status::full). Waiting requesters of a delegating engine drive it.
-  std::chrono::microseconds wait_when_full{0};
+  /// How long a request waits for a queue entry or record when all are in use, then it is
+  /// refused with request_status::full (0: refused at once). Waiting requesters of a
+  /// delegating engine drive it meanwhile.
+  std::chrono::microseconds wait_when_full{std::chrono::seconds(1)};
   /// The longest an executor waits for the transport to take one send-based call (a socket or
   /// FIFO that is full, or still connecting). A call not taken by then stays queued at the
   /// executor, behind it every later call to that process (their order kept), and is tried
