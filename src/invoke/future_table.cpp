@@ -412,8 +412,12 @@ void future_table::complete(future_record& r, fabric::outcome why) noexcept {
 void future_table::watch(future_record& r, continuation c) {
   r.cold = true;  // `next` (and the deadline await_suspend may have set) are after the box
   r.next = c;
+  // Asked before `watched` is set: a combinator that ended() drives may complete r right here,
+  // and complete() queues a watched record to fire, so it would be queued twice (the second
+  // firing would call the continuation it cleared).
+  const bool ended_already = ended(r);
   r.watched = true;
-  if (ended(r)) {
+  if (ended_already) {
     firing_.push_back(&r);
   } else {
     watched_.push_back(&r);

@@ -163,7 +163,11 @@ TEST(Offload, SixtyFourPlainThreadsMakeEveryKindOfRequestWithEachMethod) {
 }
 
 // A worker's coroutine co_awaits offload futures (they end in the worker's polls), and a
-// combinator takes them, with each method.
+// combinator takes them, with an executor and with delegation. The sleeping engine first and the
+// delegating one after it (its lane's context is the first one's, the slot kept) is also the
+// regression test of a future that ended inside the co_await's watch (a delegating lane is
+// driven by the look that watch takes): it was queued to fire twice and the second firing
+// called a cleared continuation.
 invoke::task<std::uint64_t> ask_twice(thread_context& me, offload::engine& e, thread_id dest,
                                       std::uint64_t x) {
   const std::uint64_t once = co_await offload::on(me, e.call_return(dest, [x] { return x + 1; }));
