@@ -312,6 +312,12 @@ engine_counters engine::counters() const noexcept {
 
 std::size_t engine::pending() const noexcept { return core_->pool.in_use(); }
 
+std::vector<fabric::thread_id> engine::lane_ids() const {
+  std::vector<fabric::thread_id> ids;
+  for (const auto& l : state_->lanes) ids.push_back(l->id());
+  return ids;
+}
+
 std::vector<double> engine::executor_cpu_seconds() const {
   std::vector<double> used;
   for (const auto& l : state_->lanes) used.push_back(l->executor_cpu_seconds());

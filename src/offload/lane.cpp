@@ -52,6 +52,7 @@ void lane::start_executor() {
       attached_.emplace(st_.owner.rt().attach(fabric::deadline_clock::now() +
                                               std::chrono::seconds(10)));
       context_ = &attached_->context();
+      id_ = context_->id();
       pthread_getcpuclockid(pthread_self(), &cpu_clock_);
     } catch (...) {
       start_error_ = std::current_exception();
@@ -74,6 +75,7 @@ double lane::executor_cpu_seconds() const noexcept {
 void lane::attach_here() {
   attached_.emplace(st_.owner.rt().attach(fabric::deadline_clock::now() + std::chrono::seconds(10)));
   context_ = &attached_->context();
+  id_ = context_->id();
   started_.store(1, std::memory_order_release);
 }
 
@@ -472,14 +474,6 @@ void lane::settle_transmitters() noexcept {
     everything.push_back(d.transmitter->current_tag());
     d.transmitter->request_completion();
   }
-  for (parked_calls& p : parked_) {
-    for (command& c : p.calls) {
-      finish(*c.record, fabric::outcome::cancelled, nullptr);
-      in_flight.fetch_sub(1, std::memory_order_relaxed);
-    }
-    p.calls.clear();
-  }
-  parked_count_ = 0;
   const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
   unsigned idle = 0;
   for (const transfer::completion_tag& tag : everything) {

@@ -85,6 +85,8 @@ class lane {
   void finish(request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept;
   void execute_transfer(command& c);
 
+  // The lane's context's job-wide id (set before started_; read after wait_started).
+  [[nodiscard]] fabric::thread_id id() const noexcept { return id_; }
   // CPU time the executor thread used so far (seconds; 0 without a thread).
   [[nodiscard]] double executor_cpu_seconds() const noexcept;
 
@@ -150,6 +152,7 @@ class lane {
   request_record* watched_ = nullptr;  // call_returns whose futures the holder reads
   std::thread thread_;
   clockid_t cpu_clock_{};  // the executor thread's (written before started_ is set)
+  fabric::thread_id id_ = 0;  // likewise
   std::atomic<int> started_{0};  // 1: attached and running, -1: failed (start_error_)
   std::exception_ptr start_error_;
 };

@@ -13,8 +13,10 @@
 #include <fstream>
 #include <functional>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/fabric/thread_context.hpp>
 #include <string>
 #include <thread>
+#include <unistd.h>
 
 #include "support/report_failure.hpp"
 
@@ -38,6 +40,25 @@ inline void kill_stalled_rank1(int rank, const std::string& checked_file,
   pid_t stopped = 0;
   if (!(std::ifstream(pid_file) >> stopped) || stopped <= 0) return fail("rank 1's pid unknown");
   ::kill(stopped, SIGKILL);
+}
+
+// Rank 1's end in a 3-rank failure scenario: sends `tell` (a closure: the survivors' flag) to
+// threads 0 and 2, flushes, then stops itself ("stalled": its pid goes to `marker`.rank1-pid
+// for kill_stalled_rank1) or kills itself.
+template <class F>
+void tell_survivors_then_leave(fabric::thread_context& me, F tell, bool stalled,
+                               const std::string& marker) {
+  for (fabric::thread_id peer : {0u, 2u}) {
+    if (me.call(peer, tell) != fabric::call_status::ok) {
+      fail("rank 1: the call to rank {} was refused", peer);
+    }
+  }
+  me.flush_endpoints();
+  if (stalled) {
+    std::ofstream(marker + ".rank1-pid") << ::getpid() << "\n";
+    ::raise(SIGSTOP);
+  }
+  ::raise(SIGKILL);
 }
 
 // `marker`: a path both survivors can see (rank 2 creates `marker`.rank2-done).

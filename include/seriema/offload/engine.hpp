@@ -385,6 +385,9 @@ class engine {
   [[nodiscard]] engine_counters counters() const noexcept;
   [[nodiscard]] const engine_options& options() const noexcept { return options_; }
   [[nodiscard]] fabric::runtime& rt() const noexcept { return rt_; }
+  /// The job-wide ids of the lanes' contexts (attached ids; calls sent to them run in the lanes'
+  /// polls, and one that throws is counted and logged as an executor error).
+  [[nodiscard]] std::vector<fabric::thread_id> lane_ids() const;
   /// CPU time each executor thread used so far, in seconds (zeros for delegate: no threads).
   [[nodiscard]] std::vector<double> executor_cpu_seconds() const;
   /// Requests pending engine-wide (records in use, futures still held included).

@@ -70,17 +70,7 @@ void expect_refusal(thread_context& me, const std::string& label, F what) {
 
 void rank1(thread_context& me, dsm::space& sp, bool stalled, const std::string& marker) {
   sp.lock(me, the_mutex, in(std::chrono::seconds(30)));
-  for (fabric::thread_id peer : {0u, 2u}) {
-    if (me.call(peer, [] { rank1_ready = true; }) != fabric::call_status::ok) {
-      fail("rank 1: the call to rank {} was refused", peer);
-    }
-  }
-  me.flush_endpoints();
-  if (stalled) {
-    std::ofstream(marker + ".rank1-pid") << ::getpid() << "\n";
-    std::raise(SIGSTOP);
-  }
-  std::raise(SIGKILL);
+  test::tell_survivors_then_leave(me, [] { rank1_ready = true; }, stalled, marker);
 }
 
 void survivor_dead(thread_context& me, dsm::space& sp, std::uint64_t* block) {

@@ -100,17 +100,7 @@ void rank1(thread_context& me, bool stalled, const std::string& marker) {
   if (!me.wait_until([] { return allocated.load() == 2; }, in(std::chrono::seconds(30)))) {
     return fail("rank 1: the survivors never allocated");
   }
-  for (fabric::thread_id peer : {0u, 2u}) {
-    if (me.call(peer, [] { rank1_ready = true; }) != fabric::call_status::ok) {
-      fail("rank 1: the call to rank {} was refused", peer);
-    }
-  }
-  me.flush_endpoints();
-  if (stalled) {
-    std::ofstream(marker + ".rank1-pid") << ::getpid() << "\n";
-    std::raise(SIGSTOP);
-  }
-  std::raise(SIGKILL);
+  test::tell_survivors_then_leave(me, [] { rank1_ready = true; }, stalled, marker);
 }
 
 void survivor(thread_context& me, bool stalled, const std::string& marker) {

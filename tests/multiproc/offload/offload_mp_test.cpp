@@ -313,6 +313,34 @@ TEST(Offload, ExceptionsAndValuesComeBack) {
   rt.barrier();
 }
 
+// An exception inside an executor (here: a call sent to the lane's own id that throws, run in
+// the lane's poll) reaches no requester: it is counted and logged, and the engine goes on.
+TEST(Offload, AnExecutorsExceptionReachesNoRequester) {
+  auto& rt = test::rt();
+  offload::engine e(rt);
+  const thread_id lane = e.lane_ids().at(0);
+  const thread_id workers = rt.placement().thread_count();
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::atomic<bool> done{false};
+    std::thread outsider([&] {
+      auto thrown = e.call(lane, [] { throw std::runtime_error("thrown in the executor"); });
+      EXPECT_EQ(thrown.wait(soon()), outcome::done);  // sent: it is the lane's to run
+      const auto deadline = soon();
+      while (e.counters().executor_errors == 0 && fabric::deadline_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_EQ(e.counters().executor_errors, 1u);
+      const thread_id dest = static_cast<thread_id>((ctx.id() + 1) % workers);
+      EXPECT_EQ(e.call_return(dest, [] { return 11; }).get(), 11);
+      done = true;
+    });
+    EXPECT_TRUE(ctx.wait_until([&] { return done.load(); }, soon()));
+    outsider.join();
+  });
+  rt.barrier();
+}
+
 // Outside run() a worker runs no calls, so a call_return to another process's worker stays
 // pending; destroying the engine ends it cancelled, and the future says so afterwards.
 TEST(Offload, DestroyingTheEngineCancelsWhatIsPending) {
