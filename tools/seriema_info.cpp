@@ -18,6 +18,7 @@
 // Every layer's settings table, so that --settings lists them all and none is refused as unknown.
 #include <seriema/invoke/channel.hpp>
 #include <seriema/invoke/detail/settings.hpp>
+#include <seriema/offload/detail/settings.hpp>
 #include <seriema/transfer/arena.hpp>
 #include <seriema/transfer/ucx.hpp>
 #include <seriema/version.hpp>

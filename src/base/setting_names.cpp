@@ -30,10 +30,16 @@ constexpr std::string_view invoke_names[] = {
     "SERIEMA_STAGING_SIZE",    "SERIEMA_REMOTE_PUBLISH",        "SERIEMA_REMOTE_NOTICES",
 };
 
+constexpr std::string_view offload_names[] = {
+    "SERIEMA_OFFLOAD_EXECUTORS",
+    "SERIEMA_OFFLOAD_METHOD",
+};
+
 constexpr layer_setting_names every_layer[] = {
     {"transfer", transfer_names},
     {"fabric", fabric_names},
     {"invoke", invoke_names},
+    {"offload", offload_names},
 };
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <seriema/invoke/future.hpp>
 #include <seriema/invoke/invoke.hpp>
 #include <seriema/offload/detail/request.hpp>
+#include <seriema/offload/detail/settings.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <span>
 #include <string>
@@ -78,6 +79,10 @@ struct engine_options {
   std::chrono::microseconds transport_wait{1000};
   /// The longest a future's get() waits (wait() takes its own deadline).
   std::chrono::milliseconds get_timeout{std::chrono::seconds(60)};
+
+  /// The defaults, with executors from SERIEMA_OFFLOAD_EXECUTORS and mode from
+  /// SERIEMA_OFFLOAD_METHOD (what engine(rt) uses). Throws config_error naming the setting.
+  static engine_options from_environment();
 };
 
 /// What an engine did so far (relaxed counters; any thread).
@@ -236,8 +241,9 @@ void wait_step(unsigned& idle) noexcept;
 /// the others of its thread run. seriema/offload/fibers.hpp has the Boost.Fiber one.
 class wait_hook_scope {
  public:
+  /// Waits on this thread call `yield` between looks while the scope lives.
   explicit wait_hook_scope(void (*yield)()) noexcept;
-  ~wait_hook_scope();
+  ~wait_hook_scope();  ///< The previous hook (or none) again.
   wait_hook_scope(const wait_hook_scope&) = delete;
   wait_hook_scope& operator=(const wait_hook_scope&) = delete;
 
@@ -254,10 +260,12 @@ class wait_hook_scope {
 template <class T>
 class [[nodiscard]] future {
  public:
-  future() noexcept = default;
+  future() noexcept = default;  ///< No request (result() says not_executed).
+  /// Takes over `other`'s request (`other` holds none afterwards).
   future(future&& other) noexcept
       : core_(other.core_), record_(std::exchange(other.record_, nullptr)),
         status_(other.status_) {}
+  /// Lets go of this future's request (as the destructor does), then takes over `other`'s.
   future& operator=(future&& other) noexcept {
     if (this != &other) {
       reset();
@@ -269,7 +277,7 @@ class [[nodiscard]] future {
   }
   future(const future&) = delete;
   future& operator=(const future&) = delete;
-  ~future() { reset(); }
+  ~future() { reset(); }  ///< Lets go of the request (a pending one runs to its end).
 
   /// What the request's submission returned (anything but ok: it was never queued).
   [[nodiscard]] request_status status() const noexcept { return status_; }
@@ -326,7 +334,10 @@ class engine {
  public:
   /// Starts the executors (attaching their slots). Throws seriema::config_error for bad
   /// options, seriema::error when the process has too few attach slots.
-  engine(fabric::runtime& rt, engine_options options = {});
+  engine(fabric::runtime& rt, engine_options options);
+  /// engine(rt, engine_options::from_environment()): SERIEMA_OFFLOAD_EXECUTORS and
+  /// SERIEMA_OFFLOAD_METHOD decide.
+  explicit engine(fabric::runtime& rt) : engine(rt, engine_options::from_environment()) {}
   ~engine();
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -382,8 +393,11 @@ class engine {
   /// Delegating engines: runs what is queued on every lane whose lock is free. Nothing else.
   void progress();
 
+  /// What the engine did so far (relaxed reads; any thread).
   [[nodiscard]] engine_counters counters() const noexcept;
+  /// The options it was made with.
   [[nodiscard]] const engine_options& options() const noexcept { return options_; }
+  /// The runtime it belongs to.
   [[nodiscard]] fabric::runtime& rt() const noexcept { return rt_; }
   /// The job-wide ids of the lanes' contexts (attached ids; calls sent to them run in the lanes'
   /// polls, and one that throws is counted and logged as an executor error).
