@@ -2,6 +2,8 @@
 // the requester's lane, the queue or direct posting), futures' failures and waits.
 #include <fmt/format.h>
 
+#include <array>
+
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
@@ -38,13 +40,17 @@ void check_options(const engine_options& o) {
   if (o.flush_size == 0) throw config_error("offload: flush_size must be at least 1");
 }
 
-// The lane a requester thread uses for `st`: chosen round robin on its first request, then
-// kept (its calls stay in order). One cached engine per thread.
+// The lane a requester thread uses for an engine: chosen round robin on its first request,
+// then kept (its calls stay in order). Engines are told apart by a number never reused; a
+// thread remembers its lane in the last `remembered` engines it used.
 struct lane_choice {
-  const engine::state* owner = nullptr;
+  std::uint64_t engine = 0;  // 0: none
   std::uint16_t lane = 0;
 };
-thread_local lane_choice chosen;
+constexpr std::size_t remembered = 4;
+thread_local std::array<lane_choice, remembered> chosen{};
+thread_local std::size_t next_forgotten = 0;
+std::atomic<std::uint64_t> engines_made{0};
 
 thread_local void (*wait_hook)() = nullptr;
 
@@ -73,7 +79,7 @@ wait_hook_scope::wait_hook_scope(void (*yield)()) noexcept : saved_(wait_hook) {
 wait_hook_scope::~wait_hook_scope() { wait_hook = saved_; }
 
 engine::state::state(engine& e, const engine_options& o)
-    : owner(e), options(o),
+    : owner(e), options(o), id(engines_made.fetch_add(1, std::memory_order_relaxed) + 1),
       regions(std::make_unique<transfer::remote_memory_locator[]>(max_regions)) {}
 
 void engine::state::report_executor_error(const char* where, std::exception_ptr error) noexcept {
@@ -117,8 +123,10 @@ engine::engine(fabric::runtime& rt, engine_options options)
 }
 
 engine::~engine() {
-  core_->live.store(nullptr, std::memory_order_release);
+  core_->live.store(nullptr, std::memory_order_seq_cst);
   state_->stopping.store(true, std::memory_order_seq_cst);
+  // Futures taking their turn at a lane, and submissions already inside, finish first.
+  while (core_->users.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   for (auto& l : state_->lanes) l->wake_to_stop();  // they shut down at once
   for (auto& l : state_->lanes) l->stop();
   state_->lanes.clear();
@@ -126,9 +134,12 @@ engine::~engine() {
   if (core_->pool.release_owner()) {
     delete core_;
   } else {
-    log::info("offload: engine destroyed with {} request(s) still held by futures; they stay "
-              "readable",
-              held);
+    try {
+      log::info("offload: engine destroyed with {} request(s) still held by futures; they stay "
+                "readable",
+                held);
+    } catch (...) {  // a destructor: the line is not worth a terminate
+    }
   }
 }
 
@@ -149,6 +160,17 @@ region engine::add_region(const transfer::remote_memory_locator& locator) {
   return region{index, locator.process, locator.size};
 }
 
+std::uint16_t engine::lane_of_this_thread() noexcept {
+  for (const lane_choice& c : chosen) {
+    if (c.engine == state_->id) return c.lane;
+  }
+  lane_choice& c = chosen[next_forgotten++ % remembered];
+  c.engine = state_->id;
+  c.lane = static_cast<std::uint16_t>(state_->next_lane.fetch_add(1, std::memory_order_relaxed) %
+                                      state_->lanes.size());
+  return c.lane;
+}
+
 future<void> engine::refuse(request_status why) noexcept {
   if (why == request_status::full) {
     state_->counters.refused_full.fetch_add(1, std::memory_order_relaxed);
@@ -164,20 +186,16 @@ int engine::dest_process(fabric::thread_id dest) const noexcept {
 
 future<void> engine::submit(detail::command& c, int process) {
   if (process < 0) return refuse(request_status::bad_destination);
-  if (state_->stopping.load(std::memory_order_acquire)) return refuse(request_status::stopped);
-  if (chosen.owner != state_.get()) {
-    chosen.owner = state_.get();
-    chosen.lane = static_cast<std::uint16_t>(
-        state_->next_lane.fetch_add(1, std::memory_order_relaxed) % options_.executors);
-  }
-  detail::lane& l = *state_->lanes[chosen.lane];
+  const detail::engine_use using_it(*core_);
+  if (using_it.live() == nullptr) return refuse(request_status::stopped);
+  detail::lane& l = *state_->lanes[lane_of_this_thread()];
   const bool waits = options_.wait_when_full.count() > 0;
   const auto give_up = fabric::deadline_clock::now() + options_.wait_when_full;
   unsigned idle = 0;
   detail::request_record* r = core_->pool.take();
   while (r == nullptr) {
     if (!waits || fabric::deadline_clock::now() >= give_up) return refuse(request_status::full);
-    l.drive();
+    if (options_.mode == method::delegate) l.drive();
     detail::wait_step(idle);
     r = core_->pool.take();
   }
@@ -209,7 +227,7 @@ future<void> engine::submit(detail::command& c, int process) {
       (void)core_->pool.release(*r);
       return refuse(request_status::full);
     }
-    l.drive();
+    if (options_.mode == method::delegate) l.drive();
     detail::wait_step(idle);
   }
   if (options_.mode == method::delegate) l.drive();
@@ -280,7 +298,7 @@ bool engine::quiet(fabric::deadline_clock::time_point deadline) {
   for (;;) {
     bool idle_everywhere = true;
     for (auto& l : state_->lanes) {
-      l->drive();
+      if (options_.mode == method::delegate) l->drive();
       if (l->in_flight.load(std::memory_order_acquire) != 0 || l->queue.has_claims()) {
         idle_everywhere = false;
       }
@@ -340,16 +358,22 @@ void finish(lane& l, request_record& r, fabric::outcome how, std::exception_ptr 
 bool end_send(lane& l, command& c, fabric::call_status status) noexcept {
   if (status == fabric::call_status::deadline_exceeded) return false;
   const bool sent = fabric::reached_transport(status);
-  l.finish(*c.record, sent ? fabric::outcome::done : fabric::outcome::not_executed,
-           sent ? nullptr
-                : std::make_exception_ptr(error(fmt::format(
-                      "offload: the call to thread {} was not sent: {}", c.target,
-                      fabric::to_string(status)))));
+  std::exception_ptr why;
+  if (!sent) {
+    try {
+      why = std::make_exception_ptr(error(fmt::format(
+          "offload: the call to thread {} was not sent: {}", c.target, fabric::to_string(status))));
+    } catch (...) {
+      why = std::current_exception();
+    }
+  }
+  l.finish(*c.record, sent ? fabric::outcome::done : fabric::outcome::not_executed, why);
   return true;
 }
 
 void drive_lane(engine_core& core, std::uint16_t lane) noexcept {
-  if (engine* e = core.live.load(std::memory_order_acquire)) e->drive(lane);
+  const engine_use using_it(core);
+  if (engine* e = using_it.live()) e->drive(lane);
 }
 
 void wait_step(unsigned& idle) noexcept {
@@ -379,6 +403,7 @@ std::string describe_request(fabric::outcome how, request_status status,
   if (status != request_status::ok) {
     return fmt::format("offload request refused: {}", to_string(status));
   }
+  if (r == nullptr) return "an empty offload future (no request, or its value was taken)";
   return fmt::format("offload request to {} (rank {}): {}", r->destination, r->process,
                      fabric::to_string(how));
 }

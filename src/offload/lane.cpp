@@ -11,6 +11,8 @@
 #include <seriema/transfer/ucx.hpp>
 
 #include <algorithm>
+#include <mutex>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -23,9 +25,28 @@ namespace seriema::offload::detail {
 
 namespace {
 
-std::exception_ptr transfer_failure(transfer::op_status status, int process) {
-  return std::make_exception_ptr(error(fmt::format(
-      "offload: the transfer to rank {} was refused: {}", process, transfer::to_string(status))));
+// The failure a request ends with, as seriema::error(text): made without letting anything
+// escape (these run in noexcept paths); when even that fails, what it threw stands instead.
+template <class... Args>
+std::exception_ptr failure(fmt::format_string<Args...> text, Args&&... args) noexcept {
+  try {
+    return std::make_exception_ptr(error(fmt::format(text, std::forward<Args>(args)...)));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::exception_ptr transfer_failure(transfer::op_status status, int process) noexcept {
+  return failure("offload: the transfer to rank {} was refused: {}", process,
+                 transfer::to_string(status));
+}
+
+// Remote keys of a lane whose transfers did not all complete by its shutdown (a stalled peer):
+// UCX's requests may still use them, so they are kept, never destroyed, while the process runs.
+std::mutex retired_mutex;
+std::vector<std::unique_ptr<transfer::remote_memory>>& retired_memories() {
+  static auto* kept = new std::vector<std::unique_ptr<transfer::remote_memory>>;
+  return *kept;
 }
 
 }  // namespace
@@ -61,7 +82,9 @@ void lane::start_executor() {
     }
     started_.store(1, std::memory_order_release);
     executor_loop();
+    lock();  // a direct requester may still be posting
     shutdown();
+    unlock();
   });
 }
 
@@ -149,18 +172,23 @@ void lane::executor_loop() {
   }
 }
 
+// Each request taken counts in in_flight from before it leaves the queue until its batch was
+// posted (then its own list counts it), so quiet() never sees a request in neither place.
 std::size_t lane::run_once() {
+  if (context_ == nullptr) return 0;  // shut down
   const std::size_t retried = retry_parked();
   std::size_t taken = 0;
   while (taken < st_.options.flush_size) {
     command* c = queue.front();
     if (c == nullptr) break;  // empty, or the next claim is still being written
+    in_flight.fetch_add(1, std::memory_order_seq_cst);
     execute(*c);
     queue.pop();
     ++taken;
   }
   if (taken != 0) {
     post_runs();
+    in_flight.fetch_sub(taken, std::memory_order_relaxed);
     ask_completions();
     st_.counters.batches.fetch_add(1, std::memory_order_relaxed);
     st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
@@ -175,6 +203,9 @@ void lane::post_now(command& c) {
 }
 
 void lane::drive() noexcept {
+  // Delegation only: with an executor thread, the executor alone takes the queue (its sleep
+  // decision reads the queue's head as its own).
+  if (st_.options.mode != method::delegate) return;
   // Unlock, then look for claims (seq_cst), pairs with a requester's claim, then try_lock
   // (seq_cst): a claim made while this thread held the lock is seen here, or its requester
   // got the lock itself.
@@ -193,8 +224,13 @@ void lane::execute(command& c) noexcept {
   request_record& r = *c.record;
   if (r.process >= 0 && st_.owner.rt().peer_failed(r.process)) {
     finish(r, fabric::outcome::not_executed,
-           std::make_exception_ptr(error(fmt::format(
-               "offload: rank {} is dead; the request was not sent", r.process))));
+           failure("offload: rank {} is dead; the request was not sent", r.process));
+    return;
+  }
+  if (r.result() != fabric::outcome::pending) {
+    // The requester stopped waiting (deadline_exceeded): nothing is posted, so its buffer is
+    // no longer used.
+    finish(r, fabric::outcome::cancelled, nullptr);
     return;
   }
   try {
@@ -239,8 +275,7 @@ std::size_t lane::retry_parked() noexcept {
         finish(r, fabric::outcome::cancelled, nullptr);  // the requester's end stays
       } else if (st_.owner.rt().peer_failed(r.process)) {
         finish(r, fabric::outcome::not_executed,
-               std::make_exception_ptr(error(fmt::format(
-                   "offload: rank {} died before the transport took the call", r.process))));
+               failure("offload: rank {} died before the transport took the call", r.process));
       } else {
         try {
           taken = c.execute(*this, c);
@@ -338,10 +373,12 @@ void lane::post_run(const open_run& run) {
       break;
   }
   const transfer::completion_tag tag = tx.current_tag();  // the next completion request's
-  for (request_record* r = run.first; r != nullptr;) {
+  const std::exception_ptr refused =
+      status == transfer::op_status::ok ? nullptr : transfer_failure(status, process);
+  for (request_record* r = run.first; r != nullptr;) {  // nothing below throws
     request_record* next = r->next;
     if (status != transfer::op_status::ok) {
-      finish(*r, fabric::outcome::not_executed, transfer_failure(status, process));
+      finish(*r, fabric::outcome::not_executed, refused);
     } else {
       r->tag = tag;
       r->transmitter = &tx;
@@ -405,17 +442,20 @@ void lane::ask_completions() noexcept {
 // those that complete once their process is known dead.
 std::size_t lane::complete_transfers() noexcept {
   std::size_t ended = 0;
-  for (destination& d : destinations_) {
-    while (d.oldest != nullptr && d.oldest->tag.is_complete()) {
+  for (std::size_t process = 0; process < destinations_.size(); ++process) {
+    destination& d = destinations_[process];
+    if (d.oldest == nullptr) continue;
+    // A dead peer's transfers end whether or not UCX ever completes their flush (it may not);
+    // one that did complete may have been lost too (shm puts can land in a dead mapping).
+    const bool dead = st_.owner.rt().peer_failed(static_cast<int>(process));
+    while (d.oldest != nullptr && (dead || d.oldest->tag.is_complete())) {
       request_record& r = *d.oldest;
       d.oldest = r.next;
       if (d.oldest == nullptr) d.newest = nullptr;
-      // A peer found dead by then may have lost it (shm puts can land in a dead peer's mapping).
-      const bool failed = d.transmitter->failed() || st_.owner.rt().peer_failed(r.process);
+      const bool failed = dead || d.transmitter->failed();
       in_flight.fetch_sub(1, std::memory_order_relaxed);
       finish(r, failed ? fabric::outcome::may_have_executed : fabric::outcome::done,
-             failed ? std::make_exception_ptr(error(fmt::format(
-                          "offload: rank {} died with the transfer in flight", r.process)))
+             failed ? failure("offload: rank {} died with the transfer in flight", r.process)
                     : nullptr);
       ++ended;
     }
@@ -434,6 +474,8 @@ std::size_t lane::check_watched() noexcept {
   request_record** link = &watched_;
   while (*link != nullptr) {
     request_record& r = **link;
+    // The requester stopped waiting: the reply is not wanted (cancel closes its slot).
+    if (r.result() != fabric::outcome::pending) r.cancel(r);
     if (!r.check(r)) {
       link = &r.next;
       continue;
@@ -468,16 +510,15 @@ void lane::finish(request_record& r, fabric::outcome how, std::exception_ptr fai
 // and this rank may be the target) until they completed or 2 s passed, so that destroying them
 // finds nothing to wait for.
 void lane::settle_transmitters() noexcept {
-  std::vector<transfer::completion_tag> everything;
   for (destination& d : destinations_) {
     if (!d.transmitter || d.transmitter->failed()) continue;
-    everything.push_back(d.transmitter->current_tag());
+    d.settled_by = d.transmitter->current_tag();
     d.transmitter->request_completion();
   }
   const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
   unsigned idle = 0;
-  for (const transfer::completion_tag& tag : everything) {
-    while (!tag.is_complete() && fabric::deadline_clock::now() < settled_by) {
+  for (destination& d : destinations_) {
+    while (!d.settled_by.is_complete() && fabric::deadline_clock::now() < settled_by) {
       if (poll_context() == 0) fabric::thread_context::back_off(idle);
     }
   }
@@ -522,18 +563,32 @@ void lane::shutdown() noexcept {
     r = next;
   }
   check_watched();
-  for (destination& d : destinations_) {
+  bool incomplete = false;
+  for (std::size_t process = 0; process < destinations_.size(); ++process) {
+    destination& d = destinations_[process];
     if (!d.transmitter) continue;
-    const bool failed = d.transmitter->failed();
+    const bool failed_before = d.transmitter->failed();
     d.transmitter.reset();  // waits for its flushes (at most 5 s); its counter stays readable
+    const bool failed = failed_before || st_.owner.rt().peer_failed(static_cast<int>(process));
     for (request_record* r = d.oldest; r != nullptr;) {
       request_record* next = r->next;
       if (r->tag.is_complete()) {
         finish(*r, failed ? fabric::outcome::may_have_executed : fabric::outcome::done, nullptr);
       } else {
         r->end(fabric::outcome::cancelled);  // keeps the engine's hold: UCX may still write it
+        incomplete = true;
       }
       r = next;
+    }
+  }
+  if (incomplete) {
+    try {
+      const std::lock_guard guard(retired_mutex);
+      for (auto& memory : memories_) {
+        if (memory) retired_memories().push_back(std::move(memory));
+      }
+    } catch (...) {  // no memory to keep them: leak them rather than destroy keys UCX may use
+      for (auto& memory : memories_) (void)memory.release();
     }
   }
   memories_.clear();

@@ -26,6 +26,7 @@ struct engine::state {
   state(engine& owner, const engine_options& options);
   engine& owner;
   engine_options options;
+  const std::uint64_t id;  // never reused by another engine of the process (lane caches)
   std::vector<std::unique_ptr<detail::lane>> lanes;
   // Regions: entries [0, region_count) are written once under regions_mutex before
   // region_count is raised (release); lanes read them after loading the count (acquire).
@@ -64,8 +65,10 @@ class lane {
   void wake_to_stop() noexcept;          // executor: wakes it to see `stopping`
   void stop() noexcept;                  // executor: wakes and joins; delegate: shuts down
 
+  // The look before the exchange is seq_cst too: delegation's "claim, then try the lock"
+  // must not let the look pass the claim (see drive()).
   [[nodiscard]] bool try_lock() noexcept {
-    return !locked_.load(std::memory_order_relaxed) &&
+    return !locked_.load(std::memory_order_seq_cst) &&
            !locked_.exchange(true, std::memory_order_seq_cst);
   }
   void lock() noexcept;
@@ -102,6 +105,7 @@ class lane {
     request_record* oldest = nullptr;
     request_record* newest = nullptr;
     bool touched = false;  // posted on since the last completion request
+    transfer::completion_tag settled_by{};  // shutdown: everything posted before it
   };
   // Puts or gets of one region whose remote and local bytes follow each other: one operation
   // (execute_transfer).

@@ -185,7 +185,13 @@ bool check_call_return(request_record& r) noexcept {
   if (!r.claim()) return true;  // the requester's wait ended it first
   if (result && result->has_value()) {
     if constexpr (!std::is_void_v<R>) {
-      new (r.value) R(std::move(**result));
+      try {
+        new (r.value) R(std::move(**result));
+      } catch (...) {  // R's move (or copy) threw: the value is lost, not the process
+        r.failure = std::current_exception();
+        r.publish(fabric::outcome::not_executed);
+        return true;
+      }
       r.destroy_value = [](request_record& done) noexcept {
         std::launder(reinterpret_cast<R*>(done.value))->~R();
       };
@@ -295,8 +301,10 @@ class [[nodiscard]] future {
     if (record_ == nullptr) return fabric::outcome::not_executed;
     return record_->result();
   }
-  /// Waits until it ended or `deadline` passed (then it ends deadline_exceeded: the request may
-  /// still be carried out, its end is dropped). Returns the outcome.
+  /// Waits until it ended or `deadline` passed (then it ends deadline_exceeded: a request the
+  /// executor has not taken yet is dropped; one already posted may still be carried out, and
+  /// a put or get still uses its buffer until engine::quiet() says it ended). Returns the
+  /// outcome.
   fabric::outcome wait(fabric::deadline_clock::time_point deadline);
   /// wait() with a deadline `timeout` from now.
   template <class Rep, class Period>
@@ -399,8 +407,10 @@ class engine {
   [[nodiscard]] const engine_options& options() const noexcept { return options_; }
   /// The runtime it belongs to.
   [[nodiscard]] fabric::runtime& rt() const noexcept { return rt_; }
-  /// The job-wide ids of the lanes' contexts (attached ids; calls sent to them run in the lanes'
-  /// polls, and one that throws is counted and logged as an executor error).
+  /// The job-wide ids of the lanes' contexts (attached ids). Not destinations for application
+  /// calls: a lane polls its context only while it has work (an idle executor sleeps), so a
+  /// call sent there may wait until the lane's next request; one that throws is counted and
+  /// logged as an executor error.
   [[nodiscard]] std::vector<fabric::thread_id> lane_ids() const;
   /// CPU time each executor thread used so far, in seconds (zeros for delegate: no threads).
   [[nodiscard]] std::vector<double> executor_cpu_seconds() const;
@@ -437,6 +447,8 @@ class engine {
     }
   }
   future<void> refuse(request_status why) noexcept;
+  /// The lane the calling thread's requests to this engine go through.
+  std::uint16_t lane_of_this_thread() noexcept;
   /// The same request as a future of the old word (atomics).
   static future<std::uint64_t> word_future(future<void>&& made) noexcept;
   /// The process of thread `dest`, or -1 when no such thread exists.

@@ -24,24 +24,27 @@ struct offload_bridge : invoke::detail::combinator<offload_bridge<T>> {
     this->table->note_advanced();
     invoke::detail::future_record& ending = *this->out;
     const fabric::outcome how = source.result();
-    if (how == fabric::outcome::done) {
-      if constexpr (std::is_void_v<T>) {
-        source.get();
-        invoke::detail::fulfil<invoke::detail::value_of<void>>(*this->table, ending);
-      } else {
-        invoke::detail::fulfil<T>(*this->table, ending, source.get());
-      }
-      return this->done();
-    }
+    // This runs inside the table's noexcept look (ended()): nothing may leave it.
+    fabric::outcome end_as = how;
     try {
+      if (how == fabric::outcome::done) {
+        if constexpr (std::is_void_v<T>) {
+          source.get();
+          invoke::detail::fulfil<invoke::detail::value_of<void>>(*this->table, ending);
+        } else {
+          invoke::detail::fulfil<T>(*this->table, ending, source.get());
+        }
+        return this->done();
+      }
       source.get();  // throws the failure it ended with
     } catch (...) {
+      if (how == fabric::outcome::done) end_as = fabric::outcome::not_executed;  // T's move threw
       if (ending.outcome() == fabric::outcome::pending && ending.held) {
         ending.cold = true;
         ending.error = std::current_exception();
       }
     }
-    this->table->complete(ending, how);
+    this->table->complete(ending, end_as);
     return this->done();
   }
 };

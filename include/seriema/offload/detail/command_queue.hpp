@@ -43,7 +43,12 @@ class command_queue {
     std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     for (;;) {
       const std::uint64_t claim = tail >> 1;
-      if (claim - head_.load(std::memory_order_acquire) > mask_) return {};
+      const std::uint64_t head = head_.load(std::memory_order_acquire);
+      if (head > claim) {  // `tail` is stale: others claimed and the consumer took them since
+        tail = tail_.load(std::memory_order_relaxed);
+        continue;
+      }
+      if (claim - head > mask_) return {};
       if (tail_.compare_exchange_weak(tail, ((claim + 1) << 1) | 1, std::memory_order_seq_cst,
                                       std::memory_order_relaxed)) {
         slot& s = slots_[claim & mask_];

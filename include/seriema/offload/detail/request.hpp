@@ -159,7 +159,29 @@ struct engine_core {
   explicit engine_core(std::size_t records) : pool(records) {}
   request_pool pool;
   std::atomic<engine*> live{nullptr};  // null once the engine's destruction began
+  // Threads inside the engine through a future's turn or a submission (engine_use): the
+  // destructor clears `live`, then waits for none (each side seq_cst: a user that raised the
+  // count before `live` was cleared is waited for; one after sees it cleared).
+  std::atomic<int> users{0};
   std::chrono::milliseconds get_timeout{0};
+};
+
+// Counts the calling thread among the engine's users while it lives (engine_core::users).
+class engine_use {
+ public:
+  explicit engine_use(engine_core& core) noexcept : core_(core) {
+    core_.users.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~engine_use() { core_.users.fetch_sub(1, std::memory_order_release); }
+  engine_use(const engine_use&) = delete;
+  engine_use& operator=(const engine_use&) = delete;
+  // The engine, or null once its destruction began.
+  [[nodiscard]] engine* live() const noexcept {
+    return core_.live.load(std::memory_order_seq_cst);
+  }
+
+ private:
+  engine_core& core_;
 };
 
 }  // namespace seriema::offload::detail
