@@ -271,7 +271,8 @@ int main(int argc, char** argv) {
   }
 
   const machine_info machine = machine_info::here();
-  fmt::print("{}\n# offload_rate: {} | 2 processes | {} executor(s) | window {} | {} gets | {} reps\n",
+  fmt::print("{}\n# offload_rate: {} | 2 processes | {} executor(s) | window {} | {} gets | "
+             "{} reps\n",
              machine.line(), opt.transport, opt.executors, opt.window, opt.pattern, opt.reps);
   const method_result& direct = results[methods.front()];
   const double direct_latency = median(direct.latency_us);

@@ -416,9 +416,11 @@ std::exception_ptr failure_for(fabric::outcome how, request_status status,
   const auto sent = fabric::call_status::ok;
   switch (how) {
     case fabric::outcome::may_have_executed:
-      return std::make_exception_ptr(invoke::may_have_executed_error(text, how, sent, dest, process));
+      return std::make_exception_ptr(
+          invoke::may_have_executed_error(text, how, sent, dest, process));
     case fabric::outcome::deadline_exceeded:
-      return std::make_exception_ptr(invoke::deadline_exceeded_error(text, how, sent, dest, process));
+      return std::make_exception_ptr(
+          invoke::deadline_exceeded_error(text, how, sent, dest, process));
     case fabric::outcome::cancelled:
       return std::make_exception_ptr(invoke::cancelled_error(text, how, sent, dest, process));
     default:

@@ -96,7 +96,8 @@ double lane::executor_cpu_seconds() const noexcept {
 }
 
 void lane::attach_here() {
-  attached_.emplace(st_.owner.rt().attach(fabric::deadline_clock::now() + std::chrono::seconds(10)));
+  attached_.emplace(
+      st_.owner.rt().attach(fabric::deadline_clock::now() + std::chrono::seconds(10)));
   context_ = &attached_->context();
   id_ = context_->id();
   started_.store(1, std::memory_order_release);

@@ -30,7 +30,8 @@ void validate_settings(config::problems& found) {
 
 engine_options engine_options::from_environment() {
   engine_options options;
-  options.executors = static_cast<unsigned>(config::get_unsigned("SERIEMA_OFFLOAD_EXECUTORS", 1, 64));
+  options.executors =
+      static_cast<unsigned>(config::get_unsigned("SERIEMA_OFFLOAD_EXECUTORS", 1, 64));
   options.mode = parse_method(
       detail::method_choices[config::get_choice("SERIEMA_OFFLOAD_METHOD", detail::method_choices)]);
   return options;

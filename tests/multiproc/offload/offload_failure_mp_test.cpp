@@ -7,8 +7,8 @@
 // requests to the other survivor still end done.
 // Stalled: requests to rank 1 end by their waits' deadline (call_returns never done; transfers
 // may be done over shm, where rank 1's memory is reached without it), and the executor, whose
-// sends to rank 1 wait at most transport_wait, serves the other survivor: its requests end done. Run by offload_failure_test.sh under seriema-run
-// --on-failure wait.
+// sends to rank 1 wait at most transport_wait, serves the other survivor: its requests end done.
+// Run by offload_failure_test.sh under seriema-run --on-failure wait.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -78,7 +78,9 @@ burst_result burst(offload::engine& e, offload::region r, fabric::thread_id dest
 
 std::string summary(const burst_result& b) {
   std::string text;
-  for (const auto& [how, count] : b.ends) text += fmt::format("{} {}, ", fabric::to_string(how), count);
+  for (const auto& [how, count] : b.ends) {
+    text += fmt::format("{} {}, ", fabric::to_string(how), count);
+  }
   return fmt::format("{}in {:.2f} s", text, b.seconds);
 }
 
