@@ -52,7 +52,8 @@ std::vector<std::unique_ptr<transfer::remote_memory>>& retired_memories() {
 }  // namespace
 
 lane::lane(engine::state& st, std::uint16_t lane_index)
-    : queue(st.options.queue_entries), index(lane_index), st_(st) {}
+    : queue(st.options.queue_entries), index(lane_index), st_(st), runs_(st.options.flush_size) {
+}
 
 lane::~lane() { stop(); }
 
@@ -194,7 +195,8 @@ std::size_t lane::run_once() {
     st_.counters.batches.fetch_add(1, std::memory_order_relaxed);
     st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
   }
-  return retried + taken + poll_context() + complete_transfers() + check_watched();
+  return retried + taken + poll_context() + complete_transfers() + check_watched() +
+         complete_gathers();
 }
 
 void lane::post_now(command& c) {
@@ -333,6 +335,8 @@ void lane::execute_transfer(command& c) {
 
 void lane::post_runs() noexcept {
   for (std::size_t i = 0; i < run_count_; ++i) {
+    if (runs_[i].first == nullptr) continue;  // gathered already
+    if (runs_[i].kind == transfer_kind::get && gather_runs(i)) continue;
     try {
       post_run(runs_[i]);
     } catch (...) {
@@ -506,6 +510,160 @@ void lane::finish(request_record& r, fabric::outcome how, std::exception_ptr fai
   (void)st_.owner.core().pool.release(r);  // the engine lives: never the last
 }
 
+bool lane::gets_are_messages(int process) {
+  if (destinations_.empty()) destinations_.resize(static_cast<std::size_t>(st_.owner.rt().size()));
+  destination& d = destinations_[static_cast<std::size_t>(process)];
+  if (d.gets_are_messages < 0) {
+    fabric::runtime& rt = st_.owner.rt();
+    const bool mapped = rt.same_machine(process) && rt.context().shared_memory_domains();
+    d.gets_are_messages = !rt.context().network_rdma() && !mapped ? 1 : 0;
+  }
+  return d.gets_are_messages == 1;
+}
+
+namespace {
+
+// What the service role of the region's process runs: the bytes of every (offset, size) pair
+// of `pieces`, one after the other. The engine checked each against the region's size; the
+// check is made again here, where the memory is.
+struct gather_bytes {
+  std::uint64_t base;
+  std::uint64_t size;
+  std::string operator()(const std::vector<std::uint64_t>& pieces) const {
+    std::string out;
+    for (std::size_t i = 0; i + 1 < pieces.size(); i += 2) {
+      if (pieces[i] > size || pieces[i + 1] > size - pieces[i]) {
+        throw error(fmt::format("offload: a gathered get is outside its region ({} + {} > {})",
+                                pieces[i], pieces[i + 1], size));
+      }
+      out.append(reinterpret_cast<const char*>(base) + pieces[i], pieces[i + 1]);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+// Gathers run `first_run` and every later open get run of the same region into one call,
+// when the region's process serves gets by messages and there are at least two runs. Returns
+// whether it took them (their `first` is then cleared in runs_, and they are the gather's: they
+// end with its reply, or at once when the call could not be made). When the transport does not
+// take the call within transport_wait, the runs go out as gets after all.
+bool lane::gather_runs(std::size_t first_run) noexcept {
+  const open_run head = runs_[first_run];
+  const int process = head.first->process;
+  std::unique_ptr<gather> g;
+  try {
+    if (!gets_are_messages(process)) return false;
+    std::size_t count = 0;
+    for (std::size_t i = first_run; i < run_count_; ++i) {
+      const open_run& run = runs_[i];
+      if (run.first != nullptr && run.kind == transfer_kind::get && run.region == head.region) {
+        ++count;
+      }
+    }
+    if (count < 2) return false;
+    g = std::make_unique<gather>();
+    std::vector<std::uint64_t> pieces;
+    pieces.reserve(count * 2);
+    g->runs.reserve(count);
+    for (std::size_t i = first_run; i < run_count_; ++i) {
+      open_run& run = runs_[i];
+      if (run.first == nullptr || run.kind != transfer_kind::get || run.region != head.region) {
+        continue;
+      }
+      pieces.push_back(run.offset);
+      pieces.push_back(run.size);
+      g->runs.push_back({run.first, run.local, run.size, run.offset});  // reserved: no throw
+      for (request_record* r = run.first; r != nullptr; r = r->next) {
+        in_flight.fetch_add(1, std::memory_order_seq_cst);
+      }
+      run.first = nullptr;
+    }
+    const transfer::remote_memory_locator& region = st_.regions[head.region];
+    fabric::thread_context::deadline_scope bounded(*context_, st_.options.transport_wait);
+    g->reply = invoke::call_return<invoke::channel::send>(
+        *context_, fabric::service_of(process), gather_bytes{region.address, region.size},
+        pieces);
+    if (g->reply.status() == fabric::call_status::deadline_exceeded) {
+      (void)g->reply.result();  // seen: not an unobserved failure
+      const std::vector<gathered_run> runs = std::move(g->runs);
+      g.reset();
+      for (const gathered_run& run : runs) post_gathered_as_get(head.region, run);
+      return true;
+    }
+    st_.counters.gathered.fetch_add(count, std::memory_order_relaxed);
+    gathers_.push_back(std::move(g));
+    return true;
+  } catch (...) {
+    st_.report_executor_error("gathering gets", std::current_exception());
+    if (!g || g->runs.empty()) return false;  // nothing taken: they go out as gets
+    end_gather(*g, fabric::outcome::not_executed, std::current_exception());
+    return true;
+  }
+}
+
+// A run a gather could not carry, posted as one get after all (its records leave the gather's
+// count in in_flight for the in-flight list's).
+void lane::post_gathered_as_get(std::uint32_t region, const gathered_run& run) noexcept {
+  for (request_record* r = run.first; r != nullptr; r = r->next) {
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
+  try {
+    post_run(open_run{transfer_kind::get, region, run.offset, run.local, run.size, 0, 0,
+                      run.first, nullptr});
+  } catch (...) {
+    st_.report_executor_error("posting a request", std::current_exception());
+    for (request_record* r = run.first; r != nullptr;) {
+      request_record* next = r->next;
+      finish(*r, fabric::outcome::not_executed, std::current_exception());
+      r = next;
+    }
+  }
+}
+
+void lane::end_gather(gather& g, fabric::outcome how, std::exception_ptr why) noexcept {
+  for (const gathered_run& run : g.runs) {
+    for (request_record* r = run.first; r != nullptr;) {
+      request_record* next = r->next;
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+      finish(*r, how, why);
+      r = next;
+    }
+  }
+}
+
+std::size_t lane::complete_gathers() noexcept {
+  std::size_t ended = 0;
+  for (std::size_t i = 0; i < gathers_.size();) {
+    gather& g = *gathers_[i];
+    try {
+      if (!g.reply.ready()) {
+        ++i;
+        continue;
+      }
+      invoke::call_result<std::string> got = g.reply.try_get();
+      if (got.has_value()) {
+        std::size_t at = 0;
+        for (const gathered_run& run : g.runs) {
+          if (at + run.size > got->size()) throw error("offload: a gathered reply is too short");
+          std::memcpy(run.local, got->data() + at, run.size);
+          at += run.size;
+        }
+        end_gather(g, fabric::outcome::done, nullptr);
+      } else {
+        end_gather(g, got.result(), got.error());
+      }
+    } catch (...) {
+      end_gather(g, fabric::outcome::not_executed, std::current_exception());
+    }
+    gathers_[i] = std::move(gathers_.back());
+    gathers_.pop_back();
+    ++ended;
+  }
+  return ended;
+}
+
 // Asks every transmitter for the completion of all it posted and polls the context (which
 // serves this process: over tcp a flush to a rank completes only while that rank progresses,
 // and this rank may be the target) until they completed or 2 s passed, so that destroying them
@@ -563,6 +721,8 @@ void lane::shutdown() noexcept {
     r->cancel(*r);
     r = next;
   }
+  for (auto& g : gathers_) g->reply.cancel();
+  complete_gathers();  // each ends cancelled (its buffers untouched)
   check_watched();
   bool incomplete = false;
   for (std::size_t process = 0; process < destinations_.size(); ++process) {

@@ -10,11 +10,13 @@
 #include <memory>
 #include <optional>
 #include <seriema/fabric/attached_thread.hpp>
+#include <seriema/invoke/future.hpp>
 #include <seriema/offload/detail/command_queue.hpp>
 #include <seriema/offload/engine.hpp>
 #include <seriema/transfer/remote_memory.hpp>
 #include <seriema/transfer/transmitter.hpp>
 #include <pthread.h>
+#include <string>
 #include <thread>
 #include <time.h>
 #include <vector>
@@ -39,7 +41,7 @@ struct engine::state {
   struct atomic_counters {
     std::atomic<std::uint64_t> requests{0}, refused_full{0}, batches{0}, posted{0},
         completions_asked{0}, sleeps{0}, wakes{0}, delegated{0}, executor_errors{0},
-        endpoints{0}, coalesced{0};
+        endpoints{0}, coalesced{0}, gathered{0};
   } counters;
   // The first executor error is logged; later ones are counted.
   void report_executor_error(const char* where, std::exception_ptr error) noexcept;
@@ -106,6 +108,7 @@ class lane {
     request_record* newest = nullptr;
     bool touched = false;  // posted on since the last completion request
     transfer::completion_tag settled_by{};  // shutdown: everything posted before it
+    signed char gets_are_messages = -1;      // -1: not known yet
   };
   // Puts or gets of one region whose remote and local bytes follow each other: one operation
   // (execute_transfer).
@@ -122,6 +125,25 @@ class lane {
   };
   void post_run(const open_run& run);
   void post_runs() noexcept;
+  // Gets of one region from a process whose gets UCX emulates with messages (tcp): one
+  // send-based call to that process's service role reads every run's bytes and returns them in
+  // one reply, which the lane copies into the runs' buffers (instead of one UCX get, a request
+  // and a reply, per run).
+  struct gathered_run {
+    request_record* first;  // chained by `next`
+    std::byte* local;
+    std::size_t size;
+    std::uint64_t offset;  // in the region
+  };
+  struct gather {
+    invoke::future<std::string> reply;
+    std::vector<gathered_run> runs;  // in the order their bytes are in the reply
+  };
+  [[nodiscard]] bool gets_are_messages(int process);
+  bool gather_runs(std::size_t first_run) noexcept;
+  std::size_t complete_gathers() noexcept;
+  void end_gather(gather& g, fabric::outcome how, std::exception_ptr why) noexcept;
+  void post_gathered_as_get(std::uint32_t region, const gathered_run& run) noexcept;
   destination& destination_to(int process);
   transfer::remote_memory& memory_of(std::uint32_t region);
   void execute(command& c) noexcept;
@@ -151,8 +173,9 @@ class lane {
   };
   std::vector<parked_calls> parked_;
   std::size_t parked_count_ = 0;
-  std::array<open_run, 8> runs_{};  // open until the batch ends
+  std::vector<open_run> runs_;  // open until the batch ends (flush_size of them at most)
   std::size_t run_count_ = 0;
+  std::vector<std::unique_ptr<gather>> gathers_;  // replies awaited
   request_record* watched_ = nullptr;  // call_returns whose futures the holder reads
   std::thread thread_;
   clockid_t cpu_clock_{};  // the executor thread's (written before started_ is set)

@@ -244,6 +244,52 @@ TEST(Offload, FibersMakeRequestsAndYieldWhileTheyWait) {
   EXPECT_EQ(total, std::uint64_t(rt.size()) * os_threads * fibers_per_thread * requests_per_fiber);
 }
 
+// Gets of scattered words, many in flight: each must read its own word, whether the executor
+// posts them one by one, as one get per adjacent run, or (where gets travel as messages: tcp)
+// as one gathered call per batch (engine_counters::gathered says how many were).
+TEST(Offload, ScatteredGetsReadTheirOwnWords) {
+  auto& rt = test::rt();
+  const auto arrays = arrays_of_every_process();
+  offload::engine e(rt);
+  std::vector<offload::region> regions;
+  for (const auto& a : arrays) regions.push_back(e.add_region(a));
+  const auto pattern = [](int process, std::uint64_t word) {
+    return (std::uint64_t(process) << 48) ^ (word * 0x9E3779B97F4A7C15ull);
+  };
+  std::vector<std::uint64_t> mine(words_per_process);
+  for (std::size_t w = 0; w < mine.size(); ++w) mine[w] = pattern(rt.rank(), w);
+  ASSERT_EQ(e.put(std::as_bytes(std::span(mine)), regions[static_cast<std::size_t>(rt.rank())], 0)
+                .wait(soon()),
+            outcome::done);
+  rt.barrier();
+  const int next = (rt.rank() + 1) % rt.size();
+  constexpr std::size_t gets = 512;
+  std::vector<std::uint64_t> got(gets), words(gets);
+  std::vector<offload::future<void>> pending;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+      for (std::size_t i = 0; i < gets; ++i) {
+        words[i] = (i * 7919 + 13) % words_per_process;
+        pending.push_back(e.get(std::as_writable_bytes(std::span(&got[i], 1)),
+                                regions[static_cast<std::size_t>(next)], words[i] * 8));
+      }
+      for (auto& f : pending) EXPECT_EQ(f.wait(soon()), outcome::done);
+      done = true;
+    });
+    EXPECT_TRUE(ctx.wait_until([&] { return done.load(); }, soon()));  // serves the gathers
+    reader.join();
+  });
+  for (std::size_t i = 0; i < gets; ++i) ASSERT_EQ(got[i], pattern(next, words[i])) << i;
+  const auto c = e.counters();
+  if (rt.rank() == 0) {
+    fmt::print("scattered gets: {} gathered, {} coalesced, {} batches\n", c.gathered,
+               c.coalesced, c.batches);
+  }
+  rt.barrier();
+}
+
 // Refused requests queue nothing and say why; a full pool refuses at once, or after
 // wait_when_full.
 TEST(Offload, RefusalsQueueNothing) {
