@@ -336,7 +336,8 @@ void lane::execute_transfer(command& c) {
 void lane::post_runs() noexcept {
   for (std::size_t i = 0; i < run_count_; ++i) {
     if (runs_[i].first == nullptr) continue;  // gathered already
-    if (runs_[i].kind == transfer_kind::get && gather_runs(i)) continue;
+    const transfer_kind kind = runs_[i].kind;
+    if ((kind == transfer_kind::get || kind == transfer_kind::put) && gather_runs(i)) continue;
     try {
       post_run(runs_[i]);
     } catch (...) {
@@ -542,38 +543,56 @@ struct gather_bytes {
   }
 };
 
+// The same for puts: writes each piece's bytes (`bytes`, one piece after the other).
+struct scatter_bytes {
+  std::uint64_t base;
+  std::uint64_t size;
+  std::string operator()(const std::vector<std::uint64_t>& pieces, const std::string& bytes) const {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i + 1 < pieces.size(); i += 2) {
+      if (pieces[i] > size || pieces[i + 1] > size - pieces[i] ||
+          pieces[i + 1] > bytes.size() - at) {
+        throw error(fmt::format("offload: a scattered put is outside its region ({} + {} > {})",
+                                pieces[i], pieces[i + 1], size));
+      }
+      std::memcpy(reinterpret_cast<char*>(base) + pieces[i], bytes.data() + at, pieces[i + 1]);
+      at += pieces[i + 1];
+    }
+    return {};
+  }
+};
+
 }  // namespace
 
-// Gathers run `first_run` and every later open get run of the same region into one call,
-// when the region's process serves gets by messages and there are at least two runs. Returns
-// whether it took them (their `first` is then cleared in runs_, and they are the gather's: they
-// end with its reply, or at once when the call could not be made). When the transport does not
-// take the call within transport_wait, the runs go out as gets after all.
+// Gathers run `first_run` and every later open run of the same kind (get or put) and region
+// into one call, when the region's process serves transfers by messages and there are at least
+// two runs. Returns whether it took them (their `first` is then cleared in runs_, and they are
+// the gather's: they end with its reply, or at once when the call could not be made). When the
+// transport does not take the call within transport_wait, the runs go out one by one after all.
 bool lane::gather_runs(std::size_t first_run) noexcept {
   const open_run head = runs_[first_run];
   const int process = head.first->process;
+  const auto same = [&](const open_run& run) {
+    return run.first != nullptr && run.kind == head.kind && run.region == head.region;
+  };
   std::unique_ptr<gather> g;
   try {
     if (!gets_are_messages(process)) return false;
     std::size_t count = 0;
-    for (std::size_t i = first_run; i < run_count_; ++i) {
-      const open_run& run = runs_[i];
-      if (run.first != nullptr && run.kind == transfer_kind::get && run.region == head.region) {
-        ++count;
-      }
-    }
+    for (std::size_t i = first_run; i < run_count_; ++i) count += same(runs_[i]) ? 1 : 0;
     if (count < 2) return false;
     g = std::make_unique<gather>();
+    g->writes = head.kind == transfer_kind::put;
     std::vector<std::uint64_t> pieces;
     pieces.reserve(count * 2);
     g->runs.reserve(count);
+    std::string bytes;
     for (std::size_t i = first_run; i < run_count_; ++i) {
       open_run& run = runs_[i];
-      if (run.first == nullptr || run.kind != transfer_kind::get || run.region != head.region) {
-        continue;
-      }
+      if (!same(run)) continue;
       pieces.push_back(run.offset);
       pieces.push_back(run.size);
+      if (g->writes) bytes.append(reinterpret_cast<const char*>(run.local), run.size);
       g->runs.push_back({run.first, run.local, run.size, run.offset});  // reserved: no throw
       for (request_record* r = run.first; r != nullptr; r = r->next) {
         in_flight.fetch_add(1, std::memory_order_seq_cst);
@@ -582,36 +601,42 @@ bool lane::gather_runs(std::size_t first_run) noexcept {
     }
     const transfer::remote_memory_locator& region = st_.regions[head.region];
     fabric::thread_context::deadline_scope bounded(*context_, st_.options.transport_wait);
-    g->reply = invoke::call_return<invoke::channel::send>(
-        *context_, fabric::service_of(process), gather_bytes{region.address, region.size},
-        pieces);
+    if (g->writes) {
+      g->reply = invoke::call_return<invoke::channel::send>(
+          *context_, fabric::service_of(process), scatter_bytes{region.address, region.size},
+          pieces, bytes);
+    } else {
+      g->reply = invoke::call_return<invoke::channel::send>(
+          *context_, fabric::service_of(process), gather_bytes{region.address, region.size},
+          pieces);
+    }
     if (g->reply.status() == fabric::call_status::deadline_exceeded) {
       (void)g->reply.result();  // seen: not an unobserved failure
       const std::vector<gathered_run> runs = std::move(g->runs);
       g.reset();
-      for (const gathered_run& run : runs) post_gathered_as_get(head.region, run);
+      for (const gathered_run& run : runs) post_gathered_alone(head.kind, head.region, run);
       return true;
     }
     st_.counters.gathered.fetch_add(count, std::memory_order_relaxed);
     gathers_.push_back(std::move(g));
     return true;
   } catch (...) {
-    st_.report_executor_error("gathering gets", std::current_exception());
-    if (!g || g->runs.empty()) return false;  // nothing taken: they go out as gets
+    st_.report_executor_error("gathering transfers", std::current_exception());
+    if (!g || g->runs.empty()) return false;  // nothing taken: they go out one by one
     end_gather(*g, fabric::outcome::not_executed, std::current_exception());
     return true;
   }
 }
 
-// A run a gather could not carry, posted as one get after all (its records leave the gather's
-// count in in_flight for the in-flight list's).
-void lane::post_gathered_as_get(std::uint32_t region, const gathered_run& run) noexcept {
+// A run a gather could not carry, posted as one operation after all (its records leave the
+// gather's count in in_flight for the in-flight list's).
+void lane::post_gathered_alone(transfer_kind kind, std::uint32_t region,
+                               const gathered_run& run) noexcept {
   for (request_record* r = run.first; r != nullptr; r = r->next) {
     in_flight.fetch_sub(1, std::memory_order_relaxed);
   }
   try {
-    post_run(open_run{transfer_kind::get, region, run.offset, run.local, run.size, 0, 0,
-                      run.first, nullptr});
+    post_run(open_run{kind, region, run.offset, run.local, run.size, 0, 0, run.first, nullptr});
   } catch (...) {
     st_.report_executor_error("posting a request", std::current_exception());
     for (request_record* r = run.first; r != nullptr;) {
@@ -645,7 +670,7 @@ std::size_t lane::complete_gathers() noexcept {
       invoke::call_result<std::string> got = g.reply.try_get();
       if (got.has_value()) {
         std::size_t at = 0;
-        for (const gathered_run& run : g.runs) {
+        for (const gathered_run& run : g.writes ? std::span<const gathered_run>{} : g.runs) {
           if (at + run.size > got->size()) throw error("offload: a gathered reply is too short");
           std::memcpy(run.local, got->data() + at, run.size);
           at += run.size;

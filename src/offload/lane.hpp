@@ -125,10 +125,10 @@ class lane {
   };
   void post_run(const open_run& run);
   void post_runs() noexcept;
-  // Gets of one region from a process whose gets UCX emulates with messages (tcp): one
-  // send-based call to that process's service role reads every run's bytes and returns them in
-  // one reply, which the lane copies into the runs' buffers (instead of one UCX get, a request
-  // and a reply, per run).
+  // Gets (or puts) of one region of a process whose transfers UCX emulates with messages
+  // (tcp): one send-based call to that process's service role reads (writes) every run's bytes
+  // and returns them (nothing) in one reply; the lane copies the bytes into the runs' buffers
+  // (instead of one UCX operation, a request and a reply, per run).
   struct gathered_run {
     request_record* first;  // chained by `next`
     std::byte* local;
@@ -136,14 +136,16 @@ class lane {
     std::uint64_t offset;  // in the region
   };
   struct gather {
+    bool writes = false;  // puts (the reply is empty) or gets (the reply is the bytes)
     invoke::future<std::string> reply;
     std::vector<gathered_run> runs;  // in the order their bytes are in the reply
   };
-  [[nodiscard]] bool gets_are_messages(int process);
+  [[nodiscard]] bool gets_are_messages(int process);  // puts too
   bool gather_runs(std::size_t first_run) noexcept;
   std::size_t complete_gathers() noexcept;
   void end_gather(gather& g, fabric::outcome how, std::exception_ptr why) noexcept;
-  void post_gathered_as_get(std::uint32_t region, const gathered_run& run) noexcept;
+  void post_gathered_alone(transfer_kind kind, std::uint32_t region,
+                           const gathered_run& run) noexcept;
   destination& destination_to(int process);
   transfer::remote_memory& memory_of(std::uint32_t region);
   void execute(command& c) noexcept;

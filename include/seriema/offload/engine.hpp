@@ -98,7 +98,7 @@ struct engine_counters {
   std::uint64_t executor_errors = 0;   ///< exceptions caught in executors (logged)
   std::uint64_t endpoints = 0;         ///< endpoints the lanes opened (at most lanes x processes)
   std::uint64_t coalesced = 0;         ///< puts and gets that joined another's operation
-  std::uint64_t gathered = 0;          ///< runs of gets read by one call (gets as messages)
+  std::uint64_t gathered = 0;  ///< runs of gets or puts carried by one call (tcp: by messages)
 };
 
 /// A region of remote registered memory the engine may reach: a remote_memory_locator that

@@ -244,10 +244,11 @@ TEST(Offload, FibersMakeRequestsAndYieldWhileTheyWait) {
   EXPECT_EQ(total, std::uint64_t(rt.size()) * os_threads * fibers_per_thread * requests_per_fiber);
 }
 
-// Gets of scattered words, many in flight: each must read its own word, whether the executor
-// posts them one by one, as one get per adjacent run, or (where gets travel as messages: tcp)
-// as one gathered call per batch (engine_counters::gathered says how many were).
-TEST(Offload, ScatteredGetsReadTheirOwnWords) {
+// Gets, then puts, of scattered words, many in flight: each get must read its own word and each
+// put land in its own, whether the executor posts them one by one, as one operation per
+// adjacent run, or (where transfers travel as messages: tcp) as one gathered call per batch
+// (engine_counters::gathered says how many were).
+TEST(Offload, ScatteredTransfersReachTheirOwnWords) {
   auto& rt = test::rt();
   const auto arrays = arrays_of_every_process();
   offload::engine e(rt);
@@ -264,7 +265,8 @@ TEST(Offload, ScatteredGetsReadTheirOwnWords) {
   rt.barrier();
   const int next = (rt.rank() + 1) % rt.size();
   constexpr std::size_t gets = 512;
-  std::vector<std::uint64_t> got(gets), words(gets);
+  static_assert(gets <= words_per_process);
+  std::vector<std::uint64_t> got(gets), words(gets), put_back(gets), put_words(gets);
   std::vector<offload::future<void>> pending;
   rt.run([&](thread_context& ctx) {
     if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
@@ -276,15 +278,32 @@ TEST(Offload, ScatteredGetsReadTheirOwnWords) {
                                 regions[static_cast<std::size_t>(next)], words[i] * 8));
       }
       for (auto& f : pending) EXPECT_EQ(f.wait(soon()), outcome::done);
+      pending.clear();
+      // Puts of the complement of what was read, to distinct words (i < gets <= words).
+      for (std::size_t i = 0; i < gets; ++i) {
+        put_back[i] = ~got[i];
+        put_words[i] = (i * 613 + 5) % words_per_process;
+        pending.push_back(e.put(std::as_bytes(std::span(&put_back[i], 1)),
+                                regions[static_cast<std::size_t>(next)], put_words[i] * 8));
+      }
+      for (auto& f : pending) EXPECT_EQ(f.wait(soon()), outcome::done);
       done = true;
     });
     EXPECT_TRUE(ctx.wait_until([&] { return done.load(); }, soon()));  // serves the gathers
     reader.join();
   });
   for (std::size_t i = 0; i < gets; ++i) ASSERT_EQ(got[i], pattern(next, words[i])) << i;
+  // Every put landed: read the whole array of the next process back.
+  std::vector<std::uint64_t> after(words_per_process);
+  // (Over tcp the next process serves this get from its barrier below, or its executor.)
+  ASSERT_EQ(e.get(std::as_writable_bytes(std::span(after)),
+                  regions[static_cast<std::size_t>(next)], 0)
+                .wait(soon()),
+            outcome::done);
+  for (std::size_t i = 0; i < gets; ++i) ASSERT_EQ(after[put_words[i]], put_back[i]) << i;
   const auto c = e.counters();
   if (rt.rank() == 0) {
-    fmt::print("scattered gets: {} gathered, {} coalesced, {} batches\n", c.gathered,
+    fmt::print("scattered transfers: {} gathered, {} coalesced, {} batches\n", c.gathered,
                c.coalesced, c.batches);
   }
   rt.barrier();
