@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <functional>
+#include <thread>
 
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/log.hpp>
@@ -124,9 +126,10 @@ engine::engine(fabric::runtime& rt, engine_options options)
 
 engine::~engine() {
   core_->live.store(nullptr, std::memory_order_seq_cst);
-  state_->stopping.store(true, std::memory_order_seq_cst);
-  // Futures taking their turn at a lane, and submissions already inside, finish first.
+  // Futures taking their turn at a lane, and submissions already inside, finish first; only
+  // then do the executors stop (a submission never meets a lane that shut down).
   while (core_->users.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  state_->stopping.store(true, std::memory_order_seq_cst);
   for (auto& l : state_->lanes) l->wake_to_stop();  // they shut down at once
   for (auto& l : state_->lanes) l->stop();
   state_->lanes.clear();
@@ -164,10 +167,14 @@ std::uint16_t engine::lane_of_this_thread() noexcept {
   for (const lane_choice& c : chosen) {
     if (c.engine == state_->id) return c.lane;
   }
+  // Not remembered (first request, or forgotten for other engines): the same lane again, from
+  // the thread's identity, so that its calls stay in order whatever it forgot.
   lane_choice& c = chosen[next_forgotten++ % remembered];
   c.engine = state_->id;
-  c.lane = static_cast<std::uint16_t>(state_->next_lane.fetch_add(1, std::memory_order_relaxed) %
-                                      state_->lanes.size());
+  const std::uint64_t mixed =
+      static_cast<std::uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) *
+      0x9E3779B97F4A7C15ull;
+  c.lane = static_cast<std::uint16_t>((mixed >> 32) % state_->lanes.size());
   return c.lane;
 }
 
@@ -299,7 +306,9 @@ bool engine::quiet(fabric::deadline_clock::time_point deadline) {
     bool idle_everywhere = true;
     for (auto& l : state_->lanes) {
       if (options_.mode == method::delegate) l->drive();
-      if (l->in_flight.load(std::memory_order_acquire) != 0 || l->queue.has_claims()) {
+      // Claims first, then in_flight: a request counts in in_flight before it leaves the queue
+      // (run_once), so one taken between the two looks is seen in the second.
+      if (l->queue.has_claims() || l->in_flight.load(std::memory_order_seq_cst) != 0) {
         idle_everywhere = false;
       }
     }

@@ -225,6 +225,10 @@ void lane::drive() noexcept {
 // request not_executed with that exception and is reported, never rethrown to anyone.
 void lane::execute(command& c) noexcept {
   request_record& r = *c.record;
+  if (context_ == nullptr) {  // shut down (a direct requester after the executor stopped)
+    finish(r, fabric::outcome::cancelled, nullptr);
+    return;
+  }
   if (r.process >= 0 && st_.owner.rt().peer_failed(r.process)) {
     finish(r, fabric::outcome::not_executed,
            failure("offload: rank {} is dead; the request was not sent", r.process));
@@ -336,8 +340,7 @@ void lane::execute_transfer(command& c) {
 void lane::post_runs() noexcept {
   for (std::size_t i = 0; i < run_count_; ++i) {
     if (runs_[i].first == nullptr) continue;  // gathered already
-    const transfer_kind kind = runs_[i].kind;
-    if ((kind == transfer_kind::get || kind == transfer_kind::put) && gather_runs(i)) continue;
+    if (runs_[i].kind == transfer_kind::get && gather_runs(i)) continue;
     try {
       post_run(runs_[i]);
     } catch (...) {
@@ -406,10 +409,7 @@ void lane::post_run(const open_run& run) {
 }
 
 lane::destination& lane::destination_to(int process) {
-  if (destinations_.empty()) {
-    destinations_.resize(static_cast<std::size_t>(st_.owner.rt().size()));
-    touched_.reserve(destinations_.size());
-  }
+  ensure_destinations();
   destination& d = destinations_[static_cast<std::size_t>(process)];
   if (!d.transmitter) {
     transfer::transmitter_options options;
@@ -458,15 +458,38 @@ std::size_t lane::complete_transfers() noexcept {
       request_record& r = *d.oldest;
       d.oldest = r.next;
       if (d.oldest == nullptr) d.newest = nullptr;
-      const bool failed = dead || d.transmitter->failed();
       in_flight.fetch_sub(1, std::memory_order_relaxed);
+      ++ended;
+      if (!r.tag.is_complete()) {
+        // Ended for the requester now; the record stays the engine's until UCX lets go of the
+        // operation (a fetched word may still land in it), checked below.
+        r.end(fabric::outcome::may_have_executed);
+        r.next = lingering_;
+        lingering_ = &r;
+        continue;
+      }
+      const bool failed = dead || d.transmitter->failed();
       finish(r, failed ? fabric::outcome::may_have_executed : fabric::outcome::done,
              failed ? failure("offload: rank {} died with the transfer in flight", r.process)
                     : nullptr);
-      ++ended;
     }
   }
+  release_lingering();
   return ended;
+}
+
+// Gives back the records of dead peers' transfers whose operations UCX has let go of.
+void lane::release_lingering() noexcept {
+  request_record** link = &lingering_;
+  while (*link != nullptr) {
+    request_record& r = **link;
+    if (!r.tag.is_complete()) {
+      link = &r.next;
+      continue;
+    }
+    *link = r.next;
+    (void)st_.owner.core().pool.release(r);  // the engine lives: never the last
+  }
 }
 
 void lane::watch(request_record& r) noexcept {
@@ -511,8 +534,14 @@ void lane::finish(request_record& r, fabric::outcome how, std::exception_ptr fai
   (void)st_.owner.core().pool.release(r);  // the engine lives: never the last
 }
 
+void lane::ensure_destinations() {
+  if (!destinations_.empty()) return;
+  destinations_.resize(static_cast<std::size_t>(st_.owner.rt().size()));
+  touched_.reserve(destinations_.size());  // push_back in post_run never allocates
+}
+
 bool lane::gets_are_messages(int process) {
-  if (destinations_.empty()) destinations_.resize(static_cast<std::size_t>(st_.owner.rt().size()));
+  ensure_destinations();
   destination& d = destinations_[static_cast<std::size_t>(process)];
   if (d.gets_are_messages < 0) {
     fabric::runtime& rt = st_.owner.rt();
@@ -525,8 +554,8 @@ bool lane::gets_are_messages(int process) {
 namespace {
 
 // What the service role of the region's process runs: the bytes of every (offset, size) pair
-// of `pieces`, one after the other. The engine checked each against the region's size; the
-// check is made again here, where the memory is.
+// of `pieces`, one after the other, from the region [base, base + size) the requester's engine
+// names (as a UCX get reads what its rkey names; the bounds are checked at both ends).
 struct gather_bytes {
   std::uint64_t base;
   std::uint64_t size;
@@ -543,56 +572,60 @@ struct gather_bytes {
   }
 };
 
-// The same for puts: writes each piece's bytes (`bytes`, one piece after the other).
-struct scatter_bytes {
-  std::uint64_t base;
-  std::uint64_t size;
-  std::string operator()(const std::vector<std::uint64_t>& pieces, const std::string& bytes) const {
-    std::size_t at = 0;
-    for (std::size_t i = 0; i + 1 < pieces.size(); i += 2) {
-      if (pieces[i] > size || pieces[i + 1] > size - pieces[i] ||
-          pieces[i + 1] > bytes.size() - at) {
-        throw error(fmt::format("offload: a scattered put is outside its region ({} + {} > {})",
-                                pieces[i], pieces[i + 1], size));
-      }
-      std::memcpy(reinterpret_cast<char*>(base) + pieces[i], bytes.data() + at, pieces[i + 1]);
-      at += pieces[i + 1];
-    }
-    return {};
-  }
-};
+// Gathers carry small gets only, and a reply small enough to come back in one message.
+constexpr std::size_t gathered_run_limit = 4096;
+constexpr std::size_t gathered_reply_limit = 32768;
+// How long a gather waits for its reply before its gets go out as UCX gets (the target's
+// service role may not be running calls: a barrier outside run() serves UCX gets, not calls),
+// and how long gathering toward that process then stays off.
+constexpr auto gather_wait = std::chrono::milliseconds(2);
+constexpr auto gathering_pause = std::chrono::milliseconds(100);
 
 }  // namespace
 
-// Gathers run `first_run` and every later open run of the same kind (get or put) and region
-// into one call, when the region's process serves transfers by messages and there are at least
-// two runs. Returns whether it took them (their `first` is then cleared in runs_, and they are
-// the gather's: they end with its reply, or at once when the call could not be made). When the
-// transport does not take the call within transport_wait, the runs go out one by one after all.
+// Gathers run `first_run` and the later open get runs of the same region into one call, when
+// the region's process serves gets by messages, no call to it is parked, gathering toward it
+// is not paused, and at least two small runs fit one reply. Returns whether it took
+// `first_run` (taken runs' `first` is cleared in runs_; they are the gather's: they end with
+// its reply, or go out as UCX gets when the call is not sent or its reply is late).
 bool lane::gather_runs(std::size_t first_run) noexcept {
   const open_run head = runs_[first_run];
   const int process = head.first->process;
-  const auto same = [&](const open_run& run) {
-    return run.first != nullptr && run.kind == head.kind && run.region == head.region;
+  const auto fits = [&](const open_run& run) {
+    return run.first != nullptr && run.kind == transfer_kind::get &&
+           run.region == head.region && run.size <= gathered_run_limit;
   };
   std::unique_ptr<gather> g;
   try {
-    if (!gets_are_messages(process)) return false;
+    if (!fits(head) || !gets_are_messages(process)) return false;
+    const auto p = static_cast<std::size_t>(process);
+    if (p < parked_.size() && !parked_[p].calls.empty()) return false;
+    const auto now = fabric::deadline_clock::now();
+    if (now < destinations_[p].gather_again_at) return false;
     std::size_t count = 0;
-    for (std::size_t i = first_run; i < run_count_; ++i) count += same(runs_[i]) ? 1 : 0;
+    std::size_t bytes = 0;
+    for (std::size_t i = first_run; i < run_count_; ++i) {
+      if (fits(runs_[i]) && bytes + runs_[i].size <= gathered_reply_limit) {
+        ++count;
+        bytes += runs_[i].size;
+      }
+    }
     if (count < 2) return false;
     g = std::make_unique<gather>();
-    g->writes = head.kind == transfer_kind::put;
+    g->region = head.region;
+    g->process = process;
+    g->reply_by = now + gather_wait;
     std::vector<std::uint64_t> pieces;
     pieces.reserve(count * 2);
     g->runs.reserve(count);
-    std::string bytes;
+    gathers_.reserve(gathers_.size() + 1);  // push_back below cannot throw
+    bytes = 0;
     for (std::size_t i = first_run; i < run_count_; ++i) {
       open_run& run = runs_[i];
-      if (!same(run)) continue;
+      if (!fits(run) || bytes + run.size > gathered_reply_limit) continue;
+      bytes += run.size;
       pieces.push_back(run.offset);
       pieces.push_back(run.size);
-      if (g->writes) bytes.append(reinterpret_cast<const char*>(run.local), run.size);
       g->runs.push_back({run.first, run.local, run.size, run.offset});  // reserved: no throw
       for (request_record* r = run.first; r != nullptr; r = r->next) {
         in_flight.fetch_add(1, std::memory_order_seq_cst);
@@ -601,50 +634,47 @@ bool lane::gather_runs(std::size_t first_run) noexcept {
     }
     const transfer::remote_memory_locator& region = st_.regions[head.region];
     fabric::thread_context::deadline_scope bounded(*context_, st_.options.transport_wait);
-    if (g->writes) {
-      g->reply = invoke::call_return<invoke::channel::send>(
-          *context_, fabric::service_of(process), scatter_bytes{region.address, region.size},
-          pieces, bytes);
-    } else {
-      g->reply = invoke::call_return<invoke::channel::send>(
-          *context_, fabric::service_of(process), gather_bytes{region.address, region.size},
-          pieces);
-    }
-    if (g->reply.status() == fabric::call_status::deadline_exceeded) {
+    g->reply = invoke::call_return<invoke::channel::send>(
+        *context_, fabric::service_of(process), gather_bytes{region.address, region.size},
+        pieces);
+    if (!fabric::reached_transport(g->reply.status())) {
       (void)g->reply.result();  // seen: not an unobserved failure
-      const std::vector<gathered_run> runs = std::move(g->runs);
-      g.reset();
-      for (const gathered_run& run : runs) post_gathered_alone(head.kind, head.region, run);
+      ungather(*g);
       return true;
     }
     st_.counters.gathered.fetch_add(count, std::memory_order_relaxed);
     gathers_.push_back(std::move(g));
     return true;
   } catch (...) {
-    st_.report_executor_error("gathering transfers", std::current_exception());
-    if (!g || g->runs.empty()) return false;  // nothing taken: they go out one by one
-    end_gather(*g, fabric::outcome::not_executed, std::current_exception());
+    st_.report_executor_error("gathering gets", std::current_exception());
+    if (!g || g->runs.empty()) return false;  // nothing taken: they go out as gets
+    ungather(*g);
     return true;
   }
 }
 
-// A run a gather could not carry, posted as one operation after all (its records leave the
-// gather's count in in_flight for the in-flight list's).
-void lane::post_gathered_alone(transfer_kind kind, std::uint32_t region,
-                               const gathered_run& run) noexcept {
-  for (request_record* r = run.first; r != nullptr; r = r->next) {
-    in_flight.fetch_sub(1, std::memory_order_relaxed);
-  }
-  try {
-    post_run(open_run{kind, region, run.offset, run.local, run.size, 0, 0, run.first, nullptr});
-  } catch (...) {
-    st_.report_executor_error("posting a request", std::current_exception());
-    for (request_record* r = run.first; r != nullptr;) {
-      request_record* next = r->next;
-      finish(*r, fabric::outcome::not_executed, std::current_exception());
-      r = next;
+// A gather that could not carry its gets (not sent, or its reply late): they go out as UCX
+// gets, one per run, and gathering toward that process pauses.
+void lane::ungather(gather& g) noexcept {
+  destinations_[static_cast<std::size_t>(g.process)].gather_again_at =
+      fabric::deadline_clock::now() + gathering_pause;
+  for (const gathered_run& run : g.runs) {
+    for (request_record* r = run.first; r != nullptr; r = r->next) {
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
+    }
+    try {
+      post_run(open_run{transfer_kind::get, g.region, run.offset, run.local, run.size, 0, 0,
+                        run.first, nullptr});
+    } catch (...) {  // before any record was touched (see post_run)
+      st_.report_executor_error("posting a request", std::current_exception());
+      for (request_record* r = run.first; r != nullptr;) {
+        request_record* next = r->next;
+        finish(*r, fabric::outcome::not_executed, std::current_exception());
+        r = next;
+      }
     }
   }
+  g.runs.clear();
 }
 
 void lane::end_gather(gather& g, fabric::outcome how, std::exception_ptr why) noexcept {
@@ -656,28 +686,43 @@ void lane::end_gather(gather& g, fabric::outcome how, std::exception_ptr why) no
       r = next;
     }
   }
+  g.runs.clear();
 }
 
+// A reply copied into the runs' buffers only when it is exactly their bytes (a short or long
+// one ends them not_executed, their buffers untouched).
 std::size_t lane::complete_gathers() noexcept {
   std::size_t ended = 0;
+  const auto now = gathers_.empty() ? fabric::deadline_clock::time_point{}
+                                    : fabric::deadline_clock::now();
   for (std::size_t i = 0; i < gathers_.size();) {
     gather& g = *gathers_[i];
     try {
       if (!g.reply.ready()) {
-        ++i;
-        continue;
-      }
-      invoke::call_result<std::string> got = g.reply.try_get();
-      if (got.has_value()) {
-        std::size_t at = 0;
-        for (const gathered_run& run : g.writes ? std::span<const gathered_run>{} : g.runs) {
-          if (at + run.size > got->size()) throw error("offload: a gathered reply is too short");
-          std::memcpy(run.local, got->data() + at, run.size);
-          at += run.size;
+        if (now < g.reply_by) {
+          ++i;
+          continue;
         }
-        end_gather(g, fabric::outcome::done, nullptr);
+        g.reply.cancel();  // late: a reply that comes is dropped; the gets go out as gets
+        ungather(g);
+        ask_completions();  // their flush (nothing else may ask one for that destination)
       } else {
-        end_gather(g, got.result(), got.error());
+        invoke::call_result<std::string> got = g.reply.try_get();
+        std::size_t expected = 0;
+        for (const gathered_run& run : g.runs) expected += run.size;
+        if (!got.has_value()) {
+          end_gather(g, got.result(), got.error());
+        } else if (got->size() != expected) {
+          throw error(fmt::format("offload: a gathered reply has {} bytes, not {}",
+                                  got->size(), expected));
+        } else {
+          std::size_t at = 0;
+          for (const gathered_run& run : g.runs) {
+            if (run.size != 0) std::memcpy(run.local, got->data() + at, run.size);
+            at += run.size;
+          }
+          end_gather(g, fabric::outcome::done, nullptr);
+        }
       }
     } catch (...) {
       end_gather(g, fabric::outcome::not_executed, std::current_exception());
@@ -736,7 +781,7 @@ void lane::shutdown() noexcept {
   unsigned idle = 0;
   while (in_flight.load(std::memory_order_relaxed) != 0 &&
          fabric::deadline_clock::now() < settled_by) {
-    if (poll_context() + complete_transfers() + check_watched() == 0) {
+    if (poll_context() + complete_transfers() + check_watched() + complete_gathers() == 0) {
       fabric::thread_context::back_off(idle);
     }
   }
@@ -746,8 +791,11 @@ void lane::shutdown() noexcept {
     r->cancel(*r);
     r = next;
   }
-  for (auto& g : gathers_) g->reply.cancel();
-  complete_gathers();  // each ends cancelled (its buffers untouched)
+  for (auto& g : gathers_) {
+    g->reply.cancel();  // a reply that comes is dropped: their buffers stay untouched
+    end_gather(*g, fabric::outcome::cancelled, nullptr);
+  }
+  gathers_.clear();
   check_watched();
   bool incomplete = false;
   for (std::size_t process = 0; process < destinations_.size(); ++process) {
@@ -767,6 +815,8 @@ void lane::shutdown() noexcept {
       r = next;
     }
   }
+  release_lingering();
+  if (lingering_ != nullptr) incomplete = true;  // their holds stay: the pool is kept
   if (incomplete) {
     try {
       const std::lock_guard guard(retired_mutex);

@@ -37,7 +37,6 @@ struct engine::state {
   std::atomic<std::uint32_t> region_count{0};
   std::mutex regions_mutex;
   std::atomic<bool> stopping{false};
-  std::atomic<unsigned> next_lane{0};
   struct atomic_counters {
     std::atomic<std::uint64_t> requests{0}, refused_full{0}, batches{0}, posted{0},
         completions_asked{0}, sleeps{0}, wakes{0}, delegated{0}, executor_errors{0},
@@ -109,6 +108,7 @@ class lane {
     bool touched = false;  // posted on since the last completion request
     transfer::completion_tag settled_by{};  // shutdown: everything posted before it
     signed char gets_are_messages = -1;      // -1: not known yet
+    fabric::deadline_clock::time_point gather_again_at{};  // a gather's reply came late
   };
   // Puts or gets of one region whose remote and local bytes follow each other: one operation
   // (execute_transfer).
@@ -125,10 +125,10 @@ class lane {
   };
   void post_run(const open_run& run);
   void post_runs() noexcept;
-  // Gets (or puts) of one region of a process whose transfers UCX emulates with messages
-  // (tcp): one send-based call to that process's service role reads (writes) every run's bytes
-  // and returns them (nothing) in one reply; the lane copies the bytes into the runs' buffers
-  // (instead of one UCX operation, a request and a reply, per run).
+  // Small gets of one region of a process whose gets UCX emulates with messages (tcp): one
+  // send-based call to that process's service role reads every run's bytes and returns them in
+  // one reply, which the lane copies into the runs' buffers (instead of one UCX get, a request
+  // and a reply, per run). lane.cpp: gather_runs.
   struct gathered_run {
     request_record* first;  // chained by `next`
     std::byte* local;
@@ -136,16 +136,18 @@ class lane {
     std::uint64_t offset;  // in the region
   };
   struct gather {
-    bool writes = false;  // puts (the reply is empty) or gets (the reply is the bytes)
+    std::uint32_t region = 0;
+    int process = -1;
+    fabric::deadline_clock::time_point reply_by{};  // then the gets go out as gets
     invoke::future<std::string> reply;
     std::vector<gathered_run> runs;  // in the order their bytes are in the reply
   };
-  [[nodiscard]] bool gets_are_messages(int process);  // puts too
+  void ensure_destinations();
+  [[nodiscard]] bool gets_are_messages(int process);
   bool gather_runs(std::size_t first_run) noexcept;
+  void ungather(gather& g) noexcept;
   std::size_t complete_gathers() noexcept;
   void end_gather(gather& g, fabric::outcome how, std::exception_ptr why) noexcept;
-  void post_gathered_alone(transfer_kind kind, std::uint32_t region,
-                           const gathered_run& run) noexcept;
   destination& destination_to(int process);
   transfer::remote_memory& memory_of(std::uint32_t region);
   void execute(command& c) noexcept;
@@ -153,6 +155,7 @@ class lane {
   std::size_t retry_parked() noexcept;
   void ask_completions() noexcept;
   std::size_t complete_transfers() noexcept;
+  void release_lingering() noexcept;
   std::size_t check_watched() noexcept;
   std::size_t poll_context() noexcept;
   void executor_loop();
@@ -179,6 +182,7 @@ class lane {
   std::size_t run_count_ = 0;
   std::vector<std::unique_ptr<gather>> gathers_;  // replies awaited
   request_record* watched_ = nullptr;  // call_returns whose futures the holder reads
+  request_record* lingering_ = nullptr;  // dead peers' transfers UCX has not let go of
   std::thread thread_;
   clockid_t cpu_clock_{};  // the executor thread's (written before started_ is set)
   fabric::thread_id id_ = 0;  // likewise

@@ -98,7 +98,7 @@ struct engine_counters {
   std::uint64_t executor_errors = 0;   ///< exceptions caught in executors (logged)
   std::uint64_t endpoints = 0;         ///< endpoints the lanes opened (at most lanes x processes)
   std::uint64_t coalesced = 0;         ///< puts and gets that joined another's operation
-  std::uint64_t gathered = 0;  ///< runs of gets or puts carried by one call (tcp: by messages)
+  std::uint64_t gathered = 0;  ///< runs of gets carried by one call (tcp: gets by messages)
 };
 
 /// A region of remote registered memory the engine may reach: a remote_memory_locator that
@@ -333,8 +333,8 @@ class [[nodiscard]] future {
 
 /// The offload engine of one process (any number may exist; each holds `executors` of the
 /// process's attach slots, SERIEMA_ATTACH_SLOTS). Every member may be called by any thread.
-/// Requests of one requester thread go through one lane (chosen round robin on its first
-/// request), so its calls keep their order; transfers complete in any order.
+/// Requests of one requester thread go through one lane (chosen from the thread's identity),
+/// so its calls keep their order; transfers complete in any order.
 ///
 /// Lifetime: make it after the runtime (inside or outside run(); destinations run calls only
 /// inside run()) and destroy it before finalize(). Destroying it ends queued requests
