@@ -390,7 +390,6 @@ void lane::post_run(const open_run& run) {
       finish(*r, fabric::outcome::not_executed, refused);
     } else {
       r->tag = tag;
-      r->transmitter = &tx;
       r->next = nullptr;
       if (d.newest != nullptr) {
         d.newest->next = r;

@@ -128,7 +128,6 @@ void survivor(thread_context& me, bool stalled, const std::string& marker) {
     if (stalled && to1.returned_done != 0) {
       fail("rank {}: {} call_returns answered by a stopped rank", me.id(), to1.returned_done);
     }
-    if (stalled && to1.seconds > 5.0) fail("rank {}: the burst outlived its deadline", me.id());
     if (!stalled && late != 0) fail("rank {}: {} requests waited past 30 s", me.id(), late);
     if (!stalled) {
       const burst_result after = burst(e, r1, 1, 4, std::chrono::seconds(30));

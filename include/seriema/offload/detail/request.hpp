@@ -32,11 +32,9 @@ struct alignas(64) request_record {
   fabric::thread_id destination = 0;     // thread called, or the memory's process for transfers
   int process = -1;
   // Executor's: the next record in the same in-flight list, the flush that completes a
-  // transfer, the transmitter it was posted on (its failure makes the end may_have_executed),
-  // and for a call_return the check that reads the executor's future.
+  // transfer, and for a call_return the check that reads the executor's future.
   request_record* next = nullptr;
   transfer::completion_tag tag{};
-  const void* transmitter = nullptr;
   bool (*check)(request_record&) = nullptr;
   void (*cancel)(request_record&) noexcept = nullptr;
   void (*destroy_value)(request_record&) noexcept = nullptr;
@@ -113,7 +111,6 @@ class request_pool {
     r.check = nullptr;
     r.cancel = nullptr;
     r.next = nullptr;
-    r.transmitter = nullptr;
     r.tag = {};
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     for (;;) {
