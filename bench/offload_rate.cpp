@@ -9,6 +9,10 @@
 //    (spin: ~1 core each; sleep: asleep);
 //  * endpoints per process: the engine's (lanes x processes reached), against one context per
 //    requester thread (threads x processes).
+// With --pattern calls, requesters make fire-and-forget calls to rank 1's worker instead of gets
+// (the rate counts calls handed to the transport; rank 1 checks that every one ran) and the
+// latency is a call_return's round trip; a method named "sleep:unbundled" is sleep with
+// engine_options::bundle_bytes = 0 (a message per call), the A/B of bundling in one run.
 // Direct injection (requesters post under the lane's lock, one completion each) is the seed's
 // baseline; every other method's numbers are reported as ratios to it.
 //   SERIEMA_THREADS=1 seriema-run -n 2 -- offload_rate --json out.json
@@ -19,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <seriema/base/error.hpp>
 #include <seriema/fabric/runtime.hpp>
 #include <seriema/fabric/thread_context.hpp>
 #include <seriema/offload/engine.hpp>
@@ -77,6 +82,25 @@ struct rate_point {
 
 // One requester's loop: keeps `window` gets in flight until `stop`.
 bool scattered = false;  // --pattern
+bool calls = false;      // --pattern calls
+fabric::thread_id call_target = 0;       // rank 1's worker
+std::atomic<std::uint64_t> calls_run{0};  // at rank 1: calls that ran there
+std::atomic<std::uint64_t> calls_done{0};  // at rank 0: calls whose futures ended done
+
+// The next request of a requester's window: a get of `offset` into `into`, or a call.
+offload::future<void> issue(offload::engine& e, offload::region target, std::uint64_t* into,
+                            std::uint64_t offset) {
+  if (calls) return e.call(call_target, [] { calls_run.fetch_add(1, std::memory_order_relaxed); });
+  return e.get(std::as_writable_bytes(std::span(into, 1)), target, offset);
+}
+
+// Waits for a request: done, and a get's word (read after the wait) is the one expected.
+void check_done(offload::future<void>& f, const std::uint64_t& got, std::uint64_t offset) {
+  if (f.wait(fabric::deadline_clock::now() + std::chrono::seconds(60)) != fabric::outcome::done) {
+    wrong(calls ? "a call failed" : "a get failed");
+  }
+  if (!calls && got != expected_word(offset / 8)) wrong("a get read a wrong word");
+}
 
 // The word a requester's get reads: its window's slot (contiguous), or a pseudo-random one.
 std::uint64_t word_offset(int index, std::size_t window, std::size_t slot, std::uint64_t n) {
@@ -93,29 +117,27 @@ void requester(offload::engine& e, offload::region target, std::size_t window, i
   std::vector<offload::future<void>> ring(window);
   std::vector<bool> live(window, false);
   std::uint64_t done = 0, spent = 0, issued = 0;
-  const auto deadline = [] { return fabric::deadline_clock::now() + std::chrono::seconds(60); };
   for (std::size_t slot = 0; !stop.load(std::memory_order_relaxed);
        slot = (slot + 1) % window) {
     if (live[slot]) {
-      if (ring[slot].wait(deadline()) != fabric::outcome::done) wrong("a get failed");
-      if (into[slot] != expected_word(offsets[slot] / 8)) wrong("a get read a wrong word");
+      check_done(ring[slot], into[slot], offsets[slot]);
       ++done;
     }
     const std::uint64_t offset = word_offset(index, window, slot, issued);
     offsets[slot] = offset;
     const auto t0 = clock_type::now();
-    ring[slot] = e.get(std::as_writable_bytes(std::span(&into[slot], 1)), target, offset);
+    ring[slot] = issue(e, target, &into[slot], offset);
     spent += static_cast<std::uint64_t>((clock_type::now() - t0).count());
     ++issued;
     live[slot] = ring[slot].status() == offload::request_status::ok;
   }
   for (std::size_t slot = 0; slot < window; ++slot) {
     if (!live[slot]) continue;
-    if (ring[slot].wait(deadline()) != fabric::outcome::done) wrong("a get failed");
-    if (into[slot] != expected_word(offsets[slot] / 8)) wrong("a get read a wrong word");
+    check_done(ring[slot], into[slot], offsets[slot]);
     ++done;
   }
   completed += done;
+  if (calls) calls_done += done;
   inject_ns += spent;
   submits += issued;
 }
@@ -146,9 +168,16 @@ double measure_latency_us(offload::engine& e, offload::region target, int ops) {
     std::uint64_t into = 0;
     for (int i = 0; i < ops; ++i) {
       const auto t0 = clock_type::now();
-      auto got = e.get(std::as_writable_bytes(std::span(&into, 1)), target, 0);
-      if (got.wait(std::chrono::seconds(60)) != fabric::outcome::done) wrong("a get failed");
-      if (into != expected_word(0)) wrong("a get read a wrong word");
+      if (calls) {
+        auto answer = e.call_return(call_target, [] { return 7; });
+        if (answer.wait(std::chrono::seconds(60)) != fabric::outcome::done || answer.get() != 7) {
+          wrong("a call_return failed");
+        }
+      } else {
+        auto got = e.get(std::as_writable_bytes(std::span(&into, 1)), target, 0);
+        if (got.wait(std::chrono::seconds(60)) != fabric::outcome::done) wrong("a get failed");
+        if (into != expected_word(0)) wrong("a get read a wrong word");
+      }
       samples.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
   });
@@ -171,7 +200,22 @@ struct method_result {
   std::vector<double> idle_cpu;
   std::uint64_t endpoints = 0;
   std::uint64_t coalesced = 0;
+  std::uint64_t bundles = 0, bundled = 0;
 };
+
+// "sleep:unbundled": the method, and whether calls may share messages.
+offload::engine_options engine_options_for(const std::string& name) {
+  offload::engine_options eo;
+  const auto colon = name.find(':');
+  eo.mode = offload::parse_method(name.substr(0, colon));
+  if (colon != std::string::npos) {
+    if (name.substr(colon + 1) != "unbundled") {
+      throw config_error("offload_rate: a method's only suffix is :unbundled");
+    }
+    eo.bundle_bytes = 0;
+  }
+  return eo;
+}
 
 std::atomic<bool> target_may_leave{false};
 
@@ -191,14 +235,17 @@ int main(int argc, char** argv) {
   app.add_option("--flush-size", opt.flush_size, "engine_options::flush_size");
   app.add_option("--pattern", opt.pattern,
                  "contiguous: a requester's window reads adjacent words (the executors may "
-                 "coalesce them); scattered: each get reads a pseudo-random word")
-      ->check(CLI::IsMember({"contiguous", "scattered"}));
+                 "coalesce them); scattered: each get reads a pseudo-random word; calls: "
+                 "fire-and-forget calls to rank 1 (latency: call_return)")
+      ->check(CLI::IsMember({"contiguous", "scattered", "calls"}));
   app.add_option("--transport", opt.transport, "label for the output (shm, tcp)");
   app.add_option("--json", opt.json, "write results here (rank 0)");
   CLI11_PARSE(app, argc, argv);
 
   scattered = opt.pattern == "scattered";
+  calls = opt.pattern == "calls";
   fabric::runtime rt;
+  call_target = rt.placement().global_id(1 % rt.size(), 0);
   if (rt.size() != 2) {
     fmt::print(stderr, "offload_rate: run it as 2 processes\n");
     return 2;
@@ -222,8 +269,7 @@ int main(int argc, char** argv) {
   std::map<std::string, method_result> results;
   for (int rep = 0; rep < opt.reps; ++rep) {
     for (const auto& name : methods) {
-      offload::engine_options eo;
-      eo.mode = offload::parse_method(name);
+      offload::engine_options eo = engine_options_for(name);
       eo.executors = opt.executors;
       // Room for every requester's window (64 x 64), and a requester that finds none waits.
       eo.queue_entries = 4096;
@@ -256,6 +302,8 @@ int main(int argc, char** argv) {
           r.idle_cpu.push_back(measure_idle_cpu(*e, opt.idle_seconds));
           r.endpoints = e->counters().endpoints;
           r.coalesced = e->counters().coalesced;
+          r.bundles = e->counters().bundles;
+          r.bundled = e->counters().bundled;
           measured = true;
         });
         ctx.wait_until([&] { return measured.load(); },
@@ -265,13 +313,23 @@ int main(int argc, char** argv) {
       });
     }
   }
+  // Every call handed to the transport ran at rank 1 (run() ended only once they all had).
+  const std::uint64_t here = rt.rank() == 0 ? calls_done.load() : calls_run.load();
+  const auto counts = rt.allgather(std::as_bytes(std::span(&here, 1)));
+  std::uint64_t sent = 0, ran = 0;
+  std::memcpy(&sent, counts[0].data(), sizeof sent);
+  std::memcpy(&ran, counts[1].data(), sizeof ran);
+  if (sent != ran) {
+    fmt::print(stderr, "offload_rate: {} calls were sent, {} ran\n", sent, ran);
+    std::abort();
+  }
   if (rt.rank() != 0) {
     rt.finalize();
     return 0;
   }
 
   const machine_info machine = machine_info::here();
-  fmt::print("{}\n# offload_rate: {} | 2 processes | {} executor(s) | window {} | {} gets | "
+  fmt::print("{}\n# offload_rate: {} | 2 processes | {} executor(s) | window {} | pattern {} | "
              "{} reps\n",
              machine.line(), opt.transport, opt.executors, opt.window, opt.pattern, opt.reps);
   const method_result& direct = results[methods.front()];
@@ -281,14 +339,14 @@ int main(int argc, char** argv) {
                         {"window", opt.window},       {"reps", opt.reps},
                         {"pattern", opt.pattern},
                         {"baseline", methods.front()}};
-  fmt::print("{:<9} {:>10} {:>8} {:>9} {:>10}", "method", "latency", "x base", "idle CPU",
+  fmt::print("{:<15} {:>10} {:>8} {:>9} {:>10}", "method", "latency", "x base", "idle CPU",
              "endpoints");
   for (int t : thread_counts) fmt::print(" {:>12}", fmt::format("rate@{}", t));
   fmt::print("\n");
   for (const auto& name : methods) {
     const method_result& r = results[name];
     const double latency = median(r.latency_us);
-    fmt::print("{:<9} {:>8.2f}us {:>8.2f} {:>8.1f}% {:>10}", name, latency,
+    fmt::print("{:<15} {:>8.2f}us {:>8.2f} {:>8.1f}% {:>10}", name, latency,
                latency / direct_latency, median(r.idle_cpu) * 100.0, r.endpoints);
     report_json rates = report_json::array();
     for (int t : thread_counts) {
@@ -312,11 +370,13 @@ int main(int argc, char** argv) {
     m["idle_executor_cpu_fraction"] = rounded(median(r.idle_cpu), 4);
     m["endpoints"] = r.endpoints;
     m["coalesced_requests"] = r.coalesced;
+    m["bundles"] = r.bundles;
+    m["bundled_calls"] = r.bundled;
     m["endpoints_one_context_per_thread"] = thread_counts.back() * 2;
   }
   fmt::print("injection cost (ns, mean per submission) by requester threads:\n");
   for (const auto& name : methods) {
-    fmt::print("{:<9}", name);
+    fmt::print("{:<15}", name);
     for (int t : thread_counts) fmt::print(" {:>8.0f}", median(results[name].inject_ns.at(t)));
     fmt::print("\n");
   }

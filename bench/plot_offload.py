@@ -2,7 +2,8 @@
 """Reads bench/run-offload.sh's JSON (offload_rate-<transport>-<pattern>.json), prints every goal
 of the offload issue with its value and whether it is met, writes offload-summary.json, and
 (unless --no-plot) draws offload.png: message rate against requester threads for each method,
-one panel per transport and pattern, and each method's injection cost.
+one panel per transport and pattern (gets, contiguous or scattered, and calls), and each
+method's injection cost.
 
     bench/plot_offload.py bench/results [--no-plot]
 """
@@ -48,6 +49,13 @@ def check(report, transport, pattern):
              methods["spin"]["idle_executor_cpu_fraction"], 0.5, True)
     goal(rows, where, "endpoints per process, engine / one context per requester",
          sleep["endpoints"] / max(sleep["endpoints_one_context_per_thread"], 1), 1.0, False)
+    unbundled = methods.get(OFFLOADED + ":unbundled")
+    if unbundled is not None:
+        ratios = [b["per_second"] / max(u["per_second"], 1)
+                  for b, u in zip(sleep["rate"], unbundled["rate"]) if b["threads"] >= 8]
+        if ratios:
+            goal(rows, where, "call rate at 8+ requesters, bundled / a message per call",
+                 min(ratios), 1.0, True)
     return rows
 
 
@@ -69,8 +77,9 @@ def plot(reports, path):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("requester threads")
             ax.grid(True, alpha=0.3)
-        rate.set_title(f"{key[0]}, {key[1]} gets")
-        rate.set_ylabel("completed gets (M/s)")
+        what = "calls" if key[1] == "calls" else "gets"
+        rate.set_title(f"{key[0]}, {key[1]}" + ("" if what == "calls" else " gets"))
+        rate.set_ylabel(f"completed {what} (M/s)")
         inject.set_yscale("log")
         inject.set_ylabel("injection cost (µs per request)")
         rate.legend(fontsize="small")
@@ -88,7 +97,7 @@ def main():
     directory = sys.argv[1]
     reports = {}
     for transport in ("shm", "tcp"):
-        for pattern in ("contiguous", "scattered"):
+        for pattern in ("contiguous", "scattered", "calls"):
             report = load(directory, transport, pattern)
             if report is not None:
                 reports[(transport, pattern)] = report

@@ -8,7 +8,10 @@
 # opened. Over shared memory (seriema-run -n 2) and over TCP between two emulated machines
 # (UCX_TLS=tcp,self, --machines 2), each with two access patterns: contiguous (a requester's
 # window reads adjacent words, which executors may coalesce into one get, the seed's linked work
-# requests) and scattered (every get a pseudo-random word: nothing to coalesce). Writes
+# requests) and scattered (every get a pseudo-random word: nothing to coalesce); and a third run
+# of fire-and-forget calls to rank 1's worker (latency: a call_return's round trip) that adds
+# "sleep:unbundled", dynamic offloading with a message per call, to show what bundling the calls
+# of a batch to one thread into one message (engine_options::bundle_bytes) is worth. Writes
 # bench/results/offload_rate-<transport>-<pattern>.json; bench/plot_offload.py prints every goal
 # of the issue with its ratio (offloaded latency <= 1.3 x direct; rate at 8+ requesters >= 3 x
 # direct over tcp, >= 1.0 x over shm; injection cost flat; idle executor <= 1 % of a core, spin
@@ -35,13 +38,15 @@ unset UCX_TLS UCX_NET_DEVICES
 export UCX_WARN_UNUSED_ENV_VARS=n SERIEMA_THREADS=1 SERIEMA_TIMEOUT=${SERIEMA_TIMEOUT:-120s}
 
 status=0
-for pattern in contiguous scattered; do
-  echo "== shared memory, $pattern gets: seriema-run -n 2"
-  "$launcher" -n 2 -- "$build/bench/offload_rate" "${args[@]}" "${extra[@]}" --pattern "$pattern" \
-    --transport shm --json "$out/offload_rate-shm-$pattern.json" || status=$?
-  echo "== tcp, $pattern gets: seriema-run -n 2 --machines 2, UCX_TLS=tcp,self"
+for pattern in contiguous scattered calls; do
+  methods=direct,spin,sleep,delegate
+  if [[ $pattern == calls ]]; then methods=direct,sleep:unbundled,sleep,delegate; fi
+  echo "== shared memory, $pattern: seriema-run -n 2"
+  "$launcher" -n 2 -- "$build/bench/offload_rate" "${args[@]}" --methods "$methods" "${extra[@]}" \
+    --pattern "$pattern" --transport shm --json "$out/offload_rate-shm-$pattern.json" || status=$?
+  echo "== tcp, $pattern: seriema-run -n 2 --machines 2, UCX_TLS=tcp,self"
   UCX_TLS=tcp,self "$launcher" -n 2 --machines 2 -- "$build/bench/offload_rate" "${args[@]}" \
-    "${extra[@]}" --pattern "$pattern" --transport tcp \
+    --methods "$methods" "${extra[@]}" --pattern "$pattern" --transport tcp \
     --json "$out/offload_rate-tcp-$pattern.json" || status=$?
 done
 echo

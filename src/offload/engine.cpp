@@ -335,7 +335,7 @@ engine_counters engine::counters() const noexcept {
   return {read(c.requests),          read(c.refused_full), read(c.batches), read(c.posted),
           read(c.completions_asked), read(c.sleeps),       read(c.wakes),   read(c.delegated),
           read(c.executor_errors),   read(c.endpoints),    read(c.coalesced),
-          read(c.gathered)};
+          read(c.gathered),          read(c.bundles),      read(c.bundled)};
 }
 
 std::size_t engine::pending() const noexcept { return core_->pool.in_use(); }

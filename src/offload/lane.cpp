@@ -3,6 +3,8 @@
 // seed's sleep protocol.
 #include "lane.hpp"
 
+#include "bundle.hpp"
+
 #include <fmt/format.h>
 
 #include <seriema/base/error.hpp>
@@ -53,6 +55,16 @@ std::vector<std::unique_ptr<transfer::remote_memory>>& retired_memories() {
 
 lane::lane(engine::state& st, std::uint16_t lane_index)
     : queue(st.options.queue_entries), index(lane_index), st_(st), runs_(st.options.flush_size) {
+  // A bundle is one send-based call: its bytes and its own closure within SERIEMA_SEND_LIMIT.
+  const std::size_t send_limit = st.owner.rt().options().send_limit;
+  if (st.options.mode != method::direct && send_limit > 64) {
+    bundle_limit_ = std::min(st.options.bundle_bytes, send_limit - 64);
+  }
+  if (bundle_limit_ != 0) {
+    bundles_.reserve(st.options.flush_size);
+    bundle_members_.resize(st.options.flush_size);
+    bundle_scratch_.reserve(bundle_limit_);
+  }
 }
 
 lane::~lane() { stop(); }
@@ -189,6 +201,7 @@ std::size_t lane::run_once() {
     ++taken;
   }
   if (taken != 0) {
+    send_bundles();
     post_runs();
     in_flight.fetch_sub(taken, std::memory_order_relaxed);
     ask_completions();
@@ -240,16 +253,42 @@ void lane::execute(command& c) noexcept {
     finish(r, fabric::outcome::cancelled, nullptr);
     return;
   }
-  try {
-    const auto process = static_cast<std::size_t>(r.process);
-    if (c.sends && process < parked_.size() && !parked_[process].calls.empty()) {
-      park(c);  // behind the calls to that process the transport has not taken yet
-    } else if (!c.execute(*this, c)) {
-      park(c);
+  if (!c.sends) {
+    try {
+      (void)c.execute(*this, c);  // transfers are always taken
+    } catch (...) {
+      st_.report_executor_error("posting a request", std::current_exception());
+      finish(r, fabric::outcome::not_executed, std::current_exception());
     }
-  } catch (...) {
+    return;
+  }
+  try {
+    count_call_endpoint(r.process);
+  } catch (...) {  // the vector of destinations could not grow: the call is not made
     st_.report_executor_error("posting a request", std::current_exception());
     finish(r, fabric::outcome::not_executed, std::current_exception());
+    return;
+  }
+  if (may_bundle(c) && !calls_parked(r.process)) {
+    add_to_bundle(c);
+    return;
+  }
+  send_bundle_to(c.target);  // the calls to that thread before this one go first
+  send_or_park(c);
+}
+
+bool lane::calls_parked(int process) const noexcept {
+  const auto p = static_cast<std::size_t>(process);
+  return p < parked_.size() && !parked_[p].calls.empty();
+}
+
+// A call to a process with parked calls waits behind them (their order kept).
+void lane::send_or_park(command& c) noexcept {
+  try {
+    if (calls_parked(c.record->process) || !c.execute(*this, c)) park(c);
+  } catch (...) {
+    st_.report_executor_error("posting a request", std::current_exception());
+    finish(*c.record, fabric::outcome::not_executed, std::current_exception());
   }
 }
 
@@ -267,7 +306,8 @@ void lane::park(command& c) {
 
 // Tries each process's parked calls again, in order, once its gap passed. A call whose
 // requester stopped waiting (its record ended) or whose process died is dropped or ended
-// not_executed without a send.
+// not_executed without a send. Calls at the front to one thread go as one bundle (they piled
+// up because the transport was slow: the moment one message for many pays most).
 std::size_t lane::retry_parked() noexcept {
   if (parked_count_ == 0) return 0;
   std::size_t moved = 0;
@@ -275,34 +315,177 @@ std::size_t lane::retry_parked() noexcept {
   for (parked_calls& p : parked_) {
     if (p.calls.empty() || now < p.retry_at) continue;
     while (!p.calls.empty()) {
-      command& c = p.calls.front();
-      request_record& r = *c.record;
-      bool taken = true;
-      if (r.result() != fabric::outcome::pending) {
-        finish(r, fabric::outcome::cancelled, nullptr);  // the requester's end stays
-      } else if (st_.owner.rt().peer_failed(r.process)) {
-        finish(r, fabric::outcome::not_executed,
-               failure("offload: rank {} died before the transport took the call", r.process));
-      } else {
-        try {
-          taken = c.execute(*this, c);
-        } catch (...) {
-          st_.report_executor_error("posting a request", std::current_exception());
-          finish(r, fabric::outcome::not_executed, std::current_exception());
-        }
-      }
-      if (!taken) {
+      const std::size_t taken = retry_front(p);
+      if (taken == 0) {
         p.gap = std::min(p.gap * 2, std::chrono::microseconds(64000));
         p.retry_at = fabric::deadline_clock::now() + p.gap;
         break;
       }
-      p.calls.pop_front();
-      --parked_count_;
-      in_flight.fetch_sub(1, std::memory_order_relaxed);
-      ++moved;
+      for (std::size_t i = 0; i < taken; ++i) p.calls.pop_front();
+      parked_count_ -= taken;
+      in_flight.fetch_sub(taken, std::memory_order_relaxed);
+      moved += taken;
     }
   }
   return moved;
+}
+
+// The parked calls at p's front that were dealt with (sent, or ended without a send); 0 when
+// the transport did not take the first.
+std::size_t lane::retry_front(parked_calls& p) noexcept {
+  command& c = p.calls.front();
+  request_record& r = *c.record;
+  if (r.result() != fabric::outcome::pending) {
+    finish(r, fabric::outcome::cancelled, nullptr);  // the requester's end stays
+    return 1;
+  }
+  if (st_.owner.rt().peer_failed(r.process)) {
+    finish(r, fabric::outcome::not_executed,
+           failure("offload: rank {} died before the transport took the call", r.process));
+    return 1;
+  }
+  if (const auto members = bundle_parked_front(p)) return *members;
+  try {
+    return c.execute(*this, c) ? 1 : 0;
+  } catch (...) {
+    st_.report_executor_error("posting a request", std::current_exception());
+    finish(r, fabric::outcome::not_executed, std::current_exception());
+    return 1;
+  }
+}
+
+// Bundles. Calls and call_buffers of a batch to one thread are copied into an open bundle
+// instead of being sent one by one; the bundle goes as one message (bundle.hpp) when the batch
+// ends, or earlier when the next member would not fit or a request to that thread that cannot
+// join (a call_return, a call too large) must follow them. Calls to a process with parked calls
+// are not bundled: they park behind those, in order. A bundle of one member goes as that call.
+bool lane::bundleable(const command& c) const noexcept {
+  return bundle_limit_ != 0 && c.function != 0 && bundle_bytes_of(c) <= bundle_limit_;
+}
+
+bool lane::may_bundle(const command& c) const noexcept {
+  return bundleable(c) && members_used_ < bundle_members_.size();
+}
+
+fabric::call_status lane::post_bundle(fabric::thread_id dest, std::uint32_t members) noexcept {
+  try {
+    fabric::thread_context::deadline_scope bounded(*context_, st_.options.transport_wait);
+    const fabric::call_status status = detail::send_bundle(*context_, dest, bundle_scratch_,
+                                                           members);
+    if (fabric::reached_transport(status)) {
+      st_.counters.bundles.fetch_add(1, std::memory_order_relaxed);
+      st_.counters.bundled.fetch_add(members, std::memory_order_relaxed);
+    }
+    return status;
+  } catch (...) {  // the members end not_executed ("error"); the exception is reported
+    st_.report_executor_error("posting a bundle of calls", std::current_exception());
+    return fabric::call_status::error;
+  }
+}
+
+// The calls at p's front to one thread that one bundle carries, sent as one: the entries dealt
+// with (0: the transport did not take it), or none when fewer than two would go.
+std::optional<std::size_t> lane::bundle_parked_front(parked_calls& p) noexcept {
+  const command& front = p.calls.front();
+  if (!bundleable(front)) return std::nullopt;
+  bundle_scratch_.clear();
+  std::size_t run = 0;
+  std::uint32_t live = 0;
+  for (const command& m : p.calls) {
+    if (m.target != front.target || !bundleable(m) ||
+        bundle_scratch_.size() + bundle_bytes_of(m) > bundle_limit_) {
+      break;
+    }
+    ++run;
+    if (m.record->result() != fabric::outcome::pending) continue;  // dropped below
+    append_to_bundle(bundle_scratch_, m);  // within bundle_limit_: no allocation
+    ++live;
+  }
+  if (live < 2) return std::nullopt;
+  const fabric::call_status status = post_bundle(front.target, live);
+  if (status == fabric::call_status::deadline_exceeded) return 0;
+  for (std::size_t i = 0; i < run; ++i) {
+    command& m = p.calls[i];
+    if (m.record->result() != fabric::outcome::pending) {
+      finish(*m.record, fabric::outcome::cancelled, nullptr);  // the requester's end stays
+    } else {
+      (void)end_send(*this, m, status);
+    }
+  }
+  return run;
+}
+
+void lane::add_to_bundle(command& c) noexcept {
+  const std::size_t size = bundle_bytes_of(c);
+  auto open = std::find_if(bundles_.begin(), bundles_.end(),
+                           [&](const open_bundle& b) { return b.dest == c.target; });
+  if (open != bundles_.end() && open->bytes + size > bundle_limit_) {
+    send_bundle_to(c.target);
+    open = bundles_.end();
+  }
+  const auto slot = static_cast<std::uint32_t>(members_used_++);
+  bundle_members_[slot] = {c, slot};
+  if (open == bundles_.end()) {
+    bundles_.push_back({c.target, slot, slot, 1, size});  // within the capacity reserved
+    return;
+  }
+  bundle_members_[open->last].next = slot;
+  open->last = slot;
+  ++open->count;
+  open->bytes += size;
+}
+
+void lane::send_bundle_to(fabric::thread_id dest) noexcept {
+  auto open = std::find_if(bundles_.begin(), bundles_.end(),
+                           [&](const open_bundle& b) { return b.dest == dest; });
+  if (open == bundles_.end()) return;
+  const open_bundle b = *open;
+  *open = bundles_.back();
+  bundles_.pop_back();
+  // Members whose requesters stopped waiting meanwhile are not sent (as execute() decides).
+  bundle_scratch_.clear();
+  std::uint32_t live = 0;
+  command* only = nullptr;
+  for (std::uint32_t i = b.first, n = 0; n < b.count; i = bundle_members_[i].next, ++n) {
+    command& m = bundle_members_[i].c;
+    if (m.record->result() != fabric::outcome::pending) {
+      finish(*m.record, fabric::outcome::cancelled, nullptr);
+      m.record = nullptr;
+      continue;
+    }
+    append_to_bundle(bundle_scratch_, m);  // within bundle_limit_: no allocation
+    only = &m;
+    ++live;
+  }
+  if (live <= 1) {
+    if (only != nullptr) send_or_park(*only);
+    return;
+  }
+  auto each_member = [&](auto&& action) {
+    for (std::uint32_t i = b.first, n = 0; n < b.count; i = bundle_members_[i].next, ++n) {
+      if (bundle_members_[i].c.record != nullptr) action(bundle_members_[i].c);
+    }
+  };
+  const fabric::call_status status = calls_parked(only->record->process)
+                                         ? fabric::call_status::deadline_exceeded
+                                         : post_bundle(dest, live);
+  if (status == fabric::call_status::deadline_exceeded) {  // not taken: each waits its turn
+    each_member([&](command& m) {
+      try {
+        park(m);
+      } catch (...) {
+        st_.report_executor_error("parking a call", std::current_exception());
+        finish(*m.record, fabric::outcome::not_executed, std::current_exception());
+      }
+    });
+    return;
+  }
+  each_member([&](command& m) { (void)end_send(*this, m, status); });
+}
+
+void lane::send_bundles() noexcept {
+  while (!bundles_.empty()) send_bundle_to(bundles_.back().dest);
+  members_used_ = 0;
 }
 
 // Puts and gets are held in open runs until the batch ends: a request whose remote range starts
@@ -416,9 +599,23 @@ lane::destination& lane::destination_to(int process) {
     options.automatic = false;  // one completion request per destination per batch
     d.transmitter = std::make_unique<transfer::transmitter>(context_->endpoint_to(process),
                                                             options);
-    st_.counters.endpoints.fetch_add(1, std::memory_order_relaxed);
+    count_endpoint(d);
   }
   return d;
+}
+
+// engine_counters::endpoints: one per process a lane's context reached (a transmitter's, or a
+// call's; calls within the process use none).
+void lane::count_endpoint(destination& d) noexcept {
+  if (d.endpoint_counted) return;
+  d.endpoint_counted = true;
+  st_.counters.endpoints.fetch_add(1, std::memory_order_relaxed);
+}
+
+void lane::count_call_endpoint(int process) {
+  if (process == st_.owner.rt().rank()) return;
+  ensure_destinations();
+  count_endpoint(destinations_[static_cast<std::size_t>(process)]);
 }
 
 transfer::remote_memory& lane::memory_of(std::uint32_t region) {

@@ -40,7 +40,7 @@ struct engine::state {
   struct atomic_counters {
     std::atomic<std::uint64_t> requests{0}, refused_full{0}, batches{0}, posted{0},
         completions_asked{0}, sleeps{0}, wakes{0}, delegated{0}, executor_errors{0},
-        endpoints{0}, coalesced{0}, gathered{0};
+        endpoints{0}, coalesced{0}, gathered{0}, bundles{0}, bundled{0};
   } counters;
   // The first executor error is logged; later ones are counted.
   void report_executor_error(const char* where, std::exception_ptr error) noexcept;
@@ -109,7 +109,10 @@ class lane {
     transfer::completion_tag settled_by{};  // shutdown: everything posted before it
     signed char gets_are_messages = -1;      // -1: not known yet
     fabric::deadline_clock::time_point gather_again_at{};  // a gather's reply came late
+    bool endpoint_counted = false;  // engine_counters::endpoints
   };
+  void count_endpoint(destination& d) noexcept;
+  void count_call_endpoint(int process);
   // Puts or gets of one region whose remote and local bytes follow each other: one operation
   // (execute_transfer).
   struct open_run {
@@ -151,7 +154,17 @@ class lane {
   destination& destination_to(int process);
   transfer::remote_memory& memory_of(std::uint32_t region);
   void execute(command& c) noexcept;
+  // Sends a send-based call now, or parks it behind its process's calls not taken yet.
+  void send_or_park(command& c) noexcept;
+  [[nodiscard]] bool calls_parked(int process) const noexcept;
   void park(command& c);
+  // Bundles (engine_options::bundle_bytes): lane.cpp, "Bundles".
+  [[nodiscard]] bool bundleable(const command& c) const noexcept;
+  [[nodiscard]] bool may_bundle(const command& c) const noexcept;
+  fabric::call_status post_bundle(fabric::thread_id dest, std::uint32_t members) noexcept;
+  void add_to_bundle(command& c) noexcept;
+  void send_bundle_to(fabric::thread_id dest) noexcept;
+  void send_bundles() noexcept;
   std::size_t retry_parked() noexcept;
   void ask_completions() noexcept;
   std::size_t complete_transfers() noexcept;
@@ -178,9 +191,32 @@ class lane {
   };
   std::vector<parked_calls> parked_;
   std::size_t parked_count_ = 0;
+  std::size_t retry_front(parked_calls& p) noexcept;
+  std::optional<std::size_t> bundle_parked_front(parked_calls& p) noexcept;
   std::vector<open_run> runs_;  // open until the batch ends (flush_size of them at most)
   std::size_t run_count_ = 0;
   std::vector<std::unique_ptr<gather>> gathers_;  // replies awaited
+  // Calls of this batch to one thread that travel as one message: copies of their commands in
+  // bundle_members_ (in the order taken, linked by `next`), sent when the batch ends, when a
+  // send-based request to that thread cannot join them (it must follow them), or when the
+  // next would not fit. Both vectors are sized at construction: a batch takes flush_size
+  // requests at most, and members' slots are reused only by the next batch.
+  struct open_bundle {
+    fabric::thread_id dest = 0;
+    std::uint32_t first = 0;  // in bundle_members_
+    std::uint32_t last = 0;
+    std::uint32_t count = 0;
+    std::size_t bytes = 0;
+  };
+  struct bundle_member {
+    command c;
+    std::uint32_t next = 0;
+  };
+  std::vector<open_bundle> bundles_;  // open now, in no order
+  std::vector<bundle_member> bundle_members_;
+  std::size_t members_used_ = 0;
+  std::size_t bundle_limit_ = 0;       // bytes; 0: no bundles
+  std::vector<std::byte> bundle_scratch_;  // the message being made (capacity bundle_limit_)
   request_record* watched_ = nullptr;  // call_returns whose futures the holder reads
   request_record* lingering_ = nullptr;  // dead peers' transfers UCX has not let go of
   std::thread thread_;

@@ -345,6 +345,10 @@ class thread_context {
   };
   /// Exceptions kept by nested polls and not thrown yet.
   [[nodiscard]] std::size_t deferred_exceptions() const noexcept { return deferred_.size(); }
+  /// Keeps `thrown` (a call's exception that a layer caught, e.g. one of several calls that
+  /// arrived in one message and all ran) for the next outer poll to throw, after those kept
+  /// before it. Owner thread only.
+  void keep_exception(std::exception_ptr thrown) { deferred_.push_back(std::move(thrown)); }
   /// Polls until pred() holds (with idle back-off), or until the deadline in force passes
   /// (`deadline`, an enclosing deadline_scope, SERIEMA_TIMEOUT: the earliest); returns whether
   /// pred() held. Serving calls while waiting is what lets two threads that wait on each other

@@ -66,6 +66,11 @@ struct engine_options {
   std::size_t queue_entries = 1024;   ///< per lane; a power of two
   std::size_t max_requests = 65536;   ///< requests pending at once, engine-wide
   std::size_t flush_size = 64;        ///< requests an executor posts before asking completion
+  /// Calls and call_buffers of one batch to one thread travel as one message of at most this
+  /// many bytes (their closures and buffers, 16 bytes of header each; capped by the runtime's
+  /// SERIEMA_SEND_LIMIT), run there one after the other in their order. 0: a message per call.
+  /// (Direct injection never bundles: a requester posts its own call.)
+  std::size_t bundle_bytes = 4096;
   unsigned idle_polls_before_sleep = 256;  ///< sleep: empty polls before an executor sleeps
   /// How long a request waits for a queue entry or record when all are in use, then it is
   /// refused with request_status::full (0: refused at once). Waiting requesters of a
@@ -99,6 +104,8 @@ struct engine_counters {
   std::uint64_t endpoints = 0;         ///< endpoints the lanes opened (at most lanes x processes)
   std::uint64_t coalesced = 0;         ///< puts and gets that joined another's operation
   std::uint64_t gathered = 0;  ///< runs of gets carried by one call (tcp: gets by messages)
+  std::uint64_t bundles = 0;   ///< messages that carried two calls or more
+  std::uint64_t bundled = 0;   ///< calls that travelled in those messages
 };
 
 /// A region of remote registered memory the engine may reach: a remote_memory_locator that
@@ -134,6 +141,9 @@ struct command {
   std::uint32_t target = 0;  ///< thread id, or region index
   std::uint32_t kind = 0;    ///< transfers: which operation
   bool sends = false;        ///< a send-based call (kept in order behind one not taken yet)
+  /// call / call_buffer: the closure's registered function (0: not one a bundle may carry)
+  fabric::function_id function = 0;
+  std::uint32_t closure_size = 0;  ///< bytes of `closure` in use
   std::uint64_t offset = 0;
   std::uint64_t operand = 0;
   std::uint64_t compare = 0;
@@ -369,15 +379,19 @@ class engine {
   future<std::uint64_t> swap(region target, std::uint64_t offset, std::uint64_t value);
 
   /// Send-based call: `dest` runs f() (or f(ctx)) when it polls. The future is done once the
-  /// call was handed to the transport.
+  /// call was handed to the transport. Calls of one batch to one thread may share a message
+  /// (engine_options::bundle_bytes); they run in the order they were queued, and when several
+  /// throw, the first leaves the poll that ran them and the others the next polls (poll()).
   template <class F>
   future<void> call(fabric::thread_id dest, F f) {
-    return submit_closure(dest, f, &detail::execute_call<F>, {});
+    return submit_closure(dest, f, &detail::execute_call<F>, {},
+                          fabric::function_wrapper<F, fabric::plain_shape>::id);
   }
   /// As call, with a copy of `buffer` (which stays untouched until the future ended).
   template <class F>
   future<void> call_buffer(fabric::thread_id dest, F f, std::span<const std::byte> buffer) {
-    return submit_closure(dest, f, &detail::execute_call_buffer<F>, buffer);
+    return submit_closure(dest, f, &detail::execute_call_buffer<F>, buffer,
+                          fabric::function_wrapper<F, fabric::buffer_shape>::id);
   }
   /// `dest` runs f(); the future gets what it returns (a value of up to 64 bytes, any type
   /// cereal serializes) or its exception.
@@ -392,7 +406,7 @@ class engine {
                         alignof(T) <= 16,
                     "offload::engine::call_return: the value must fit 64 bytes");
     }
-    auto made = submit_closure(dest, f, &detail::execute_call_return<F>, {});
+    auto made = submit_closure(dest, f, &detail::execute_call_return<F>, {}, 0);
     return future<T>(made.core_, std::exchange(made.record_, nullptr), made.status_);
   }
 
@@ -432,7 +446,7 @@ class engine {
 
   template <class F>
   future<void> submit_closure(fabric::thread_id dest, const F& f, executor_fn execute,
-                              std::span<const std::byte> buffer) {
+                              std::span<const std::byte> buffer, fabric::function_id function) {
     fabric::check_remote_closure<F>();
     if constexpr (sizeof(F) > detail::command::closure_capacity) {
       return refuse(request_status::too_large);
@@ -443,6 +457,8 @@ class engine {
       c.target = dest;
       c.local = const_cast<std::byte*>(buffer.data());
       c.size = buffer.size();
+      c.function = function;
+      c.closure_size = sizeof(F);
       std::memcpy(c.closure, &f, sizeof(F));
       return submit(c, dest_process(dest));
     }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
+#include <fmt/format.h>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -374,6 +376,104 @@ TEST(Offload, ExceptionsAndValuesComeBack) {
     outsider.join();
   });
   rt.barrier();
+}
+
+// Calls and call_buffers to one thread, made faster than an executor sends them, travel
+// several to a message (engine_options::bundle_bytes; with 0, one each) and still run once
+// each, in each requester's order, with their own buffers; a call that throws inside a bundle
+// stops none of the others, and every such exception leaves a poll of the destination.
+namespace bundling {
+constexpr int senders = 8;
+constexpr std::uint64_t calls_each = 400;
+constexpr std::uint64_t throw_every = 50;
+std::array<std::atomic<std::uint64_t>, senders> next_expected{};  // by sending thread
+std::atomic<std::uint64_t> received{0}, out_of_order{0}, wrong_buffers{0};
+
+void take(int sender, std::uint64_t seq) {
+  received += 1;
+  if (next_expected[static_cast<std::size_t>(sender)].exchange(seq + 1) != seq) out_of_order += 1;
+  if (seq % throw_every == throw_every - 1) throw std::runtime_error("bundled call threw");
+}
+
+void send_all(offload::engine& e, thread_id dest, int sender, std::atomic<int>& failures) {
+  std::vector<offload::future<void>> sent;
+  sent.reserve(calls_each);
+  std::vector<std::uint64_t> payloads(calls_each);  // each untouched until its future ended
+  for (std::uint64_t seq = 0; seq < calls_each; ++seq) {
+    if (seq % 2 == 0) {
+      sent.push_back(e.call(dest, [sender, seq] { take(sender, seq); }));
+    } else {
+      std::uint64_t& payload = payloads[seq];
+      payload = seq * 3 + 1;
+      sent.push_back(e.call_buffer(
+          dest,
+          [sender, seq](std::span<std::byte> bytes) {
+            std::uint64_t got = 0;
+            if (bytes.size() == sizeof got) std::memcpy(&got, bytes.data(), sizeof got);
+            if (got != seq * 3 + 1) wrong_buffers += 1;
+            take(sender, seq);
+          },
+          std::as_bytes(std::span(&payload, 1))));
+    }
+  }
+  for (auto& f : sent) {
+    if (f.wait(soon()) != outcome::done) ++failures;
+  }
+}
+
+void run_case(std::size_t bundle_bytes) {
+  SCOPED_TRACE(fmt::format("bundle_bytes = {}", bundle_bytes));
+  auto& rt = test::rt();
+  for (auto& n : next_expected) n = 0;
+  received = 0;
+  out_of_order = 0;
+  wrong_buffers = 0;
+  offload::engine_options options = offload::engine_options::from_environment();
+  options.bundle_bytes = bundle_bytes;
+  offload::engine e(rt, options);
+  // Each process sends to worker 0 of the next one, so each worker 0 hears one process.
+  const thread_id dest = rt.placement().global_id((rt.rank() + 1) % rt.size(), 0);
+  const std::uint64_t expected = senders * calls_each;
+  std::atomic<int> failures{0};
+  std::uint64_t caught = 0;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < senders; ++t) {
+      pool.emplace_back([&, t] { send_all(e, dest, t, failures); });
+    }
+    const auto deadline = soon(120);
+    while ((received.load() < expected || caught < expected / throw_every) &&
+           fabric::deadline_clock::now() < deadline) {
+      try {
+        (void)ctx.poll();
+      } catch (const std::runtime_error& thrown) {
+        EXPECT_STREQ(thrown.what(), "bundled call threw");
+        ++caught;
+      }
+    }
+    for (auto& thread : pool) thread.join();
+  });
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(received.load(), expected);
+  EXPECT_EQ(caught, expected / throw_every);
+  EXPECT_EQ(out_of_order.load(), 0u);
+  EXPECT_EQ(wrong_buffers.load(), 0u);
+  const auto counters = e.counters();
+  if (bundle_bytes == 0 || options.mode == offload::method::direct) {
+    EXPECT_EQ(counters.bundles, 0u);
+  } else {
+    EXPECT_GT(counters.bundles, 0u);
+    EXPECT_GE(counters.bundled, 2 * counters.bundles);
+  }
+  rt.barrier();
+}
+}  // namespace bundling
+
+TEST(Offload, CallsToOneThreadShareMessagesAndKeepTheirOrder) {
+  if (test::rt().size() < 2) GTEST_SKIP() << "needs a second process";
+  bundling::run_case(offload::engine_options{}.bundle_bytes);
+  bundling::run_case(0);
 }
 
 // An exception inside an executor (here: a call sent to the lane's own id that throws, run in
