@@ -1,68 +1,52 @@
-// Bundles of calls: writing a member at the executor, and running a bundle's members at the
-// destination thread, each as the call it would have been on its own.
+// Bundles of calls: writing a member at the executor, and handing a bundle's members to the
+// destination thread's poll, each to run as the call it would have been on its own.
 #include "bundle.hpp"
 
 #include <fmt/format.h>
 
 #include <cstring>
-#include <exception>
 #include <seriema/base/error.hpp>
-#include <seriema/fabric/function_registry.hpp>
 
 namespace seriema::offload::detail {
 
 namespace {
 
-[[noreturn]] void refuse_member(const fabric::invocation& call, std::uint32_t index,
+[[noreturn]] void refuse_bundle(const fabric::invocation& call, std::uint32_t index,
                                 std::uint32_t count, const char* why) {
   throw error(fmt::format(
-      "offload: call {} of {} in a bundle from thread {} was not run ({}); the calls after it "
-      "are lost too (the processes of one job run one binary: this is memory corruption)",
-      index + 1, count, call.source, why));
+      "offload: a bundle of {} calls from thread {} was not run: call {} {} (the processes of "
+      "one job run one binary: this is memory corruption)",
+      count, call.source, index + 1, why));
 }
 
-// Runs the members in order, each with its own invocation (the bundle's source, its own
-// buffer: a span of the received payload). A member that throws does not stop the others: the
-// first exception leaves the call when all ran, later ones are kept for the next polls, as if
-// each call had come alone.
-void run_members(fabric::invocation& call, std::uint32_t count) {
-  const std::span<std::byte> bytes = call.buffer;
-  const fabric::function_registry& registry = fabric::function_registry::instance();
-  std::exception_ptr first;
+// Hands the members back to the destination's poll, in order, ahead of everything it received
+// (thread_context::run_first): each then runs exactly as if it had come alone, so a member that
+// waits lets the next run in its nested polls, and one that throws stops none of the others.
+void hand_over(fabric::invocation& call, std::uint32_t count) {
+  thread_local std::vector<fabric::thread_context::handed_call> members;
+  members.clear();
+  const std::span<const std::byte> bytes = call.buffer;
   std::size_t at = 0;
   for (std::uint32_t i = 0; i < count; ++i) {
     bundle_member_header h;
-    if (bytes.size() - at < sizeof h) refuse_member(call, i, count, "the bundle ends early");
+    if (bytes.size() - at < sizeof h) refuse_bundle(call, i, count, "is past its end");
     std::memcpy(&h, bytes.data() + at, sizeof h);
     const std::size_t closure_at = at + sizeof h;
     const std::size_t buffer_at = closure_at + padded16(h.closure_size);
-    const std::size_t end = buffer_at + padded16(h.buffer_size);
-    if (end > bytes.size()) refuse_member(call, i, count, "its bytes pass the bundle's end");
-    const fabric::function_entry* entry = registry.find(h.function);
-    if (entry == nullptr || entry->closure_size != h.closure_size || entry->result_size != 0) {
-      refuse_member(call, i, count, "its function is not a registered plain call of that size");
-    }
-    fabric::invocation each{call.self, call.source, bytes.subspan(buffer_at, h.buffer_size), {},
-                            nullptr};
-    try {
-      entry->invoke(bytes.data() + closure_at, each);
-    } catch (...) {
-      if (first == nullptr) {
-        first = std::current_exception();
-      } else {
-        call.self->keep_exception(std::current_exception());
-      }
-    }
-    at = end;
+    at = buffer_at + padded16(h.buffer_size);  // no overflow: each size is 32 bits
+    if (at > bytes.size()) refuse_bundle(call, i, count, "passes its end");
+    members.push_back({h.function, call.source, bytes.subspan(closure_at, h.closure_size),
+                       bytes.subspan(buffer_at, h.buffer_size)});
   }
-  if (first != nullptr) std::rethrow_exception(first);
+  if (at != bytes.size()) refuse_bundle(call, count - 1, count, "is followed by stray bytes");
+  call.self->run_first(members);
 }
 
 // The function a bundle's message names: its closure is the member count.
 struct bundle_runner {
   static constexpr std::uint32_t result_bytes = 0;
   std::uint32_t count = 0;
-  void operator()(fabric::invocation& call) const { run_members(call, count); }
+  void operator()(fabric::invocation& call) const { hand_over(call, count); }
 };
 
 }  // namespace

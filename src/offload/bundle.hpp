@@ -1,5 +1,5 @@
 // Calls of one batch to one thread as one message (engine_options::bundle_bytes): the layout an
-// executor writes, and the call that runs the members at the destination in their order.
+// executor writes, and the call that hands the members to the destination's poll in order.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,7 @@ struct bundle_member_header {
   std::uint32_t buffer_size = 0;
   std::uint32_t reserved = 0;
 };
+static_assert(sizeof(bundle_member_header) == 16);  // docs/offload.md counts 16 bytes a member
 
 constexpr std::size_t padded16(std::size_t n) noexcept { return (n + 15) & ~std::size_t{15}; }
 

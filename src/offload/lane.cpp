@@ -273,7 +273,7 @@ void lane::execute(command& c) noexcept {
     add_to_bundle(c);
     return;
   }
-  send_bundle_to(c.target);  // the calls to that thread before this one go first
+  send_bundles_to(r.process);  // the calls to that process before this one go first
   send_or_park(c);
 }
 
@@ -356,9 +356,13 @@ std::size_t lane::retry_front(parked_calls& p) noexcept {
 
 // Bundles. Calls and call_buffers of a batch to one thread are copied into an open bundle
 // instead of being sent one by one; the bundle goes as one message (bundle.hpp) when the batch
-// ends, or earlier when the next member would not fit or a request to that thread that cannot
-// join (a call_return, a call too large) must follow them. Calls to a process with parked calls
-// are not bundled: they park behind those, in order. A bundle of one member goes as that call.
+// ends, or earlier when the next member would not fit or a send-based request to its process
+// that cannot join (a call_return, a call too large) must follow it. Bundles to one process go
+// in the order of their first members, so a thread's calls keep their order, and a call sent
+// alone follows every call made before it to its process; calls to two threads of a process
+// made in one batch may leave in another order (a later call joins its thread's earlier
+// bundle). Calls to a process with parked calls are not bundled: they park behind those, in
+// order. A bundle of one member goes as that call.
 bool lane::bundleable(const command& c) const noexcept {
   return bundle_limit_ != 0 && c.function != 0 && bundle_bytes_of(c) <= bundle_limit_;
 }
@@ -420,13 +424,14 @@ void lane::add_to_bundle(command& c) noexcept {
   auto open = std::find_if(bundles_.begin(), bundles_.end(),
                            [&](const open_bundle& b) { return b.dest == c.target; });
   if (open != bundles_.end() && open->bytes + size > bundle_limit_) {
-    send_bundle_to(c.target);
+    send_bundles_to(c.record->process);
     open = bundles_.end();
   }
   const auto slot = static_cast<std::uint32_t>(members_used_++);
   bundle_members_[slot] = {c, slot};
   if (open == bundles_.end()) {
-    bundles_.push_back({c.target, slot, slot, 1, size});  // within the capacity reserved
+    // Within the capacity reserved; in the order of their first members.
+    bundles_.push_back({c.target, c.record->process, slot, slot, 1, size});
     return;
   }
   bundle_members_[open->last].next = slot;
@@ -435,13 +440,20 @@ void lane::add_to_bundle(command& c) noexcept {
   open->bytes += size;
 }
 
-void lane::send_bundle_to(fabric::thread_id dest) noexcept {
-  auto open = std::find_if(bundles_.begin(), bundles_.end(),
-                           [&](const open_bundle& b) { return b.dest == dest; });
-  if (open == bundles_.end()) return;
-  const open_bundle b = *open;
-  *open = bundles_.back();
-  bundles_.pop_back();
+// Sends the open bundles to `process`, oldest first (they leave the list).
+void lane::send_bundles_to(int process) noexcept {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < bundles_.size(); ++i) {
+    if (bundles_[i].process == process) {
+      send_bundle(bundles_[i]);
+    } else {
+      bundles_[kept++] = bundles_[i];
+    }
+  }
+  bundles_.resize(kept);
+}
+
+void lane::send_bundle(const open_bundle& b) noexcept {
   // Members whose requesters stopped waiting meanwhile are not sent (as execute() decides).
   bundle_scratch_.clear();
   std::uint32_t live = 0;
@@ -468,7 +480,7 @@ void lane::send_bundle_to(fabric::thread_id dest) noexcept {
   };
   const fabric::call_status status = calls_parked(only->record->process)
                                          ? fabric::call_status::deadline_exceeded
-                                         : post_bundle(dest, live);
+                                         : post_bundle(b.dest, live);
   if (status == fabric::call_status::deadline_exceeded) {  // not taken: each waits its turn
     each_member([&](command& m) {
       try {
@@ -484,7 +496,8 @@ void lane::send_bundle_to(fabric::thread_id dest) noexcept {
 }
 
 void lane::send_bundles() noexcept {
-  while (!bundles_.empty()) send_bundle_to(bundles_.back().dest);
+  for (const open_bundle& b : bundles_) send_bundle(b);
+  bundles_.clear();
   members_used_ = 0;
 }
 

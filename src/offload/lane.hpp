@@ -163,7 +163,9 @@ class lane {
   [[nodiscard]] bool may_bundle(const command& c) const noexcept;
   fabric::call_status post_bundle(fabric::thread_id dest, std::uint32_t members) noexcept;
   void add_to_bundle(command& c) noexcept;
-  void send_bundle_to(fabric::thread_id dest) noexcept;
+  struct open_bundle;
+  void send_bundles_to(int process) noexcept;
+  void send_bundle(const open_bundle& b) noexcept;
   void send_bundles() noexcept;
   std::size_t retry_parked() noexcept;
   void ask_completions() noexcept;
@@ -203,6 +205,7 @@ class lane {
   // requests at most, and members' slots are reused only by the next batch.
   struct open_bundle {
     fabric::thread_id dest = 0;
+    int process = -1;
     std::uint32_t first = 0;  // in bundle_members_
     std::uint32_t last = 0;
     std::uint32_t count = 0;
@@ -212,7 +215,7 @@ class lane {
     command c;
     std::uint32_t next = 0;
   };
-  std::vector<open_bundle> bundles_;  // open now, in no order
+  std::vector<open_bundle> bundles_;  // open now, in the order they were opened
   std::vector<bundle_member> bundle_members_;
   std::size_t members_used_ = 0;
   std::size_t bundle_limit_ = 0;       // bytes; 0: no bundles

@@ -345,10 +345,24 @@ class thread_context {
   };
   /// Exceptions kept by nested polls and not thrown yet.
   [[nodiscard]] std::size_t deferred_exceptions() const noexcept { return deferred_.size(); }
-  /// Keeps `thrown` (a call's exception that a layer caught, e.g. one of several calls that
-  /// arrived in one message and all ran) for the next outer poll to throw, after those kept
-  /// before it. Owner thread only.
-  void keep_exception(std::exception_ptr thrown) { deferred_.push_back(std::move(thrown)); }
+
+  /// @cond INTERNAL
+  /// A plain call or call_buffer handed back to this thread's poll (run_first).
+  struct handed_call {
+    function_id function = 0;             ///< registered, with no result
+    thread_id source = 0;                 ///< the caller the function sees
+    std::span<const std::byte> closure;   ///< the registered closure size
+    std::span<const std::byte> buffer;    ///< call_buffer's bytes (empty for a call)
+  };
+  /// Queues `calls` (copied) to run on this thread before every call it received and has not
+  /// run yet, in their order, each as a send-based call that arrived alone: a wait inside one
+  /// runs the next, an exception leaves the poll that ran it and the others still run. A layer
+  /// that receives several calls in one message (offload's bundles) hands them over so. Each
+  /// counts as a call sent within this process (runtime::run ends once they ran). Throws
+  /// seriema::error, queuing none, when one names no registered plain call of its closure's
+  /// size. Owner thread only.
+  void run_first(std::span<const handed_call> calls);
+  /// @endcond
   /// Polls until pred() holds (with idle back-off), or until the deadline in force passes
   /// (`deadline`, an enclosing deadline_scope, SERIEMA_TIMEOUT: the earliest); returns whether
   /// pred() held. Serving calls while waiting is what lets two threads that wait on each other

@@ -67,9 +67,9 @@ struct engine_options {
   std::size_t max_requests = 65536;   ///< requests pending at once, engine-wide
   std::size_t flush_size = 64;        ///< requests an executor posts before asking completion
   /// Calls and call_buffers of one batch to one thread travel as one message of at most this
-  /// many bytes (their closures and buffers, 16 bytes of header each; capped by the runtime's
-  /// SERIEMA_SEND_LIMIT), run there one after the other in their order. 0: a message per call.
-  /// (Direct injection never bundles: a requester posts its own call.)
+  /// many bytes (their closures and buffers, 16 bytes of header each; capped at the runtime's
+  /// SERIEMA_SEND_LIMIT less 64); there each runs as if it had come alone, in their order.
+  /// 0: a message per call. (Direct injection never bundles: a requester posts its own call.)
   std::size_t bundle_bytes = 4096;
   unsigned idle_polls_before_sleep = 256;  ///< sleep: empty polls before an executor sleeps
   /// How long a request waits for a queue entry or record when all are in use, then it is
@@ -344,7 +344,9 @@ class [[nodiscard]] future {
 /// The offload engine of one process (any number may exist; each holds `executors` of the
 /// process's attach slots, SERIEMA_ATTACH_SLOTS). Every member may be called by any thread.
 /// Requests of one requester thread go through one lane (chosen from the thread's identity),
-/// so its calls keep their order; transfers complete in any order.
+/// so its calls to a thread run in the order it made them (calls to two threads of a process
+/// may leave in another order when bundled; a call_return follows every earlier call to its
+/// process); transfers complete in any order.
 ///
 /// Lifetime: make it after the runtime (inside or outside run(); destinations run calls only
 /// inside run()) and destroy it before finalize(). Destroying it ends queued requests
@@ -380,8 +382,8 @@ class engine {
 
   /// Send-based call: `dest` runs f() (or f(ctx)) when it polls. The future is done once the
   /// call was handed to the transport. Calls of one batch to one thread may share a message
-  /// (engine_options::bundle_bytes); they run in the order they were queued, and when several
-  /// throw, the first leaves the poll that ran them and the others the next polls (poll()).
+  /// (engine_options::bundle_bytes); each still runs as a call that came alone (in order, an
+  /// exception leaves the destination's poll that ran it, a wait inside runs the next).
   template <class F>
   future<void> call(fabric::thread_id dest, F f) {
     return submit_closure(dest, f, &detail::execute_call<F>, {},

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <seriema/base/enum_names.hpp>
 #include <seriema/base/error.hpp>
@@ -634,6 +635,38 @@ void thread_context::finish_reply(thread_id caller, function_id function,
     return;
   }
   send_reply(caller, function, reply.slot, reply.generation, value, outcome::done);
+}
+
+void thread_context::run_first(std::span<const handed_call> calls) {
+  const function_registry& registry = function_registry::instance();
+  for (const handed_call& c : calls) {
+    const function_entry* entry = registry.find(c.function);
+    if (entry == nullptr || entry->closure_size != c.closure.size() || entry->result_size != 0 ||
+        c.buffer.size() > std::numeric_limits<std::uint32_t>::max()) {
+      throw error(fmt::format("thread {}: a call handed back from thread {} names no registered "
+                              "plain call with a {}-byte closure (function {:#x})",
+                              id_, c.source, c.closure.size(), c.function));
+    }
+  }
+  // Last first, each at the front: they end up in order, ahead of everything received.
+  for (std::size_t i = calls.size(); i-- > 0;) {
+    const handed_call& c = calls[i];
+    call_queue::item item;
+    item.header.function = c.function;
+    item.header.destination = id_;
+    item.header.source = c.source;
+    item.header.closure_size = static_cast<std::uint32_t>(c.closure.size());
+    item.header.buffer_size = static_cast<std::uint32_t>(c.buffer.size());
+    item.entry = registry.find(c.function);
+    item.store({c.closure, c.buffer});
+    try {
+      pending_.push_front(item);
+    } catch (...) {
+      item.release(rt_.worker().handle());
+      throw;
+    }
+    rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queue::item>& pending) {
