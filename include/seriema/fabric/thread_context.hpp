@@ -560,6 +560,7 @@ class thread_context {
   std::deque<call_queue::item> pending_;   ///< received, not yet run (shared by nested polls)
   unsigned nesting_ = 0;                   ///< live deferring_scopes (calls running, waits)
   std::deque<std::exception_ptr> deferred_;  ///< kept by nested polls, thrown by outer ones
+  [[noreturn]] void throw_kept();  ///< throws (and forgets) the oldest of deferred_
   deadline_clock::time_point scope_deadline_ = no_deadline;  ///< innermost deadline_scope's
   std::uint64_t failures_seen_ = 0;  ///< runtime::failure_epoch() this thread acted on
   std::size_t poll_once();

@@ -638,6 +638,9 @@ void thread_context::finish_reply(thread_id caller, function_id function,
 }
 
 void thread_context::run_first(std::span<const handed_call> calls) {
+  if ((id_ & service_bit) != 0) {
+    throw error("a service role's context takes no calls handed back (run_first)");
+  }
   const function_registry& registry = function_registry::instance();
   for (const handed_call& c : calls) {
     const function_entry* entry = registry.find(c.function);
@@ -648,25 +651,36 @@ void thread_context::run_first(std::span<const handed_call> calls) {
                               id_, c.source, c.closure.size(), c.function));
     }
   }
-  // Last first, each at the front: they end up in order, ahead of everything received.
-  for (std::size_t i = calls.size(); i-- > 0;) {
-    const handed_call& c = calls[i];
-    call_queue::item item;
-    item.header.function = c.function;
-    item.header.destination = id_;
-    item.header.source = c.source;
-    item.header.closure_size = static_cast<std::uint32_t>(c.closure.size());
-    item.header.buffer_size = static_cast<std::uint32_t>(c.buffer.size());
-    item.entry = registry.find(c.function);
-    item.store({c.closure, c.buffer});
-    try {
-      pending_.push_front(item);
-    } catch (...) {
-      item.release(rt_.worker().handle());
-      throw;
+  // Last first, each at the front: they end up in order, ahead of everything received. Out of
+  // memory part way, the ones queued are taken back: all or none.
+  std::size_t queued = 0;
+  try {
+    for (std::size_t i = calls.size(); i-- > 0;) {
+      const handed_call& c = calls[i];
+      call_queue::item item;
+      item.header.function = c.function;
+      item.header.destination = id_;
+      item.header.source = c.source;
+      item.header.closure_size = static_cast<std::uint32_t>(c.closure.size());
+      item.header.buffer_size = static_cast<std::uint32_t>(c.buffer.size());
+      item.entry = registry.find(c.function);
+      item.store({c.closure, c.buffer});
+      try {
+        pending_.push_front(item);
+      } catch (...) {
+        item.release(rt_.worker().handle());
+        throw;
+      }
+      ++queued;
     }
-    rt_.counters().sent.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
+    for (; queued > 0; --queued) {
+      pending_.front().release(rt_.worker().handle());
+      pending_.pop_front();
+    }
+    throw;
   }
+  rt_.counters().sent.fetch_add(calls.size(), std::memory_order_relaxed);
 }
 
 std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queue::item>& pending) {
@@ -715,6 +729,9 @@ std::size_t thread_context::run_calls(thread_context& self, std::deque<call_queu
     }
     ++ran;
     item.release(rt.worker().handle());
+    // A call that waited may have kept exceptions of calls its nested polls ran: at the
+    // application's own poll they leave before a later call runs (in the order thrown).
+    if (self.nesting_ == 0 && !self.deferred_.empty()) [[unlikely]] self.throw_kept();
   }
   return ran;
 }
@@ -754,14 +771,23 @@ void thread_context::run_returning(thread_context& self, call_queue::item& item,
   self.finish_reply(h.source, h.function, reply, call.result);
 }
 
+void thread_context::throw_kept() {
+  std::exception_ptr thrown = deferred_.front();
+  deferred_.pop_front();
+  std::rethrow_exception(thrown);
+}
+
 std::size_t thread_context::poll() {
   if (nesting_ == 0) {
-    if (!deferred_.empty()) {
-      std::exception_ptr thrown = deferred_.front();
-      deferred_.pop_front();
-      std::rethrow_exception(thrown);
+    if (!deferred_.empty()) throw_kept();
+    try {
+      return poll_once();
+    } catch (...) {
+      // Exceptions kept by nested polls of an earlier call were thrown before this one.
+      if (deferred_.empty()) throw;
+      deferred_.push_back(std::current_exception());
+      throw_kept();
     }
-    return poll_once();
   }
   try {
     return poll_once();
