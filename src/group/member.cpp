@@ -277,9 +277,10 @@ group_status member_state::commit(slot_kind kind, std::size_t n) {
     ++counters_.sent;
   }
   std::fill(control_dirty_.begin(), control_dirty_.end(), true);
-  // The message goes at once; the control words (what this member received and consumed) at its
-  // next poll, in one push for any number of sends: nobody waits for them to deliver this one.
-  if (!polling_) push_all(false);
+  // The message goes at once (across machines: once the member answered for the last push,
+  // push_sent); the control words (what this member received and consumed) at its next poll, in
+  // one push for any number of sends: nobody waits for them to deliver this one.
+  if (!polling_) push_sent();
   return group_status::ok;
 }
 

@@ -284,9 +284,12 @@ class member_state {
   void deliver(std::uint32_t sender, std::uint64_t n);
   void run_call(std::uint32_t sender, std::uint64_t n, std::span<const std::byte> payload);
   void set_own(std::uint64_t offset, std::uint64_t value) noexcept;
-  /// Pushes this member's messages not yet pushed to each member of the view, then (with_control)
-  /// its control words where they changed.
-  void push_all(bool with_control = true);
+  /// Pushes this member's messages not yet pushed to each member of the view, then its control
+  /// words where they changed (at the end of a poll).
+  void push_all();
+  /// At a send: pushes the messages not yet pushed to each member of the view that answered for
+  /// every message pushed to it before (Nagle's rule across machines; stores always go).
+  void push_sent();
   std::uint64_t used_bytes(std::uint64_t n) const noexcept;  ///< header + payload of my slot n
   bool push_messages(std::uint32_t p);
   bool push_control(std::uint32_t p);

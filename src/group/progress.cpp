@@ -213,16 +213,34 @@ void member_state::run_call(std::uint32_t sender, std::uint64_t n,
   if (mine != nullptr) invoke::detail::fulfil<invoke::detail::unit>(*futures_, *mine);
 }
 
-void member_state::push_all(bool with_control) {
+void member_state::push_all() {
   for (std::uint32_t p : order_) {
     if (p == me_ || !publishers_[p]) continue;
     // Messages of this view go to a member only once it is in this view too: until then it may
     // still deliver the ended view's messages from the slots they would overwrite.
     if (load_word(base_, layout_.control(p, word::view)) != view_) {
-      if (with_control) (void)push_control(p);
+      (void)push_control(p);
       continue;
     }
-    if (push_messages(p) && with_control) (void)push_control(p);
+    if (push_messages(p)) (void)push_control(p);
+  }
+}
+
+void member_state::push_sent() {
+  for (std::uint32_t p : order_) {
+    if (p == me_ || !publishers_[p]) continue;
+    if (load_word(base_, layout_.control(p, word::view)) != view_) continue;  // as push_all
+    // Nagle's rule: across machines, while member p has not answered for every message pushed to
+    // it (its received word for this member, in this member's region), this send's message
+    // waits for a later send that finds p answered, or for the next poll, and goes with the
+    // others in one run: a burst travels as a few write messages instead of one per message,
+    // and a lone message still goes at once. Stores cost no message: they always go.
+    if (publishers_[p]->direct() == nullptr &&
+        load_word(base_, layout_.received(p, me_)) < pushed_[p]) {
+      ++counters_.pushes_held;
+      continue;
+    }
+    (void)push_messages(p);
   }
 }
 
@@ -254,6 +272,7 @@ bool member_state::push_messages(std::uint32_t p) {
                                     layout_.control(me_, word::sent), sent_word(view_, last + 1));
     if (status != fabric::detail::publish_status::ok) return false;
     pushed_[p] = last + 1;
+    ++counters_.message_pushes;
   }
   return true;
 }

@@ -115,6 +115,8 @@ struct group_counters {
   std::uint64_t calls_threw = 0;      ///< ordered calls that threw here (counted, not raised)
   std::uint64_t window_full = 0;      ///< sends refused or delayed for a full window
   std::uint64_t pushes = 0;           ///< control pushes to other members
+  std::uint64_t message_pushes = 0;   ///< pushes of a run of messages to another member
+  std::uint64_t pushes_held = 0;      ///< a send's push left for later (member had not answered)
   std::uint64_t rejected_slots = 0;   ///< slots that failed validation (never used)
   std::uint64_t rejected_rows = 0;    ///< control rows that failed validation (not believed)
   std::uint64_t views = 0;            ///< view changes installed here

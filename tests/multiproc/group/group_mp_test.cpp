@@ -102,6 +102,24 @@ void expect_same_hash_everywhere(thread_context& me, const std::vector<fabric::t
   me.quiesce(phase);
 }
 
+// Pushes of a burst of sends: across machines they share pushes (Nagle's rule: a send's
+// message waits while the member has not answered for the last push, docs/group.md), so there
+// are fewer pushes than messages times members; stores always go at once.
+void expect_burst_pushes(const group::group& g) {
+  std::size_t remote = 0;
+  const std::size_t others = g.members().size() - 1;
+  for (std::uint32_t m = 0; m < g.members().size(); ++m) {
+    if (m != g.rank() && g.path_to(m) != "direct stores") ++remote;
+  }
+  const group::group_counters& c = g.counters();
+  if (remote == others && others > 0) {
+    EXPECT_GT(c.pushes_held, 0u) << "no send of a burst found a member that had not answered";
+    EXPECT_LT(c.message_pushes, (c.sent + c.nulls) * others) << "a push per message and member";
+  } else if (remote == 0) {
+    EXPECT_EQ(c.pushes_held, 0u) << "a push by stores was held back";
+  }
+}
+
 struct stream_plan {
   group::group_options options;
   std::uint64_t per_sender = 300;
@@ -143,6 +161,7 @@ void stream(thread_context& me, const stream_plan& plan) {
   if (!plan.everyone_sends && g.rank() != 0 && plan.options.mode == group::delivery::ordered) {
     EXPECT_GT(g.counters().nulls, 0u) << "a quiet member sent no null: the order could not move";
   }
+  if (sends && plan.per_sender >= 100) expect_burst_pushes(g);
   published_hash = log.hash;
   if (plan.options.mode == group::delivery::ordered) expect_same_hash_everywhere(me, members);
   me.quiesce(phase);
