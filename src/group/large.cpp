@@ -190,8 +190,8 @@ void member_state::settle_large_chain() {
   }
 }
 
-std::uint64_t member_state::least_consumed_mine() {
-  refresh_rows();
+std::uint64_t member_state::least_consumed_mine(bool reread) {
+  if (reread) refresh_rows();
   std::uint64_t least = consumed_[me_];
   for (std::uint32_t m : order_) {
     if (m != me_) least = std::min(least, rows_[m].consumed[me_]);

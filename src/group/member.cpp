@@ -131,6 +131,7 @@ void member_state::prepare() {
   rejected_at_.assign(k, 0);
   data_delivered_.assign(k, 0);
   rows_.assign(k, row_snapshot{});
+  row_versions_.assign(k, 0);
   calls_.assign(options_.window, nullptr);
   heard_version_.assign(k, 0);
   heard_at_.assign(k, fabric::deadline_clock::now());
@@ -247,6 +248,8 @@ bool member_state::window_free(bool for_null) {
   // Data waits while the view changes; nulls still flow while a join drains the view.
   if (closed_ || !(phase_ == phase::running || (for_null && draining()))) return false;
   if (sent_ < options_.window) return true;
+  // The rows as last read first: reading them again costs a cache miss per changed row.
+  if (sent_ - least_consumed_mine(false) < options_.window) return true;
   return sent_ - least_consumed_mine() < options_.window;
 }
 
@@ -291,8 +294,10 @@ bool member_state::room_for(std::size_t n) {
                                  : 0;
   if (busy == 0) return window_free();
   if (closed_ || phase_ != phase::running) return false;
-  const std::uint64_t least = least_consumed_mine();  // the rows read once for both tests
-  return least >= busy && sent_ - least < options_.window;
+  const auto fits = [&](std::uint64_t least) {
+    return least >= busy && sent_ - least < options_.window;
+  };
+  return fits(least_consumed_mine(false)) || fits(least_consumed_mine());  // as window_free
 }
 
 group_status member_state::wait_for_room(std::size_t n, deadline_clock::time_point deadline) {

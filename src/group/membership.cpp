@@ -257,6 +257,7 @@ void member_state::install(const std::vector<std::uint64_t>& trim, bool leading)
   std::fill(consumed_.begin(), consumed_.end(), 0);
   std::fill(rejected_at_.begin(), rejected_at_.end(), 0);
   std::fill(rows_.begin(), rows_.end(), row_snapshot{});
+  std::fill(row_versions_.begin(), row_versions_.end(), 0);
   // Every large message of the ended view was delivered everywhere or dropped everywhere.
   std::fill(large_busy_.begin(), large_busy_.end(), 0);
   settle_large_chain();

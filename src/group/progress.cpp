@@ -49,18 +49,22 @@ std::size_t member_state::progress() {
 
 void member_state::refresh_rows() {
   for (std::uint32_t m : order_) {
+    if (m == me_) continue;
     // A row of another view (its member installed the next one first) says nothing of this one.
     // The version word decides (acquire): it is stored after every word of its push, so the
     // words read after it are of a push of this view, while the view word alone may already be
     // the next view's in the middle of a push whose other words still hold the ended view's.
-    if (m == me_ ||
-        view_of_version(load_word(base_, layout_.control(m, word::version))) != view_) {
-      continue;
-    }
-    if (accept_row(base_, layout_, m, me_, sent_, view_, rows_[m], scratch_row_) ==
-        row_verdict::rejected) {
-      ++counters_.rejected_rows;
-    }
+    const std::uint64_t version = load_word(base_, layout_.control(m, word::version));
+    if (view_of_version(version) != view_) continue;
+    // Only m's control pushes write its row here, each with a new version word stored last: a
+    // row accepted at this version is still what they wrote (words of a later push already
+    // landing only raise counts; its version will bring them). Reading it again would cost a
+    // cache miss per word on one machine, on every send with a full window.
+    if (version == row_versions_[m]) continue;
+    const row_verdict verdict = accept_row(base_, layout_, m, me_, sent_, view_, rows_[m],
+                                           scratch_row_);
+    if (verdict == row_verdict::accepted) row_versions_[m] = version;
+    if (verdict == row_verdict::rejected) ++counters_.rejected_rows;
   }
 }
 
