@@ -286,6 +286,8 @@ class member_state {
   void deliver(std::uint32_t sender, std::uint64_t n);
   void run_call(std::uint32_t sender, std::uint64_t n, std::span<const std::byte> payload);
   void set_own(std::uint64_t offset, std::uint64_t value) noexcept;
+  /// Whether member p is in this member's view (its row says so).
+  [[nodiscard]] bool in_my_view(std::uint32_t p) const noexcept;
   /// Pushes this member's messages not yet pushed to each member of the view, then its control
   /// words where they changed (at the end of a poll).
   void push_all();
