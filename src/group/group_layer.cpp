@@ -32,6 +32,8 @@ void add_to(group_counters& total, const group_counters& c) {
   total.calls_threw += c.calls_threw;
   total.window_full += c.window_full;
   total.pushes += c.pushes;
+  total.message_pushes += c.message_pushes;
+  total.pushes_held += c.pushes_held;
   total.rejected_slots += c.rejected_slots;
   total.rejected_rows += c.rejected_rows;
   total.large_sent += c.large_sent;
@@ -225,6 +227,8 @@ std::string group_layer::counters_json() const {
                         {"calls_threw", total.calls_threw},
                         {"window_full", total.window_full},
                         {"pushes", total.pushes},
+                        {"message_pushes", total.message_pushes},
+                        {"pushes_held", total.pushes_held},
                         {"rejected_slots", total.rejected_slots},
                         {"rejected_rows", total.rejected_rows},
                         {"large_sent", total.large_sent},

@@ -206,6 +206,10 @@ void member_state::close() noexcept {
   const group_key key = key_;
   const std::uint32_t from = me_;
   try {
+    // Messages a send held back (Nagle's rule, push_sent) leave now: no poll of this member will.
+    for (std::uint32_t p : order_) {
+      if (p != me_ && publishers_[p] && in_my_view(p)) (void)push_messages(p);
+    }
     for (std::uint32_t m = 0; m < members_.size(); ++m) {
       if (m == me_) continue;
       // A member removed by a view change may still write here (a stalled one that resumes)

@@ -219,7 +219,9 @@ void member_state::run_call(std::uint32_t sender, std::uint64_t n,
 
 bool member_state::in_my_view(std::uint32_t p) const noexcept {
   // A row accepted in this view was pushed by p in it (views only advance): no load of p's view
-  // word, which p's every control push rewrites (a cache miss on one machine).
+  // word, which p's every control push rewrites (a cache miss on one machine). p may have
+  // installed the next view since: it then gets this view's messages too, which it ignores (every
+  // slot word and `sent` word names its view, and only this member writes its slots there).
   return rows_[p].view == view_ || load_word(base_, layout_.control(p, word::view)) == view_;
 }
 

@@ -170,7 +170,9 @@ class group {
 
   /// Sends a message of `n` bytes to every member (this one included): `fill(std::span<std::
   /// byte>)` writes it in place in this member's slot ring, whence it is pushed (or, above
-  /// max_message, in this member's large area, whence it travels down the chain). Never waits:
+  /// max_message, in this member's large area, whence it travels down the chain). Across
+  /// machines the push waits while a member has not answered for the last one, until a later
+  /// send, this thread's next poll or close() (docs/group.md, "Message push"). Never waits:
   /// full when the window (or the large window) is full, too_large past max_message (or
   /// max_large_message where the group has large messages), closed.
   template <class Fill>

@@ -334,6 +334,36 @@ TEST(Group, RefusalsSendNothing) {
   });
 }
 
+// A member that sends a burst and closes at once: the sends its pushes held back (across
+// machines, Nagle's rule) leave at close, so every member delivers all of them.
+TEST(Group, AMemberThatClosesRightAfterABurstLosesNone) {
+  test::rt().run([&](thread_context& me) {
+    const std::vector<fabric::thread_id> members = every_worker(me);
+    group::group_options options;
+    options.max_message = 64;
+    options.window = 32;
+    constexpr std::uint64_t burst = 200;
+    std::uint64_t from_first = 0;
+    group::group g = group::group::create(me, members, options, phase_end(),
+                                          [&](const group::message& m) {
+                                            if (m.sender == 0) ++from_first;
+                                          });
+    me.quiesce(phase);
+    if (g.rank() == 0) {
+      for (std::uint64_t i = 0; i < burst; ++i) {
+        ASSERT_EQ(g.send(8, [](std::span<std::byte> room) { room[0] = std::byte{1}; },
+                         phase_end()),
+                  group_status::ok);
+      }
+      g.close();
+    } else {
+      EXPECT_TRUE(me.wait_until([&] { return from_first == burst; }, phase_end()))
+          << "delivered " << from_first << " of the closed member's " << burst;
+    }
+    me.quiesce(phase);
+  });
+}
+
 TEST(Group, CreateRefusesBadMembersAndOptions) {
   test::rt().run([&](thread_context& me) {
     std::vector<fabric::thread_id> members = every_worker(me);
