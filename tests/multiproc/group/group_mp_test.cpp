@@ -334,7 +334,7 @@ TEST(Group, RefusalsSendNothing) {
   });
 }
 
-// A member that sends a burst and closes at once: the sends its pushes held back (across
+// A member that sends a burst and closes at once: the messages its sends held back (across
 // machines, Nagle's rule) leave at close, so every member delivers all of them.
 TEST(Group, AMemberThatClosesRightAfterABurstLosesNone) {
   test::rt().run([&](thread_context& me) {
