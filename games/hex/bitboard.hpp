@@ -1,5 +1,6 @@
-// Row bitboards of Hex shared by the rules (hex.cpp) and the threat finder (threats.cpp):
-// bit c of row r is cell (r, c); (r, c) touches (r, c+-1), (r-1, c), (r-1, c+1), (r+1, c) and
+// Row bitboards of Hex shared by the rules (hex.cpp), the threat finder (threats.cpp) and the
+// inferior-cell analysis (inferior.cpp), and single cells of packed sets: bit c of row r is cell
+// (r, c); (r, c) touches (r, c+-1), (r-1, c), (r-1, c+1), (r+1, c) and
 // (r+1, c-1). A position keeps its cells packed (hex::cell_set); the flood fills work on rows
 // unpacked from it.
 #pragma once
@@ -15,6 +16,16 @@
 namespace seriema::hex {
 
 using board_rows = std::array<std::uint32_t, hex::max_size>;
+
+// Cell `index` (row * size + column) of a packed set.
+inline bool contains(const hex::cell_set& cells, int index) noexcept {
+  const auto i = static_cast<unsigned>(index);
+  return (cells[i / 64] >> (i % 64) & 1) != 0;
+}
+inline void insert(hex::cell_set& cells, int index) noexcept {
+  const auto i = static_cast<unsigned>(index);
+  cells[i / 64] |= std::uint64_t{1} << (i % 64);
+}
 
 namespace detail {
 

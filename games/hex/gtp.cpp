@@ -210,7 +210,7 @@ gtp_session::gtp_session(engine genmove, std::string name, std::string version,
       name_(std::move(name)),
       version_(std::move(version)),
       options_(options),
-      game_(options.size, options.swap_rule, options.policy),
+      game_(options.size, options.swap_rule, options.policy, options.knowledge),
       position_(game_.initial_state()) {}
 
 std::string gtp_session::handle(std::string_view line) {
@@ -474,7 +474,9 @@ gtp_session::reply gtp_session::param_game(const std::vector<std::string_view>& 
   const std::optional<bool> allow = parse_bool(args[1]);
   if (!allow) return {false, "syntax error: allow_swap takes 0 or 1"};
   options_.swap_rule = *allow;
-  if (*allow != game_.swap_rule()) game_ = hex(game_.size(), *allow, options_.policy);
+  if (*allow != game_.swap_rule()) {
+    game_ = hex(game_.size(), *allow, options_.policy, options_.knowledge);
+  }
   return {true, ""};
 }
 
@@ -486,7 +488,9 @@ gtp_session::reply gtp_session::undo() {
 }
 
 void gtp_session::reset(int size) {
-  if (size != game_.size()) game_ = hex(size, options_.swap_rule, options_.policy);
+  if (size != game_.size()) {
+    game_ = hex(size, options_.swap_rule, options_.policy, options_.knowledge);
+  }
   position_ = game_.initial_state();
   history_.clear();
   // A new game starts both clocks afresh under the time settings (a clock only time_left

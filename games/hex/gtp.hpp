@@ -21,6 +21,7 @@ struct gtp_options {
   int size = hex::default_size;
   bool swap_rule = false;  // param_game allow_swap changes it
   playout_policy policy = playout_policy::random;  // the games' playouts, across boardsize
+  knowledge_sources knowledge{};  // what the games' prune() uses, across boardsize
   // genmove answers `resign` when the chosen move's win rate is below this, the search had at
   // least resign_min_rollouts rollouts and at least `size` moves were played, or when the
   // search proved the position lost (search_result::proven_winner). 0: never.

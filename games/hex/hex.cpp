@@ -22,15 +22,6 @@ constexpr std::uint64_t mix(std::uint64_t x) noexcept {
 constexpr std::uint64_t zobrist_seed = 0x4865785a6f627269ULL;  // "HexZobri"
 constexpr std::uint64_t second_to_move_key = mix(0x5365636f6e64ULL);
 
-// Cell `index` (row * size + column) of a packed set.
-bool contains(const hex::cell_set& cells, int index) noexcept {
-  const auto i = static_cast<unsigned>(index);
-  return (cells[i / 64] >> (i % 64) & 1) != 0;
-}
-void insert(hex::cell_set& cells, int index) noexcept {
-  const auto i = static_cast<unsigned>(index);
-  cells[i / 64] |= std::uint64_t{1} << (i % 64);
-}
 int popcount(const hex::cell_set& cells) noexcept {
   int count = 0;
   for (const std::uint64_t word : cells) count += std::popcount(word);
@@ -143,10 +134,11 @@ struct hex::record_into {
   void operator()(int cell, player who) const noexcept { played_by[cell] = who; }
 };
 
-hex::hex(int size, bool swap_rule, playout_policy policy)
+hex::hex(int size, bool swap_rule, playout_policy policy, knowledge_sources knowledge)
     : size_(checked_size(size)),
       swap_rule_(swap_rule),
       policy_(policy),
+      knowledge_(knowledge),
       row_mask_((std::uint32_t{1} << size_) - 1) {
   // A fixed seed: every process of a distributed search computes the same hashes. The keys of
   // the largest board, drawn row by row; this board keeps those of its cells.

@@ -23,6 +23,14 @@ using mcts::player;
 // cell. Bridges to the edge are not answered.
 enum class playout_policy : std::uint8_t { random, bridges };
 
+// The Hex knowledge hex::prune uses (mcts::pruning_game, search_options::knowledge), each
+// source switchable (seriema-hex --no-<name>).
+struct knowledge_sources {
+  // Dead and captured cells (inferior.cpp): never searched, and the position after filling
+  // them in decides a node whose filled board already joins a player's edges.
+  bool inferior_cells = true;
+};
+
 // Player 1 (black, moves first) joins the top and bottom rows; player 2 (white) joins the left
 // and right columns. Cell (r, c) touches (r, c-1), (r, c+1), (r-1, c), (r+1, c), (r-1, c+1) and
 // (r+1, c-1).
@@ -62,13 +70,29 @@ class hex {
     }
   };
 
+  // What inferior-cell analysis finds in a position (inferior_cells()). A cell is dead when
+  // no minimal set of cells that would join a player's edges contains it: its colour never
+  // matters. A pair of adjacent empty cells is captured by p when p's stone on either makes
+  // the other dead: p answers a move on one with the other, so the pair may count as p's. Both
+  // are found by patterns on a cell's six neighbours (an edge counts as a stone of its player)
+  // and filled in, dead cells with black stones, captured ones with their captor's, again and
+  // again until nothing more is found; the filled board has the value of the position.
+  struct inferior_analysis {
+    cell_set dead{};                     // empty cells found dead
+    std::array<cell_set, 2> captured{};  // captured[p-1]: empty cells found captured by p
+    state filled;                        // the position with those cells filled in
+    player winner = mcts::nobody;        // who the filled board joins (wins with best play)
+  };
+
   // Throws std::invalid_argument naming the size when it is outside [2, 19].
   explicit hex(int size = default_size, bool swap_rule = false,
-               playout_policy policy = playout_policy::random);
+               playout_policy policy = playout_policy::random,
+               knowledge_sources knowledge = {});
 
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] bool swap_rule() const noexcept { return swap_rule_; }
   [[nodiscard]] playout_policy policy() const noexcept { return policy_; }
+  [[nodiscard]] knowledge_sources knowledge() const noexcept { return knowledge_; }
 
   // --- seriema::mcts::game ---
   [[nodiscard]] state initial_state() const noexcept;
@@ -98,6 +122,14 @@ class hex {
   // once the game is over, and none while the swap is available (the second move of a game
   // with the swap rule), when the swap too would answer a threat.
   std::size_t threats(const state& s, player who, std::span<move> out) const noexcept;
+  // --- seriema::mcts::pruning_game ---
+  // Keeps the moves knowledge does not prove inferior (with inferior_cells: the cells empty
+  // after inferior_cells() filled in the others) and says who wins when the filled board joins
+  // a player's edges (then every move of a winner to move wins). Prunes nothing while the
+  // swap is available or with no knowledge source on.
+  mcts::pruned prune(const state& s, std::span<move> moves) const noexcept;
+  // --- knowledge, for the search and for tests (inferior.cpp) ---
+  [[nodiscard]] inferior_analysis inferior_cells(const state& s) const noexcept;
 
   // --- for people, programs and tests ---
   [[nodiscard]] player cell(const state& s, int row, int column) const noexcept;  // 0 if empty
@@ -131,6 +163,7 @@ class hex {
   int size_;
   bool swap_rule_;
   playout_policy policy_;
+  knowledge_sources knowledge_;
   std::uint32_t row_mask_;
   cell_set board_mask_{};  // the size * size cells
   // Player p's key of cell (r, c) is zobrist_[p-1][r * size + c] (the keys of a 19x19 table
@@ -141,6 +174,7 @@ class hex {
 static_assert(mcts::hashed_game<hex>);
 static_assert(mcts::solver_game<hex>);
 static_assert(mcts::amaf_game<hex>);
+static_assert(mcts::pruning_game<hex>);
 // A position travels in every remote call of a distributed search and sits in every node of
 // its tree: keep it small (2 x 48 bytes of stones and 7 of fields, padded to 104).
 static_assert(sizeof(hex::state) <= 104);

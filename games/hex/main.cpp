@@ -48,6 +48,9 @@ struct settings {
   std::uint32_t expansion_visits = mcts::search_options{}.expansion_visits;
   double rave_equivalence = mcts::search_options{}.rave_equivalence;
   std::string playout_policy = "bridges";
+  // Hex knowledge (search_options::knowledge, hex::knowledge_sources), each source on unless
+  // --no-<name>.
+  bool inferior_cells = true;
   // Between the moves of play and gtp, the searched subtree is the next search's start
   // (analyze searches once and keeps nothing).
   bool reuse_tree = true;
@@ -78,6 +81,7 @@ mcts::search_options search_options_of(const settings& s) {
   options.exploration = s.exploration;
   options.rave = s.rave;
   options.solver = s.solver;
+  options.knowledge = true;  // what it uses is the game's knowledge_sources
   options.expansion_visits = s.expansion_visits;
   options.rave_equivalence = s.rave_equivalence;
   options.seed = s.seed;
@@ -269,6 +273,12 @@ hex::state position_of(const hex& game, const std::vector<std::string>& moves) {
   return state;
 }
 
+seriema::hex::knowledge_sources knowledge_of(const settings& s) {
+  seriema::hex::knowledge_sources sources;
+  sources.inferior_cells = s.inferior_cells;
+  return sources;
+}
+
 seriema::hex::playout_policy playout_policy_of(const std::string& name) {
   return name == "bridges" ? seriema::hex::playout_policy::bridges
                            : seriema::hex::playout_policy::random;
@@ -384,6 +394,7 @@ int gtp(engine& e, const settings& s) {
   options.size = s.size;
   options.swap_rule = s.swap_rule;
   options.policy = playout_policy_of(s.playout_policy);
+  options.knowledge = knowledge_of(s);
   options.resign_threshold = s.resign_threshold;
   options.log = &std::cerr;
   gtp_session session(
@@ -430,6 +441,9 @@ int main(int argc, char** argv) {
                  "playout moves: random, or bridges (random, but a move into a bridge of the "
                  "player to move is answered)")
       ->check(CLI::IsMember({"random", "bridges"}));
+  app.add_flag("!--no-inferior-cells", s.inferior_cells,
+               "knowledge: do not prune dead and captured cells nor decide positions by "
+               "filling them in");
   app.add_option("--reuse-tree", s.reuse_tree,
                  "play and gtp: start each search from the subtree of the last search's tree "
                  "that the moves played since lead to (0 or 1; with --max-memory the tree then "
@@ -470,6 +484,7 @@ int main(int argc, char** argv) {
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
+                           "--no-inferior-cells",
                            "--expansion-visits", "--reuse-tree", "--seed", "--engine", "--size",
                            "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
@@ -502,7 +517,7 @@ int main(int argc, char** argv) {
                            "--max-memory sets one\n");
       }
     }
-    const hex game(s.size, s.swap_rule, playout_policy_of(s.playout_policy));
+    const hex game(s.size, s.swap_rule, playout_policy_of(s.playout_policy), knowledge_of(s));
     engine e(rt, game, s);
     if (rt.rank() != 0) {
       e.serve();

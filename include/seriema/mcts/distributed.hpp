@@ -358,6 +358,7 @@ class distributed_search {
   double exploration_ = 1;
   bool rave_ = false;
   bool solver_ = false;
+  bool knowledge_ = false;
   std::uint64_t expansion_visits_ = 1;
   double rave_equivalence_ = 1000;
   fabric::thread_id thread_count_ = 1;
@@ -376,6 +377,7 @@ class distributed_search {
   bool kept_root_valid_ = false;
   bool kept_rave_ = false;    ///< rank 0: the kept tree's search_options::rave
   bool kept_solver_ = false;  ///< rank 0: the kept tree's search_options::solver
+  bool kept_knowledge_ = false;  ///< rank 0: the kept tree's search_options::knowledge
   /// The carry phase (carry_over) is running; during it, rank 0's kept root, and the path.
   bool carrying_ = false;
   const node* carry_from_ = nullptr;

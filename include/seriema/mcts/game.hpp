@@ -131,6 +131,25 @@ concept solver_game = game<G> && requires(const G& g, const typename G::state& s
   { g.threats(s, who, out) } -> std::convertible_to<std::size_t>;
 };
 
+/// What a game's knowledge keeps of a position's moves (pruning_game).
+struct pruned {
+  std::size_t count = 0;    ///< the moves kept: the first `count` of the span, at least 1
+  player decided = nobody;  ///< who wins with best play, where the knowledge proves it
+};
+
+/// Optional: knowledge that narrows a node's moves (search_options::knowledge). Given the legal
+/// moves of s (the game not over) in `moves`, `g.prune(s, moves)` reorders them so that the
+/// ones worth searching come first and returns how many (at least 1), and who wins with best
+/// play where it can prove it. A move left out must be provably no better for the player to
+/// move than some move kept (for Hex: a dead cell, a captured one). When the player to move
+/// wins, moves[0] must be a winning move; when the opponent wins, every move loses and the kept
+/// ones are what a root still names.
+template <class G>
+concept pruning_game = game<G> && requires(const G& g, const typename G::state& s,
+                                           std::span<typename G::move> moves) {
+  { g.prune(s, moves) } -> std::same_as<pruned>;
+};
+
 /// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
 /// distributed search can place a new node on the thread its hash names (node_placement::hashed,
 /// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.

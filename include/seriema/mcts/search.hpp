@@ -49,6 +49,12 @@ struct search_options {
   /// again. Rollouts reaching a decided node below the root count its result without playouts,
   /// as at the end of a game, and a decided root ends the search (search_result::proven_winner).
   bool solver = false;
+  /// Game knowledge, for games that supply it (pruning_game; ignored otherwise): when a node is
+  /// expanded (the root too), only the moves the game's prune() keeps become its edges, the
+  /// others being provably no better (for Hex: dead and captured cells). With the solver, a
+  /// position the knowledge proves decides the node as a one-move threat does. Costs one
+  /// prune() per edge table.
+  bool knowledge = false;
   /// Playouts a node must have had (as a leaf) before a rollout makes its edges and goes
   /// through it; until then a rollout reaching it plays out from it. 1: at its second rollout,
   /// since the rollout that creates a node plays out from it. Larger values make fewer edge
@@ -60,9 +66,9 @@ struct search_options {
   /// (found by applying the tree's moves and comparing with the state's operator==, so the
   /// game's states must be equality-comparable: reusable_game), that subtree becomes its root
   /// with every statistic and proof below it, and the rest of the tree is freed. Otherwise (also
-  /// when `rave` or `solver` differ from the kept tree's) the next search starts from an empty
-  /// tree. A kept tree counts against the memory budget; copying it counts in the next search's
-  /// time.
+  /// when `rave`, `solver` or `knowledge` differ from the kept tree's) the next search starts
+  /// from an empty tree. A kept tree counts against the memory budget; copying it counts in the
+  /// next search's time.
   bool reuse_tree = false;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.

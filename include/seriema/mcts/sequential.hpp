@@ -74,9 +74,10 @@ class sequential_tree {
     return std::max<std::uint64_t>(reserved_nodes, 1);
   }
   /// Whether a tree searched with `options` can be carried into a search with `next`: the same
-  /// kind of edges (the solver prunes them) and statistics (RAVE's).
+  /// kind of edges (the solver and knowledge prune them) and statistics (RAVE's).
   static bool same_kind_of_tree(const sequential_arrays<G>& tree, const search_options& next) {
-    return tree.rave == next.rave && tree.solver == (next.solver && solver_game<G>);
+    return tree.rave == next.rave && tree.solver == (next.solver && solver_game<G>) &&
+           tree.knowledge == (next.knowledge && pruning_game<G>);
   }
 
   /// The tree's arrays, for the next search (sequential_engine); the tree is empty after.
@@ -88,6 +89,7 @@ class sequential_tree {
     taken.proven_root_edge = proven_root_edge_;
     taken.rave = options_.rave;
     taken.solver = options_.solver && solver_game<G>;
+    taken.knowledge = options_.knowledge && pruning_game<G>;
     return taken;
   }
 
@@ -170,10 +172,12 @@ class sequential_tree {
     return false;
   }
   /// n's edges, in random order (selection takes the first unvisited one): only the decisive
-  /// moves with the solver (moves_to_search), which may decide n.
+  /// moves with the solver, those knowledge keeps with it (moves_to_search); either may
+  /// decide n.
   void make_edges(node& n) {
     const expansion made =
-        moves_to_search(g_, n.position, std::span<move>(scratch_), options_.solver);
+        moves_to_search(g_, n.position, std::span<move>(scratch_), options_.solver,
+                        options_.knowledge);
     n.edge_count = static_cast<std::uint32_t>(made.count);
     n.winner = made.decided;
     shuffle_moves(std::span<move>(scratch_.data(), n.edge_count), rng_);

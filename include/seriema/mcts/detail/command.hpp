@@ -34,6 +34,7 @@ struct search_command {
   std::uint64_t memory_budget = 0;  ///< bytes of tree per process (0: no limit)
   std::uint32_t rave = 0;           ///< 1: RAVE (search_options::rave)
   std::uint32_t solver = 0;         ///< 1: the solver (search_options::solver)
+  std::uint32_t knowledge = 0;      ///< 1: game knowledge (search_options::knowledge)
   std::uint32_t expansion_visits = 1;  ///< search_options::expansion_visits
   double rave_equivalence = 1000;   ///< search_options::rave_equivalence
   std::uint8_t reuse_tree = 0;      ///< 1: keep the tree after this search

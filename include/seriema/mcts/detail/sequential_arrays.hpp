@@ -69,6 +69,7 @@ struct sequential_arrays {
   std::uint32_t proven_root_edge = none;
   bool rave = false;    ///< the search that made the tree used RAVE (amaf is filled)
   bool solver = false;  ///< ... and the solver (edges may be pruned, proofs recorded)
+  bool knowledge = false;  ///< ... and game knowledge (edges may be pruned)
 
   /// The bytes the arrays hold (their capacity).
   [[nodiscard]] std::uint64_t bytes() const noexcept {
@@ -162,6 +163,7 @@ sequential_arrays<G> compact_subtree(const G& g, sequential_arrays<G>& old, std:
   arrays fresh;
   fresh.rave = old.rave;
   fresh.solver = old.solver;
+  fresh.knowledge = old.knowledge;
   fresh.nodes.reserve(node_count + spare_nodes);
   fresh.nodes.resize(node_count);
   fresh.edges.reserve(edge_count);

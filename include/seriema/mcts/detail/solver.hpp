@@ -1,5 +1,6 @@
-// The solver's expansion rule, shared by both engines: which moves a new node's edges are made
-// of and whether the node is already decided (search_options::solver, solver_game).
+// The expansion rule, shared by both engines: which moves a new node's edges are made of and
+// whether the node is already decided (search_options::solver and knowledge, solver_game and
+// pruning_game).
 #pragma once
 
 #include <algorithm>
@@ -20,19 +21,30 @@ struct expansion {
 /// Legal moves of s (not over) into out; with the solver on a solver_game, only a winning move
 /// (the node is won by the player to move), or only the blocks of the opponent's threats (two
 /// or more: the node is lost, the threats kept as edges so that a root still names a move).
+/// Otherwise, with knowledge on a pruning_game, the moves its prune() keeps, and with the
+/// solver its proof: a won node's only edge is the winning move.
 template <game G>
 expansion moves_to_search(const G& g, const typename G::state& s,
-                          std::span<typename G::move> out, bool solver) {
+                          std::span<typename G::move> out, bool solver, bool knowledge) {
+  const player mover = g.to_move(s);
   if constexpr (solver_game<G>) {
     if (solver) {
-      const player mover = g.to_move(s);
       if (g.threats(s, mover, out) > 0) return {1, mover};
       if (const std::size_t blocks = g.threats(s, opponent(mover), out); blocks > 0) {
         return {blocks, blocks > 1 ? opponent(mover) : nobody};
       }
     }
   }
-  return {g.legal_moves(s, out), nobody};
+  const std::size_t legal = g.legal_moves(s, out);
+  if constexpr (pruning_game<G>) {
+    if (knowledge && legal > 0) {
+      const pruned kept = g.prune(s, out.first(legal));
+      const std::size_t count = std::clamp<std::size_t>(kept.count, 1, legal);
+      if (!solver || kept.decided == nobody) return {count, nobody};
+      return {kept.decided == mover ? 1 : count, kept.decided};
+    }
+  }
+  return {legal, nobody};
 }
 
 /// A root the solver proved won by its player to move: the winning move first in the result,

@@ -54,6 +54,7 @@ inline detail::search_command<G> distributed_search<G>::make_command(
   c.memory_budget = options.memory_budget;
   c.rave = options.rave ? 1 : 0;
   c.solver = options.solver ? 1 : 0;
+  c.knowledge = options.knowledge ? 1 : 0;
   c.expansion_visits = options.expansion_visits;
   c.rave_equivalence = options.rave_equivalence;
   c.reuse_tree = options.reuse_tree ? 1 : 0;
@@ -63,12 +64,16 @@ inline detail::search_command<G> distributed_search<G>::make_command(
 
 /// Rank 0: what of the kept tree the search starts from (the kept root, the subtree up to
 /// two moves below it that holds `root`, or nothing: also when the tree was grown with another
-/// rave or solver setting, whose tables lack the AMAF statistics or lost bits this one reads).
+/// rave or solver setting, whose tables lack the AMAF statistics or lost bits this one reads,
+/// or another knowledge setting, whose tables hold other moves).
 template <game G>
 inline void distributed_search<G>::plan_reuse(detail::search_command<G>& c, const state& root,
                                               const search_options& options) const {
   if (!options.reuse_tree || !kept_ || !kept_root_valid_) return;
-  if (options.rave != kept_rave_ || options.solver != kept_solver_) return;
+  if (options.rave != kept_rave_ || options.solver != kept_solver_ ||
+      options.knowledge != kept_knowledge_) {
+    return;
+  }
   const auto path = detail::moves_between(game_, kept_root_, root);
   if (!path) return;
   c.carry = path->empty() ? detail::carry_kind::same_root : detail::carry_kind::subtree;
@@ -117,6 +122,7 @@ inline void distributed_search<G>::prepare(const detail::search_command<G>& comm
   rave_ = command.rave != 0;
   rave_equivalence_ = command.rave_equivalence;
   solver_ = command.solver != 0;
+  knowledge_ = command.knowledge != 0;
   expansion_visits_ = command.expansion_visits;
   thread_count_ = rt_.placement().thread_count();
   window_ = window_for(thread_count_);

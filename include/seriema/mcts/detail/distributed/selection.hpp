@@ -126,7 +126,7 @@ template <game G>
 inline auto distributed_search<G>::edges_of(worker& w, node* n) -> table* {
   if (table* t = n->edges.load(std::memory_order_acquire)) return t;
   const detail::expansion made =
-      detail::moves_to_search(game_, n->state, std::span<move>(w.moves), solver_);
+      detail::moves_to_search(game_, n->state, std::span<move>(w.moves), solver_, knowledge_);
   const std::size_t count = made.count;
   table* fresh = allocate_table(w.pool, count, n->parent == 0);
   if (fresh == nullptr) return nullptr;

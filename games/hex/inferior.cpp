@@ -1,0 +1,196 @@
+// hex::inferior_cells and hex::prune (hex.hpp): dead and captured cells, found by patterns on
+// each empty cell's ring of six neighbours and filled in until nothing more is found.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "bitboard.hpp"
+#include "hex.hpp"
+
+namespace seriema::hex {
+namespace {
+
+// A cell's neighbours in ring order, each touching the next and the last the first:
+// (r-1, c), (r-1, c+1), (r, c+1), (r+1, c), (r+1, c-1), (r, c-1). The neighbour opposite
+// direction d is direction (d + 3) % 6.
+constexpr int ring_size = 6;
+constexpr std::array<int, ring_size> ring_rows = {-1, -1, 0, 1, 1, 0};
+constexpr std::array<int, ring_size> ring_columns = {0, 1, 1, 0, -1, -1};
+
+constexpr std::uint8_t empty = 0;  // a cell's byte: empty, or the player (1, 2) whose it is
+
+// A ring as 2 bits per direction (bits 2d and 2d+1): empty, 1 or 2 (a stone, or an edge of
+// that player).
+constexpr std::size_t ring_codes = std::size_t{1} << (2 * ring_size);
+
+// What a ring says of its cell: dead, and for each player p the empty neighbours that p's stone
+// would make the cell dead with (bit d of killed_by[p-1]).
+struct ring_facts {
+  bool dead = false;
+  std::array<std::uint8_t, 2> killed_by{};
+};
+
+using ring_labels = std::array<std::uint8_t, ring_size>;
+
+// Whether the arc of the ring strictly between directions `from` and `to` (going up from
+// `from`) holds only p's stones.
+bool arc_is_players(const ring_labels& ring, int from, int to, player p) {
+  for (int d = (from + 1) % ring_size; d != to; d = (d + 1) % ring_size) {
+    if (ring[static_cast<std::size_t>(d)] != p) return false;
+  }
+  return true;
+}
+
+// Whether the cell is useless to p: a chain of p through it enters and leaves by two
+// neighbours not of p's opponent; when every two such neighbours touch (adjacent in the ring) or
+// are joined around the ring by p's stones alone, the chain does without the cell, so no
+// minimal joining set of p holds it.
+bool useless_to(const ring_labels& ring, player p) {
+  const player other = mcts::opponent(p);
+  for (int i = 0; i < ring_size; ++i) {
+    if (ring[static_cast<std::size_t>(i)] == other) continue;
+    for (int j = i + 2; j < ring_size; ++j) {
+      if (ring[static_cast<std::size_t>(j)] == other || (i == 0 && j == ring_size - 1)) continue;
+      if (!arc_is_players(ring, i, j, p) && !arc_is_players(ring, j, i, p)) return false;
+    }
+  }
+  return true;
+}
+
+bool dead_ring(const ring_labels& ring) { return useless_to(ring, 1) && useless_to(ring, 2); }
+
+ring_facts facts_of(std::size_t code) {
+  ring_labels ring{};
+  for (std::size_t d = 0; d < ring_size; ++d) {
+    ring[d] = static_cast<std::uint8_t>(code >> 2 * d & 3);
+  }
+  ring_facts facts;
+  if (std::find(ring.begin(), ring.end(), 3) != ring.end()) return facts;  // no such ring
+  facts.dead = dead_ring(ring);
+  for (std::size_t d = 0; d < ring_size; ++d) {
+    if (ring[d] != empty) continue;
+    for (player p = 1; p <= 2; ++p) {
+      ring_labels with = ring;
+      with[d] = p;
+      if (dead_ring(with)) facts.killed_by[p - 1] |= static_cast<std::uint8_t>(1u << d);
+    }
+  }
+  return facts;
+}
+
+// Every ring's facts, computed once (4096 rings, 3 bytes each).
+const std::array<ring_facts, ring_codes>& ring_table() {
+  static const auto table = [] {
+    std::array<ring_facts, ring_codes> t{};
+    for (std::size_t code = 0; code < ring_codes; ++code) t[code] = facts_of(code);
+    return t;
+  }();
+  return table;
+}
+
+// The board being filled in: one byte per cell on a grid with a border, so that a ring is six
+// fixed offsets. The border rows above and below are black (player 1's edges, the corners
+// outside the obtuse corner cells included: there the ring meets the top or bottom edge once
+// more), the border columns left and right white.
+class fill_board {
+ public:
+  static constexpr int stride = hex::max_size + 2;
+
+  fill_board(const hex& g, const hex::state& s) noexcept : size_(g.size()) {
+    cells_.fill(1);
+    for (int r = 0; r < size_; ++r) {
+      cells_[static_cast<std::size_t>(grid(r, -1))] = 2;
+      cells_[static_cast<std::size_t>(grid(r, size_))] = 2;
+      for (int c = 0; c < size_; ++c) {
+        cells_[static_cast<std::size_t>(grid(r, c))] = g.cell(s, r, c);
+      }
+    }
+  }
+  [[nodiscard]] static constexpr int grid(int r, int c) noexcept {
+    return (r + 1) * stride + c + 1;
+  }
+  [[nodiscard]] static constexpr int neighbour(int cell, int d) noexcept {
+    return cell + ring_rows[static_cast<std::size_t>(d)] * stride +
+           ring_columns[static_cast<std::size_t>(d)];
+  }
+  [[nodiscard]] std::uint8_t at(int cell) const noexcept {
+    return cells_[static_cast<std::size_t>(cell)];
+  }
+  void set(int cell, player p) noexcept { cells_[static_cast<std::size_t>(cell)] = p; }
+  [[nodiscard]] std::size_t ring_code(int cell) const noexcept {
+    std::size_t code = 0;
+    for (int d = 0; d < ring_size; ++d) code |= std::size_t{at(neighbour(cell, d))} << 2 * d;
+    return code;
+  }
+  [[nodiscard]] int size() const noexcept { return size_; }
+
+ private:
+  int size_;
+  std::array<std::uint8_t, stride * stride> cells_{};
+};
+
+}  // namespace
+
+hex::inferior_analysis hex::inferior_cells(const state& s) const noexcept {
+  const auto& table = ring_table();
+  inferior_analysis found;
+  found.filled = s;
+  fill_board board(*this, s);
+  const auto fill = [&](int r, int c, int cell, player p, cell_set& into) {
+    board.set(cell, p);
+    insert(into, at(r, c));
+    insert(found.filled.stones[p - 1], at(r, c));
+  };
+  // Each fill keeps every finding before it true (a dead cell stays dead, a captured pair stays
+  // captured, whatever stones are added around it), so the scan fills as it goes.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int r = 0; r < size_; ++r) {
+      for (int c = 0; c < size_; ++c) {
+        const int cell = fill_board::grid(r, c);
+        if (board.at(cell) != empty) continue;
+        const ring_facts& facts = table[board.ring_code(cell)];
+        if (facts.dead) {
+          fill(r, c, cell, 1, found.dead);
+          grew = true;
+          continue;
+        }
+        for (player p = 1; p <= 2 && board.at(cell) == empty; ++p) {
+          for (unsigned bits = facts.killed_by[p - 1]; bits != 0; bits &= bits - 1) {
+            const int d = std::countr_zero(bits);
+            const int other = fill_board::neighbour(cell, d);
+            const unsigned back = (static_cast<unsigned>(d) + 3) % ring_size;
+            if ((table[board.ring_code(other)].killed_by[p - 1] >> back & 1) == 0) continue;
+            fill(r, c, cell, p, found.captured[p - 1]);
+            fill(r + ring_rows[static_cast<std::size_t>(d)],
+                 c + ring_columns[static_cast<std::size_t>(d)], other, p, found.captured[p - 1]);
+            grew = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  found.winner = winner(found.filled);
+  return found;
+}
+
+mcts::pruned hex::prune(const state& s, std::span<move> moves) const noexcept {
+  if (!knowledge_.inferior_cells || swap_available(s)) return {moves.size(), mcts::nobody};
+  const inferior_analysis found = inferior_cells(s);
+  const cell_set& filled_black = found.filled.stones[0];
+  const cell_set& filled_white = found.filled.stones[1];
+  const auto still_empty = [&](move m) {
+    return m == swap_move || (!contains(filled_black, m) && !contains(filled_white, m));
+  };
+  const auto kept = std::stable_partition(moves.begin(), moves.end(), still_empty);
+  auto count = static_cast<std::size_t>(kept - moves.begin());
+  // A filled board with no empty cell has a winner; every move is kept then (all win or all
+  // lose, and a root still names one).
+  if (count == 0) count = moves.size();
+  return {count, found.winner};
+}
+
+}  // namespace seriema::hex
