@@ -29,6 +29,8 @@ struct knowledge_sources {
   // Dead and captured cells (inferior.cpp): never searched, and the position after filling
   // them in decides a node whose filled board already joins a player's edges.
   bool inferior_cells = true;
+
+  friend bool operator==(const knowledge_sources&, const knowledge_sources&) = default;
 };
 
 // Player 1 (black, moves first) joins the top and bottom rows; player 2 (white) joins the left
@@ -125,8 +127,9 @@ class hex {
   // --- seriema::mcts::pruning_game ---
   // Keeps the moves knowledge does not prove inferior (with inferior_cells: the cells empty
   // after inferior_cells() filled in the others) and says who wins when the filled board joins
-  // a player's edges (then every move of a winner to move wins). Prunes nothing while the
-  // swap is available or with no knowledge source on.
+  // a player's edges. A winner to move keeps one move, a cell it captured where there is one
+  // (every move of it wins); a loser keeps the empty cells. Prunes nothing while the swap is
+  // available or with no knowledge source on.
   mcts::pruned prune(const state& s, std::span<move> moves) const noexcept;
   // --- knowledge, for the search and for tests (inferior.cpp) ---
   [[nodiscard]] inferior_analysis inferior_cells(const state& s) const noexcept;

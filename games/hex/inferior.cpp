@@ -2,6 +2,7 @@
 // each empty cell's ring of six neighbours and filled in until nothing more is found.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -36,7 +37,7 @@ using ring_labels = std::array<std::uint8_t, ring_size>;
 
 // Whether the arc of the ring strictly between directions `from` and `to` (going up from
 // `from`) holds only p's stones.
-bool arc_is_players(const ring_labels& ring, int from, int to, player p) {
+bool arc_all_of(const ring_labels& ring, int from, int to, player p) {
   for (int d = (from + 1) % ring_size; d != to; d = (d + 1) % ring_size) {
     if (ring[static_cast<std::size_t>(d)] != p) return false;
   }
@@ -52,8 +53,9 @@ bool useless_to(const ring_labels& ring, player p) {
   for (int i = 0; i < ring_size; ++i) {
     if (ring[static_cast<std::size_t>(i)] == other) continue;
     for (int j = i + 2; j < ring_size; ++j) {
+      // Directions 0 and 5 touch (the ring closes), like i and i + 1.
       if (ring[static_cast<std::size_t>(j)] == other || (i == 0 && j == ring_size - 1)) continue;
-      if (!arc_is_players(ring, i, j, p) && !arc_is_players(ring, j, i, p)) return false;
+      if (!arc_all_of(ring, i, j, p) && !arc_all_of(ring, j, i, p)) return false;
     }
   }
   return true;
@@ -138,8 +140,8 @@ hex::inferior_analysis hex::inferior_cells(const state& s) const noexcept {
   inferior_analysis found;
   found.filled = s;
   fill_board board(*this, s);
-  const auto fill = [&](int r, int c, int cell, player p, cell_set& into) {
-    board.set(cell, p);
+  const auto fill = [&](int r, int c, player p, cell_set& into) {
+    board.set(fill_board::grid(r, c), p);
     insert(into, at(r, c));
     insert(found.filled.stones[p - 1], at(r, c));
   };
@@ -153,7 +155,7 @@ hex::inferior_analysis hex::inferior_cells(const state& s) const noexcept {
         if (board.at(cell) != empty) continue;
         const ring_facts& facts = table[board.ring_code(cell)];
         if (facts.dead) {
-          fill(r, c, cell, 1, found.dead);
+          fill(r, c, 1, found.dead);
           grew = true;
           continue;
         }
@@ -163,9 +165,9 @@ hex::inferior_analysis hex::inferior_cells(const state& s) const noexcept {
             const int other = fill_board::neighbour(cell, d);
             const unsigned back = (static_cast<unsigned>(d) + 3) % ring_size;
             if ((table[board.ring_code(other)].killed_by[p - 1] >> back & 1) == 0) continue;
-            fill(r, c, cell, p, found.captured[p - 1]);
+            fill(r, c, p, found.captured[p - 1]);
             fill(r + ring_rows[static_cast<std::size_t>(d)],
-                 c + ring_columns[static_cast<std::size_t>(d)], other, p, found.captured[p - 1]);
+                 c + ring_columns[static_cast<std::size_t>(d)], p, found.captured[p - 1]);
             grew = true;
             break;
           }
@@ -180,15 +182,26 @@ hex::inferior_analysis hex::inferior_cells(const state& s) const noexcept {
 mcts::pruned hex::prune(const state& s, std::span<move> moves) const noexcept {
   if (!knowledge_.inferior_cells || swap_available(s)) return {moves.size(), mcts::nobody};
   const inferior_analysis found = inferior_cells(s);
+  const player mover = to_move(s);
+  if (found.winner == mover) {
+    // Any move wins (a stone never hurts its owner in Hex); one of the mover's captured cells,
+    // which its filled-in connection runs through, is the move that reads as finishing it.
+    const cell_set& own = found.captured[mover - 1];
+    const auto finishing = std::find_if(moves.begin(), moves.end(),
+                                        [&](move m) { return m != swap_move && contains(own, m); });
+    if (finishing != moves.end()) std::iter_swap(moves.begin(), finishing);
+    return {1, mover};
+  }
   const cell_set& filled_black = found.filled.stones[0];
   const cell_set& filled_white = found.filled.stones[1];
   const auto still_empty = [&](move m) {
     return m == swap_move || (!contains(filled_black, m) && !contains(filled_white, m));
   };
-  const auto kept = std::stable_partition(moves.begin(), moves.end(), still_empty);
+  // The order within either part does not matter: the engines shuffle a node's edges.
+  const auto kept = std::partition(moves.begin(), moves.end(), still_empty);
   auto count = static_cast<std::size_t>(kept - moves.begin());
-  // A filled board with no empty cell has a winner; every move is kept then (all win or all
-  // lose, and a root still names one).
+  // A filled board with no empty cell has a winner; every move is kept then (all lose, and a
+  // root still names one).
   if (count == 0) count = moves.size();
   return {count, found.winner};
 }

@@ -217,7 +217,8 @@ class engine {
   bool budget_told_ = false;
   bool tell_reuse_ = false;
   static bool same_game(const hex& a, const hex& b) {
-    return a.size() == b.size() && a.swap_rule() == b.swap_rule() && a.policy() == b.policy();
+    return a.size() == b.size() && a.swap_rule() == b.swap_rule() && a.policy() == b.policy() &&
+           a.knowledge() == b.knowledge();
   }
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
   std::unique_ptr<mcts::sequential_engine<hex>> sequential_;  // --engine sequential

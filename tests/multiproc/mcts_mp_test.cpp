@@ -487,6 +487,22 @@ TEST(DistributedMcts, TreeReuseKeepsThePlayedSubtreesVisitsRemoteOnly) {
   expect_reuse_keeps_visits(options);
 }
 
+// A kept tree whose edges were made under other knowledge is not reused (its nodes would keep
+// moves the new search prunes, or lack ones it keeps): each change starts an empty tree.
+TEST(DistributedMcts, TreeReuseStartsAfreshWhenKnowledgeChanges) {
+  const hex game(5);
+  distributed_search<hex> search(rt(), game);
+  const auto s0 = game.initial_state();
+  search_options o = reuse_budget(1000);
+  EXPECT_EQ(search.search(s0, o).reused_nodes, 0u);
+  EXPECT_GT(search.search(s0, o).reused_nodes, 0u);
+  o.knowledge = true;
+  EXPECT_EQ(search.search(s0, o).reused_nodes, 0u);
+  EXPECT_GT(search.search(s0, o).reused_nodes, 0u);
+  o.knowledge = false;
+  EXPECT_EQ(search.search(s0, o).reused_nodes, 0u);
+}
+
 // The solver's proofs are carried: a root proven by the search stays proven with the same
 // winning move, and a proven node one move down starts the next search decided.
 TEST(DistributedMcts, TreeReuseKeepsTheSolversProofs) {

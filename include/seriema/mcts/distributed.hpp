@@ -375,8 +375,8 @@ class distributed_search {
   /// (not after set_game).
   state kept_root_{};
   bool kept_root_valid_ = false;
-  bool kept_rave_ = false;    ///< rank 0: the kept tree's search_options::rave
-  bool kept_solver_ = false;  ///< rank 0: the kept tree's search_options::solver
+  bool kept_rave_ = false;       ///< rank 0: the kept tree's search_options::rave
+  bool kept_solver_ = false;     ///< rank 0: the kept tree's search_options::solver
   bool kept_knowledge_ = false;  ///< rank 0: the kept tree's search_options::knowledge
   /// The carry phase (carry_over) is running; during it, rank 0's kept root, and the path.
   bool carrying_ = false;

@@ -3,6 +3,7 @@
 // boards: a filled board's winner is the position's, and the moves prune keeps hold a best one.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <hex.hpp>
@@ -134,15 +135,15 @@ TEST(HexInferior, PruneKeepsTheCellsLeftEmptyAndEverythingWhileTheSwapIsAvailabl
   EXPECT_EQ(without.prune(s, moves).count, moves.size());
 }
 
-// Exact values by brute force, memoized on the position (boards of 16 cells or fewer: one word
-// per player).
+// Exact values by brute force, memoized on the position (boards of 25 cells or fewer: each
+// player's stones are the low 25 bits of one word, and the key holds both and the mover).
 class solver {
  public:
-  explicit solver(const hex& g) : g_(g) {}
+  explicit solver(const hex& g) : g_(g) { EXPECT_LE(g.size() * g.size(), 25); }
   // Whether the player to move in s (not over) wins with best play.
   bool mover_wins(const hex::state& s) {
-    const std::uint64_t key = s.stones[0][0] * 0x9e3779b97f4a7c15ULL ^ s.stones[1][0] ^
-                              std::uint64_t{s.to_move} << 63;
+    const std::uint64_t key =
+        s.stones[0][0] | s.stones[1][0] << 25 | std::uint64_t{s.to_move} << 50;
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
     std::vector<hex::move> moves(g_.max_moves());
     moves.resize(g_.legal_moves(s, moves));
@@ -169,10 +170,47 @@ class solver {
   std::unordered_map<std::uint64_t, bool> memo_;
 };
 
-TEST(HexInferior, AgreesWithExactValuesOnSmallBoards) {
+struct agreement {
+  int checked = 0;
+  int decided = 0;  // positions the fill-in decided
+  int pruned = 0;   // positions where prune kept fewer moves than legal
+};
+
+// Checks s (not over, `moves` its legal moves) against the exact value: a filled board's winner
+// is the position's; the moves prune keeps hold a winning one when there is one; a mover it
+// proves won keeps one move, a winning one, a captured cell of its own where it has one.
+void expect_agrees(const hex& g, solver& exact, const hex::state& s,
+                   const std::vector<hex::move>& moves, agreement& seen) {
+  const bool mover_wins = exact.mover_wins(s);
+  const player truth = mover_wins ? s.to_move : mcts::opponent(s.to_move);
+  const auto found = g.inferior_cells(s);
+  ++seen.checked;
+  if (found.winner != mcts::nobody) {
+    ASSERT_EQ(found.winner, truth) << g.render(s) << "filled\n" << g.render(found.filled);
+    ++seen.decided;
+  }
+  std::vector<hex::move> kept_moves = moves;
+  const mcts::pruned kept = g.prune(s, kept_moves);
+  ASSERT_GE(kept.count, 1u);
+  ASSERT_LE(kept.count, moves.size());
+  seen.pruned += kept.count < moves.size() ? 1 : 0;
+  bool a_kept_move_wins = false;
+  for (std::size_t i = 0; i < kept.count; ++i) {
+    a_kept_move_wins |= exact.after_wins_for_mover(s, kept_moves[i]);
+  }
+  ASSERT_EQ(a_kept_move_wins, mover_wins) << "kept " << kept.count << " of " << moves.size()
+                                          << "\n" << g.render(s);
+  if (kept.decided == s.to_move) {
+    ASSERT_EQ(kept.count, 1u);
+    ASSERT_TRUE(exact.after_wins_for_mover(s, kept_moves[0])) << g.render(s);
+    const hex::cell_set& own = found.captured[s.to_move - 1];
+    ASSERT_TRUE(count(own) == 0 || in(own, kept_moves[0])) << g.render(s);
+  }
+}
+
+TEST(HexInferior, AgreesWithExactValuesOnRandomGamesOfSmallBoards) {
   mcts::random rng(46);
-  int decided = 0;
-  int pruned_positions = 0;
+  agreement seen;
   // Checked once at most 10 cells are empty (the brute force stays fast).
   for (const int size : {3, 4, 5}) {
     const hex g(size);
@@ -184,38 +222,48 @@ TEST(HexInferior, AgreesWithExactValuesOnSmallBoards) {
         moves.resize(g.max_moves());
         moves.resize(g.legal_moves(s, moves));
         if (moves.empty()) break;
-        if (moves.size() > 10) {
-          g.apply(s, moves[rng.below(static_cast<std::uint32_t>(moves.size()))]);
-          continue;
-        }
-        const bool mover_wins = exact.mover_wins(s);
-        const player truth = mover_wins ? s.to_move : mcts::opponent(s.to_move);
-        const auto found = g.inferior_cells(s);
-        if (found.winner != mcts::nobody) {
-          ASSERT_EQ(found.winner, truth) << g.render(s) << "filled\n" << g.render(found.filled);
-          ++decided;
-        }
-        std::vector<hex::move> kept_moves = moves;
-        const mcts::pruned kept = g.prune(s, kept_moves);
-        ASSERT_GE(kept.count, 1u);
-        ASSERT_LE(kept.count, moves.size());
-        pruned_positions += kept.count < moves.size() ? 1 : 0;
-        bool a_kept_move_wins = false;
-        for (std::size_t i = 0; i < kept.count; ++i) {
-          a_kept_move_wins |= exact.after_wins_for_mover(s, kept_moves[i]);
-        }
-        ASSERT_EQ(a_kept_move_wins, mover_wins) << "kept " << kept.count << " of "
-                                                << moves.size() << "\n" << g.render(s);
-        if (kept.decided == s.to_move) {
-          ASSERT_TRUE(exact.after_wins_for_mover(s, kept_moves[0])) << g.render(s);
+        if (moves.size() <= 10) {
+          expect_agrees(g, exact, s, moves, seen);
+          if (HasFatalFailure()) return;
         }
         g.apply(s, moves[rng.below(static_cast<std::uint32_t>(moves.size()))]);
       }
     }
   }
-  std::printf("%d positions decided by fill-in, %d pruned\n", decided, pruned_positions);
-  EXPECT_GT(decided, 300);           // fill-in decided positions before the end
-  EXPECT_GT(pruned_positions, 1000);  // and pruned moves in many
+  std::printf("%d positions decided by fill-in, %d pruned\n", seen.decided, seen.pruned);
+  EXPECT_GT(seen.decided, 300);   // fill-in decided positions before the end
+  EXPECT_GT(seen.pruned, 1000);  // and pruned moves in many
+}
+
+// Every placement of stones on the 2x2 and 3x3 boards (whatever the stone counts: a position's
+// value is defined for any), each player to move, where the game is not over: the corners, the
+// obtuse ones whose rings meet an edge twice included.
+TEST(HexInferior, AgreesWithExactValuesOnEveryPositionOfTwoAndThreeByThree) {
+  for (const int size : {2, 3}) {
+    const hex g(size);
+    solver exact(g);
+    agreement seen;
+    const int cells = size * size;
+    int placements = 1;
+    for (int i = 0; i < cells; ++i) placements *= 3;
+    for (int code = 0; code < placements; ++code) {
+      for (const player to_move : {player{1}, player{2}}) {
+        hex::state s = g.initial_state();
+        for (int cell = 0, rest = code; cell < cells; ++cell, rest /= 3) {
+          if (rest % 3 != 0) g.place(s, cell / size, cell % size, static_cast<player>(rest % 3));
+        }
+        s.to_move = to_move;
+        std::vector<hex::move> moves(g.max_moves());
+        moves.resize(g.legal_moves(s, moves));
+        if (moves.empty() || g.winner(s) != mcts::nobody) continue;
+        expect_agrees(g, exact, s, moves, seen);
+        if (HasFatalFailure()) return;
+      }
+    }
+    std::printf("%dx%d: %d positions, %d decided by fill-in, %d pruned\n", size, size,
+                seen.checked, seen.decided, seen.pruned);
+    EXPECT_GT(seen.decided, 0);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Tests of tree reuse in the sequential engine (sequential_engine, search_options::reuse_tree)
 // on Hex: the carried subtree's visits and nodes add up exactly to the kept tree's (same root,
 // one move and two moves later), the copy keeps every statistic and proof field by field, a
-// root farther away or a search without reuse starts from an empty tree, solver proofs and
+// root farther away, a search without reuse or with other options starts from an empty tree, solver proofs and
 // RAVE statistics survive, the memory budget holds, and a game without operator== is refused.
 #include <gtest/gtest.h>
 
@@ -189,6 +189,12 @@ TEST(sequential_reuse, AFartherRootOrNoReuseStartsAnEmptyTree) {
   with_rave.rave = true;
   EXPECT_EQ(e.search(three_later, with_rave).reused_nodes, 0u);
   EXPECT_GT(e.search(three_later, with_rave).reused_nodes, 0u);
+
+  search_options with_knowledge = with_rave;  // edges pruned by another rule
+  with_knowledge.knowledge = true;
+  EXPECT_EQ(e.search(three_later, with_knowledge).reused_nodes, 0u);
+  EXPECT_GT(e.search(three_later, with_knowledge).reused_nodes, 0u);
+  EXPECT_EQ(e.search(three_later, with_rave).reused_nodes, 0u);
 }
 
 // Field by field: the compacted subtree is the old one, renumbered (RAVE and solver on, so that

@@ -188,5 +188,48 @@ TEST(Solver, KnowledgePrunesCapturedCellsAndProvesFilledInWins) {
   }
 }
 
+// The column with its bridges to both edges, black to move: a filled-in win, proven at the
+// root's expansion, by a cell one of the bridges captured.
+hex::state column_with_bridges(const hex& g) {
+  return hex_position(g, {{1, 2}, {2, 2}, {3, 2}}, {{0, 0}, {4, 4}}, 1);
+}
+std::vector<hex::move> bridge_carriers(const hex& g) {
+  return {g.at(0, 2), g.at(0, 3), g.at(4, 1), g.at(4, 2)};
+}
+TEST(Solver, KnowledgeWinsByFillInWithACapturedCell) {
+  const hex g(5);
+  search_options o = solver_options(2000, 7);
+  o.knowledge = true;
+  const auto won = sequential_search(g, column_with_bridges(g), o);
+  EXPECT_EQ(won.proven_winner, 1);
+  EXPECT_EQ(won.rollouts, 1u);
+  const std::vector<hex::move> carriers = bridge_carriers(g);
+  EXPECT_NE(std::find(carriers.begin(), carriers.end(), won.best), carriers.end())
+      << g.move_name(won.best);
+}
+
+// Knowledge without the solver prunes the same moves but proves nothing: the search spends its
+// budget, and a position won by fill-in keeps only its winning move (a captured cell).
+TEST(Solver, KnowledgeWithoutTheSolverPrunesAndProvesNothing) {
+  const hex g(5);
+  search_options o = solver_options(500, 7);
+  o.solver = false;
+  o.knowledge = true;
+  const auto pruned = sequential_search(g, hex_position(g, {{1, 2}}, {}, 2), o);
+  EXPECT_EQ(pruned.proven_winner, nobody);
+  EXPECT_EQ(pruned.rollouts, 500u);
+  EXPECT_GT(pruned.moves.size(), 15u);
+  for (const auto& m : pruned.moves) {
+    EXPECT_NE(m.move, g.at(0, 2));
+    EXPECT_NE(m.move, g.at(0, 3));
+  }
+  const auto won = sequential_search(g, column_with_bridges(g), o);
+  EXPECT_EQ(won.proven_winner, nobody);
+  EXPECT_EQ(won.rollouts, 500u);
+  ASSERT_EQ(won.moves.size(), 1u);
+  const std::vector<hex::move> carriers = bridge_carriers(g);
+  EXPECT_NE(std::find(carriers.begin(), carriers.end(), won.best), carriers.end());
+}
+
 }  // namespace
 }  // namespace seriema::mcts

@@ -67,8 +67,8 @@ struct sequential_arrays {
   /// With the solver, a root won by its player to move: the edge proven to win (none: not
   /// known, or not won).
   std::uint32_t proven_root_edge = none;
-  bool rave = false;    ///< the search that made the tree used RAVE (amaf is filled)
-  bool solver = false;  ///< ... and the solver (edges may be pruned, proofs recorded)
+  bool rave = false;       ///< the search that made the tree used RAVE (amaf is filled)
+  bool solver = false;     ///< ... and the solver (edges may be pruned, proofs recorded)
   bool knowledge = false;  ///< ... and game knowledge (edges may be pruned)
 
   /// The bytes the arrays hold (their capacity).

@@ -8,6 +8,8 @@
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 namespace seriema::mcts::detail {
 
@@ -22,13 +24,16 @@ struct expansion {
 /// (the node is won by the player to move), or only the blocks of the opponent's threats (two
 /// or more: the node is lost, the threats kept as edges so that a root still names a move).
 /// Otherwise, with knowledge on a pruning_game, the moves its prune() keeps, and with the
-/// solver its proof: a won node's only edge is the winning move.
+/// solver its proof: a won node's only edge is the winning move, a lost node keeps every move
+/// prune() kept. The solver counts only on a solver_game, as the trees' own solver flag does.
+/// Throws std::logic_error when prune() breaks its contract (keeps none, or more than legal).
 template <game G>
 expansion moves_to_search(const G& g, const typename G::state& s,
                           std::span<typename G::move> out, bool solver, bool knowledge) {
   const player mover = g.to_move(s);
+  const bool proving = solver && solver_game<G>;
   if constexpr (solver_game<G>) {
-    if (solver) {
+    if (proving) {
       if (g.threats(s, mover, out) > 0) return {1, mover};
       if (const std::size_t blocks = g.threats(s, opponent(mover), out); blocks > 0) {
         return {blocks, blocks > 1 ? opponent(mover) : nobody};
@@ -39,9 +44,12 @@ expansion moves_to_search(const G& g, const typename G::state& s,
   if constexpr (pruning_game<G>) {
     if (knowledge && legal > 0) {
       const pruned kept = g.prune(s, out.first(legal));
-      const std::size_t count = std::clamp<std::size_t>(kept.count, 1, legal);
-      if (!solver || kept.decided == nobody) return {count, nobody};
-      return {kept.decided == mover ? 1 : count, kept.decided};
+      if (kept.count < 1 || kept.count > legal) {
+        throw std::logic_error("game::prune kept " + std::to_string(kept.count) + " of " +
+                               std::to_string(legal) + " legal moves; it must keep 1 to all");
+      }
+      if (!proving || kept.decided == nobody) return {kept.count, nobody};
+      return {kept.decided == mover ? 1 : kept.count, kept.decided};
     }
   }
   return {legal, nobody};
