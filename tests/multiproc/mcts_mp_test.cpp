@@ -364,6 +364,38 @@ TEST(DistributedMcts, RaveFindsTheKeyMoveBeforeTryingEveryMoveRemoteOnly) {
   expect_rave_finds_the_key_cell(options);
 }
 
+// Move priors across processes (support/claim_game.hpp): cell 5, no better than any cell but 0,
+// weighs 10 times the others; with a large prior_bias it takes most rollouts, in every table
+// whichever thread made it, and the priors leave the search alone without knowledge.
+void expect_priors_steer_the_search(distributed_options options) {
+  seriema::test::claim_game_with_priors game;
+  game.weights.fill(1);
+  game.weights[5] = 10;
+  distributed_search<seriema::test::claim_game_with_priors> search(rt(), game, options);
+  search_options o = budget(400);
+  o.playouts_per_leaf = 1;
+  o.knowledge = true;
+  o.prior_bias = 100;
+  const auto favoured = search.search(game.initial_state(), o);
+  o.knowledge = false;
+  const auto ignored = search.search(game.initial_state(), o);
+  if (rt().rank() != 0) return;
+  const auto visits_of_5 = [](const auto& result) {
+    for (const auto& m : result.moves) {
+      if (m.move == 5) return m.visits;
+    }
+    return std::uint64_t{0};
+  };
+  EXPECT_GT(visits_of_5(favoured), 200u) << "with priors";
+  EXPECT_LT(visits_of_5(ignored), 50u) << "without knowledge";
+}
+TEST(DistributedMcts, PriorsSteerTheSearch) { expect_priors_steer_the_search({}); }
+TEST(DistributedMcts, PriorsSteerTheSearchRemoteOnly) {
+  distributed_options options;
+  options.remote_only = true;
+  expect_priors_steer_the_search(options);
+}
+
 // Hex whose playouts throw once the position has `fail_at` stones: a failing game step.
 struct failing_hex : hex {
   using hex::hex;

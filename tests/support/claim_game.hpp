@@ -4,6 +4,7 @@
 // statistics single it out after a few rollouts, long before every move has been tried.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <optional>
@@ -82,6 +83,15 @@ struct claim_game {
   }
 };
 static_assert(mcts::amaf_game<claim_game>);
+
+/// The claim game with move priors (mcts::prior_game): cell i weighs weights[i].
+struct claim_game_with_priors : claim_game {
+  std::array<float, 32> weights{};
+  void priors(const state&, std::span<const move> moves, std::span<float> out) const noexcept {
+    for (std::size_t i = 0; i < moves.size(); ++i) out[i] = weights[moves[i]];
+  }
+};
+static_assert(mcts::prior_game<claim_game_with_priors>);
 
 /// The RAVE searches of the claim game's tests: fewer rollouts than moves, exploration 0.3
 /// (RAVE rates untried moves; 1.0 would keep spreading the rollouts).

@@ -359,6 +359,8 @@ class distributed_search {
   bool rave_ = false;
   bool solver_ = false;
   bool knowledge_ = false;
+  bool priors_ = false;  ///< uses_priors: every edge table has priors()
+  double prior_bias_ = 1.0;
   std::uint64_t expansion_visits_ = 1;
   double rave_equivalence_ = 1000;
   fabric::thread_id thread_count_ = 1;

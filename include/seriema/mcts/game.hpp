@@ -150,6 +150,18 @@ concept pruning_game = game<G> && requires(const G& g, const typename G::state& 
   { g.prune(s, moves) } -> std::same_as<pruned>;
 };
 
+/// Optional: move priors (search_options::knowledge and prior_bias). Given the moves a node's
+/// edges are made of (s not over), `g.priors(s, moves, weights)` writes one weight per move,
+/// non-negative and finite, larger for a move more likely to be the best (for Hex: the gammas
+/// of trained local patterns). The engines divide them by their sum (equal shares when all
+/// are 0) and use the shares as progressive bias and to order first visits.
+template <class G>
+concept prior_game = game<G> && requires(const G& g, const typename G::state& s,
+                                         std::span<const typename G::move> moves,
+                                         std::span<float> weights) {
+  g.priors(s, moves, weights);
+};
+
 /// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the
 /// distributed search can place a new node on the thread its hash names (node_placement::hashed,
 /// the partitioning of the paper's ref. [25]) instead of on a uniformly random thread.

@@ -53,8 +53,14 @@ struct search_options {
   /// expanded (the root too), only the moves the game's prune() keeps become its edges, the
   /// others being provably no better (for Hex: dead and captured cells). With the solver, a
   /// position the knowledge proves decides the node as a one-move threat does. Costs one
-  /// prune() per edge table.
+  /// prune() per edge table. With a prior_game, also the game's move priors (prior_bias).
   bool knowledge = false;
+  /// With knowledge on a prior_game: progressive bias, the weight of a move's prior (its share
+  /// of its node's prior weights, in [0, 1]) in its selection score, fading with its visits:
+  /// score + prior_bias * share / sqrt(visits + 1). Unvisited moves are tried in the order of
+  /// their priors (highest first) whatever the bias; 0 keeps only that order. Costs one
+  /// priors() per edge table and 4 bytes an edge.
+  double prior_bias = 1.0;
   /// Playouts a node must have had (as a leaf) before a rollout makes its edges and goes
   /// through it; until then a rollout reaching it plays out from it. 1: at its second rollout,
   /// since the rollout that creates a node plays out from it. Larger values make fewer edge
@@ -158,6 +164,15 @@ struct search_result {
     value = (1 - beta) * value + beta * amaf_wins / static_cast<double>(amaf_visits);
   }
   return value + exploration * std::sqrt(std::max(log_parent_visits, 0.0) / (n + 1));
+}
+/// A move's selection score (ucb1 or rave_score) with its prior share (search_options::
+/// prior_bias): an unvisited move (infinite score) ahead of every visited one and of
+/// unvisited ones with lower priors; a visited one gains bias * prior / sqrt(visits + 1).
+[[nodiscard]] inline double with_prior(double score, float prior, std::uint64_t visits,
+                                       double bias) noexcept {
+  constexpr double unvisited = 1e9;  // above any finite score: win rates and bias terms are small
+  if (score == INFINITY) return unvisited + static_cast<double>(prior);
+  return score + bias * static_cast<double>(prior) / std::sqrt(static_cast<double>(visits) + 1);
 }
 /// Puts `moves` in a random order (Fisher-Yates). Edges are made in this order, and selection
 /// tries unvisited moves first in edge order: in board order every node's first replies would

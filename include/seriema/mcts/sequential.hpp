@@ -36,7 +36,11 @@ class sequential_tree {
   /// `root`: compact_subtree's result), in that one. `engine` names the caller in errors.
   sequential_tree(const G& g, const state& root, const search_options& options,
                   sequential_arrays<G> carried = {}, const char* engine = "sequential_search")
-      : g_(g), options_(options), k_(options.playouts_per_leaf), rng_(options.seed) {
+      : g_(g),
+        options_(options),
+        k_(options.playouts_per_leaf),
+        rng_(options.seed),
+        priors_on_(uses_priors<G>(options.knowledge)) {
     check_options(options, engine);
     if (options.rave) record_.resize(g.max_moves());
     scratch_.resize(g.max_moves());
@@ -77,7 +81,8 @@ class sequential_tree {
   /// kind of edges (the solver and knowledge prune them) and statistics (RAVE's).
   static bool same_kind_of_tree(const sequential_arrays<G>& tree, const search_options& next) {
     return tree.rave == next.rave && tree.solver == (next.solver && solver_game<G>) &&
-           tree.knowledge == (next.knowledge && pruning_game<G>);
+           tree.knowledge == (next.knowledge && pruning_game<G>) &&
+           tree.priors_on == uses_priors<G>(next.knowledge);
   }
 
   /// The tree's arrays, for the next search (sequential_engine); the tree is empty after.
@@ -86,10 +91,12 @@ class sequential_tree {
     taken.nodes = std::move(nodes_);
     taken.edges = std::move(edges_);
     taken.amaf = std::move(amaf_);
+    taken.priors = std::move(priors_);
     taken.proven_root_edge = proven_root_edge_;
     taken.rave = options_.rave;
     taken.solver = options_.solver && solver_game<G>;
     taken.knowledge = options_.knowledge && pruning_game<G>;
+    taken.priors_on = priors_on_;
     return taken;
   }
 
@@ -165,15 +172,16 @@ class sequential_tree {
   /// playouts as a leaf, and the arrays have room for them within the memory budget.
   bool may_make_edges(const node& n) {
     if (n.visits < options_.expansion_visits) return false;
-    if (room_for(edges_, n.edge_count) && (!options_.rave || room_for(amaf_, n.edge_count))) {
+    if (room_for(edges_, n.edge_count) && (!options_.rave || room_for(amaf_, n.edge_count)) &&
+        (!priors_on_ || room_for(priors_, n.edge_count))) {
       return true;
     }
     note_budget_reached();
     return false;
   }
-  /// n's edges, in random order (selection takes the first unvisited one): only the decisive
-  /// moves with the solver, those knowledge keeps with it (moves_to_search); either may
-  /// decide n.
+  /// n's edges, in random order (selection takes the first unvisited one, or with priors the
+  /// unvisited one of highest prior): only the decisive moves with the solver, those knowledge
+  /// keeps with it (moves_to_search); either may decide n.
   void make_edges(node& n) {
     const expansion made =
         moves_to_search(g_, n.position, std::span<move>(scratch_), options_.solver,
@@ -186,21 +194,27 @@ class sequential_tree {
       edges_.push_back(edge{scratch_[i], false, none, 0, 0.0});
     }
     if (options_.rave) amaf_.resize(edges_.size(), amaf_edge{0, 0.0});
+    if (priors_on_) {
+      priors_.resize(edges_.size());
+      prior_shares(g_, n.position, std::span<const move>(scratch_.data(), n.edge_count),
+                   std::span<float>(priors_.data() + n.first_edge, n.edge_count));
+    }
   }
-  /// UCB1 (the first unvisited edge if any), or with RAVE rave_score; among equal scores the
-  /// first; never an edge the solver proved lost.
+  /// UCB1 (the first unvisited edge if any), or with RAVE rave_score, each with_prior when the
+  /// game gives priors; among equal scores the first; never an edge the solver proved lost.
   std::uint32_t choose(const node& n) const {
     std::uint32_t chosen = n.first_edge;
     double best_score = -std::numeric_limits<double>::infinity();
     const double log_parent = log_visits(n.visits);
     for (std::uint32_t e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
       if (edges_[e].lost) continue;
-      if (!options_.rave && edges_[e].visits == 0) return e;
-      const double score =
+      if (!options_.rave && !priors_on_ && edges_[e].visits == 0) return e;
+      double score =
           options_.rave
               ? rave_score(edges_[e].wins, edges_[e].visits, amaf_[e].wins, amaf_[e].visits,
                            log_parent, options_.exploration, options_.rave_equivalence)
               : ucb1(edges_[e].wins, edges_[e].visits, log_parent, options_.exploration);
+      if (priors_on_) score = with_prior(score, priors_[e], edges_[e].visits, options_.prior_bias);
       if (score > best_score) {
         best_score = score;
         chosen = e;
@@ -317,6 +331,7 @@ class sequential_tree {
     nodes_ = std::move(carried.nodes);
     edges_ = std::move(carried.edges);
     amaf_ = std::move(carried.amaf);
+    priors_ = std::move(carried.priors);
     proven_root_edge_ = carried.proven_root_edge;
     nodes_[0].position = root;
     reused_nodes_ = nodes_.size();
@@ -335,7 +350,7 @@ class sequential_tree {
   }
   std::uint64_t tree_bytes() const {
     return nodes_.capacity() * sizeof(node) + edges_.capacity() * sizeof(edge) +
-           amaf_.capacity() * sizeof(amaf_edge);
+           amaf_.capacity() * sizeof(amaf_edge) + priors_.capacity() * sizeof(float);
   }
   /// Room for `extra` more elements in `array` without passing the budget (growing it by
   /// doubling, clamped to the budget); false once it cannot grow. Checked only where the array
@@ -400,6 +415,8 @@ class sequential_tree {
   std::vector<edge> edges_;
   std::vector<amaf_edge> amaf_;  // empty without RAVE
   amaf_record record_;           // the rollout's, with RAVE
+  const bool priors_on_;         // uses_priors<G>(knowledge): priors_ is filled
+  std::vector<float> priors_;    // edges_[i]'s prior share (same index), with priors
   std::vector<move> scratch_;
   state unstored_{};  // the position of a child played out without a node (budget reached)
   std::uint32_t proven_root_edge_ = none;
@@ -492,7 +509,7 @@ class sequential_engine {
     const auto at = detail::find_subtree(kept, std::span<const move>(*path));
     if (!at) return {};
     const auto size = detail::subtree_size(kept, *at);
-    const std::uint64_t bytes = arrays::bytes_for(size, options.rave);
+    const std::uint64_t bytes = arrays::bytes_for(size, options.rave, kept.priors_on);
     const std::uint64_t budget = options.memory_budget;
     if (budget != 0 && bytes > budget) return {};
     std::uint64_t spare = tree_type::nodes_to_reserve(options);

@@ -20,11 +20,12 @@ using seriema::hex::hex;
 using node = detail::tree_node<hex>;
 using table = detail::edge_table<hex>;
 
-// A node of three edges with RAVE and solver words: edge 1 lost, edge 2 winning, edge 0's child
-// at a made-up address on thread 5.
+// A node of three edges with RAVE, solver words and priors: edge 1 lost, edge 2 winning, edge
+// 0's child at a made-up address on thread 5.
 struct three_edge_node {
-  std::vector<std::uint64_t> storage = std::vector<std::uint64_t>(table::bytes(3, true, true) / 8);
-  table& t = *table::create(storage.data(), 3, true, true);
+  std::vector<std::uint64_t> storage =
+      std::vector<std::uint64_t>(table::bytes(3, true, true, true) / 8);
+  table& t = *table::create(storage.data(), 3, true, true, true);
   detail::child_block block;  // the links of edges 0..7
   node n;
   three_edge_node(const three_edge_node&) = delete;  // t refers into storage
@@ -37,6 +38,7 @@ struct three_edge_node {
       t.statistics()[i].store(10 * (i + 1), 7 * (i + 1));
       t.amaf()[i].store(100 + i, 50 + i);
       t.moves()[i] = static_cast<hex::move>(4 + i);
+      t.priors()[i] = 0.25F * static_cast<float>(i + 1);
     }
     t.child_slot(0, [&] { return static_cast<void*>(&block); })
         ->store(detail::child_link(0x1000, 5));
@@ -69,6 +71,7 @@ TEST(NodeImage, KeepsEveryStatisticProofAndLink) {
     EXPECT_EQ(e.amaf_points, 50u + i);
     EXPECT_EQ(e.move, static_cast<hex::move>(4 + i));
     EXPECT_EQ(e.lost, i == 1 ? 1 : 0);
+    EXPECT_EQ(e.prior, 0.25F * static_cast<float>(i + 1));
   }
   EXPECT_EQ(detail::child_address(image->edge(0).child), 0x1000u);
   EXPECT_EQ(detail::child_owner(image->edge(0).child), 5u);

@@ -404,7 +404,7 @@ TEST(sequential_reuse, AKeptTreeStaysWithinTheNextBudget) {
   const auto at = detail::find_subtree(arrays, std::span<const hex::move>(path));
   ASSERT_TRUE(at.has_value());
   const std::uint64_t subtree_bytes =
-      detail::sequential_arrays<hex>::bytes_for(detail::subtree_size(arrays, *at), false);
+      detail::sequential_arrays<hex>::bytes_for(detail::subtree_size(arrays, *at), false, false);
   engine tight = with_first_tree;
   o.memory_budget = subtree_bytes + subtree_bytes / 8;
   const result squeezed = tight.search(next, o);

@@ -121,24 +121,29 @@ TEST(EdgeTable, IsTheHeaderAndElevenBytesAMove) {
   EXPECT_EQ(table::bytes(121, false, false), 24u + 121 * 8 + 16 * 8 + 248);
   EXPECT_EQ(table::bytes(121, true, false), 24u + 121 * 16 + 16 * 8 + 248);       // RAVE
   EXPECT_EQ(table::bytes(121, true, true), 24u + 121 * 16 + 16 * 8 + 2 * 8 + 248);  // solver
+  EXPECT_EQ(table::bytes(121, false, false, true), 24u + 121 * 8 + 16 * 8 + 488 + 248);  // priors
 }
 
 TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
   for (const std::size_t count : {1, 7, 8, 9, 63, 64, 65, 121}) {
     for (const bool amaf : {false, true}) {
-      for (const bool lost : {false, true}) {
-        const std::size_t bytes = table::bytes(count, amaf, lost);
+      for (const int words : {0, 1, 2, 3}) {  // the solver's lost bits, the priors
+        const bool lost = (words & 1) != 0;
+        const bool priors = (words & 2) != 0;
+        const std::size_t bytes = table::bytes(count, amaf, lost, priors);
         std::vector<std::uint64_t> storage(bytes / 8 + 1, 0);
         storage.back() = 0x5eed;  // just past the table
-        table& t = *table::create(storage.data(), count, amaf, lost);
+        table& t = *table::create(storage.data(), count, amaf, lost, priors);
         std::vector<detail::child_block> blocks((count + 7) / 8);
         ASSERT_EQ(t.amaf() != nullptr, amaf);
         ASSERT_EQ(t.lost() != nullptr, lost);
+        ASSERT_EQ(t.priors() != nullptr, priors);
         for (std::size_t i = 0; i < count; ++i) {
           EXPECT_EQ(t.child(i, std::memory_order_relaxed), 0u);  // no block yet
           t.statistics()[i].store(i + 1, 2 * i);
           t.child_slot(i, offer(blocks[i / 8]))->store(detail::child_link(8 * (i + 1), 3));
           if (amaf) t.amaf()[i].store(1000 + i, i);
+          if (priors) t.priors()[i] = static_cast<float>(i) + 0.5F;
           t.moves()[i] = static_cast<hex::hex::move>(0xffff - i);
         }
         for (std::size_t w = 0; lost && w < (count + 63) / 64; ++w) t.lost()[w].store(~0ull);
@@ -148,6 +153,9 @@ TEST(EdgeTable, ArraysLieApartInsideTheAllocation) {
           EXPECT_EQ(&t.child_word(i), &blocks[i / 8].words[i % 8]);
           if (amaf) {
             EXPECT_EQ(t.amaf()[i].load().visits, 1000 + i);
+          }
+          if (priors) {
+            EXPECT_EQ(t.priors()[i], static_cast<float>(i) + 0.5F);
           }
           EXPECT_EQ(t.moves()[i], static_cast<hex::hex::move>(0xffff - i));
         }

@@ -37,6 +37,7 @@ struct carried_edge {
   std::uint64_t child = 0;
   typename G::move move{};
   std::uint8_t lost = 0;          ///< 1: proven lost for the player choosing it
+  float prior = 0;                ///< its prior share; 0 where the kept tree had no priors
 };
 
 /// Writes n (and its edge table, if it has one) into `out`, replacing its contents. Called by
@@ -67,6 +68,7 @@ void write_image(const tree_node<G>& n, std::vector<std::byte>& out) {
     }
     e.child = t->child(i, std::memory_order_relaxed);
     e.move = t->moves()[i];
+    if (t->priors() != nullptr) e.prior = t->priors()[i];
     if (t->lost() != nullptr) {
       e.lost = (t->lost()[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
     }

@@ -37,6 +37,7 @@ struct search_command {
   std::uint32_t knowledge = 0;      ///< 1: game knowledge (search_options::knowledge)
   std::uint32_t expansion_visits = 1;  ///< search_options::expansion_visits
   double rave_equivalence = 1000;   ///< search_options::rave_equivalence
+  double prior_bias = 1.0;          ///< search_options::prior_bias
   std::uint8_t reuse_tree = 0;      ///< 1: keep the tree after this search
   carry_kind carry = carry_kind::fresh;  ///< what of the kept tree this search starts from
   std::uint8_t path_length = 0;     ///< carry_kind::subtree: moves from the kept root

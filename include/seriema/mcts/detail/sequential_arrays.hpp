@@ -1,6 +1,6 @@
-// The sequential engine's tree as plain arrays (nodes, edges, RAVE statistics), and tree reuse
-// over them: finding the next root below the kept one and copying its subtree, compacted, into
-// fresh arrays (sequential_engine, search_options::reuse_tree).
+// The sequential engine's tree as plain arrays (nodes, edges, RAVE statistics, move priors),
+// and tree reuse over them: finding the next root below the kept one and copying its subtree,
+// compacted, into fresh arrays (sequential_engine, search_options::reuse_tree).
 #pragma once
 
 #include <algorithm>
@@ -64,22 +64,27 @@ struct sequential_arrays {
   std::vector<node> nodes;
   std::vector<edge> edges;
   std::vector<amaf_edge> amaf;  ///< empty without RAVE
+  std::vector<float> priors;    ///< with move priors, edges[i]'s share (same index); else empty
   /// With the solver, a root won by its player to move: the edge proven to win (none: not
   /// known, or not won).
   std::uint32_t proven_root_edge = none;
   bool rave = false;       ///< the search that made the tree used RAVE (amaf is filled)
   bool solver = false;     ///< ... and the solver (edges may be pruned, proofs recorded)
   bool knowledge = false;  ///< ... and game knowledge (edges may be pruned)
+  bool priors_on = false;  ///< ... and the game's move priors (priors is filled)
 
   /// The bytes the arrays hold (their capacity).
   [[nodiscard]] std::uint64_t bytes() const noexcept {
     return nodes.capacity() * sizeof(node) + edges.capacity() * sizeof(edge) +
-           amaf.capacity() * sizeof(amaf_edge);
+           amaf.capacity() * sizeof(amaf_edge) + priors.capacity() * sizeof(float);
   }
-  /// The bytes of arrays of exactly `extent`'s size (with an AMAF array when `with_rave`).
-  [[nodiscard]] static std::uint64_t bytes_for(subtree_extent extent, bool with_rave) noexcept {
+  /// The bytes of arrays of exactly `extent`'s size (with an AMAF array when `with_rave`, a
+  /// prior array when `with_priors`).
+  [[nodiscard]] static std::uint64_t bytes_for(subtree_extent extent, bool with_rave,
+                                               bool with_priors) noexcept {
     return extent.nodes * sizeof(node) +
-           extent.edges * (sizeof(edge) + (with_rave ? sizeof(amaf_edge) : 0));
+           extent.edges * (sizeof(edge) + (with_rave ? sizeof(amaf_edge) : 0) +
+                           (with_priors ? sizeof(float) : 0));
   }
   /// Frees the arrays (swapped with empty ones: clear() would keep their memory).
   void release() noexcept { *this = sequential_arrays{}; }
@@ -164,10 +169,12 @@ sequential_arrays<G> compact_subtree(const G& g, sequential_arrays<G>& old, std:
   fresh.rave = old.rave;
   fresh.solver = old.solver;
   fresh.knowledge = old.knowledge;
+  fresh.priors_on = old.priors_on;
   fresh.nodes.reserve(node_count + spare_nodes);
   fresh.nodes.resize(node_count);
   fresh.edges.reserve(edge_count);
   if (old.rave) fresh.amaf.reserve(edge_count);
+  if (old.priors_on) fresh.priors.reserve(edge_count);
   fresh.nodes[0] = old.nodes[root];
   fresh.nodes[0].parent = arrays::none;
   fresh.nodes[0].in_edge = arrays::none;
@@ -182,6 +189,7 @@ sequential_arrays<G> compact_subtree(const G& g, sequential_arrays<G>& old, std:
     for (std::uint32_t e = old_first; e < old_first + n.edge_count; ++e) {
       auto x = old.edges[e];
       if (old.rave) fresh.amaf.push_back(old.amaf[e]);
+      if (old.priors_on) fresh.priors.push_back(old.priors[e]);
       if (x.child != arrays::none) {
         fresh.nodes[next_node] = old.nodes[x.child];
         fresh.nodes[next_node].parent = i;

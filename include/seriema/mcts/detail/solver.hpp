@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <seriema/mcts/game.hpp>
 #include <seriema/mcts/search.hpp>
@@ -53,6 +54,34 @@ expansion moves_to_search(const G& g, const typename G::state& s,
     }
   }
   return {legal, nobody};
+}
+
+/// Whether a search with knowledge on uses G's move priors (prior_game): both engines then give
+/// every edge table a prior share per edge.
+template <game G>
+[[nodiscard]] constexpr bool uses_priors(bool knowledge) noexcept {
+  return knowledge && prior_game<G>;
+}
+
+/// The prior shares of `moves` (a new node's edges, in their final order) into `shares`: the
+/// game's weights divided by their sum, equal shares when the sum is 0. Throws
+/// std::logic_error when priors() breaks its contract (a negative or not finite weight).
+template <game G>
+void prior_shares(const G& g, const typename G::state& s,
+                  std::span<const typename G::move> moves, std::span<float> shares) {
+  if constexpr (prior_game<G>) {
+    g.priors(s, moves, shares);
+    double sum = 0;
+    for (const float w : shares) {
+      if (!(w >= 0) || !std::isfinite(w)) {
+        throw std::logic_error("game::priors gave the weight " + std::to_string(w) +
+                               "; weights must be finite and non-negative");
+      }
+      sum += w;
+    }
+    const float equal = 1.0F / static_cast<float>(shares.size());
+    for (float& w : shares) w = sum > 0 ? static_cast<float>(w / sum) : equal;
+  }
 }
 
 /// A root the solver proved won by its player to move: the winning move first in the result,

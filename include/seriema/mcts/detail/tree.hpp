@@ -143,10 +143,11 @@ static_assert(sizeof(std::atomic<child_block*>) == 8 &&
 /// A node's moves and their statistics: this header, then in the same allocation its arrays,
 /// 8-aligned: `statistics()` [count] (UCB1 reads them), `blocks()` [(count + 7) / 8] (pointers
 /// to the child_blocks that hold the links, null until one of its edges is expanded), `amaf()`
-/// [count] with RAVE, `lost()` [(count + 63) / 64] with the solver, `moves()` [count] (2 bytes
-/// each for Hex, written before the table is published). 11 bytes a move without RAVE, 19
-/// with, plus 64 bytes per block in use, and 24 for the header (32, 48 and 64 when each edge
-/// had its own link and the arrays were apart).
+/// [count] with RAVE, `lost()` [(count + 63) / 64] with the solver, `priors()` [count] with
+/// move priors (4 bytes each, rounded up to 8), `moves()` [count] (2 bytes each for Hex; moves
+/// and priors written before the table is published). 11 bytes a move without RAVE, 19 with,
+/// 4 more with priors, plus 64 bytes per block in use, and 24 for the header (32, 48 and 64
+/// when each edge had its own link and the arrays were apart).
 template <class G>
 struct alignas(8) edge_table {
   using move = typename G::move;
@@ -170,20 +171,26 @@ struct alignas(8) edge_table {
   std::atomic<player> decided{nobody};
   bool has_amaf = false;  ///< amaf() exists (RAVE)
   bool has_lost = false;  ///< lost() exists (solver)
+  bool has_priors = false;  ///< priors() exists (knowledge of a prior_game)
 
   /// The bytes of a table of `count` moves, its arrays included (not its child blocks).
-  static constexpr std::size_t bytes(std::size_t count, bool amaf, bool lost) noexcept {
+  static constexpr std::size_t bytes(std::size_t count, bool amaf, bool lost,
+                                     bool priors = false) noexcept {
     const std::size_t words =
         count * (amaf ? 2 : 1) + block_count(count) + (lost ? lost_words(count) : 0);
-    return sizeof(edge_table) + 8 * words + round_up_8(sizeof(move) * count);
+    return sizeof(edge_table) + 8 * words + (priors ? round_up_8(sizeof(float) * count) : 0) +
+           round_up_8(sizeof(move) * count);
   }
-  /// A table of `count` moves in `memory` (bytes(count, amaf, lost), 8-aligned): every
-  /// statistic zero, no child block, every move default.
-  static edge_table* create(void* memory, std::size_t count, bool amaf, bool lost) noexcept {
+  /// A table of `count` moves in `memory` (bytes(count, amaf, lost, priors), 8-aligned): every
+  /// statistic zero, no child block, every prior zero, every move default.
+  static edge_table* create(void* memory, std::size_t count, bool amaf, bool lost,
+                            bool priors = false) noexcept {
     auto* t = new (memory) edge_table{};
     t->count = static_cast<std::uint32_t>(count);
     t->has_amaf = amaf;
     t->has_lost = lost;
+    t->has_priors = priors;
+    for (std::size_t i = 0; priors && i < count; ++i) new (&t->priors()[i]) float{0};
     for (std::size_t i = 0; i < count; ++i) {
       new (&t->statistics()[i]) packed_counts{};
       if (amaf) new (&t->amaf()[i]) packed_counts{};
@@ -251,6 +258,11 @@ struct alignas(8) edge_table {
   const std::atomic<std::uint64_t>* lost() const noexcept {
     return has_lost ? at<std::atomic<std::uint64_t>>(lost_offset()) : nullptr;
   }
+  /// Edge i's prior share (search_options::prior_bias). Null without priors.
+  float* priors() noexcept { return has_priors ? at<float>(priors_offset()) : nullptr; }
+  const float* priors() const noexcept {
+    return has_priors ? at<float>(priors_offset()) : nullptr;
+  }
   move* moves() noexcept { return at<move>(moves_offset()); }
   const move* moves() const noexcept { return at<move>(moves_offset()); }
 
@@ -268,8 +280,11 @@ struct alignas(8) edge_table {
   [[nodiscard]] std::size_t lost_offset() const noexcept {
     return amaf_offset() + (has_amaf ? 8 * count : 0);
   }
-  [[nodiscard]] std::size_t moves_offset() const noexcept {
+  [[nodiscard]] std::size_t priors_offset() const noexcept {
     return lost_offset() + (has_lost ? 8 * lost_words(count) : 0);
+  }
+  [[nodiscard]] std::size_t moves_offset() const noexcept {
+    return priors_offset() + (has_priors ? round_up_8(sizeof(float) * count) : 0);
   }
   /// The array at `offset` bytes after the header.
   template <class T>

@@ -161,6 +161,7 @@ inline void distributed_search<G>::copy_edge(worker& w, table& t, std::uint32_t 
     t.lost_count.fetch_add(1, std::memory_order_relaxed);
   }
   t.moves()[i] = e.move;
+  if (t.priors() != nullptr) t.priors()[i] = e.prior;
   if (!detail::names_child(e.child)) return;
   std::atomic<std::uint64_t>* slot = child_slot(w.next_pool, t, i);
   if (slot == nullptr) {

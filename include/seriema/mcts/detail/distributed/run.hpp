@@ -57,6 +57,7 @@ inline detail::search_command<G> distributed_search<G>::make_command(
   c.knowledge = options.knowledge ? 1 : 0;
   c.expansion_visits = options.expansion_visits;
   c.rave_equivalence = options.rave_equivalence;
+  c.prior_bias = options.prior_bias;
   c.reuse_tree = options.reuse_tree ? 1 : 0;
   c.root = root;
   return c;
@@ -123,6 +124,8 @@ inline void distributed_search<G>::prepare(const detail::search_command<G>& comm
   rave_equivalence_ = command.rave_equivalence;
   solver_ = command.solver != 0;
   knowledge_ = command.knowledge != 0;
+  priors_ = detail::uses_priors<G>(knowledge_);
+  prior_bias_ = command.prior_bias;
   expansion_visits_ = command.expansion_visits;
   thread_count_ = rt_.placement().thread_count();
   window_ = window_for(thread_count_);

@@ -93,6 +93,7 @@ inline std::uint32_t distributed_search<G>::choose(const node* n, const table& t
   const double log_parent = log_visits(n->visits.load(std::memory_order_relaxed));
   const detail::packed_counts* statistics = t.statistics();
   const detail::packed_counts* amaf = t.amaf();
+  const float* priors = t.priors();
   const std::atomic<std::uint64_t>* lost = t.lost();
   std::uint32_t best = 0;
   double best_score = -1;
@@ -110,6 +111,7 @@ inline std::uint32_t distributed_search<G>::choose(const node* n, const table& t
     } else {
       score = ucb1(wins, visits, log_parent, exploration_);
     }
+    if (priors != nullptr) score = with_prior(score, priors[i], visits, prior_bias_);
     if (score > best_score) {
       best_score = score;
       best = i;
@@ -133,6 +135,10 @@ inline auto distributed_search<G>::edges_of(worker& w, node* n) -> table* {
   shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
   fresh->decided.store(made.decided, std::memory_order_relaxed);
   std::copy_n(w.moves.data(), count, fresh->moves());
+  if (priors_) {
+    detail::prior_shares(game_, n->state, std::span<const move>(w.moves.data(), count),
+                         std::span<float>(fresh->priors(), count));
+  }
   table* expected = nullptr;
   // A thread that loses the race leaves its table in its pool until the tree is released.
   if (!n->edges.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
@@ -153,16 +159,16 @@ inline std::atomic<std::uint64_t>* distributed_search<G>::child_slot(tree_pool& 
 }
 
 /// An edge table of `count` edges in `pool`, every statistic zero and every link empty (with
-/// RAVE its AMAF statistics, with the solver its lost bits); null where the pool refuses
-/// (memory budget), except for a root's table, which is always made.
+/// RAVE its AMAF statistics, with the solver its lost bits, with priors zero shares); null
+/// where the pool refuses (memory budget), except for a root's table, which is always made.
 template <game G>
 inline auto distributed_search<G>::allocate_table(tree_pool& pool, std::size_t count,
                                                   bool root) -> table* {
-  const std::size_t bytes = table::bytes(count, rave_, solver_);
+  const std::size_t bytes = table::bytes(count, rave_, solver_, priors_);
   void* memory = root ? pool.allocate(bytes, alignof(table))
                       : pool.try_allocate(bytes, alignof(table));
   if (memory == nullptr) return nullptr;
-  return table::create(memory, count, rave_, solver_);
+  return table::create(memory, count, rave_, solver_, priors_);
 }
 
 }  // namespace seriema::mcts
