@@ -29,6 +29,9 @@ struct knowledge_sources {
   // Dead and captured cells (inferior.cpp): never searched, and the position after filling
   // them in decides a node whose filled board already joins a player's edges.
   bool inferior_cells = true;
+  // Move priors from local patterns (patterns.cpp): a move's ring of six neighbours and its
+  // place next to the last move, weighed by gammas trained on self-play (train_patterns.py).
+  bool pattern_priors = true;
 
   friend bool operator==(const knowledge_sources&, const knowledge_sources&) = default;
 };
@@ -131,8 +134,23 @@ class hex {
   // (every move of it wins); a loser keeps the empty cells. Prunes nothing while the swap is
   // available or with no knowledge source on.
   mcts::pruned prune(const state& s, std::span<move> moves) const noexcept;
-  // --- knowledge, for the search and for tests (inferior.cpp) ---
+  // --- seriema::mcts::prior_game (patterns.cpp) ---
+  // Each move's gamma: the weight trained for its pattern feature (1 for the swap).
+  void priors(const state& s, std::span<const move> moves,
+              std::span<float> weights) const noexcept;
+  [[nodiscard]] bool gives_priors() const noexcept { return knowledge_.pattern_priors; }
+  // --- knowledge, for the search and for tests (inferior.cpp, patterns.cpp) ---
   [[nodiscard]] inferior_analysis inferior_cells(const state& s) const noexcept;
+  // A move's pattern feature: its ring of six neighbours as the player to move sees it (for
+  // white the board transposed and the colours swapped, so that the mover joins top and
+  // bottom), the same feature as the ring turned half a turn, times 3, plus where it lies
+  // from the last move (0: elsewhere, 1: a neighbour, 2: a bridge away). pattern_features of
+  // them; the swap has none (no_feature). The two obtuse corner cells see the point outside
+  // the corner as black whoever moves, so there the two players' features differ.
+  static constexpr std::uint32_t pattern_features = 4096 * 3;
+  static constexpr std::uint32_t no_feature = pattern_features;
+  void pattern_features_of(const state& s, std::span<const move> moves,
+                           std::span<std::uint32_t> out) const noexcept;
 
   // --- for people, programs and tests ---
   [[nodiscard]] player cell(const state& s, int row, int column) const noexcept;  // 0 if empty
@@ -178,6 +196,7 @@ static_assert(mcts::hashed_game<hex>);
 static_assert(mcts::solver_game<hex>);
 static_assert(mcts::amaf_game<hex>);
 static_assert(mcts::pruning_game<hex>);
+static_assert(mcts::prior_game<hex>);
 // A position travels in every remote call of a distributed search and sits in every node of
 // its tree: keep it small (2 x 48 bytes of stones and 7 of fields, padded to 104).
 static_assert(sizeof(hex::state) <= 104);

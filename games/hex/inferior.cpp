@@ -9,22 +9,12 @@
 
 #include "bitboard.hpp"
 #include "hex.hpp"
+#include "ring_board.hpp"
 
 namespace seriema::hex {
 namespace {
 
-// A cell's neighbours in ring order, each touching the next and the last the first:
-// (r-1, c), (r-1, c+1), (r, c+1), (r+1, c), (r+1, c-1), (r, c-1). The neighbour opposite
-// direction d is direction (d + 3) % 6.
-constexpr int ring_size = 6;
-constexpr std::array<int, ring_size> ring_rows = {-1, -1, 0, 1, 1, 0};
-constexpr std::array<int, ring_size> ring_columns = {0, 1, 1, 0, -1, -1};
-
 constexpr std::uint8_t empty = 0;  // a cell's byte: empty, or the player (1, 2) whose it is
-
-// A ring as 2 bits per direction (bits 2d and 2d+1): empty, 1 or 2 (a stone, or an edge of
-// that player).
-constexpr std::size_t ring_codes = std::size_t{1} << (2 * ring_size);
 
 // What a ring says of its cell: dead, and for each player p the empty neighbours that p's stone
 // would make the cell dead with (bit d of killed_by[p-1]).
@@ -91,47 +81,6 @@ const std::array<ring_facts, ring_codes>& ring_table() {
   }();
   return table;
 }
-
-// The board being filled in: one byte per cell on a grid with a border, so that a ring is six
-// fixed offsets. The border rows above and below are black (player 1's edges, the corners
-// outside the obtuse corner cells included: there the ring meets the top or bottom edge once
-// more), the border columns left and right white.
-class fill_board {
- public:
-  static constexpr int stride = hex::max_size + 2;
-
-  fill_board(const hex& g, const hex::state& s) noexcept : size_(g.size()) {
-    cells_.fill(1);
-    for (int r = 0; r < size_; ++r) {
-      cells_[static_cast<std::size_t>(grid(r, -1))] = 2;
-      cells_[static_cast<std::size_t>(grid(r, size_))] = 2;
-      for (int c = 0; c < size_; ++c) {
-        cells_[static_cast<std::size_t>(grid(r, c))] = g.cell(s, r, c);
-      }
-    }
-  }
-  [[nodiscard]] static constexpr int grid(int r, int c) noexcept {
-    return (r + 1) * stride + c + 1;
-  }
-  [[nodiscard]] static constexpr int neighbour(int cell, int d) noexcept {
-    return cell + ring_rows[static_cast<std::size_t>(d)] * stride +
-           ring_columns[static_cast<std::size_t>(d)];
-  }
-  [[nodiscard]] std::uint8_t at(int cell) const noexcept {
-    return cells_[static_cast<std::size_t>(cell)];
-  }
-  void set(int cell, player p) noexcept { cells_[static_cast<std::size_t>(cell)] = p; }
-  [[nodiscard]] std::size_t ring_code(int cell) const noexcept {
-    std::size_t code = 0;
-    for (int d = 0; d < ring_size; ++d) code |= std::size_t{at(neighbour(cell, d))} << 2 * d;
-    return code;
-  }
-  [[nodiscard]] int size() const noexcept { return size_; }
-
- private:
-  int size_;
-  std::array<std::uint8_t, stride * stride> cells_{};
-};
 
 }  // namespace
 

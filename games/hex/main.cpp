@@ -51,6 +51,8 @@ struct settings {
   // Hex knowledge (search_options::knowledge, hex::knowledge_sources), each source on unless
   // --no-<name>.
   bool inferior_cells = true;
+  bool pattern_priors = true;
+  double prior_bias = mcts::search_options{}.prior_bias;
   // Between the moves of play and gtp, the searched subtree is the next search's start
   // (analyze searches once and keeps nothing).
   bool reuse_tree = true;
@@ -69,6 +71,9 @@ struct settings {
   std::string opponent = "random";
   std::string engine_color = "black";
   std::uint64_t opponent_rollouts = 0;  // 0: the engine's budget
+  // selfplay
+  std::uint64_t games = 100;
+  std::string out;
   // gtp
   double resign_threshold = seriema::hex::gtp_options{}.resign_threshold;
 };
@@ -82,6 +87,7 @@ mcts::search_options search_options_of(const settings& s) {
   options.rave = s.rave;
   options.solver = s.solver;
   options.knowledge = true;  // what it uses is the game's knowledge_sources
+  options.prior_bias = s.prior_bias;
   options.expansion_visits = s.expansion_visits;
   options.rave_equivalence = s.rave_equivalence;
   options.seed = s.seed;
@@ -277,6 +283,7 @@ hex::state position_of(const hex& game, const std::vector<std::string>& moves) {
 seriema::hex::knowledge_sources knowledge_of(const settings& s) {
   seriema::hex::knowledge_sources sources;
   sources.inferior_cells = s.inferior_cells;
+  sources.pattern_priors = s.pattern_priors;
   return sources;
 }
 
@@ -389,6 +396,58 @@ int play(engine& e, const hex& game, const settings& s) {
   return 0;
 }
 
+// The moves a search chooses among in `position` (the legal ones less those knowledge prunes),
+// or none where the knowledge proves the position or keeps a single move, and while the swap
+// is available (it has no pattern).
+std::vector<hex::move> candidates(const hex& game, const hex::state& position) {
+  std::vector<hex::move> moves(game.max_moves());
+  moves.resize(game.legal_moves(position, moves));
+  const mcts::pruned kept = game.prune(position, moves);
+  moves.resize(kept.count);
+  const bool swap = std::find(moves.begin(), moves.end(), hex::swap_move) != moves.end();
+  if (moves.size() < 2 || kept.decided != mcts::nobody || swap) moves.clear();
+  return moves;
+}
+
+// Self-play games, written for the pattern trainer (games/hex/train_patterns.py): one line per
+// position with a choice, the chosen move's pattern feature then every candidate's
+// (hex::pattern_features_of). Each game opens with a uniformly random move (not written) so
+// that the games differ; the rest are the engine's.
+int selfplay(engine& e, const hex& game, const settings& s) {
+  std::ofstream out(s.out);
+  if (!out) throw CLI::ValidationError(fmt::format("--out {}: cannot write there", s.out));
+  mcts::random rng(s.seed ^ 0x5e1f);
+  std::uint64_t positions = 0;
+  std::vector<std::uint32_t> features(game.max_moves());
+  for (std::uint64_t g = 0; g < s.games; ++g) {
+    auto position = game.initial_state();
+    std::vector<hex::move> first(game.max_moves());
+    first.resize(game.legal_moves(position, first));
+    game.apply(position, first[rng.below(static_cast<std::uint32_t>(first.size()))]);
+    while (game.winner(position) == mcts::nobody) {
+      const auto moves = candidates(game, position);
+      const hex::move best = e.search(game, position, nullptr).best;
+      // A move outside them is the solver's (a win in one, a forced block): no choice to learn.
+      if (std::find(moves.begin(), moves.end(), best) != moves.end()) {
+        game.pattern_features_of(position, std::span<const hex::move>(&best, 1),
+                                 std::span<std::uint32_t>(features.data(), 1));
+        out << features[0];
+        game.pattern_features_of(position, moves,
+                                 std::span<std::uint32_t>(features.data(), moves.size()));
+        for (std::size_t i = 0; i < moves.size(); ++i) out << ' ' << features[i];
+        out << '\n';
+        ++positions;
+      }
+      game.apply(position, best);
+    }
+    fmt::print("game {} of {}: {} won after {} moves; {} positions so far\n", g + 1, s.games,
+               color_name(game.winner(position)), position.moves_played, positions);
+    std::fflush(stdout);
+  }
+  if (!out.flush()) throw std::runtime_error(fmt::format("--out {}: write failed", s.out));
+  return 0;
+}
+
 int gtp(engine& e, const settings& s) {
   std::FILE* bar_file = isatty(fileno(stderr)) ? stderr : nullptr;
   seriema::hex::gtp_options options;
@@ -445,6 +504,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-inferior-cells", s.inferior_cells,
                "knowledge: do not prune dead and captured cells nor decide positions by "
                "filling them in");
+  app.add_flag("!--no-pattern-priors", s.pattern_priors,
+               "knowledge: no move priors from trained local patterns");
+  app.add_option("--prior-bias", s.prior_bias,
+                 "weight of a move's pattern prior in its score, fading as 1/sqrt(visits+1)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--reuse-tree", s.reuse_tree,
                  "play and gtp: start each search from the subtree of the last search's tree "
                  "that the moves played since lead to (0 or 1; with --max-memory the tree then "
@@ -477,6 +541,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"black", "white"}));
   play_cmd->add_option("--opponent-rollouts", s.opponent_rollouts,
                        "the sequential opponent's rollouts per move (0: same as the engine)");
+  auto* selfplay_cmd = app.add_subcommand(
+      "selfplay", "play the engine against itself and write each position's pattern features "
+                  "(training data for games/hex/train_patterns.py)");
+  selfplay_cmd->add_option("--games", s.games, "games to play")->check(CLI::PositiveNumber);
+  selfplay_cmd->add_option("--out", s.out, "the file to write")->required();
   auto* gtp_cmd = app.add_subcommand("gtp", "speak the Go Text Protocol on stdin/stdout");
   gtp_cmd->add_option("--resign-threshold", s.resign_threshold,
                       "genmove answers resign below this win rate, after 1000 rollouts or more "
@@ -485,7 +554,7 @@ int main(int argc, char** argv) {
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
-                           "--no-inferior-cells",
+                           "--no-inferior-cells", "--no-pattern-priors", "--prior-bias",
                            "--expansion-visits", "--reuse-tree", "--seed", "--engine", "--size",
                            "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
@@ -530,6 +599,7 @@ int main(int argc, char** argv) {
       if (*analyze_cmd) status = analyze(rt, e, game, s);
       if (*play_cmd || *gtp_cmd) e.tell_when_budget_reached();
       if (*play_cmd) status = play(e, game, s);
+      if (*selfplay_cmd) status = selfplay(e, game, s);
       if (*gtp_cmd) e.tell_reuse();
       if (*gtp_cmd) status = gtp(e, s);
     } catch (const CLI::ValidationError& error) {

@@ -90,6 +90,7 @@ struct claim_game_with_priors : claim_game {
   void priors(const state&, std::span<const move> moves, std::span<float> out) const noexcept {
     for (std::size_t i = 0; i < moves.size(); ++i) out[i] = weights[moves[i]];
   }
+  [[nodiscard]] bool gives_priors() const noexcept { return true; }
 };
 static_assert(mcts::prior_game<claim_game_with_priors>);
 

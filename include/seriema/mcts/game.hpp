@@ -155,11 +155,14 @@ concept pruning_game = game<G> && requires(const G& g, const typename G::state& 
 /// non-negative and finite, larger for a move more likely to be the best (for Hex: the gammas
 /// of trained local patterns). The engines divide them by their sum (equal shares when all
 /// are 0) and use the shares as progressive bias and to order first visits.
+/// `g.gives_priors()` says whether this game object gives them at all (a game may switch its
+/// source off); read once per search: without, edge tables hold no priors.
 template <class G>
 concept prior_game = game<G> && requires(const G& g, const typename G::state& s,
                                          std::span<const typename G::move> moves,
                                          std::span<float> weights) {
   g.priors(s, moves, weights);
+  { g.gives_priors() } -> std::convertible_to<bool>;
 };
 
 /// Optional: a Zobrist-style hash of a position (equal positions, equal hashes). With it, the

@@ -40,7 +40,7 @@ class sequential_tree {
         options_(options),
         k_(options.playouts_per_leaf),
         rng_(options.seed),
-        priors_on_(uses_priors<G>(options.knowledge)) {
+        priors_on_(uses_priors(g, options.knowledge)) {
     check_options(options, engine);
     if (options.rave) record_.resize(g.max_moves());
     scratch_.resize(g.max_moves());
@@ -77,12 +77,13 @@ class sequential_tree {
     }
     return std::max<std::uint64_t>(reserved_nodes, 1);
   }
-  /// Whether a tree searched with `options` can be carried into a search with `next`: the same
-  /// kind of edges (the solver and knowledge prune them) and statistics (RAVE's).
-  static bool same_kind_of_tree(const sequential_arrays<G>& tree, const search_options& next) {
+  /// Whether a tree searched with `options` can be carried into a search of g with `next`: the
+  /// same kind of edges (the solver and knowledge prune them) and statistics (RAVE's, priors).
+  static bool same_kind_of_tree(const G& g, const sequential_arrays<G>& tree,
+                                const search_options& next) {
     return tree.rave == next.rave && tree.solver == (next.solver && solver_game<G>) &&
            tree.knowledge == (next.knowledge && pruning_game<G>) &&
-           tree.priors_on == uses_priors<G>(next.knowledge);
+           tree.priors_on == uses_priors(g, next.knowledge);
   }
 
   /// The tree's arrays, for the next search (sequential_engine); the tree is empty after.
@@ -415,7 +416,7 @@ class sequential_tree {
   std::vector<edge> edges_;
   std::vector<amaf_edge> amaf_;  // empty without RAVE
   amaf_record record_;           // the rollout's, with RAVE
-  const bool priors_on_;         // uses_priors<G>(knowledge): priors_ is filled
+  const bool priors_on_;         // uses_priors(g, knowledge): priors_ is filled
   std::vector<float> priors_;    // edges_[i]'s prior share (same index), with priors
   std::vector<move> scratch_;
   state unstored_{};  // the position of a child played out without a node (budget reached)
@@ -501,7 +502,8 @@ class sequential_engine {
   /// The subtree of `kept` for a search from `root` with `options`, compacted, or an empty
   /// tree; `kept` is freed either way.
   arrays carry_over(arrays kept, const state& root, const search_options& options) {
-    if (!options.reuse_tree || kept.nodes.empty() || !tree_type::same_kind_of_tree(kept, options)) {
+    if (!options.reuse_tree || kept.nodes.empty() ||
+        !tree_type::same_kind_of_tree(game_, kept, options)) {
       return {};
     }
     const auto path = detail::moves_between(game_, kept.nodes[0].position, root);

@@ -56,11 +56,15 @@ expansion moves_to_search(const G& g, const typename G::state& s,
   return {legal, nobody};
 }
 
-/// Whether a search with knowledge on uses G's move priors (prior_game): both engines then give
-/// every edge table a prior share per edge.
+/// Whether a search of g with knowledge on uses its move priors (a prior_game that gives them):
+/// both engines then give every edge table a prior share per edge.
 template <game G>
-[[nodiscard]] constexpr bool uses_priors(bool knowledge) noexcept {
-  return knowledge && prior_game<G>;
+[[nodiscard]] bool uses_priors(const G& g, bool knowledge) noexcept {
+  if constexpr (prior_game<G>) {
+    return knowledge && g.gives_priors();
+  } else {
+    return false;
+  }
 }
 
 /// The prior shares of `moves` (a new node's edges, in their final order) into `shares`: the

@@ -124,7 +124,7 @@ inline void distributed_search<G>::prepare(const detail::search_command<G>& comm
   rave_equivalence_ = command.rave_equivalence;
   solver_ = command.solver != 0;
   knowledge_ = command.knowledge != 0;
-  priors_ = detail::uses_priors<G>(knowledge_);
+  priors_ = detail::uses_priors(game_, knowledge_);
   prior_bias_ = command.prior_bias;
   expansion_visits_ = command.expansion_visits;
   thread_count_ = rt_.placement().thread_count();
