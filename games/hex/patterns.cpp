@@ -59,6 +59,21 @@ std::size_t half_turn_canonical(std::size_t code) noexcept {
   return std::min(code, turned);
 }
 
+// The canonical ring of every ring, as each player sees it: ring_features()[p - 1][code].
+using ring_feature_table = std::array<std::array<std::uint16_t, ring_codes>, 2>;
+const ring_feature_table& ring_features() {
+  static const auto table = [] {
+    ring_feature_table t{};
+    for (player p = 1; p <= 2; ++p) {
+      for (std::size_t code = 0; code < ring_codes; ++code) {
+        t[p - 1][code] = static_cast<std::uint16_t>(half_turn_canonical(as_mover_sees(code, p)));
+      }
+    }
+    return t;
+  }();
+  return table;
+}
+
 // Where cell (r, c) lies from the last move (lr, lc): 1 a neighbour, 2 a bridge away (the two
 // cells share two empty-or-not neighbours), 0 elsewhere.
 constexpr std::array<std::array<int, 2>, 6> bridge_offsets = {
@@ -83,6 +98,7 @@ std::uint32_t place_from_last(int r, int c, int lr, int lc) noexcept {
 void hex::pattern_features_of(const state& s, std::span<const move> moves,
                               std::span<std::uint32_t> out) const noexcept {
   const fill_board board(*this, s);
+  const auto& canonical = ring_features()[s.to_move - 1];
   const bool after_a_move = s.last_move < size_ * size_;
   const int last_row = after_a_move ? s.last_move / size_ : -10;
   const int last_column = after_a_move ? s.last_move % size_ : -10;
@@ -93,9 +109,7 @@ void hex::pattern_features_of(const state& s, std::span<const move> moves,
     }
     const int r = moves[i] / size_;
     const int c = moves[i] % size_;
-    const std::size_t ring = board.ring_code(fill_board::grid(r, c));
-    const auto seen =
-        static_cast<std::uint32_t>(half_turn_canonical(as_mover_sees(ring, s.to_move)));
+    const std::uint32_t seen = canonical[board.ring_code(fill_board::grid(r, c))];
     out[i] = seen * 3 + place_from_last(r, c, last_row, last_column);
   }
 }

@@ -113,7 +113,8 @@ def write_weights(path, gamma, header):
             out.write(f"// {line}\n")
         for f in sorted(gamma):
             if abs(gamma[f] - 1) > 1e-3:
-                out.write(f"{{{f}, {gamma[f]:.4g}F}},\n")
+                rounded = float(f"{gamma[f]:.4g}")  # repr: "3.0", "0.1045", "1e-05"
+                out.write(f"{{{f}, {rounded!r}F}},\n")
 
 
 def main():

@@ -132,5 +132,21 @@ TEST(HexPatterns, PriorsAreOffWithoutTheirSourceAndPositiveWithIt) {
   for (const float w : weights) EXPECT_TRUE(w > 0 && std::isfinite(w));
 }
 
+// Black's bridge d4-e5 (cells (3, 3) and (4, 4)), white intrudes at e4 (3, 4): the trained
+// gammas put the save, d5 (4, 3), first among black's moves, far above an empty cell's.
+TEST(HexPatterns, TrainedPriorsAnswerABridgeIntrusionWithTheSave) {
+  const hex g(9);
+  hex::state s = hex_position(g, {{3, 3}, {4, 4}}, {{3, 4}}, 1);
+  s.last_move = g.at(3, 4);
+  std::vector<hex::move> moves(g.max_moves());
+  moves.resize(g.legal_moves(s, moves));
+  std::vector<float> weights(moves.size());
+  g.priors(s, moves, weights);
+  const auto best = std::max_element(weights.begin(), weights.end()) - weights.begin();
+  EXPECT_EQ(g.move_name(moves[static_cast<std::size_t>(best)]), g.move_name(g.at(4, 3)));
+  const auto far = std::find(moves.begin(), moves.end(), g.at(8, 0)) - moves.begin();
+  EXPECT_GT(weights[static_cast<std::size_t>(best)], 10 * weights[static_cast<std::size_t>(far)]);
+}
+
 }  // namespace
 }  // namespace seriema::hex
