@@ -31,7 +31,9 @@ struct knowledge_sources {
   bool inferior_cells = true;
   // Move priors from local patterns (patterns.cpp): a move's ring of six neighbours and its
   // place next to the last move, weighed by gammas trained on self-play (train_patterns.py).
-  bool pattern_priors = true;
+  // Off by default: at equal time they have not yet won more games than they cost in speed
+  // (docs/mcts.md, "Pattern priors").
+  bool pattern_priors = false;
 
   friend bool operator==(const knowledge_sources&, const knowledge_sources&) = default;
 };

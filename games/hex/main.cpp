@@ -51,7 +51,7 @@ struct settings {
   // Hex knowledge (search_options::knowledge, hex::knowledge_sources), each source on unless
   // --no-<name>.
   bool inferior_cells = true;
-  bool pattern_priors = true;
+  bool pattern_priors = false;  // --pattern-priors: not yet a gain at equal time (docs/mcts.md)
   double prior_bias = mcts::search_options{}.prior_bias;
   // Between the moves of play and gtp, the searched subtree is the next search's start
   // (analyze searches once and keeps nothing).
@@ -504,8 +504,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-inferior-cells", s.inferior_cells,
                "knowledge: do not prune dead and captured cells nor decide positions by "
                "filling them in");
-  app.add_flag("!--no-pattern-priors", s.pattern_priors,
-               "knowledge: no move priors from trained local patterns");
+  app.add_flag("--pattern-priors,!--no-pattern-priors", s.pattern_priors,
+               "knowledge: move priors from trained local patterns (off by default)");
   app.add_option("--prior-bias", s.prior_bias,
                  "weight of a move's pattern prior in its score, fading as 1/sqrt(visits+1)")
       ->check(CLI::NonNegativeNumber);
@@ -554,7 +554,7 @@ int main(int argc, char** argv) {
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
-                           "--no-inferior-cells", "--no-pattern-priors", "--prior-bias",
+                           "--no-inferior-cells", "--pattern-priors", "--prior-bias",
                            "--expansion-visits", "--reuse-tree", "--seed", "--engine", "--size",
                            "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"

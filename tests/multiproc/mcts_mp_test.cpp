@@ -519,6 +519,35 @@ TEST(DistributedMcts, TreeReuseKeepsThePlayedSubtreesVisitsRemoteOnly) {
   expect_reuse_keeps_visits(options);
 }
 
+// Hex's pattern priors across processes (every edge table holds its moves' prior shares, made
+// on whichever thread owns the node): the same 3x3 proofs as exhaustive search, and on 7x7 a
+// kept tree of such tables reused whole (each node's image carries its shares: carry_image).
+TEST(DistributedMcts, PatternPriorsKeepTheProofsAndTravelWithAKeptTree) {
+  const seriema::hex::knowledge_sources with_priors{true, true};
+  const hex game(3, false, seriema::hex::playout_policy::random, with_priors);
+  distributed_search<hex> search(rt(), game);
+  search_options o = solver_budget(20000);
+  o.knowledge = true;
+  for (const hex::state& s : seriema::test::openings_up_to_two_stones(game)) {
+    const auto result = search.search(s, o);
+    if (rt().rank() != 0) continue;
+    EXPECT_NE(result.proven_winner, seriema::mcts::nobody) << game.render(s);
+    EXPECT_EQ(result.proven_winner == s.to_move, seriema::test::mover_wins_by_force(game, s))
+        << game.render(s);
+  }
+  const hex seven(7, false, seriema::hex::playout_policy::random, with_priors);
+  distributed_search<hex> kept(rt(), seven);
+  search_options r = reuse_budget(3000);
+  r.knowledge = true;
+  const auto first = kept.search(seven.initial_state(), r);
+  r.rollouts = 10;
+  const auto again = kept.search(seven.initial_state(), r);
+  EXPECT_EQ(again.reused_nodes, first.tree_nodes);
+  if (rt().rank() == 0) {
+    EXPECT_EQ(root_visits(again), root_visits(first) + 10 * 2);
+  }
+}
+
 // A kept tree whose edges were made under other knowledge is not reused (its nodes would keep
 // moves the new search prunes, or lack ones it keeps): each change starts an empty tree.
 TEST(DistributedMcts, TreeReuseStartsAfreshWhenKnowledgeChanges) {
