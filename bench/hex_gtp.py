@@ -1,7 +1,8 @@
 """Shared by the Hex strength scripts: a seriema-hex GTP engine and the report of one row.
 
-hex_match.py (against OpenSpiel's MCTSBot), hex_head_to_head.py (two seriema-hex command lines)
-and hex_rules_check.py (random games in both rule implementations) use it; it needs no
+hex_match.py (against OpenSpiel's MCTSBot), hex_head_to_head.py (two seriema-hex command lines),
+hex_rules_check.py (random games in both rule implementations) and hex_vs_mohex.py (against
+MoHex, another GTP program: GtpEngine's gtp_args, name and stderr) use it; it needs no
 open_spiel, so head-to-head games run with any python3.
 """
 import json
@@ -16,19 +17,25 @@ class GtpEngine:
 
     The command line is split with shlex, so "build/tools/seriema-run -n 2 -- seriema-hex ..."
     is one engine whose rank 0 reads GTP on its stdin. Resigning is off (--resign-threshold 0):
-    every game is played to its end, so that both sides' boards can name the winner."""
+    every game is played to its end, so that both sides' boards can name the winner.
 
-    def __init__(self, command):
+    Another GTP program: gtp_args=() (what follows the command line; seriema-hex's by default),
+    name (in error messages) and stderr (a file, or subprocess.DEVNULL; inherited by default)."""
+
+    SERIEMA_GTP_ARGS = ("gtp", "--resign-threshold", "0")
+
+    def __init__(self, command, gtp_args=SERIEMA_GTP_ARGS, name="seriema-hex", stderr=None):
         self.command = command
-        self.proc = subprocess.Popen(shlex.split(command) + ["gtp", "--resign-threshold", "0"],
+        self.name = name
+        self.proc = subprocess.Popen(shlex.split(command) + list(gtp_args),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     bufsize=1)
+                                     bufsize=1, stderr=stderr)
 
     def ask(self, line):
         """The answer to one command, without its '=' (RuntimeError on a '?' answer)."""
         ok, answer = self.try_ask(line)
         if not ok:
-            raise RuntimeError(f"seriema-hex refused {line!r}: {answer}")
+            raise RuntimeError(f"{self.name} refused {line!r}: {answer}")
         return answer
 
     def try_ask(self, line):
@@ -44,7 +51,7 @@ class GtpEngine:
         while True:
             got = self.proc.stdout.readline()
             if got == "":
-                raise RuntimeError(f"seriema-hex exited while answering {line!r}")
+                raise RuntimeError(f"{self.name} exited while answering {line!r}")
             got = got.rstrip("\n")
             if got == "" and lines:
                 return lines
@@ -56,6 +63,8 @@ class GtpEngine:
         self.ask("clear_board")
 
     def close(self):
+        if self.proc.poll() is not None:  # exited already (its error is being reported)
+            return
         try:
             self.ask("quit")
         finally:
