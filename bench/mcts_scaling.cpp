@@ -36,6 +36,7 @@ struct settings {
   std::uint32_t in_flight = 0;
   std::string label;
   std::string json;
+  std::string knowledge = "none";  // rate: Hex knowledge sources on (issue 46's cost)
   // strength
   int games = 200;
   std::uint64_t rollouts = 1000;
@@ -57,10 +58,17 @@ std::string configuration(seriema::fabric::runtime& rt) {
 // Rollouts/s from the empty board: the sequential reference (rank 0 alone, the other ranks
 // waiting), then the distributed search on every thread of the job, alternated per repetition
 // so that drifts of the machine hit both alike.
+// --knowledge's sources: none, inferior (dead and captured cells), priors (pattern priors) or
+// all; search_options::knowledge is on with any.
+seriema::hex::knowledge_sources knowledge_of(const std::string& name) {
+  return {name == "inferior" || name == "all", name == "priors" || name == "all"};
+}
+
 int rate(seriema::fabric::runtime& rt, const settings& s) {
-  const hex game(s.size);
+  const hex game(s.size, false, seriema::hex::playout_policy::random, knowledge_of(s.knowledge));
   mcts::distributed_search<hex> distributed(rt, game, distributed_options_of(s));
   mcts::search_options options;
+  options.knowledge = s.knowledge != "none";
   // A budget of rollouts compares configurations on trees of the same size (a faster one
   // searching for the same seconds builds a deeper tree, whose selections cost more).
   options.rollouts = s.rate_rollouts;
@@ -95,6 +103,7 @@ int rate(seriema::fabric::runtime& rt, const settings& s) {
                  {"threads_per_process", rt.placement().threads_per_process()},
                  {"remote_only", s.remote_only},
                  {"channel", s.channel},
+                 {"knowledge", s.knowledge},
                  {"board", s.size},
                  {"playouts_per_leaf", s.playouts},
                  {"seconds", s.rate_rollouts != 0 ? 0.0 : s.seconds},
@@ -162,6 +171,7 @@ int strength(seriema::fabric::runtime& rt, const settings& s) {
                  {"configuration", configuration(rt)},
                  {"remote_only", s.remote_only},
                  {"channel", s.channel},
+                 {"knowledge", s.knowledge},
                  {"board", s.size},
                  {"rollouts_per_move", s.rollouts},
                  {"playouts_per_leaf", s.playouts},
@@ -199,6 +209,10 @@ int main(int argc, char** argv) {
   rate_cmd->add_option("--rollouts", s.rate_rollouts, "rollouts per search (instead of --seconds)")
       ->check(CLI::PositiveNumber);
   rate_cmd->add_option("--reps", s.reps, "repetitions (medians)")->check(CLI::PositiveNumber);
+  rate_cmd->add_option("--knowledge", s.knowledge,
+                       "Hex knowledge in both engines: none, inferior (dead and captured "
+                       "cells), priors (pattern priors) or all")
+      ->check(CLI::IsMember({"none", "inferior", "priors", "all"}));
   rate_cmd->add_option("--label", s.label, "row name in the table");
   auto* strength_cmd = app.add_subcommand("strength", "distributed vs sequential games");
   strength_cmd->add_option("--size", s.size, "board size (default 9)")
