@@ -158,7 +158,9 @@ def cmd_play(args):
 
 
 def p90_ms(seconds):
-    return 1000 * statistics.quantiles(seconds, n=10)[-1] if len(seconds) > 1 else median_ms(seconds)
+    if len(seconds) < 2:
+        return median_ms(seconds)
+    return 1000 * statistics.quantiles(seconds, n=10)[-1]
 
 
 def version(package):

@@ -397,10 +397,16 @@ int play(engine& e, const hex& game, const settings& s) {
 }
 
 // The moves a search chooses among in `position` (the legal ones less those knowledge prunes),
-// or none where the knowledge proves the position or keeps a single move, and while the swap
-// is available (it has no pattern).
+// or none where there is no choice to learn from: a win in one or a threat to block (the
+// solver decides those), a position the knowledge proves or where it keeps a single move, and
+// while the swap is available (it has no pattern).
 std::vector<hex::move> candidates(const hex& game, const hex::state& position) {
   std::vector<hex::move> moves(game.max_moves());
+  const mcts::player mover = game.to_move(position);
+  if (game.threats(position, mover, moves) > 0 ||
+      game.threats(position, mcts::opponent(mover), moves) > 0) {
+    return {};
+  }
   moves.resize(game.legal_moves(position, moves));
   const mcts::pruned kept = game.prune(position, moves);
   moves.resize(kept.count);
@@ -426,9 +432,10 @@ int selfplay(engine& e, const hex& game, const settings& s) {
     game.apply(position, first[rng.below(static_cast<std::uint32_t>(first.size()))]);
     while (game.winner(position) == mcts::nobody) {
       const auto moves = candidates(game, position);
-      const hex::move best = e.search(game, position, nullptr).best;
-      // A move outside them is the solver's (a win in one, a forced block): no choice to learn.
-      if (std::find(moves.begin(), moves.end(), best) != moves.end()) {
+      const auto result = e.search(game, position, nullptr);
+      const hex::move best = result.best;
+      // A proven root's move is the proof's, not a choice the patterns could learn from.
+      if (!moves.empty() && result.proven_winner == mcts::nobody) {
         game.pattern_features_of(position, std::span<const hex::move>(&best, 1),
                                  std::span<std::uint32_t>(features.data(), 1));
         out << features[0];

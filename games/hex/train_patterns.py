@@ -7,8 +7,8 @@ model is Bradley-Terry over the candidates, each move weighing the gamma of its 
 "Computing Elo ratings of move patterns in the game of Go", 2007): the chosen move wins against
 all the others. Gammas are fitted by minorization-maximization (Hunter 2004), each with a prior
 of one virtual win and one virtual loss against a gamma of 1, so that rare features stay near 1.
-Every tenth position is held out and scored: log-likelihood per position and how often the
-chosen move has the largest gamma, against the uniform choice.
+The last tenth of each file (whole games but one) is held out and scored: log-likelihood per
+position and how often the chosen move has the largest gamma, against the uniform choice.
 
 Remaking the committed weights (games/hex/pattern_weights.inc), from the repository root:
 
@@ -36,6 +36,8 @@ SELFPLAY_ROLLOUTS = 10000
 
 def generate(seriema_hex, data, processes, games):
     os.makedirs(data, exist_ok=True)
+    for stale in glob.glob(os.path.join(data, "selfplay-*.txt")):  # an earlier, larger run's
+        os.remove(stale)
     jobs = []
     for seed in range(1, processes + 1):
         out = os.path.join(data, f"selfplay-{seed}.txt")
@@ -46,26 +48,33 @@ def generate(seriema_hex, data, processes, games):
         jobs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
     for job in jobs:
         if job.wait() != 0:
+            for other in jobs:
+                other.kill()
             sys.exit(f"train_patterns: {seriema_hex} selfplay failed ({job.returncode})")
 
 
 def read_positions(paths):
-    """(chosen feature, Counter of candidate features) per line, and a digest of the data."""
-    positions = []
+    """Per file, (chosen feature, Counter of candidate features) per line; a digest of all."""
+    files = []
     digest = hashlib.sha256()
     for path in paths:
         with open(path, "rb") as f:
             content = f.read()
         digest.update(content)
+        positions = []
         for number, line in enumerate(content.decode().splitlines(), 1):
-            fields = [int(x) for x in line.split()]
+            try:
+                fields = [int(x) for x in line.split()]
+            except ValueError:
+                fields = []
             if len(fields) < 3 or any(not 0 <= x < FEATURES for x in fields):
                 sys.exit(f"train_patterns: {path}:{number}: not a position line")
             chosen, candidates = fields[0], Counter(fields[1:])
             if chosen not in candidates:
                 sys.exit(f"train_patterns: {path}:{number}: the chosen feature is no candidate's")
             positions.append((chosen, candidates))
-    return positions, digest.hexdigest()
+        files.append(positions)
+    return files, digest.hexdigest()
 
 
 def fit(positions, iterations):
@@ -132,9 +141,15 @@ def main():
     paths = sorted(glob.glob(os.path.join(args.data, "selfplay-*.txt")))
     if not paths:
         sys.exit(f"train_patterns: no selfplay-*.txt in {args.data} (--generate makes them)")
-    positions, digest = read_positions(paths)
-    training = [p for i, p in enumerate(positions) if i % 10 != 0]
-    held_out = [p for i, p in enumerate(positions) if i % 10 == 0]
+    files, digest = read_positions(paths)
+    # The last tenth of each file held out: whole games (but the one it cuts), so that no
+    # held-out position has its neighbours of the same game in training.
+    training, held_out = [], []
+    for positions in files:
+        cut = len(positions) - len(positions) // 10
+        training += positions[:cut]
+        held_out += positions[cut:]
+    positions = training + held_out
     print(f"{len(positions)} positions from {len(paths)} files; training on {len(training)}",
           flush=True)
     gamma = fit(training, args.iterations)

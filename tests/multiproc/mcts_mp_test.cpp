@@ -365,8 +365,8 @@ TEST(DistributedMcts, RaveFindsTheKeyMoveBeforeTryingEveryMoveRemoteOnly) {
 }
 
 // Move priors across processes (support/claim_game.hpp): cell 5, no better than any cell but 0,
-// weighs 10 times the others; with a large prior_bias it takes most rollouts, in every table
-// whichever thread made it, and the priors leave the search alone without knowledge.
+// weighs 10 times the others; with a large prior_bias it takes most rollouts at the root, and
+// the priors leave the search alone without knowledge.
 void expect_priors_steer_the_search(distributed_options options) {
   seriema::test::claim_game_with_priors game;
   game.weights.fill(1);
@@ -545,6 +545,29 @@ TEST(DistributedMcts, PatternPriorsKeepTheProofsAndTravelWithAKeptTree) {
   EXPECT_EQ(again.reused_nodes, first.tree_nodes);
   if (rt().rank() == 0) {
     EXPECT_EQ(root_visits(again), root_visits(first) + 10 * 2);
+  }
+}
+
+// Tree reuse one move down with pattern priors (the subtree copied node by node between the
+// threads that own it, each image with its shares): the first search stores the priors without
+// using them (bias 0); the second, with a large bias, spends most rollouts on the move of
+// highest prior at the carried root, which it could not if the copy had lost the shares.
+TEST(DistributedMcts, ACarriedSubtreeKeepsItsPriorShares) {
+  const hex game(7, false, seriema::hex::playout_policy::random, {false, true});
+  distributed_search<hex> search(rt(), game);
+  search_options o = reuse_budget(2000);
+  o.knowledge = true;
+  o.prior_bias = 0;
+  const auto first = search.search(game.initial_state(), o);
+  auto next = game.initial_state();
+  game.apply(next, first.best);
+  o.prior_bias = 1000;
+  o.rollouts = 3000;
+  const auto second = search.search(next, o);
+  EXPECT_GT(second.reused_nodes, 1u);
+  if (rt().rank() == 0) {
+    EXPECT_TRUE(seriema::test::is_highest_prior(game, next, second.best))
+        << game.move_name(second.best);
   }
 }
 

@@ -1,10 +1,11 @@
 // Hand-made Hex positions and exhaustive answers for the MCTS tests: stones placed by
-// coordinates, the same problem for the other player, legal moves, and whether the player to
-// move wins by force on a tiny board.
+// coordinates, the same problem for the other player, legal moves, whether the player to move
+// wins by force on a tiny board, and which move the pattern priors like best.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <hex.hpp>
 #include <initializer_list>
@@ -42,6 +43,17 @@ inline hex_game::state hex_mirrored(const hex_game& g, const hex_game::state& s)
   m.to_move = mcts::opponent(s.to_move);
   m.moves_played = s.moves_played;
   return m;
+}
+
+/// Whether m's prior weight in s is the largest of s's legal moves' (hex::priors; ties count).
+inline bool is_highest_prior(const hex_game& g, const hex_game::state& s, hex_game::move m) {
+  std::vector<hex_game::move> moves(g.max_moves());
+  moves.resize(g.legal_moves(s, moves));
+  std::vector<float> weights(moves.size());
+  g.priors(s, moves, weights);
+  const float best = *std::max_element(weights.begin(), weights.end());
+  const auto at = std::find(moves.begin(), moves.end(), m);
+  return at != moves.end() && weights[static_cast<std::size_t>(at - moves.begin())] == best;
 }
 
 /// 5x5, black to move with a win in three: (2, 2) threatens (3, 1) and (3, 2), and (3, 1)

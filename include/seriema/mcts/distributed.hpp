@@ -112,6 +112,7 @@ class distributed_search {
     if (rt_.rank() == 0) {
       validate(root, options);
       command = make_command(detail::command_kind::search, root, options);
+      command.priors = detail::uses_priors(game_, options.knowledge) ? 1 : 0;
       plan_reuse(command, root, options);
     }
     command = exchange(command);
@@ -380,6 +381,7 @@ class distributed_search {
   bool kept_rave_ = false;       ///< rank 0: the kept tree's search_options::rave
   bool kept_solver_ = false;     ///< rank 0: the kept tree's search_options::solver
   bool kept_knowledge_ = false;  ///< rank 0: the kept tree's search_options::knowledge
+  bool kept_priors_ = false;     ///< rank 0: whether the kept tree's tables hold priors
   /// The carry phase (carry_over) is running; during it, rank 0's kept root, and the path.
   bool carrying_ = false;
   const node* carry_from_ = nullptr;

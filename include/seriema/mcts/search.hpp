@@ -57,9 +57,10 @@ struct search_options {
   bool knowledge = false;
   /// With knowledge on a prior_game: progressive bias, the weight of a move's prior (its share
   /// of its node's prior weights, in [0, 1]) in its selection score, fading with its visits:
-  /// score + prior_bias * share / sqrt(visits + 1). Unvisited moves are tried in the order of
-  /// their priors (highest first) whatever the bias; 0 keeps only that order. Costs one
-  /// priors() per edge table and 4 bytes an edge.
+  /// score + prior_bias * share / sqrt(visits + 1). Moves with no statistics at all (no visit,
+  /// and with RAVE no all-moves-as-first result either) are tried in the order of their priors,
+  /// highest first; 0 keeps only that order. A finite number in [0, 1e6] (the searches throw
+  /// std::invalid_argument otherwise). Costs one priors() per edge table and 4 bytes an edge.
   double prior_bias = 1.0;
   /// Playouts a node must have had (as a leaf) before a rollout makes its edges and goes
   /// through it; until then a rollout reaching it plays out from it. 1: at its second rollout,

@@ -65,6 +65,7 @@ class sequential_tree {
       throw std::invalid_argument(name + ": playouts_per_leaf must be at least 1");
     }
     check_rave<G>(options, engine);
+    check_prior_bias(options, engine);
   }
   /// Nodes a new tree reserves for a search with `options` (0: none): one per rollout, at
   /// most 2^20 and a quarter of the memory budget, so that most searches never copy the array.
@@ -173,10 +174,7 @@ class sequential_tree {
   /// playouts as a leaf, and the arrays have room for them within the memory budget.
   bool may_make_edges(const node& n) {
     if (n.visits < options_.expansion_visits) return false;
-    if (room_for(edges_, n.edge_count) && (!options_.rave || room_for(amaf_, n.edge_count)) &&
-        (!priors_on_ || room_for(priors_, n.edge_count))) {
-      return true;
-    }
+    if (room_for_edges(n.edge_count)) return true;
     note_budget_reached();
     return false;
   }
@@ -369,6 +367,29 @@ class sequential_tree {
     array.reserve(std::min(wanted, most));
     return true;
   }
+  /// Room for `extra` more edges in the edge arrays (edges_, and amaf_ and priors_ where they
+  /// are filled: parallel, one element an edge) without passing the budget. They grow
+  /// together, by doubling clamped to the budget, to one capacity: grown one by one, the first
+  /// would take the room the others need.
+  bool room_for_edges(std::size_t extra) {
+    const std::uint64_t budget = options_.memory_budget;
+    const std::size_t needed = edges_.size() + extra;
+    if (budget == 0 || needed <= edges_.capacity()) return true;
+    const std::uint64_t per_edge = sizeof(edge) + (options_.rave ? sizeof(amaf_edge) : 0) +
+                                   (priors_on_ ? sizeof(float) : 0);
+    const std::uint64_t edge_bytes = edges_.capacity() * sizeof(edge) +
+                                     amaf_.capacity() * sizeof(amaf_edge) +
+                                     priors_.capacity() * sizeof(float);
+    const std::uint64_t others = tree_bytes() - edge_bytes;
+    const std::uint64_t most = budget > others ? (budget - others) / per_edge : 0;
+    if (most < needed) return false;
+    const std::uint64_t capacity =
+        std::min(std::max<std::uint64_t>(needed, 2 * edges_.capacity()), most);
+    edges_.reserve(capacity);
+    if (options_.rave) amaf_.reserve(capacity);
+    if (priors_on_) priors_.reserve(capacity);
+    return true;
+  }
   void note_budget_reached() {
     if (budget_reached_) return;
     budget_reached_ = true;
@@ -436,7 +457,9 @@ class sequential_tree {
 /// Reproducible: equal arguments give equal results, except where options.seconds ends it.
 /// The clock is read every 64 rollouts, so a time budget ends a search after a multiple of 64
 /// rollouts (at least 64). Throws std::invalid_argument without a budget, with
-/// playouts_per_leaf == 0, for RAVE the game cannot serve, or when the game is over in `root`.
+/// playouts_per_leaf == 0, for RAVE the game cannot serve, for a prior_bias outside
+/// [0, 1e6], or when the game is over in `root`; std::logic_error when the game's prune() or
+/// priors() break their contracts.
 /// With options.memory_budget, the node and edge arrays (their capacity) stay within it: they
 /// grow by doubling, clamped to the budget, and once an array cannot grow the tree stops
 /// growing (see search_options::memory_budget). While an array grows its old copy is held too.
@@ -457,8 +480,9 @@ search_result<typename G::move> sequential_search(const G& g, const typename G::
 /// nodes a new tree reserves for its rollouts) and the old tree is freed, so the subtree is all
 /// the memory kept. Both are held while it copies. The tree is not carried, and the search
 /// starts from an empty tree (the old one freed, result.reused_nodes == 0), when the next
-/// search does not set reuse_tree, when its root is not found that way, when its rave or
-/// solver setting differs from the kept tree's (the edges and statistics would not match), or
+/// search does not set reuse_tree, when its root is not found that way, when its rave, solver
+/// or knowledge setting, or its game's priors, differ from the kept tree's (the edges and
+/// statistics would not match), or
 /// when the subtree alone would take more than its memory_budget (the copy counts against the
 /// budget, and the whole subtree or none of it is kept: a subtree over the budget is dropped
 /// and the search starts afresh within the budget). The search's rollouts, playouts and

@@ -1,10 +1,11 @@
 // Tests of move priors (prior_game, search_options::knowledge and prior_bias) in the sequential
 // engine: shares are the weights over their sum, a broken priors() is refused, first visits
 // follow the priors, progressive bias spends visits on a favoured move, and the shares stay with
-// their edges when a tree is kept and compacted for reuse.
+// their edges when a tree is kept and compacted for reuse, and steer the search that reuses it.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <hex.hpp>
 #include <cstdint>
 #include <limits>
 #include <seriema/mcts/detail/sequential_arrays.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "../../support/claim_game.hpp"
+#include "../../support/hex_positions.hpp"
 
 namespace seriema::mcts {
 namespace {
@@ -138,6 +140,25 @@ TEST(SequentialPriors, SharesStayWithTheirEdgesWhenATreeIsKept) {
   EXPECT_TRUE(kept.priors_on);
   ASSERT_EQ(kept.priors.size(), kept.edges.size());
   EXPECT_GT(expect_shares(kept), 1);
+}
+
+// Hex with pattern priors, tree reuse one move down (the subtree compacted into new arrays):
+// the carried root's shares steer the next search. The first search stores the priors without
+// using them (bias 0); the second, with a large bias, spends most rollouts on the move of
+// highest prior, which it could not do if the copy had lost the shares.
+TEST(SequentialPriors, ACarriedSubtreeKeepsItsSharesInTheEngine) {
+  const hex::hex g(7, false, hex::playout_policy::random, hex::knowledge_sources{false, true});
+  sequential_engine<hex::hex> e(g);
+  search_options o = prior_options(2000, 0);
+  o.reuse_tree = true;
+  const auto first = e.search(g.initial_state(), o);
+  hex::hex::state next = g.initial_state();
+  g.apply(next, first.best);
+  o.prior_bias = 1000;
+  o.rollouts = 3000;
+  const auto second = e.search(next, o);
+  ASSERT_GT(second.reused_nodes, 1u);
+  EXPECT_TRUE(test::is_highest_prior(g, next, second.best)) << g.move_name(second.best);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Tests of tree reuse in the sequential engine (sequential_engine, search_options::reuse_tree)
 // on Hex: the carried subtree's visits and nodes add up exactly to the kept tree's (same root,
 // one move and two moves later), the copy keeps every statistic and proof field by field, a
-// root farther away, a search without reuse or with other options starts from an empty tree, solver proofs and
-// RAVE statistics survive, the memory budget holds, and a game without operator== is refused.
+// root farther away, a search without reuse or with other options starts from an empty tree,
+// solver proofs and RAVE statistics survive, the memory budget holds, and a game without
+// operator== is refused.
 #include <gtest/gtest.h>
 
 #include <cstdint>

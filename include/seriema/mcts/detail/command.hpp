@@ -35,6 +35,7 @@ struct search_command {
   std::uint32_t rave = 0;           ///< 1: RAVE (search_options::rave)
   std::uint32_t solver = 0;         ///< 1: the solver (search_options::solver)
   std::uint32_t knowledge = 0;      ///< 1: game knowledge (search_options::knowledge)
+  std::uint32_t priors = 0;         ///< 1: edge tables hold move priors (uses_priors, rank 0's)
   std::uint32_t expansion_visits = 1;  ///< search_options::expansion_visits
   double rave_equivalence = 1000;   ///< search_options::rave_equivalence
   double prior_bias = 1.0;          ///< search_options::prior_bias

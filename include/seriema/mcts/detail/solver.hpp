@@ -67,6 +67,20 @@ template <game G>
   }
 }
 
+/// The largest search_options::prior_bias: a bias term stays far below with_prior's place for
+/// unvisited moves (1e9), so that order holds.
+inline constexpr double max_prior_bias = 1e6;
+
+/// Throws std::invalid_argument, naming `engine`, for a prior_bias that is not a finite number
+/// in [0, max_prior_bias] (a NaN would make every score NaN and selection take the first edge,
+/// even one the solver proved lost).
+inline void check_prior_bias(const search_options& options, const char* engine) {
+  if (!(options.prior_bias >= 0 && options.prior_bias <= max_prior_bias)) {
+    throw std::invalid_argument(std::string(engine) + ": prior_bias must be in [0, 1e6], not " +
+                                std::to_string(options.prior_bias));
+  }
+}
+
 /// The prior shares of `moves` (a new node's edges, in their final order) into `shares`: the
 /// game's weights divided by their sum, equal shares when the sum is 0. Throws
 /// std::logic_error when priors() breaks its contract (a negative or not finite weight).
@@ -83,8 +97,11 @@ void prior_shares(const G& g, const typename G::state& s,
       }
       sum += w;
     }
-    const float equal = 1.0F / static_cast<float>(shares.size());
-    for (float& w : shares) w = sum > 0 ? static_cast<float>(w / sum) : equal;
+    if (sum > 0) {
+      for (float& w : shares) w = static_cast<float>(w / sum);
+    } else if (!shares.empty()) {
+      std::fill(shares.begin(), shares.end(), 1.0F / static_cast<float>(shares.size()));
+    }
   }
 }
 

@@ -144,10 +144,10 @@ static_assert(sizeof(std::atomic<child_block*>) == 8 &&
 /// 8-aligned: `statistics()` [count] (UCB1 reads them), `blocks()` [(count + 7) / 8] (pointers
 /// to the child_blocks that hold the links, null until one of its edges is expanded), `amaf()`
 /// [count] with RAVE, `lost()` [(count + 63) / 64] with the solver, `priors()` [count] with
-/// move priors (4 bytes each, rounded up to 8), `moves()` [count] (2 bytes each for Hex; moves
-/// and priors written before the table is published). 11 bytes a move without RAVE, 19 with,
-/// 4 more with priors, plus 64 bytes per block in use, and 24 for the header (32, 48 and 64
-/// when each edge had its own link and the arrays were apart).
+/// move priors (4 bytes each, the array rounded up to 8), `moves()` [count] (2 bytes each for
+/// Hex; moves and priors written before the table is published). 11 bytes a move without RAVE,
+/// 19 with, 4 more with priors, plus 64 bytes per block in use, and 24 for the header (32, 48
+/// and 64 when each edge had its own link and the arrays were apart).
 template <class G>
 struct alignas(8) edge_table {
   using move = typename G::move;
@@ -169,8 +169,8 @@ struct alignas(8) edge_table {
   /// (detail::moves_to_search), before it is published, or later once by the compare-exchange of
   /// the step that proves it.
   std::atomic<player> decided{nobody};
-  bool has_amaf = false;  ///< amaf() exists (RAVE)
-  bool has_lost = false;  ///< lost() exists (solver)
+  bool has_amaf = false;    ///< amaf() exists (RAVE)
+  bool has_lost = false;    ///< lost() exists (solver)
   bool has_priors = false;  ///< priors() exists (knowledge of a prior_game)
 
   /// The bytes of a table of `count` moves, its arrays included (not its child blocks).

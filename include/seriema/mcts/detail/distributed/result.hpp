@@ -61,6 +61,7 @@ inline void distributed_search<G>::keep_or_release_tree(const detail::search_com
     kept_rave_ = command.rave != 0;
     kept_solver_ = command.solver != 0;
     kept_knowledge_ = command.knowledge != 0;
+    kept_priors_ = command.priors != 0;
   }
 }
 

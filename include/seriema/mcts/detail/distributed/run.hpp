@@ -17,6 +17,7 @@ inline void distributed_search<G>::validate(const state& root,
     throw std::invalid_argument("search: playouts_per_leaf must be in 1..65535");
   }
   detail::check_rave<G>(options, "search");
+  detail::check_prior_bias(options, "search");
   detail::check_reuse<G>(options, "search");
   const std::uint32_t window = window_for(rt_.placement().thread_count());
   const std::uint64_t in_flight = std::uint64_t{window} * options.playouts_per_leaf;
@@ -66,13 +67,13 @@ inline detail::search_command<G> distributed_search<G>::make_command(
 /// Rank 0: what of the kept tree the search starts from (the kept root, the subtree up to
 /// two moves below it that holds `root`, or nothing: also when the tree was grown with another
 /// rave or solver setting, whose tables lack the AMAF statistics or lost bits this one reads,
-/// or another knowledge setting, whose tables hold other moves).
+/// or another knowledge or priors setting, whose tables hold other moves or lack priors).
 template <game G>
 inline void distributed_search<G>::plan_reuse(detail::search_command<G>& c, const state& root,
                                               const search_options& options) const {
   if (!options.reuse_tree || !kept_ || !kept_root_valid_) return;
   if (options.rave != kept_rave_ || options.solver != kept_solver_ ||
-      options.knowledge != kept_knowledge_) {
+      options.knowledge != kept_knowledge_ || (c.priors != 0) != kept_priors_) {
     return;
   }
   const auto path = detail::moves_between(game_, kept_root_, root);
@@ -124,7 +125,7 @@ inline void distributed_search<G>::prepare(const detail::search_command<G>& comm
   rave_equivalence_ = command.rave_equivalence;
   solver_ = command.solver != 0;
   knowledge_ = command.knowledge != 0;
-  priors_ = detail::uses_priors(game_, knowledge_);
+  priors_ = command.priors != 0;  // rank 0's game decides: every table of the job alike
   prior_bias_ = command.prior_bias;
   expansion_visits_ = command.expansion_visits;
   thread_count_ = rt_.placement().thread_count();

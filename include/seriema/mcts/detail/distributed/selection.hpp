@@ -135,7 +135,7 @@ inline auto distributed_search<G>::edges_of(worker& w, node* n) -> table* {
   shuffle_moves(std::span<move>(w.moves.data(), count), w.rng);
   fresh->decided.store(made.decided, std::memory_order_relaxed);
   std::copy_n(w.moves.data(), count, fresh->moves());
-  if (priors_) {
+  if (priors_ && count > 0) {  // a finished position's table has no moves to weigh
     detail::prior_shares(game_, n->state, std::span<const move>(w.moves.data(), count),
                          std::span<float>(fresh->priors(), count));
   }
