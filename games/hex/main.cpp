@@ -515,7 +515,7 @@ int main(int argc, char** argv) {
                "knowledge: move priors from trained local patterns (off by default)");
   app.add_option("--prior-bias", s.prior_bias,
                  "weight of a move's pattern prior in its score, fading as 1/sqrt(visits+1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--reuse-tree", s.reuse_tree,
                  "play and gtp: start each search from the subtree of the last search's tree "
                  "that the moves played since lead to (0 or 1; with --max-memory the tree then "
