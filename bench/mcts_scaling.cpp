@@ -58,10 +58,13 @@ std::string configuration(seriema::fabric::runtime& rt) {
 // Rollouts/s from the empty board: the sequential reference (rank 0 alone, the other ranks
 // waiting), then the distributed search on every thread of the job, alternated per repetition
 // so that drifts of the machine hit both alike.
-// --knowledge's sources: none, inferior (dead and captured cells), priors (pattern priors) or
+// --knowledge's sources: none, inferior (dead and captured cells), priors (pattern priors),
+// vc (dead and captured cells, virtual connections and must-play: seriema-hex's default) or
 // all; search_options::knowledge is on with any.
 seriema::hex::knowledge_sources knowledge_of(const std::string& name) {
-  return {name == "inferior" || name == "all", name == "priors" || name == "all"};
+  const bool all = name == "all";
+  const bool vc = name == "vc" || all;
+  return {name == "inferior" || vc, name == "priors" || all, vc, vc};
 }
 
 int rate(seriema::fabric::runtime& rt, const settings& s) {
@@ -211,8 +214,9 @@ int main(int argc, char** argv) {
   rate_cmd->add_option("--reps", s.reps, "repetitions (medians)")->check(CLI::PositiveNumber);
   rate_cmd->add_option("--knowledge", s.knowledge,
                        "Hex knowledge in both engines: none, inferior (dead and captured "
-                       "cells), priors (pattern priors) or all")
-      ->check(CLI::IsMember({"none", "inferior", "priors", "all"}));
+                       "cells), priors (pattern priors), vc (inferior, virtual connections and "
+                       "must-play) or all")
+      ->check(CLI::IsMember({"none", "inferior", "priors", "vc", "all"}));
   rate_cmd->add_option("--label", s.label, "row name in the table");
   auto* strength_cmd = app.add_subcommand("strength", "distributed vs sequential games");
   strength_cmd->add_option("--size", s.size, "board size (default 9)")

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace seriema::hex {
 
@@ -34,6 +35,15 @@ struct knowledge_sources {
   // Off by default: at equal time they have not yet won more games than they cost in speed
   // (docs/mcts.md, "Pattern priors").
   bool pattern_priors = false;
+  // Virtual connections (vc.cpp): a position where H-search finds the player to move a semi
+  // connection between its edges, or the opponent a full one, is decided. Off by default: two
+  // H-searches per expanded node cost more rollouts than they save at equal time so far
+  // (docs/mcts.md, "Virtual connections").
+  bool virtual_connections = false;
+  // Must-play (vc.cpp): against the opponent's semi connections between its edges only the
+  // cells in every one of their carriers are searched (none: the position is lost). Off by
+  // default, as virtual_connections.
+  bool must_play = false;
 
   friend bool operator==(const knowledge_sources&, const knowledge_sources&) = default;
 };
@@ -91,6 +101,20 @@ class hex {
     player winner = mcts::nobody;        // who the filled board joins (wins with best play)
   };
 
+  // What H-search (vc.cpp) finds between a player's two edges: full connections (the player
+  // joins its edges whatever the opponent plays, moving second) and semi ones (it joins them
+  // by first playing the key). H-search is sound but not complete: a connection it reports
+  // holds, one it misses may still exist. Carriers are sets of empty cells.
+  struct edge_connection_analysis {
+    player who = mcts::nobody;
+    bool full = false;         // a full connection was found
+    cell_set full_carrier{};   // the smallest one's carrier
+    std::size_t semis = 0;     // semi connections kept (at most 8, smallest carriers first)
+    move key = no_move;        // the smallest semi connection's key, and its carrier
+    cell_set semi_carrier{};
+    cell_set must_play{};      // the cells common to every kept semi's carrier (keys included)
+  };
+
   // Throws std::invalid_argument naming the size when it is outside [2, 19].
   explicit hex(int size = default_size, bool swap_rule = false,
                playout_policy policy = playout_policy::random,
@@ -133,8 +157,11 @@ class hex {
   // Keeps the moves knowledge does not prove inferior (with inferior_cells: the cells empty
   // after inferior_cells() filled in the others) and says who wins when the filled board joins
   // a player's edges. A winner to move keeps one move, a cell it captured where there is one
-  // (every move of it wins); a loser keeps the empty cells. Prunes nothing while the swap is
-  // available or with no knowledge source on.
+  // (every move of it wins); a loser keeps the empty cells. Then, with virtual_connections and
+  // must_play, H-search on the filled board (connection_pruned): the mover's semi or full
+  // connection between its edges wins (its key kept), the opponent's full one loses, and
+  // against the opponent's semi ones only the must-play cells are kept. Prunes nothing while
+  // the swap is available or with no knowledge source on.
   mcts::pruned prune(const state& s, std::span<move> moves) const noexcept;
   // --- seriema::mcts::prior_game (patterns.cpp) ---
   // Each move's gamma: the weight trained for its pattern feature (1 for the swap).
@@ -143,6 +170,13 @@ class hex {
   [[nodiscard]] bool gives_priors() const noexcept { return knowledge_.pattern_priors; }
   // --- knowledge, for the search and for tests (inferior.cpp, patterns.cpp) ---
   [[nodiscard]] inferior_analysis inferior_cells(const state& s) const noexcept;
+  // `who`'s virtual connections between its edges in s (not over), by H-search (vc.cpp).
+  [[nodiscard]] edge_connection_analysis edge_connections(const state& s, player who) const;
+  // The carriers of the full connections H-search keeps between the chain of `who` through
+  // the stone `from` and edge `edge` of `who` (0: top or left, 1: bottom or right); none when
+  // `from` is not a stone of `who` or its chain touches that edge.
+  [[nodiscard]] std::vector<cell_set> full_connections(const state& s, player who, move from,
+                                                       int edge) const;
   // A move's pattern feature: its ring of six neighbours as the player to move sees it (for
   // white the board transposed and the colours swapped, so that the mover joins top and
   // bottom), the same feature as the ring turned half a turn, times 3, plus where it lies
@@ -171,6 +205,9 @@ class hex {
   [[nodiscard]] int empty_cells(const state& s) const noexcept;
 
  private:
+  // prune's virtual-connection and must-play part, on the board inferior-cell analysis filled
+  // (moves: its empty cells).
+  mcts::pruned connection_pruned(const state& filled, std::span<move> moves) const noexcept;
   // Whether `s` is the second move of a game with the swap rule, after a single stone.
   [[nodiscard]] bool swap_available(const state& s) const noexcept;
   // The playouts' recorders (hex.cpp): one that records nothing, one that writes a span.

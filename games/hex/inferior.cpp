@@ -128,9 +128,35 @@ hex::inferior_analysis hex::inferior_cells(const state& s) const noexcept {
   return found;
 }
 
+namespace {
+
+// Moves `m` to the front of `moves` where it is one of them.
+void put_first(std::span<hex::move> moves, hex::move m) {
+  const auto at = std::find(moves.begin(), moves.end(), m);
+  if (at != moves.end()) std::iter_swap(moves.begin(), at);
+}
+
+// The first cell of a set (a move value), or hex::no_move for an empty set.
+hex::move first_cell(const hex::cell_set& cells) {
+  for (std::size_t w = 0; w < cells.size(); ++w) {
+    if (cells[w] != 0) return static_cast<hex::move>(w * 64 + std::countr_zero(cells[w]));
+  }
+  return hex::no_move;
+}
+
+}  // namespace
+
 mcts::pruned hex::prune(const state& s, std::span<move> moves) const noexcept {
-  if (!knowledge_.inferior_cells || swap_available(s)) return {moves.size(), mcts::nobody};
-  const inferior_analysis found = inferior_cells(s);
+  const bool connections = knowledge_.virtual_connections || knowledge_.must_play;
+  if (!(knowledge_.inferior_cells || connections) || swap_available(s)) {
+    return {moves.size(), mcts::nobody};
+  }
+  inferior_analysis found;
+  if (knowledge_.inferior_cells) {
+    found = inferior_cells(s);
+  } else {
+    found.filled = s;
+  }
   const player mover = to_move(s);
   if (found.winner == mover) {
     // Any move wins (a stone never hurts its owner in Hex); one of the mover's captured cells,
@@ -152,7 +178,36 @@ mcts::pruned hex::prune(const state& s, std::span<move> moves) const noexcept {
   // A filled board with no empty cell has a winner; every move is kept then (all lose, and a
   // root still names one).
   if (count == 0) count = moves.size();
-  return {count, found.winner};
+  if (found.winner != mcts::nobody || !connections) return {count, found.winner};
+  return connection_pruned(found.filled, moves.first(count));
+}
+
+// Virtual connections on the filled board (whose value is the position's, and whose empty
+// cells are the moves kept): the mover's semi or full connection wins at its key (any move of
+// the mover keeps a full one); the opponent's full connection loses every move; against the
+// opponent's semi connections only the cells common to all their carriers are kept (a move
+// outside one carrier leaves that semi connection, whose key then wins), and none loses.
+mcts::pruned hex::connection_pruned(const state& filled, std::span<move> moves) const noexcept {
+  const player mover = to_move(filled);
+  const player other = mcts::opponent(mover);
+  if (knowledge_.virtual_connections) {
+    const edge_connection_analysis mine = edge_connections(filled, mover);
+    if (mine.semis > 0 || mine.full) {
+      put_first(moves, mine.semis > 0 ? mine.key : first_cell(mine.full_carrier));
+      return {1, mover};
+    }
+  }
+  const edge_connection_analysis theirs = edge_connections(filled, other);
+  if (knowledge_.virtual_connections && theirs.full) return {moves.size(), other};
+  if (!knowledge_.must_play || theirs.semis == 0) return {moves.size(), mcts::nobody};
+  const auto inside = std::partition(moves.begin(), moves.end(), [&](move m) {
+    return m != swap_move && contains(theirs.must_play, m);
+  });
+  const auto count = static_cast<std::size_t>(inside - moves.begin());
+  if (count == 0) {
+    return {moves.size(), knowledge_.virtual_connections ? other : mcts::nobody};
+  }
+  return {count, mcts::nobody};
 }
 
 }  // namespace seriema::hex

@@ -52,6 +52,8 @@ struct settings {
   // --no-<name>.
   bool inferior_cells = true;
   bool pattern_priors = false;  // --pattern-priors: not yet a gain at equal time (docs/mcts.md)
+  bool virtual_connections = false;  // --virtual-connections: not yet a gain at equal time
+  bool must_play = false;            // --must-play: likewise
   double prior_bias = mcts::search_options{}.prior_bias;
   // Between the moves of play and gtp, the searched subtree is the next search's start
   // (analyze searches once and keeps nothing).
@@ -284,6 +286,8 @@ seriema::hex::knowledge_sources knowledge_of(const settings& s) {
   seriema::hex::knowledge_sources sources;
   sources.inferior_cells = s.inferior_cells;
   sources.pattern_priors = s.pattern_priors;
+  sources.virtual_connections = s.virtual_connections;
+  sources.must_play = s.must_play;
   return sources;
 }
 
@@ -511,6 +515,12 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-inferior-cells", s.inferior_cells,
                "knowledge: do not prune dead and captured cells nor decide positions by "
                "filling them in");
+  app.add_flag("--virtual-connections,!--no-virtual-connections", s.virtual_connections,
+               "knowledge: decide positions by the virtual connections H-search finds between "
+               "a player's edges (off by default)");
+  app.add_flag("--must-play,!--no-must-play", s.must_play,
+               "knowledge: search only the cells common to the opponent's semi connections "
+               "between its edges (off by default)");
   app.add_flag("--pattern-priors,!--no-pattern-priors", s.pattern_priors,
                "knowledge: move priors from trained local patterns (off by default)");
   app.add_option("--prior-bias", s.prior_bias,
@@ -561,7 +571,8 @@ int main(int argc, char** argv) {
   gtp_cmd->footer(
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
-                           "--no-inferior-cells", "--pattern-priors", "--prior-bias",
+                           "--no-inferior-cells", "--virtual-connections",
+                           "--must-play", "--pattern-priors", "--prior-bias",
                            "--expansion-visits", "--reuse-tree", "--seed", "--engine", "--size",
                            "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"

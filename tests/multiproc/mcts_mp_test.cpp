@@ -284,6 +284,29 @@ TEST(DistributedMcts, KnowledgePrunesCapturedCellsAndProvesFilledInWins) {
   }
 }
 
+// Virtual connections over processes (Hex's H-search, knowledge_sources::virtual_connections
+// and must_play): two third-row stones with their ziggurats and a bridge between them have
+// joined black's edges, which the fill-in does not see; the root's expansion proves it for
+// both players, and without knowledge the budget does not.
+TEST(DistributedMcts, VirtualConnectionsProveAWinTheFillInDoesNotSee) {
+  const hex game(7, false, seriema::hex::playout_policy::random,
+                 seriema::hex::knowledge_sources{true, false, true, true});
+  distributed_search<hex> search(rt(), game);
+  search_options o = solver_budget(200);
+  const auto joined = hex_position(game, {{2, 3}, {4, 2}}, {}, 2);
+  for (const hex::state& s : {joined, seriema::test::hex_mirrored(game, joined)}) {
+    const player winner = seriema::mcts::opponent(s.to_move);
+    o.knowledge = true;
+    const auto proven = search.search(s, o);
+    o.knowledge = false;
+    const auto unproven = search.search(s, o);
+    if (rt().rank() != 0) continue;
+    EXPECT_EQ(proven.proven_winner, winner) << game.render(s);
+    EXPECT_LT(proven.rollouts, 100u);
+    EXPECT_EQ(unproven.proven_winner, seriema::mcts::nobody) << game.render(s);
+  }
+}
+
 // Knowledge and the solver over processes: 3x3 openings proven as exhaustive search says, with
 // fewer rollouts than the solver alone (positions decided by fill-in below the root, on
 // whichever thread owns them).
@@ -527,7 +550,7 @@ TEST(DistributedMcts, TreeReuseKeepsThePlayedSubtreesVisitsRemoteOnly) {
 // on whichever thread owns the node): the same 3x3 proofs as exhaustive search, and on 7x7 a
 // kept tree of such tables reused whole (each node's image carries its shares: carry_image).
 TEST(DistributedMcts, PatternPriorsKeepTheProofsAndTravelWithAKeptTree) {
-  const seriema::hex::knowledge_sources with_priors{true, true};
+  const seriema::hex::knowledge_sources with_priors{true, true, false, false};
   const hex game(3, false, seriema::hex::playout_policy::random, with_priors);
   distributed_search<hex> search(rt(), game);
   search_options o = solver_budget(20000);

@@ -9,6 +9,7 @@
 #include <hex.hpp>
 #include <initializer_list>
 #include <seriema/mcts/game.hpp>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -109,7 +110,7 @@ TEST(HexInferior, TheCentreOfThreeByThreeWinsByFillIn) {
 }
 
 TEST(HexInferior, PruneKeepsTheCellsLeftEmptyAndEverythingWhileTheSwapIsAvailable) {
-  const hex g(5);
+  const hex g(5, false, playout_policy::random, knowledge_sources{true, false, false, false});
   const hex::state s = position(g, {"c2"}, {"b4"}, 1);
   std::vector<hex::move> moves(g.max_moves());
   moves.resize(g.legal_moves(s, moves));
@@ -131,7 +132,8 @@ TEST(HexInferior, PruneKeepsTheCellsLeftEmptyAndEverythingWhileTheSwapIsAvailabl
   replies.resize(with_swap.legal_moves(first, replies));
   EXPECT_EQ(with_swap.prune(first, replies).count, replies.size());
   // No knowledge source: nothing pruned.
-  const hex without(5, false, playout_policy::random, knowledge_sources{false});
+  const hex without(5, false, playout_policy::random,
+                    knowledge_sources{false, false, false, false});
   EXPECT_EQ(without.prune(s, moves).count, moves.size());
 }
 
@@ -174,6 +176,7 @@ struct agreement {
   int checked = 0;
   int decided = 0;  // positions the fill-in decided
   int pruned = 0;   // positions where prune kept fewer moves than legal
+  int proven = 0;   // positions prune decided
 };
 
 // Checks s (not over, `moves` its legal moves) against the exact value: a filled board's winner
@@ -185,7 +188,7 @@ void expect_agrees(const hex& g, solver& exact, const hex::state& s,
   const player truth = mover_wins ? s.to_move : mcts::opponent(s.to_move);
   const auto found = g.inferior_cells(s);
   ++seen.checked;
-  if (found.winner != mcts::nobody) {
+  if (found.winner != mcts::nobody && g.knowledge().inferior_cells) {
     ASSERT_EQ(found.winner, truth) << g.render(s) << "filled\n" << g.render(found.filled);
     ++seen.decided;
   }
@@ -194,6 +197,10 @@ void expect_agrees(const hex& g, solver& exact, const hex::state& s,
   ASSERT_GE(kept.count, 1u);
   ASSERT_LE(kept.count, moves.size());
   seen.pruned += kept.count < moves.size() ? 1 : 0;
+  if (kept.decided != mcts::nobody) {
+    ASSERT_EQ(kept.decided, truth) << g.render(s);
+    ++seen.proven;
+  }
   bool a_kept_move_wins = false;
   for (std::size_t i = 0; i < kept.count; ++i) {
     a_kept_move_wins |= exact.after_wins_for_mover(s, kept_moves[i]);
@@ -203,17 +210,33 @@ void expect_agrees(const hex& g, solver& exact, const hex::state& s,
   if (kept.decided == s.to_move) {
     ASSERT_EQ(kept.count, 1u);
     ASSERT_TRUE(exact.after_wins_for_mover(s, kept_moves[0])) << g.render(s);
+    // Decided by the fill-in (not by a virtual connection): the finishing captured cell.
     const hex::cell_set& own = found.captured[s.to_move - 1];
-    ASSERT_TRUE(count(own) == 0 || in(own, kept_moves[0])) << g.render(s);
+    ASSERT_TRUE(!g.knowledge().inferior_cells || found.winner != s.to_move || count(own) == 0 ||
+                in(own, kept_moves[0]))
+        << g.render(s);
   }
 }
 
-TEST(HexInferior, AgreesWithExactValuesOnRandomGamesOfSmallBoards) {
+// Every source prune uses: inferior cells, virtual connections and must-play.
+constexpr knowledge_sources all_pruning{true, false, true, true};
+
+class HexPrune : public ::testing::TestWithParam<knowledge_sources> {};
+INSTANTIATE_TEST_SUITE_P(Sources, HexPrune,
+                         ::testing::Values(knowledge_sources{}, all_pruning,
+                                           knowledge_sources{false, false, true, true}),
+                         [](const auto& param) {
+                           return param.index == 0   ? std::string("InferiorCells")
+                                  : param.index == 1 ? std::string("All")
+                                                    : std::string("ConnectionsOnly");
+                         });
+
+TEST_P(HexPrune, AgreesWithExactValuesOnRandomGamesOfSmallBoards) {
   mcts::random rng(46);
   agreement seen;
   // Checked once at most 10 cells are empty (the brute force stays fast).
   for (const int size : {3, 4, 5}) {
-    const hex g(size);
+    const hex g(size, false, playout_policy::random, GetParam());
     solver exact(g);
     for (int game = 0; game < 300; ++game) {
       hex::state s = g.initial_state();
@@ -230,17 +253,21 @@ TEST(HexInferior, AgreesWithExactValuesOnRandomGamesOfSmallBoards) {
       }
     }
   }
-  std::printf("%d positions decided by fill-in, %d pruned\n", seen.decided, seen.pruned);
-  EXPECT_GT(seen.decided, 300);   // fill-in decided positions before the end
+  std::printf("%d positions decided by fill-in, %d by prune, %d pruned\n", seen.decided,
+              seen.proven, seen.pruned);
+  if (GetParam().inferior_cells) {
+    EXPECT_GT(seen.decided, 300);  // fill-in decided positions
+  }
+  EXPECT_GT(seen.proven, 300);   // prune decided positions before the end
   EXPECT_GT(seen.pruned, 1000);  // and pruned moves in many
 }
 
 // Every placement of stones on the 2x2 and 3x3 boards (whatever the stone counts: a position's
 // value is defined for any), each player to move, where the game is not over: the corners, the
 // obtuse ones whose rings meet an edge twice included.
-TEST(HexInferior, AgreesWithExactValuesOnEveryPositionOfTwoAndThreeByThree) {
+TEST_P(HexPrune, AgreesWithExactValuesOnEveryPositionOfTwoAndThreeByThree) {
   for (const int size : {2, 3}) {
-    const hex g(size);
+    const hex g(size, false, playout_policy::random, GetParam());
     solver exact(g);
     agreement seen;
     const int cells = size * size;
@@ -260,9 +287,9 @@ TEST(HexInferior, AgreesWithExactValuesOnEveryPositionOfTwoAndThreeByThree) {
         if (HasFatalFailure()) return;
       }
     }
-    std::printf("%dx%d: %d positions, %d decided by fill-in, %d pruned\n", size, size,
-                seen.checked, seen.decided, seen.pruned);
-    EXPECT_GT(seen.decided, 0);
+    std::printf("%dx%d: %d positions, %d decided by fill-in, %d by prune, %d pruned\n", size,
+                size, seen.checked, seen.decided, seen.proven, seen.pruned);
+    EXPECT_GT(seen.proven, 0);
   }
 }
 

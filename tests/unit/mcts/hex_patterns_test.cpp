@@ -121,7 +121,7 @@ TEST(HexPatterns, EdgesCountAsTheirPlayersStones) {
 TEST(HexPatterns, PriorsAreOffWithoutTheirSourceAndPositiveWithIt) {
   const hex off(7);  // the default: off
   EXPECT_FALSE(off.gives_priors());
-  const hex g(7, false, playout_policy::random, knowledge_sources{true, true});
+  const hex g(7, false, playout_policy::random, knowledge_sources{true, true, false, false});
   EXPECT_TRUE(g.gives_priors());
   hex::state s = hex_position(g, {{3, 3}, {1, 4}}, {{2, 4}}, 1);
   s.last_move = g.at(2, 4);

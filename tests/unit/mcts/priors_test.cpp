@@ -147,7 +147,7 @@ TEST(SequentialPriors, SharesStayWithTheirEdgesWhenATreeIsKept) {
 // using them (bias 0); the second, with a large bias, spends most rollouts on the move of
 // highest prior, which it could not do if the copy had lost the shares.
 TEST(SequentialPriors, ACarriedSubtreeKeepsItsSharesInTheEngine) {
-  const hex::hex g(7, false, hex::playout_policy::random, hex::knowledge_sources{false, true});
+  const hex::hex g(7, false, hex::playout_policy::random, hex::knowledge_sources{false, true, false, false});
   sequential_engine<hex::hex> e(g);
   search_options o = prior_options(2000, 0);
   o.reuse_tree = true;

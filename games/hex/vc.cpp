@@ -1,0 +1,459 @@
+// hex::edge_connections (hex.hpp): virtual connections by H-search (Anshelevich's AND and OR
+// rules over a player's chains, its two edges and the empty cells, with carriers), seeded by
+// adjacency and by the third-row edge template (the ziggurat).
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hex.hpp"
+
+namespace seriema::hex {
+namespace {
+
+using carrier = hex::cell_set;
+
+bool disjoint(const carrier& a, const carrier& b) noexcept {
+  for (std::size_t w = 0; w < a.size(); ++w) {
+    if ((a[w] & b[w]) != 0) return false;
+  }
+  return true;
+}
+bool subset(const carrier& a, const carrier& b) noexcept {  // a within b
+  for (std::size_t w = 0; w < a.size(); ++w) {
+    if ((a[w] & ~b[w]) != 0) return false;
+  }
+  return true;
+}
+bool none(const carrier& a) noexcept {
+  return std::all_of(a.begin(), a.end(), [](std::uint64_t w) { return w == 0; });
+}
+carrier united(const carrier& a, const carrier& b) noexcept {
+  carrier u;
+  for (std::size_t w = 0; w < a.size(); ++w) u[w] = a[w] | b[w];
+  return u;
+}
+carrier common(const carrier& a, const carrier& b) noexcept {
+  carrier u;
+  for (std::size_t w = 0; w < a.size(); ++w) u[w] = a[w] & b[w];
+  return u;
+}
+int cells_in(const carrier& a) noexcept {
+  int n = 0;
+  for (const std::uint64_t w : a) n += std::popcount(w);
+  return n;
+}
+bool has(const carrier& a, int cell) noexcept {
+  return (a[static_cast<unsigned>(cell) / 64] >> (static_cast<unsigned>(cell) % 64) & 1) != 0;
+}
+carrier with(carrier a, int cell) noexcept {
+  a[static_cast<unsigned>(cell) / 64] |= std::uint64_t{1} << (static_cast<unsigned>(cell) % 64);
+  return a;
+}
+
+// The connections kept between two endpoints: at most max_full full ones (the second player
+// connects whatever the first does inside the carrier) and max_semi semi ones (the player
+// connects by first playing the key), each list without a carrier that holds another of it,
+// smallest carriers first. Larger carriers than max_carrier cells are not kept (they cost
+// more to combine than they are worth; H-search is a heuristic prover, never a complete one).
+constexpr std::size_t max_full = 4;
+constexpr std::size_t max_semi = 8;
+constexpr int max_carrier = 24;
+
+struct connection_list {
+  std::uint8_t fulls = 0;
+  std::uint8_t semis = 0;
+  bool changed = false;  // a semi connection was added since the OR rule last looked
+  std::array<std::uint8_t, max_full> full_size{};  // cells of each carrier (kept: sorting)
+  std::array<std::uint8_t, max_semi> semi_size{};
+  std::array<carrier, max_full> full;
+  std::array<carrier, max_semi> semi;
+  std::array<std::uint16_t, max_semi> key;
+
+  bool add_full(const carrier& c) noexcept {
+    const int size = cells_in(c);
+    if (size > max_carrier) return false;
+    for (std::size_t i = 0; i < fulls; ++i) {
+      if (full_size[i] <= size && subset(full[i], c)) return false;
+    }
+    std::size_t kept = 0;  // drop the carriers that hold c
+    for (std::size_t i = 0; i < fulls; ++i) {
+      if (full_size[i] < size || !subset(c, full[i])) {
+        full_size[kept] = full_size[i];
+        full[kept++] = full[i];
+      }
+    }
+    fulls = static_cast<std::uint8_t>(kept);
+    std::size_t place = 0;
+    while (place < fulls && full_size[place] <= size) ++place;
+    if (place == max_full) return false;
+    for (std::size_t i = std::min<std::size_t>(fulls, max_full - 1); i > place; --i) {
+      full[i] = full[i - 1];
+      full_size[i] = full_size[i - 1];
+    }
+    full[place] = c;
+    full_size[place] = static_cast<std::uint8_t>(size);
+    if (fulls < max_full) ++fulls;
+    return true;
+  }
+  bool add_semi(const carrier& c, int at) noexcept {
+    const int size = cells_in(c);
+    if (size > max_carrier) return false;
+    for (std::size_t i = 0; i < fulls; ++i) {
+      // The full connection needs no move at all.
+      if (full_size[i] <= size && subset(full[i], c)) return false;
+    }
+    for (std::size_t i = 0; i < semis; ++i) {
+      if (semi_size[i] <= size && subset(semi[i], c)) return false;
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < semis; ++i) {
+      if (semi_size[i] < size || !subset(c, semi[i])) {
+        key[kept] = key[i];
+        semi_size[kept] = semi_size[i];
+        semi[kept++] = semi[i];
+      }
+    }
+    semis = static_cast<std::uint8_t>(kept);
+    std::size_t place = 0;
+    while (place < semis && semi_size[place] <= size) ++place;
+    if (place == max_semi) return false;
+    for (std::size_t i = std::min<std::size_t>(semis, max_semi - 1); i > place; --i) {
+      semi[i] = semi[i - 1];
+      semi_size[i] = semi_size[i - 1];
+      key[i] = key[i - 1];
+    }
+    semi[place] = c;
+    semi_size[place] = static_cast<std::uint8_t>(size);
+    key[place] = static_cast<std::uint16_t>(at);
+    if (semis < max_semi) ++semis;
+    changed = true;
+    return true;
+  }
+};
+
+// One player's H-search on one board. Endpoints: groups (0 and 1 the player's two edges, with
+// the chains touching them; then its other chains) and empty cells. Connections are kept
+// between two groups (groups_[x * G + y], x < y) and between a group and an empty cell
+// (cells_[x * N + cell]); cell-to-cell connections are only adjacency, read off the board.
+class h_search {
+ public:
+  h_search(const hex& g, const hex::state& s, player who)
+      : g_(g), n_(g.size()), who_(who), group_(storage().group), owner_(storage().owner),
+        pairs_(storage().pairs), to_cells_(storage().to_cells) {
+    find_groups(s);
+    const auto groups = static_cast<std::size_t>(group_count_);
+    const auto cells = static_cast<std::size_t>(n_ * n_);
+    // The lists live in this thread's storage, reused from call to call: a search calls this
+    // at every node it expands, and only a larger board or more groups than before allocates.
+    pairs_.assign(groups * groups, connection_list{});
+    to_cells_.assign(groups * cells, connection_list{});
+    seed_adjacency();
+    seed_ziggurats();
+    for (int round = 0; round < 8 && combine(); ++round) {
+    }
+  }
+  [[nodiscard]] const connection_list& between_edges() const { return pair(0, 1); }
+  [[nodiscard]] const connection_list& between(int x, int y) const { return pair(x, y); }
+  [[nodiscard]] int group_of(int cell) const { return group_[static_cast<std::size_t>(cell)]; }
+
+ private:
+  static constexpr int none_group = -1;
+
+  [[nodiscard]] connection_list& pair(int x, int y) {
+    if (x > y) std::swap(x, y);
+    return pairs_[static_cast<std::size_t>(x * group_count_ + y)];
+  }
+  [[nodiscard]] const connection_list& pair(int x, int y) const {
+    if (x > y) std::swap(x, y);
+    return pairs_[static_cast<std::size_t>(x * group_count_ + y)];
+  }
+  [[nodiscard]] connection_list& to_cell(int x, int cell) {
+    return to_cells_[static_cast<std::size_t>(x * n_ * n_ + cell)];
+  }
+  [[nodiscard]] bool on_board(int r, int c) const { return r >= 0 && c >= 0 && r < n_ && c < n_; }
+  // The edge (0 or 1) of `who_` that row/column `r`, `c` of a cell lies on, or -1.
+  [[nodiscard]] int edge_of(int r, int c) const {
+    const int along = who_ == 1 ? r : c;
+    return along == 0 ? 0 : along == n_ - 1 ? 1 : -1;
+  }
+  template <class F>
+  void for_neighbours(int cell, F&& f) const {
+    static constexpr std::array<int, 6> dr = {-1, -1, 0, 1, 1, 0};
+    static constexpr std::array<int, 6> dc = {0, 1, 1, 0, -1, -1};
+    const int r = cell / n_;
+    const int c = cell % n_;
+    for (std::size_t d = 0; d < 6; ++d) {
+      if (on_board(r + dr[d], c + dc[d])) f((r + dr[d]) * n_ + c + dc[d]);
+    }
+  }
+
+  void find_groups(const hex::state& s);
+  void seed_adjacency();
+  void seed_ziggurats();
+  bool combine();
+  bool and_through_cells();
+  bool and_through_groups();
+  bool or_rule(connection_list& list);
+
+  const hex& g_;
+  int n_;
+  player who_;
+  int group_count_ = 2;
+  struct scratch {
+    std::vector<int> group;
+    std::vector<player> owner;
+    std::vector<connection_list> pairs;
+    std::vector<connection_list> to_cells;
+  };
+  static scratch& storage() {
+    thread_local scratch kept;
+    return kept;
+  }
+  std::vector<int>& group_;   // per cell: the player's group holding its stone, or none_group
+  std::vector<player>& owner_;  // per cell: 0 empty, 1, 2
+  std::vector<connection_list>& pairs_;
+  std::vector<connection_list>& to_cells_;
+};
+
+void h_search::find_groups(const hex::state& s) {
+  const auto cells = static_cast<std::size_t>(n_ * n_);
+  group_.assign(cells, none_group);
+  owner_.assign(cells, 0);
+  for (int i = 0; i < n_ * n_; ++i) {
+    owner_[static_cast<std::size_t>(i)] = g_.cell(s, i / n_, i % n_);
+  }
+  thread_local std::vector<int> stack;  // reused: no allocation once grown
+  thread_local std::vector<int> chain;
+  for (int i = 0; i < n_ * n_; ++i) {
+    if (owner_[static_cast<std::size_t>(i)] != who_ || group_[static_cast<std::size_t>(i)] >= 0) {
+      continue;
+    }
+    // Flood the chain; it takes an edge's number when it touches that edge.
+    chain.clear();
+    int edge = -1;
+    stack.push_back(i);
+    group_[static_cast<std::size_t>(i)] = group_count_;
+    while (!stack.empty()) {
+      const int cell = stack.back();
+      stack.pop_back();
+      chain.push_back(cell);
+      if (const int e = edge_of(cell / n_, cell % n_); e >= 0) edge = edge < 0 ? e : edge;
+      for_neighbours(cell, [&](int next) {
+        const auto at = static_cast<std::size_t>(next);
+        if (owner_[at] == who_ && group_[at] < 0) {
+          group_[at] = group_count_;
+          stack.push_back(next);
+        }
+      });
+    }
+    if (edge >= 0) {
+      for (const int cell : chain) group_[static_cast<std::size_t>(cell)] = edge;
+    } else {
+      ++group_count_;
+    }
+  }
+}
+
+// Every group touches the empty cells next to its stones, and an edge the empty cells on it:
+// full connections with empty carriers. Two groups touching make one (find_groups).
+void h_search::seed_adjacency() {
+  for (int cell = 0; cell < n_ * n_; ++cell) {
+    if (owner_[static_cast<std::size_t>(cell)] != 0) continue;
+    if (const int e = edge_of(cell / n_, cell % n_); e >= 0) to_cell(e, cell).add_full({});
+    for_neighbours(cell, [&](int next) {
+      const int x = group_[static_cast<std::size_t>(next)];
+      if (x >= 0) to_cell(x, cell).add_full({});
+    });
+  }
+}
+
+// The ziggurat (edge template IIIa): a stone on the third row joins its edge through 8 empty
+// cells, two rows of 4 and 3 towards the edge and one beside it (tests check it by exhaustive
+// search). Offsets (towards the edge, along it) for black and the top edge; its mirror image
+// (along -> -along - towards) is the other orientation.
+constexpr std::array<std::array<int, 2>, 8> ziggurat = {{
+    {0, 1}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}};
+
+void h_search::seed_ziggurats() {
+  for (int cell = 0; cell < n_ * n_; ++cell) {
+    const int x = group_[static_cast<std::size_t>(cell)];
+    if (x < 0) continue;
+    const int r = cell / n_;
+    const int c = cell % n_;
+    // Distance to each edge, and the cell at (towards, along) from the stone.
+    for (int e = 0; e < 2; ++e) {
+      if (x == e) continue;
+      const int along_edge = who_ == 1 ? c : r;
+      const int depth = (who_ == 1 ? r : c);
+      if ((e == 0 ? depth : n_ - 1 - depth) != 2) continue;
+      for (const int mirror : {1, -1}) {
+        carrier cells{};
+        bool fits = true;
+        for (const auto& [towards, along] : ziggurat) {
+          const int a = mirror > 0 ? along : -along - towards;
+          // Towards edge 0 the first coordinate falls; the template turned half a turn (the
+          // board's symmetry that swaps the edges) for edge 1.
+          const int depth_at = e == 0 ? depth - towards : depth + towards;
+          const int along_at = e == 0 ? along_edge + a : along_edge - a;
+          const int rr = who_ == 1 ? depth_at : along_at;
+          const int cc = who_ == 1 ? along_at : depth_at;
+          if (!on_board(rr, cc) || owner_[static_cast<std::size_t>(rr * n_ + cc)] != 0) {
+            fits = false;
+            break;
+          }
+          cells = with(cells, rr * n_ + cc);
+        }
+        if (fits) pair(x, e).add_full(cells);
+      }
+    }
+  }
+}
+
+// The AND rule through an empty cell z: full connections x-z and z-y with disjoint carriers
+// make a semi connection x-y with key z (its carrier the two and z). And a group-to-cell semi
+// x-z from a full connection x-w to a neighbour w of z (the cell-to-cell adjacency w-z).
+bool h_search::and_through_cells() {
+  bool grew = false;
+  thread_local std::vector<int> near;  // reused: no allocation once grown
+  for (int z = 0; z < n_ * n_; ++z) {
+    if (owner_[static_cast<std::size_t>(z)] != 0) continue;
+    near.clear();
+    for (int x = 0; x < group_count_; ++x) {
+      if (to_cell(x, z).fulls > 0) near.push_back(x);
+    }
+    for (std::size_t i = 0; i < near.size(); ++i) {
+      for (std::size_t j = i + 1; j < near.size(); ++j) {
+        const connection_list& a = to_cell(near[i], z);
+        const connection_list& b = to_cell(near[j], z);
+        for (std::size_t p = 0; p < a.fulls; ++p) {
+          for (std::size_t q = 0; q < b.fulls; ++q) {
+            if (!disjoint(a.full[p], b.full[q])) continue;
+            grew |= pair(near[i], near[j]).add_semi(with(united(a.full[p], b.full[q]), z), z);
+          }
+        }
+      }
+    }
+    for (int x = 0; x < group_count_; ++x) {
+      connection_list& to_z = to_cell(x, z);
+      if (to_z.fulls > 0 && none(to_z.full[0])) continue;  // adjacent already
+      for_neighbours(z, [&](int w) {
+        if (owner_[static_cast<std::size_t>(w)] != 0) return;
+        const connection_list& to_w = to_cell(x, w);
+        for (std::size_t p = 0; p < to_w.fulls; ++p) {
+          if (!has(to_w.full[p], z)) grew |= to_z.add_semi(with(to_w.full[p], w), w);
+        }
+      });
+    }
+  }
+  return grew;
+}
+
+// The AND rule through a group m: connections x-m and m-y (y a group or an empty cell) with
+// disjoint carriers make one x-y, full when both are, semi (with the semi's key) when one is.
+bool h_search::and_through_groups() {
+  bool grew = false;
+  for (int m = 0; m < group_count_; ++m) {
+    for (int x = 0; x < group_count_; ++x) {
+      if (x == m) continue;
+      const connection_list& xm = pair(x, m);
+      if (xm.fulls + xm.semis == 0) continue;
+      const auto join = [&](const connection_list& my, connection_list& xy, int y_cell) {
+        for (std::size_t p = 0; p < xm.fulls; ++p) {
+          if (y_cell >= 0 && has(xm.full[p], y_cell)) continue;
+          for (std::size_t q = 0; q < my.fulls; ++q) {
+            if (disjoint(xm.full[p], my.full[q])) {
+              grew |= xy.add_full(united(xm.full[p], my.full[q]));
+            }
+          }
+          for (std::size_t q = 0; q < my.semis; ++q) {
+            if (disjoint(xm.full[p], my.semi[q])) {
+              grew |= xy.add_semi(united(xm.full[p], my.semi[q]), my.key[q]);
+            }
+          }
+        }
+        for (std::size_t p = 0; p < xm.semis; ++p) {
+          if (y_cell >= 0 && has(xm.semi[p], y_cell)) continue;
+          for (std::size_t q = 0; q < my.fulls; ++q) {
+            if (disjoint(xm.semi[p], my.full[q])) {
+              grew |= xy.add_semi(united(xm.semi[p], my.full[q]), xm.key[p]);
+            }
+          }
+        }
+      };
+      for (int y = x + 1; y < group_count_; ++y) {
+        if (y != m) join(pair(m, y), pair(x, y), -1);
+      }
+      for (int z = 0; z < n_ * n_; ++z) {
+        if (owner_[static_cast<std::size_t>(z)] == 0) join(to_cell(m, z), to_cell(x, z), z);
+      }
+    }
+  }
+  return grew;
+}
+
+// The OR rule: semi connections whose carriers have no cell in common make a full one (the
+// opponent cannot spoil them all with one stone); the union of their carriers is its carrier.
+// Greedy, from each semi in turn, adding the semis that shrink the common part.
+bool h_search::or_rule(connection_list& list) {
+  if (!list.changed) return false;
+  list.changed = false;
+  bool grew = false;
+  for (std::size_t start = 0; start < list.semis; ++start) {
+    carrier shared = list.semi[start];
+    carrier all = shared;
+    for (std::size_t i = 0; i < list.semis && !none(shared); ++i) {
+      const carrier narrower = common(shared, list.semi[i]);
+      if (narrower == shared) continue;
+      shared = narrower;
+      all = united(all, list.semi[i]);
+    }
+    if (none(shared)) grew |= list.add_full(all);
+  }
+  return grew;
+}
+
+bool h_search::combine() {
+  bool grew = and_through_cells();
+  for (auto& list : to_cells_) grew |= or_rule(list);
+  grew |= and_through_groups();
+  for (auto& list : pairs_) grew |= or_rule(list);
+  return grew;
+}
+
+}  // namespace
+
+hex::edge_connection_analysis hex::edge_connections(const state& s, player who) const {
+  edge_connection_analysis found;
+  found.who = who;
+  const h_search search(*this, s, who);
+  const connection_list& edges = search.between_edges();
+  found.full = edges.fulls > 0;
+  if (found.full) found.full_carrier = edges.full[0];
+  found.semis = edges.semis;
+  found.must_play = board_mask_;
+  for (std::size_t i = 0; i < edges.semis; ++i) {
+    if (i == 0) {
+      found.key = edges.key[0];
+      found.semi_carrier = edges.semi[0];
+    }
+    found.must_play = common(found.must_play, edges.semi[i]);
+  }
+  if (edges.semis == 0) found.must_play = {};
+  return found;
+}
+
+std::vector<hex::cell_set> hex::full_connections(const state& s, player who, move from,
+                                                 int edge) const {
+  const h_search search(*this, s, who);
+  const int x = search.group_of(from);
+  std::vector<cell_set> carriers;
+  if (x < 0 || x == edge) return carriers;
+  const connection_list& list = search.between(x, edge);
+  carriers.assign(list.full.begin(), list.full.begin() + list.fulls);
+  return carriers;
+}
+
+}  // namespace seriema::hex

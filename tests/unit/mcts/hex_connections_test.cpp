@@ -1,0 +1,169 @@
+// Tests of Hex's virtual connections (hex::edge_connections, hex::full_connections, H-search in
+// vc.cpp) and of prune's use of them: the ziggurat found and checked by exhaustive search on its
+// carrier, bridges and templates joined into a win, and a must-play set.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <hex.hpp>
+#include <seriema/mcts/game.hpp>
+#include <vector>
+
+namespace seriema::hex {
+namespace {
+
+constexpr knowledge_sources connections{true, false, true, true};
+
+int count(const hex::cell_set& cells) {
+  int n = 0;
+  for (const std::uint64_t word : cells) n += std::popcount(word);
+  return n;
+}
+bool in(const hex::cell_set& cells, int m) { return (cells[m / 64] >> (m % 64) & 1) != 0; }
+
+// Whether `who`, moving second inside `carrier` (every other empty cell given to the
+// opponent), always joins the stone `from` to its edge `edge`: exhaustive search.
+bool holds_as_second_player(const hex& g, hex::state s, player who, int from, int edge,
+                            std::vector<int> cells) {
+  const auto joined = [&](const hex::state& t) {
+    // The chain through `from` touches the edge: flood fill over who's stones.
+    std::vector<int> stack = {from};
+    std::vector<bool> seen(static_cast<std::size_t>(g.size() * g.size()));
+    seen[static_cast<std::size_t>(from)] = true;
+    while (!stack.empty()) {
+      const int c = stack.back();
+      stack.pop_back();
+      const int along = who == 1 ? c / g.size() : c % g.size();
+      if (along == (edge == 0 ? 0 : g.size() - 1)) return true;
+      for (const auto& [dr, dc] : {std::pair{-1, 0}, {-1, 1}, {0, 1}, {1, 0}, {1, -1}, {0, -1}}) {
+        const int r = c / g.size() + dr;
+        const int col = c % g.size() + dc;
+        if (r < 0 || col < 0 || r >= g.size() || col >= g.size()) continue;
+        const int next = r * g.size() + col;
+        if (!seen[static_cast<std::size_t>(next)] && g.cell(t, r, col) == who) {
+          seen[static_cast<std::size_t>(next)] = true;
+          stack.push_back(next);
+        }
+      }
+    }
+    return false;
+  };
+  // Opponent to move; `who` answers.
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (g.cell(s, cells[i] / g.size(), cells[i] % g.size()) != 0) continue;
+    hex::state cut = s;
+    g.place(cut, cells[i] / g.size(), cells[i] % g.size(), mcts::opponent(who));
+    bool answered = false;
+    for (std::size_t j = 0; j < cells.size() && !answered; ++j) {
+      if (g.cell(cut, cells[j] / g.size(), cells[j] % g.size()) != 0) continue;
+      hex::state reply = cut;
+      g.place(reply, cells[j] / g.size(), cells[j] % g.size(), who);
+      answered = joined(reply) || holds_as_second_player(g, reply, who, from, edge, cells);
+    }
+    if (!answered) return false;
+  }
+  return true;
+}
+
+std::vector<int> cells_of(const hex::cell_set& carrier) {
+  std::vector<int> cells;
+  for (int i = 0; i < 64 * hex::cell_words; ++i) {
+    if (in(carrier, i)) cells.push_back(i);
+  }
+  return cells;
+}
+
+// A stone on the third row joins its edge by the ziggurat (8 cells), in both orientations
+// (the only ones in a corner), for both players and both edges; each carrier H-search keeps
+// holds by exhaustive search, and a second-row stone's carrier is its two edge cells.
+TEST(HexConnections, TheZigguratJoinsAThirdRowStoneToItsEdge) {
+  const hex g(11, false, playout_policy::random, connections);
+  for (const player who : {player{1}, player{2}}) {
+    for (const int edge : {0, 1}) {
+      for (const int along : {0, 5, 10}) {
+        const int depth = edge == 0 ? 2 : 8;
+        const int r = who == 1 ? depth : along;
+        const int c = who == 1 ? along : depth;
+        hex::state s = g.initial_state();
+        ASSERT_TRUE(g.place(s, r, c, who));
+        const auto carriers = g.full_connections(s, who, g.at(r, c), edge);
+        ASSERT_FALSE(carriers.empty()) << "player " << int(who) << " edge " << edge << "\n"
+                                       << g.render(s);
+        EXPECT_EQ(count(carriers.front()), 8) << g.render(s);
+        for (const auto& carrier : carriers) {
+          EXPECT_TRUE(holds_as_second_player(g, s, who, g.at(r, c), edge, cells_of(carrier)))
+              << g.render(s);
+        }
+        // Not to the far edge.
+        EXPECT_TRUE(g.full_connections(s, who, g.at(r, c), 1 - edge).empty());
+      }
+    }
+  }
+  hex::state second_row = g.initial_state();
+  g.place(second_row, 1, 4, 1);
+  const auto bridge = g.full_connections(second_row, 1, g.at(1, 4), 0);
+  ASSERT_FALSE(bridge.empty());
+  EXPECT_EQ(count(bridge.front()), 2);
+  EXPECT_TRUE(in(bridge.front(), g.at(0, 4)) && in(bridge.front(), g.at(0, 5)));
+}
+
+// Two third-row stones joined by a bridge, each with its ziggurat: black has joined its edges
+// (a full connection), which the fill-in does not see; prune decides it for either mover.
+TEST(HexConnections, ABridgeBetweenTwoZigguratsWins) {
+  const hex g(7, false, playout_policy::random, connections);
+  hex::state s = g.initial_state();
+  g.place(s, 2, 3, 1);
+  g.place(s, 4, 2, 1);
+  for (const player to_move : {player{1}, player{2}}) {
+    s.to_move = to_move;
+    EXPECT_EQ(g.inferior_cells(s).winner, mcts::nobody);
+    const auto black = g.edge_connections(s, 1);
+    EXPECT_TRUE(black.full);
+    EXPECT_FALSE(g.edge_connections(s, 2).full);
+    std::vector<hex::move> moves(g.max_moves());
+    moves.resize(g.legal_moves(s, moves));
+    EXPECT_EQ(g.prune(s, moves).decided, 1) << "to move " << int(to_move);
+    const hex without(7, false, playout_policy::random, knowledge_sources{});
+    EXPECT_EQ(without.prune(s, moves).decided, mcts::nobody);
+  }
+}
+
+// White cuts the bridge: black keeps a semi connection whose key is the bridge's other cell.
+// White to move must play inside every semi connection's carrier: the key is one of the cells
+// kept, and every kept cell lies in the carrier of each semi connection black has.
+TEST(HexConnections, MustPlayKeepsOnlyTheCellsCommonToTheOpponentsSemiConnections) {
+  const hex g(7, false, playout_policy::random, connections);
+  hex::state s = g.initial_state();
+  g.place(s, 2, 3, 1);
+  g.place(s, 4, 2, 1);
+  g.place(s, 3, 3, 2);
+  s.to_move = 2;
+  const auto black = g.edge_connections(s, 1);
+  ASSERT_FALSE(black.full);
+  ASSERT_GT(black.semis, 0u);
+  EXPECT_TRUE(in(black.must_play, g.at(3, 2)));
+  EXPECT_TRUE(in(black.semi_carrier, black.key));
+  std::vector<hex::move> moves(g.max_moves());
+  moves.resize(g.legal_moves(s, moves));
+  const mcts::pruned kept = g.prune(s, moves);
+  EXPECT_EQ(kept.decided, mcts::nobody);
+  EXPECT_LT(kept.count, moves.size());
+  EXPECT_LE(kept.count, static_cast<std::size_t>(count(black.must_play)));
+  for (std::size_t i = 0; i < kept.count; ++i) EXPECT_TRUE(in(black.must_play, moves[i]));
+  EXPECT_NE(std::find(moves.begin(), moves.begin() + static_cast<std::ptrdiff_t>(kept.count),
+                      g.at(3, 2)),
+            moves.begin() + static_cast<std::ptrdiff_t>(kept.count));
+  // Black to move plays the key and wins.
+  s.to_move = 1;
+  moves.resize(g.max_moves());
+  moves.resize(g.legal_moves(s, moves));
+  const mcts::pruned wins = g.prune(s, moves);
+  EXPECT_EQ(wins.decided, 1);
+  EXPECT_EQ(wins.count, 1u);
+  EXPECT_EQ(moves[0], black.key);
+}
+
+}  // namespace
+}  // namespace seriema::hex
