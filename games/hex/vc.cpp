@@ -13,42 +13,53 @@
 namespace seriema::hex {
 namespace {
 
-using carrier = hex::cell_set;
+// A carrier: a set of cells as bits (cell r * size + c), in as many words as the board needs
+// (W: 2 for 11x11), so that the sets H-search combines by the thousand stay small.
+template <std::size_t W>
+using carrier_of = std::array<std::uint64_t, W>;
 
-bool disjoint(const carrier& a, const carrier& b) noexcept {
+template <std::size_t W>
+bool disjoint(const carrier_of<W>& a, const carrier_of<W>& b) noexcept {
   for (std::size_t w = 0; w < a.size(); ++w) {
     if ((a[w] & b[w]) != 0) return false;
   }
   return true;
 }
-bool subset(const carrier& a, const carrier& b) noexcept {  // a within b
+template <std::size_t W>
+bool subset(const carrier_of<W>& a, const carrier_of<W>& b) noexcept {  // a within b
   for (std::size_t w = 0; w < a.size(); ++w) {
     if ((a[w] & ~b[w]) != 0) return false;
   }
   return true;
 }
-bool none(const carrier& a) noexcept {
+template <std::size_t W>
+bool none(const carrier_of<W>& a) noexcept {
   return std::all_of(a.begin(), a.end(), [](std::uint64_t w) { return w == 0; });
 }
-carrier united(const carrier& a, const carrier& b) noexcept {
-  carrier u;
+template <std::size_t W>
+carrier_of<W> united(const carrier_of<W>& a, const carrier_of<W>& b) noexcept {
+  carrier_of<W> u;
   for (std::size_t w = 0; w < a.size(); ++w) u[w] = a[w] | b[w];
   return u;
 }
-carrier common(const carrier& a, const carrier& b) noexcept {
-  carrier u;
+template <std::size_t W>
+carrier_of<W> common(const carrier_of<W>& a, const carrier_of<W>& b) noexcept {
+  carrier_of<W> u;
   for (std::size_t w = 0; w < a.size(); ++w) u[w] = a[w] & b[w];
   return u;
 }
-int cells_in(const carrier& a) noexcept {
+template <std::size_t W>
+int cells_in(const carrier_of<W>& a) noexcept {
   int n = 0;
   for (const std::uint64_t w : a) n += std::popcount(w);
   return n;
 }
-bool has(const carrier& a, int cell) noexcept {
+template <std::size_t W>
+bool has(const carrier_of<W>& a, int cell) noexcept {
   return (a[static_cast<unsigned>(cell) / 64] >> (static_cast<unsigned>(cell) % 64) & 1) != 0;
 }
-carrier with(carrier a, int cell) noexcept {
+template <std::size_t W>
+carrier_of<W> with(carrier_of<W> a, int cell) noexcept {
   a[static_cast<unsigned>(cell) / 64] |= std::uint64_t{1} << (static_cast<unsigned>(cell) % 64);
   return a;
 }
@@ -62,10 +73,13 @@ constexpr std::size_t max_full = 4;
 constexpr std::size_t max_semi = 8;
 constexpr int max_carrier = 24;
 
-struct connection_list {
+template <std::size_t W>
+struct connections {
+  using carrier = carrier_of<W>;
   std::uint8_t fulls = 0;
   std::uint8_t semis = 0;
   bool changed = false;  // a semi connection was added since the OR rule last looked
+  std::uint8_t stamp = 0;  // the H-search round that last added a connection (h_search::added)
   std::array<std::uint8_t, max_full> full_size{};  // cells of each carrier (kept: sorting)
   std::array<std::uint8_t, max_semi> semi_size{};
   std::array<carrier, max_full> full;
@@ -138,8 +152,12 @@ struct connection_list {
 // the chains touching them; then its other chains) and empty cells. Connections are kept
 // between two groups (groups_[x * G + y], x < y) and between a group and an empty cell
 // (cells_[x * N + cell]); cell-to-cell connections are only adjacency, read off the board.
+template <std::size_t W>
 class h_search {
  public:
+  using carrier = carrier_of<W>;
+  using connection_list = connections<W>;
+
   h_search(const hex& g, const hex::state& s, player who)
       : g_(g), n_(g.size()), who_(who), group_(storage().group), owner_(storage().owner),
         pairs_(storage().pairs), to_cells_(storage().to_cells) {
@@ -152,7 +170,9 @@ class h_search {
     to_cells_.assign(groups * cells, connection_list{});
     seed_adjacency();
     seed_ziggurats();
-    for (int round = 0; round < 8 && combine(); ++round) {
+    // Each round combines only connections of which one is new since the round before (the
+    // others were combined then already).
+    for (round_ = 2; round_ < 2 + max_rounds && combine(); ++round_) {
     }
   }
   [[nodiscard]] const connection_list& between_edges() const { return pair(0, 1); }
@@ -161,6 +181,15 @@ class h_search {
 
  private:
   static constexpr int none_group = -1;
+  static constexpr std::uint8_t max_rounds = 8;
+
+  // Notes the round in a list that `added` a connection to; returns `added`.
+  bool added(connection_list& list, bool was_added) const {
+    if (was_added) list.stamp = round_;
+    return was_added;
+  }
+  // Whether a list holds a connection from the last round or this one.
+  [[nodiscard]] bool fresh(const connection_list& list) const { return list.stamp + 1 >= round_; }
 
   [[nodiscard]] connection_list& pair(int x, int y) {
     if (x > y) std::swap(x, y);
@@ -202,6 +231,7 @@ class h_search {
   int n_;
   player who_;
   int group_count_ = 2;
+  std::uint8_t round_ = 1;  // the seeds' round; combine()'s from 2 on
   struct scratch {
     std::vector<int> group;
     std::vector<player> owner;
@@ -218,7 +248,8 @@ class h_search {
   std::vector<connection_list>& to_cells_;
 };
 
-void h_search::find_groups(const hex::state& s) {
+template <std::size_t W>
+void h_search<W>::find_groups(const hex::state& s) {
   const auto cells = static_cast<std::size_t>(n_ * n_);
   group_.assign(cells, none_group);
   owner_.assign(cells, 0);
@@ -259,13 +290,16 @@ void h_search::find_groups(const hex::state& s) {
 
 // Every group touches the empty cells next to its stones, and an edge the empty cells on it:
 // full connections with empty carriers. Two groups touching make one (find_groups).
-void h_search::seed_adjacency() {
+template <std::size_t W>
+void h_search<W>::seed_adjacency() {
   for (int cell = 0; cell < n_ * n_; ++cell) {
     if (owner_[static_cast<std::size_t>(cell)] != 0) continue;
-    if (const int e = edge_of(cell / n_, cell % n_); e >= 0) to_cell(e, cell).add_full({});
+    if (const int e = edge_of(cell / n_, cell % n_); e >= 0) {
+      added(to_cell(e, cell), to_cell(e, cell).add_full({}));
+    }
     for_neighbours(cell, [&](int next) {
       const int x = group_[static_cast<std::size_t>(next)];
-      if (x >= 0) to_cell(x, cell).add_full({});
+      if (x >= 0) added(to_cell(x, cell), to_cell(x, cell).add_full({}));
     });
   }
 }
@@ -277,7 +311,8 @@ void h_search::seed_adjacency() {
 constexpr std::array<std::array<int, 2>, 8> ziggurat = {{
     {0, 1}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}};
 
-void h_search::seed_ziggurats() {
+template <std::size_t W>
+void h_search<W>::seed_ziggurats() {
   for (int cell = 0; cell < n_ * n_; ++cell) {
     const int x = group_[static_cast<std::size_t>(cell)];
     if (x < 0) continue;
@@ -306,7 +341,7 @@ void h_search::seed_ziggurats() {
           }
           cells = with(cells, rr * n_ + cc);
         }
-        if (fits) pair(x, e).add_full(cells);
+        if (fits) added(pair(x, e), pair(x, e).add_full(cells));
       }
     }
   }
@@ -315,7 +350,8 @@ void h_search::seed_ziggurats() {
 // The AND rule through an empty cell z: full connections x-z and z-y with disjoint carriers
 // make a semi connection x-y with key z (its carrier the two and z). And a group-to-cell semi
 // x-z from a full connection x-w to a neighbour w of z (the cell-to-cell adjacency w-z).
-bool h_search::and_through_cells() {
+template <std::size_t W>
+bool h_search<W>::and_through_cells() {
   bool grew = false;
   thread_local std::vector<int> near;  // reused: no allocation once grown
   for (int z = 0; z < n_ * n_; ++z) {
@@ -328,22 +364,29 @@ bool h_search::and_through_cells() {
       for (std::size_t j = i + 1; j < near.size(); ++j) {
         const connection_list& a = to_cell(near[i], z);
         const connection_list& b = to_cell(near[j], z);
+        if (!fresh(a) && !fresh(b)) continue;
+        connection_list& xy = pair(near[i], near[j]);
         for (std::size_t p = 0; p < a.fulls; ++p) {
           for (std::size_t q = 0; q < b.fulls; ++q) {
             if (!disjoint(a.full[p], b.full[q])) continue;
-            grew |= pair(near[i], near[j]).add_semi(with(united(a.full[p], b.full[q]), z), z);
+            grew |= added(xy, xy.add_semi(with(united(a.full[p], b.full[q]), z), z));
           }
         }
       }
     }
-    for (int x = 0; x < group_count_; ++x) {
-      connection_list& to_z = to_cell(x, z);
-      if (to_z.fulls > 0 && none(to_z.full[0])) continue;  // adjacent already
-      for_neighbours(z, [&](int w) {
-        if (owner_[static_cast<std::size_t>(w)] != 0) return;
-        const connection_list& to_w = to_cell(x, w);
+  }
+  // Group to cell: x-w full and w next to z make x-z semi with key w. Only from the cells w
+  // the group reaches, and only the lists new since the last round.
+  for (int x = 0; x < group_count_; ++x) {
+    for (int w = 0; w < n_ * n_; ++w) {
+      const connection_list& to_w = to_cell(x, w);
+      if (to_w.fulls == 0 || !fresh(to_w) || owner_[static_cast<std::size_t>(w)] != 0) continue;
+      for_neighbours(w, [&](int z) {
+        if (owner_[static_cast<std::size_t>(z)] != 0) return;
+        connection_list& to_z = to_cell(x, z);
+        if (to_z.fulls > 0 && to_z.full_size[0] == 0) return;  // adjacent already
         for (std::size_t p = 0; p < to_w.fulls; ++p) {
-          if (!has(to_w.full[p], z)) grew |= to_z.add_semi(with(to_w.full[p], w), w);
+          if (!has(to_w.full[p], z)) grew |= added(to_z, to_z.add_semi(with(to_w.full[p], w), w));
         }
       });
     }
@@ -353,7 +396,8 @@ bool h_search::and_through_cells() {
 
 // The AND rule through a group m: connections x-m and m-y (y a group or an empty cell) with
 // disjoint carriers make one x-y, full when both are, semi (with the semi's key) when one is.
-bool h_search::and_through_groups() {
+template <std::size_t W>
+bool h_search<W>::and_through_groups() {
   bool grew = false;
   for (int m = 0; m < group_count_; ++m) {
     for (int x = 0; x < group_count_; ++x) {
@@ -361,16 +405,17 @@ bool h_search::and_through_groups() {
       const connection_list& xm = pair(x, m);
       if (xm.fulls + xm.semis == 0) continue;
       const auto join = [&](const connection_list& my, connection_list& xy, int y_cell) {
+        if (my.fulls + my.semis == 0 || (!fresh(xm) && !fresh(my))) return;
         for (std::size_t p = 0; p < xm.fulls; ++p) {
           if (y_cell >= 0 && has(xm.full[p], y_cell)) continue;
           for (std::size_t q = 0; q < my.fulls; ++q) {
             if (disjoint(xm.full[p], my.full[q])) {
-              grew |= xy.add_full(united(xm.full[p], my.full[q]));
+              grew |= added(xy, xy.add_full(united(xm.full[p], my.full[q])));
             }
           }
           for (std::size_t q = 0; q < my.semis; ++q) {
             if (disjoint(xm.full[p], my.semi[q])) {
-              grew |= xy.add_semi(united(xm.full[p], my.semi[q]), my.key[q]);
+              grew |= added(xy, xy.add_semi(united(xm.full[p], my.semi[q]), my.key[q]));
             }
           }
         }
@@ -378,7 +423,7 @@ bool h_search::and_through_groups() {
           if (y_cell >= 0 && has(xm.semi[p], y_cell)) continue;
           for (std::size_t q = 0; q < my.fulls; ++q) {
             if (disjoint(xm.semi[p], my.full[q])) {
-              grew |= xy.add_semi(united(xm.semi[p], my.full[q]), xm.key[p]);
+              grew |= added(xy, xy.add_semi(united(xm.semi[p], my.full[q]), xm.key[p]));
             }
           }
         }
@@ -397,7 +442,8 @@ bool h_search::and_through_groups() {
 // The OR rule: semi connections whose carriers have no cell in common make a full one (the
 // opponent cannot spoil them all with one stone); the union of their carriers is its carrier.
 // Greedy, from each semi in turn, adding the semis that shrink the common part.
-bool h_search::or_rule(connection_list& list) {
+template <std::size_t W>
+bool h_search<W>::or_rule(connection_list& list) {
   if (!list.changed) return false;
   list.changed = false;
   bool grew = false;
@@ -410,12 +456,13 @@ bool h_search::or_rule(connection_list& list) {
       shared = narrower;
       all = united(all, list.semi[i]);
     }
-    if (none(shared)) grew |= list.add_full(all);
+    if (none(shared)) grew |= added(list, list.add_full(all));
   }
   return grew;
 }
 
-bool h_search::combine() {
+template <std::size_t W>
+bool h_search<W>::combine() {
   bool grew = and_through_cells();
   for (auto& list : to_cells_) grew |= or_rule(list);
   grew |= and_through_groups();
@@ -425,35 +472,70 @@ bool h_search::combine() {
 
 }  // namespace
 
-hex::edge_connection_analysis hex::edge_connections(const state& s, player who) const {
-  edge_connection_analysis found;
+namespace {
+
+template <std::size_t W>
+hex::cell_set widened(const carrier_of<W>& c) {
+  hex::cell_set cells{};
+  std::copy(c.begin(), c.end(), cells.begin());
+  return cells;
+}
+
+template <std::size_t W>
+hex::edge_connection_analysis edge_connections_of(const hex& g, const hex::state& s,
+                                                  player who) {
+  hex::edge_connection_analysis found;
   found.who = who;
-  const h_search search(*this, s, who);
-  const connection_list& edges = search.between_edges();
+  const h_search<W> search(g, s, who);
+  const connections<W>& edges = search.between_edges();
   found.full = edges.fulls > 0;
-  if (found.full) found.full_carrier = edges.full[0];
+  if (found.full) found.full_carrier = widened(edges.full[0]);
   found.semis = edges.semis;
-  found.must_play = board_mask_;
-  for (std::size_t i = 0; i < edges.semis; ++i) {
-    if (i == 0) {
-      found.key = edges.key[0];
-      found.semi_carrier = edges.semi[0];
-    }
-    found.must_play = common(found.must_play, edges.semi[i]);
-  }
-  if (edges.semis == 0) found.must_play = {};
+  if (edges.semis == 0) return found;
+  found.key = edges.key[0];
+  found.semi_carrier = widened(edges.semi[0]);
+  carrier_of<W> common_cells = edges.semi[0];
+  for (std::size_t i = 1; i < edges.semis; ++i) common_cells = common(common_cells, edges.semi[i]);
+  found.must_play = widened(common_cells);
   return found;
+}
+
+template <std::size_t W>
+std::vector<hex::cell_set> full_connections_of(const hex& g, const hex::state& s, player who,
+                                               hex::move from, int edge) {
+  const h_search<W> search(g, s, who);
+  const int x = search.group_of(from);
+  std::vector<hex::cell_set> carriers;
+  if (x < 0 || x == edge) return carriers;
+  const connections<W>& list = search.between(x, edge);
+  for (std::size_t i = 0; i < list.fulls; ++i) carriers.push_back(widened(list.full[i]));
+  return carriers;
+}
+
+// Calls f.template operator()<W>() with W the words a board of `size` needs.
+template <class F>
+decltype(auto) with_words(int size, F&& f) {
+  switch ((size * size + 63) / 64) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    default: return f.template operator()<hex::cell_words>();
+  }
+}
+
+}  // namespace
+
+hex::edge_connection_analysis hex::edge_connections(const state& s, player who) const {
+  return with_words(size_, [&]<std::size_t W>() { return edge_connections_of<W>(*this, s, who); });
 }
 
 std::vector<hex::cell_set> hex::full_connections(const state& s, player who, move from,
                                                  int edge) const {
-  const h_search search(*this, s, who);
-  const int x = search.group_of(from);
-  std::vector<cell_set> carriers;
-  if (x < 0 || x == edge) return carriers;
-  const connection_list& list = search.between(x, edge);
-  carriers.assign(list.full.begin(), list.full.begin() + list.fulls);
-  return carriers;
+  return with_words(size_, [&]<std::size_t W>() {
+    return full_connections_of<W>(*this, s, who, from, edge);
+  });
 }
 
 }  // namespace seriema::hex
