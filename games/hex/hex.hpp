@@ -174,7 +174,8 @@ class hex {
   [[nodiscard]] edge_connection_analysis edge_connections(const state& s, player who) const;
   // The carriers of the full connections H-search keeps between the chain of `who` through
   // the stone `from` and edge `edge` of `who` (0: top or left, 1: bottom or right); none when
-  // `from` is not a stone of `who` or its chain touches that edge.
+  // `from` is not a stone of `who` or its chain touches an edge (then it is an edge's
+  // connection: edge_connections).
   [[nodiscard]] std::vector<cell_set> full_connections(const state& s, player who, move from,
                                                        int edge) const;
   // A move's pattern feature: its ring of six neighbours as the player to move sees it (for

@@ -306,8 +306,9 @@ void h_search<W>::seed_adjacency() {
 
 // The ziggurat (edge template IIIa): a stone on the third row joins its edge through 8 empty
 // cells, two rows of 4 and 3 towards the edge and one beside it (tests check it by exhaustive
-// search). Offsets (towards the edge, along it) for black and the top edge; its mirror image
-// (along -> -along - towards) is the other orientation.
+// search). Offsets (towards the edge, along it) for black and the top edge; its mirror image,
+// along -> towards - along (the reflection that keeps rows: (dr, dc) -> (dr, -dc - dr), with
+// dr = -towards), is the other orientation.
 constexpr std::array<std::array<int, 2>, 8> ziggurat = {{
     {0, 1}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}};
 
@@ -328,7 +329,7 @@ void h_search<W>::seed_ziggurats() {
         carrier cells{};
         bool fits = true;
         for (const auto& [towards, along] : ziggurat) {
-          const int a = mirror > 0 ? along : -along - towards;
+          const int a = mirror > 0 ? along : towards - along;
           // Towards edge 0 the first coordinate falls; the template turned half a turn (the
           // board's symmetry that swaps the edges) for edge 1.
           const int depth_at = e == 0 ? depth - towards : depth + towards;
@@ -399,7 +400,9 @@ bool h_search<W>::and_through_cells() {
 template <std::size_t W>
 bool h_search<W>::and_through_groups() {
   bool grew = false;
-  for (int m = 0; m < group_count_; ++m) {
+  // Never through an edge (groups 0 and 1): two chains that each reach an edge are not joined
+  // to each other by it. Edges are endpoints only.
+  for (int m = 2; m < group_count_; ++m) {
     for (int x = 0; x < group_count_; ++x) {
       if (x == m) continue;
       const connection_list& xm = pair(x, m);
@@ -506,7 +509,7 @@ std::vector<hex::cell_set> full_connections_of(const hex& g, const hex::state& s
   const h_search<W> search(g, s, who);
   const int x = search.group_of(from);
   std::vector<hex::cell_set> carriers;
-  if (x < 0 || x == edge) return carriers;
+  if (x < 0 || x < 2) return carriers;  // not a stone of who's, or its chain is an edge's
   const connections<W>& list = search.between(x, edge);
   for (std::size_t i = 0; i < list.fulls; ++i) carriers.push_back(widened(list.full[i]));
   return carriers;

@@ -7,8 +7,11 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <hex.hpp>
 #include <seriema/mcts/game.hpp>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace seriema::hex {
@@ -23,8 +26,10 @@ int count(const hex::cell_set& cells) {
 }
 bool in(const hex::cell_set& cells, int m) { return (cells[m / 64] >> (m % 64) & 1) != 0; }
 
-// Whether `who`, moving second inside `carrier` (every other empty cell given to the
-// opponent), always joins the stone `from` to its edge `edge`: exhaustive search.
+// Whether `who`, moving second inside `cells` (the other empty cells never played: a chain may
+// only run through the carrier), always joins the stone `from` to its edge `edge`: exhaustive
+// search. A position where the opponent has no carrier cell left to play and `who` is not
+// joined does not hold.
 bool holds_as_second_player(const hex& g, hex::state s, player who, int from, int edge,
                             std::vector<int> cells) {
   const auto joined = [&](const hex::state& t) {
@@ -50,9 +55,12 @@ bool holds_as_second_player(const hex& g, hex::state s, player who, int from, in
     }
     return false;
   };
+  if (joined(s)) return true;
+  bool cell_left = false;
   // Opponent to move; `who` answers.
   for (std::size_t i = 0; i < cells.size(); ++i) {
     if (g.cell(s, cells[i] / g.size(), cells[i] % g.size()) != 0) continue;
+    cell_left = true;
     hex::state cut = s;
     g.place(cut, cells[i] / g.size(), cells[i] % g.size(), mcts::opponent(who));
     bool answered = false;
@@ -64,7 +72,29 @@ bool holds_as_second_player(const hex& g, hex::state s, player who, int from, in
     }
     if (!answered) return false;
   }
-  return true;
+  return cell_left;
+}
+
+// Whether `who`, moving second inside `cells`, always joins its two edges: exhaustive search.
+bool edges_hold_as_second_player(const hex& g, const hex::state& s, player who,
+                                 const std::vector<int>& cells) {
+  if (g.connected(s, who)) return true;
+  bool cell_left = false;
+  for (const int cut_at : cells) {
+    if (g.cell(s, cut_at / g.size(), cut_at % g.size()) != 0) continue;
+    cell_left = true;
+    hex::state cut = s;
+    g.place(cut, cut_at / g.size(), cut_at % g.size(), mcts::opponent(who));
+    bool answered = false;
+    for (const int reply_at : cells) {
+      if (answered || g.cell(cut, reply_at / g.size(), reply_at % g.size()) != 0) continue;
+      hex::state reply = cut;
+      g.place(reply, reply_at / g.size(), reply_at % g.size(), who);
+      answered = edges_hold_as_second_player(g, reply, who, cells);
+    }
+    if (!answered) return false;
+  }
+  return cell_left;
 }
 
 std::vector<int> cells_of(const hex::cell_set& carrier) {
@@ -75,9 +105,11 @@ std::vector<int> cells_of(const hex::cell_set& carrier) {
   return cells;
 }
 
-// A stone on the third row joins its edge by the ziggurat (8 cells), in both orientations
-// (the only ones in a corner), for both players and both edges; each carrier H-search keeps
-// holds by exhaustive search, and a second-row stone's carrier is its two edge cells.
+// A stone on the third row joins its edge by the ziggurat (8 cells), for both players and both
+// edges: in the middle in both orientations (two carriers of 8), and in the corner where one
+// orientation fits (along 0 for the first edge, 10 for the second: the acute corners); each
+// carrier H-search keeps holds by exhaustive search, and a second-row stone's carrier is its two
+// edge cells.
 TEST(HexConnections, TheZigguratJoinsAThirdRowStoneToItsEdge) {
   const hex g(11, false, playout_policy::random, connections);
   for (const player who : {player{1}, player{2}}) {
@@ -89,15 +121,18 @@ TEST(HexConnections, TheZigguratJoinsAThirdRowStoneToItsEdge) {
         hex::state s = g.initial_state();
         ASSERT_TRUE(g.place(s, r, c, who));
         const auto carriers = g.full_connections(s, who, g.at(r, c), edge);
-        ASSERT_FALSE(carriers.empty()) << "player " << int(who) << " edge " << edge << "\n"
-                                       << g.render(s);
-        EXPECT_EQ(count(carriers.front()), 8) << g.render(s);
+        const std::string where = "player " + std::to_string(who) + " edge " +
+                                  std::to_string(edge) + "\n" + g.render(s);
         for (const auto& carrier : carriers) {
           EXPECT_TRUE(holds_as_second_player(g, s, who, g.at(r, c), edge, cells_of(carrier)))
-              << g.render(s);
+              << where;
         }
+        const int fitting = along == 5 ? 2 : along == (edge == 0 ? 0 : 10) ? 1 : 0;
+        int zigs = 0;
+        for (const auto& carrier : carriers) zigs += count(carrier) == 8 ? 1 : 0;
+        EXPECT_EQ(zigs, fitting) << where;
         // Not to the far edge.
-        EXPECT_TRUE(g.full_connections(s, who, g.at(r, c), 1 - edge).empty());
+        EXPECT_TRUE(g.full_connections(s, who, g.at(r, c), 1 - edge).empty()) << where;
       }
     }
   }
@@ -107,6 +142,100 @@ TEST(HexConnections, TheZigguratJoinsAThirdRowStoneToItsEdge) {
   ASSERT_FALSE(bridge.empty());
   EXPECT_EQ(count(bridge.front()), 2);
   EXPECT_TRUE(in(bridge.front(), g.at(0, 4)) && in(bridge.front(), g.at(0, 5)));
+}
+
+// The checker itself: a carrier that does not join the stone to its edge is refused (two cells
+// far from it; and the image of the ziggurat under a wrong reflection, which once was kept).
+TEST(HexConnections, TheExhaustiveCheckRefusesCarriersThatDoNotHold) {
+  const hex g(11);
+  hex::state s = g.initial_state();
+  g.place(s, 2, 10, 1);
+  EXPECT_FALSE(holds_as_second_player(g, s, 1, g.at(2, 10), 0, {g.at(5, 5), g.at(6, 6)}));
+  const std::vector<int> wrong = {g.at(2, 9), g.at(1, 9), g.at(1, 8), g.at(1, 7),
+                                  g.at(0, 8), g.at(0, 7), g.at(0, 6), g.at(0, 5)};
+  EXPECT_FALSE(holds_as_second_player(g, s, 1, g.at(2, 10), 0, wrong));
+}
+
+// The position that wrong reflection misjudged: black stones down column f from row 3 with
+// only the wrong image's 8 cells empty, black to move. Black cannot cover both e2 and e3; prune
+// must not call it a black win (with the reflection right, black has no connection at all).
+TEST(HexConnections, AZigguratsMirrorImageIsTheRightOne) {
+  for (const knowledge_sources sources :
+       {connections, knowledge_sources{false, false, true, true}}) {
+    const hex g(6, false, playout_policy::random, sources);
+    hex::state s = g.initial_state();
+    for (int r = 2; r < 6; ++r) g.place(s, r, 5, 1);
+    const std::vector<std::pair<int, int>> wrong = {{2, 4}, {1, 4}, {1, 3}, {1, 2},
+                                                    {0, 3}, {0, 2}, {0, 1}, {0, 0}};
+    for (int r = 0; r < 6; ++r) {
+      for (int c = 0; c < 6; ++c) {
+        const bool kept = std::find(wrong.begin(), wrong.end(), std::pair{r, c}) != wrong.end();
+        if (!kept && g.cell(s, r, c) == 0) g.place(s, r, c, 2);
+      }
+    }
+    s.to_move = 1;
+    EXPECT_FALSE(g.edge_connections(s, 1).full);
+    EXPECT_EQ(g.edge_connections(s, 1).semis, 0u);
+    std::vector<hex::move> moves(g.max_moves());
+    moves.resize(g.legal_moves(s, moves));
+    EXPECT_NE(g.prune(s, moves).decided, 1) << g.render(s);
+  }
+}
+
+// Every full connection H-search keeps from a stone to an edge, and its smallest full and semi
+// connection between a player's edges, on random positions of 6x6 to 8x8 (both players, both
+// edges; carriers of up to 10 or 11 cells, which exhaustive search checks quickly), holds by
+// exhaustive search.
+TEST(HexConnections, EveryKeptStoneToEdgeConnectionHoldsOnRandomPositions) {
+  mcts::random rng(4646);
+  int checked = 0;
+  for (const int size : {6, 7, 8}) {
+    const hex g(size, false, playout_policy::random, connections);
+    for (int game = 0; game < 20; ++game) {
+      hex::state s = g.initial_state();
+      const int stones = 4 + static_cast<int>(rng.below(static_cast<std::uint32_t>(size * 2)));
+      std::vector<hex::move> moves(g.max_moves());
+      for (int i = 0; i < stones; ++i) {
+        moves.resize(g.max_moves());
+        moves.resize(g.legal_moves(s, moves));
+        g.apply(s, moves[rng.below(static_cast<std::uint32_t>(moves.size()))]);
+        if (g.winner(s) != mcts::nobody) break;
+      }
+      if (g.winner(s) != mcts::nobody) continue;
+      for (const player who : {player{1}, player{2}}) {
+        // Edge to edge: a full connection holds moving second, a semi one after its key.
+        const auto found = g.edge_connections(s, who);
+        if (found.full && count(found.full_carrier) <= 10) {
+          ASSERT_TRUE(edges_hold_as_second_player(g, s, who, cells_of(found.full_carrier)))
+              << g.render(s);
+          ++checked;
+        }
+        if (found.semis > 0 && count(found.semi_carrier) <= 11) {
+          hex::state keyed = s;
+          g.place(keyed, found.key / size, found.key % size, who);
+          ASSERT_TRUE(edges_hold_as_second_player(g, keyed, who, cells_of(found.semi_carrier)))
+              << g.render(s) << "key " << g.move_name(found.key);
+          ++checked;
+        }
+      }
+      for (int cell = 0; cell < size * size; ++cell) {
+        const player who = g.cell(s, cell / size, cell % size);
+        if (who == 0) continue;
+        for (const int edge : {0, 1}) {
+          for (const auto& carrier : g.full_connections(s, who, static_cast<hex::move>(cell),
+                                                        edge)) {
+            if (count(carrier) > 10) continue;
+            ASSERT_TRUE(holds_as_second_player(g, s, who, cell, edge, cells_of(carrier)))
+                << "player " << int(who) << " edge " << edge << " from " << g.move_name(
+                       static_cast<hex::move>(cell)) << "\n" << g.render(s);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  std::printf("%d carriers checked\n", checked);
+  EXPECT_GT(checked, 300);
 }
 
 // Two third-row stones joined by a bridge, each with its ziggurat: black has joined its edges
