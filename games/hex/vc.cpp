@@ -88,63 +88,65 @@ struct connections {
 
   bool add_full(const carrier& c) noexcept {
     const int size = cells_in(c);
-    if (size > max_carrier) return false;
-    for (std::size_t i = 0; i < fulls; ++i) {
-      if (full_size[i] <= size && subset(full[i], c)) return false;
-    }
-    std::size_t kept = 0;  // drop the carriers that hold c
-    for (std::size_t i = 0; i < fulls; ++i) {
-      if (full_size[i] < size || !subset(c, full[i])) {
-        full_size[kept] = full_size[i];
-        full[kept++] = full[i];
-      }
-    }
-    fulls = static_cast<std::uint8_t>(kept);
-    std::size_t place = 0;
-    while (place < fulls && full_size[place] <= size) ++place;
-    if (place == max_full) return false;
-    for (std::size_t i = std::min<std::size_t>(fulls, max_full - 1); i > place; --i) {
-      full[i] = full[i - 1];
-      full_size[i] = full_size[i - 1];
-    }
-    full[place] = c;
-    full_size[place] = static_cast<std::uint8_t>(size);
-    if (fulls < max_full) ++fulls;
-    return true;
+    if (size > max_carrier || holds_one_of(full, full_size, fulls, c, size)) return false;
+    return insert_minimal(full, full_size, fulls, c, size, [](std::size_t, std::size_t) {}) <
+           max_full;
   }
   bool add_semi(const carrier& c, int at) noexcept {
     const int size = cells_in(c);
     if (size > max_carrier) return false;
-    for (std::size_t i = 0; i < fulls; ++i) {
-      // The full connection needs no move at all.
-      if (full_size[i] <= size && subset(full[i], c)) return false;
-    }
-    for (std::size_t i = 0; i < semis; ++i) {
-      if (semi_size[i] <= size && subset(semi[i], c)) return false;
-    }
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < semis; ++i) {
-      if (semi_size[i] < size || !subset(c, semi[i])) {
-        key[kept] = key[i];
-        semi_size[kept] = semi_size[i];
-        semi[kept++] = semi[i];
-      }
-    }
-    semis = static_cast<std::uint8_t>(kept);
-    std::size_t place = 0;
-    while (place < semis && semi_size[place] <= size) ++place;
+    // A full connection inside c needs no move at all; a semi one inside c is better.
+    if (holds_one_of(full, full_size, fulls, c, size)) return false;
+    if (holds_one_of(semi, semi_size, semis, c, size)) return false;
+    const std::size_t place = insert_minimal(semi, semi_size, semis, c, size,
+                                             [&](std::size_t to, std::size_t from) {
+                                               key[to] = key[from];
+                                             });
     if (place == max_semi) return false;
-    for (std::size_t i = std::min<std::size_t>(semis, max_semi - 1); i > place; --i) {
-      semi[i] = semi[i - 1];
-      semi_size[i] = semi_size[i - 1];
-      key[i] = key[i - 1];
-    }
-    semi[place] = c;
-    semi_size[place] = static_cast<std::uint8_t>(size);
     key[place] = static_cast<std::uint16_t>(at);
-    if (semis < max_semi) ++semis;
     changed = true;
     return true;
+  }
+
+ private:
+  // Whether c holds one of the `count` carriers of `list` (whose cell counts are `sizes`).
+  template <std::size_t N>
+  static bool holds_one_of(const std::array<carrier, N>& list,
+                           const std::array<std::uint8_t, N>& sizes, std::uint8_t count,
+                           const carrier& c, int size) noexcept {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (sizes[i] <= size && subset(list[i], c)) return true;
+    }
+    return false;
+  }
+  // Drops the carriers of `list` that hold c, then puts c (of `size` cells) after those no
+  // larger, the last one falling off a full list; returns c's place, or N when it fell off.
+  // move_extra(to, from) moves what a caller keeps beside each carrier (a semi's key).
+  template <std::size_t N, class MoveExtra>
+  static std::size_t insert_minimal(std::array<carrier, N>& list,
+                                    std::array<std::uint8_t, N>& sizes, std::uint8_t& count,
+                                    const carrier& c, int size, MoveExtra&& move_extra) noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (sizes[i] < size || !subset(c, list[i])) {
+        move_extra(kept, i);
+        sizes[kept] = sizes[i];
+        list[kept++] = list[i];
+      }
+    }
+    count = static_cast<std::uint8_t>(kept);
+    std::size_t place = 0;
+    while (place < count && sizes[place] <= size) ++place;
+    if (place == N) return N;
+    for (std::size_t i = std::min<std::size_t>(count, N - 1); i > place; --i) {
+      move_extra(i, i - 1);
+      list[i] = list[i - 1];
+      sizes[i] = sizes[i - 1];
+    }
+    list[place] = c;
+    sizes[place] = static_cast<std::uint8_t>(size);
+    if (count < N) ++count;
+    return place;
   }
 };
 
