@@ -56,6 +56,9 @@ class hex {
   static constexpr int min_size = 2;
   static constexpr int max_size = 19;
   static constexpr int default_size = 11;
+  // Every game ends with a winner (mcts::decisive_game): a filled board joins one player's
+  // edges.
+  static constexpr bool decisive = true;
 
   // row * size + column for a cell; swap_move for the swap (second move only, swap rule on).
   using move = std::uint16_t;

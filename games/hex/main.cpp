@@ -14,6 +14,7 @@
 #include <random>
 #include <seriema/base/settings.hpp>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/mcts/dfpn.hpp>
 #include <seriema/mcts/distributed.hpp>
 #include <seriema/mcts/sequential.hpp>
 #include <seriema/version.hpp>
@@ -55,6 +56,11 @@ struct settings {
   bool virtual_connections = false;  // --virtual-connections: not yet a gain at equal time
   bool must_play = false;            // --must-play: likewise
   double prior_bias = mcts::search_options{}.prior_bias;
+  // A df-pn solver on a thread beside each search (mcts::search_beside_solver), its table of
+  // dfpn_memory bytes kept between the moves of a game.
+  bool dfpn = false;
+  std::string dfpn_memory = "64M";
+  std::size_t dfpn_table_bytes = 0;  // --dfpn-memory, parsed
   // Between the moves of play and gtp, the searched subtree is the next search's start
   // (analyze searches once and keeps nothing).
   bool reuse_tree = true;
@@ -181,17 +187,8 @@ class engine {
       bar.emplace(options.rollouts, options.seconds, bar_file);
       if (bar->active()) options.progress = bar->callback();
     }
-    auto result = [&] {
-      // GTP's boardsize may have changed the game (then the tree is not reused).
-      if (distributed_) {
-        if (!same_game(distributed_->game(), game)) distributed_->set_game(game);
-        return distributed_->search(position, options);
-      }
-      if (!same_game(sequential_->game(), game)) {
-        sequential_ = std::make_unique<mcts::sequential_engine<hex>>(game);
-      }
-      return sequential_->search(position, options);
-    }();
+    auto result = s_.dfpn ? search_beside_solver(game, position, options)
+                          : engine_search(game, position, options);
     if (tell_reuse_ && result.reused_nodes != 0) {
       fmt::print(stderr, "seriema-hex: the search started from {} playouts and {} nodes kept "
                  "from the last one\n", result.reused_visits, result.reused_nodes);
@@ -202,6 +199,8 @@ class engine {
     }
     return result;
   }
+  // What the last search's solver proved (outcome unknown without --dfpn).
+  [[nodiscard]] const mcts::dfpn_result<hex::move>& last_proof() const { return last_proof_; }
   // play and gtp: say on stderr, once, that a search reached the memory budget (analyze
   // prints it with its result).
   void tell_when_budget_reached() { tell_budget_ = true; }
@@ -224,12 +223,48 @@ class engine {
   bool tell_budget_ = false;
   bool budget_told_ = false;
   bool tell_reuse_ = false;
+  // One search of the engine chosen. GTP's boardsize may have changed the game (then the tree
+  // is not reused).
+  mcts::search_result<hex::move> engine_search(const hex& game, const hex::state& position,
+                                               const mcts::search_options& options) {
+    if (distributed_) {
+      if (!same_game(distributed_->game(), game)) distributed_->set_game(game);
+      return distributed_->search(position, options);
+    }
+    if (!same_game(sequential_->game(), game)) {
+      sequential_ = std::make_unique<mcts::sequential_engine<hex>>(game);
+    }
+    return sequential_->search(position, options);
+  }
+  // The search with the df-pn solver beside it, on a copy of the game of its own (GTP's
+  // boardsize replaces the session's game; the solver and its table are then made anew).
+  mcts::search_result<hex::move> search_beside_solver(const hex& game,
+                                                      const hex::state& position,
+                                                      const mcts::search_options& options) {
+    if (!solver_ || !same_game(solver_game_, game)) {
+      solver_.reset();
+      solver_game_ = game;
+      mcts::dfpn_options solver_options;
+      solver_options.table_bytes = s_.dfpn_table_bytes;
+      solver_ = std::make_unique<mcts::dfpn_solver<hex>>(solver_game_, solver_options);
+    }
+    auto both = mcts::search_beside_solver(
+        *solver_, position, options,
+        [&](const mcts::search_options& with_stop) {
+          return engine_search(game, position, with_stop);
+        });
+    last_proof_ = both.proof;
+    return std::move(both.search);
+  }
   static bool same_game(const hex& a, const hex& b) {
     return a.size() == b.size() && a.swap_rule() == b.swap_rule() && a.policy() == b.policy() &&
            a.knowledge() == b.knowledge();
   }
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
   std::unique_ptr<mcts::sequential_engine<hex>> sequential_;  // --engine sequential
+  hex solver_game_;  // --dfpn: the solver's game, a copy the session cannot change under it
+  std::unique_ptr<mcts::dfpn_solver<hex>> solver_;
+  mcts::dfpn_result<hex::move> last_proof_;
 };
 
 // A subcommand's --help lists only its own options; the program-wide ones that matter to it
@@ -330,9 +365,15 @@ int analyze(seriema::fabric::runtime& rt, engine& e, const hex& game, const sett
   const auto result = e.search(game, position, stdout);
   fmt::print("best move: {}   win rate {:.1f}%\n", game.move_name(result.best),
              100 * result.win_rate);
+  const auto& proof = e.last_proof();
   if (result.proven_winner != mcts::nobody) {
-    fmt::print("proven: {} wins (the solver ended the search)\n",
-               color_name(result.proven_winner));
+    fmt::print("proven: {} wins ({} ended the search)\n", color_name(result.proven_winner),
+               proof.outcome != mcts::dfpn_outcome::unknown ? "df-pn" : "the search's solver");
+  }
+  if (s.dfpn) {
+    fmt::print("df-pn: {} after {} expansions in {:.2f} s\n",
+               proof.outcome == mcts::dfpn_outcome::unknown ? "no proof" : "proved",
+               proof.expansions, proof.seconds);
   }
   fmt::print("{:>6} {:>10} {:>9}\n", "move", "visits", "win rate");
   for (std::size_t i = 0; i < std::min(s.top, result.moves.size()); ++i) {
@@ -523,6 +564,11 @@ int main(int argc, char** argv) {
                "between its edges (off by default)");
   app.add_flag("--pattern-priors,!--no-pattern-priors", s.pattern_priors,
                "knowledge: move priors from trained local patterns (off by default)");
+  app.add_flag("--dfpn,!--no-dfpn", s.dfpn,
+               "a df-pn solver on a thread beside each search; its proof ends the search "
+               "(off by default)");
+  app.add_option("--dfpn-memory", s.dfpn_memory,
+                 "the df-pn solver's table, kept between moves, e.g. 64M or 1G (at least 1M)");
   app.add_option("--prior-bias", s.prior_bias,
                  "weight of a move's pattern prior in its score, fading as 1/sqrt(visits+1)")
       ->check(CLI::Range(0.0, 1e6));
@@ -572,7 +618,8 @@ int main(int argc, char** argv) {
       options_footer(app, {"--rollouts", "--seconds", "--playouts", "--exploration",
                            "--playout-policy", "--rave", "--rave-equivalence", "--solver",
                            "--no-inferior-cells", "--virtual-connections",
-                           "--must-play", "--pattern-priors", "--prior-bias",
+                           "--must-play", "--pattern-priors", "--prior-bias", "--dfpn",
+                           "--dfpn-memory",
                            "--expansion-visits", "--reuse-tree", "--seed", "--engine", "--size",
                            "--swap", "--quiet", "--max-memory"}) +
       "Clock: after time_settings (or time_left) each genmove's budget comes from the time left\n"
@@ -596,6 +643,14 @@ int main(int argc, char** argv) {
       } catch (const seriema::config_error& error) {
         throw CLI::ValidationError(error.what());
       }
+    }
+    try {
+      s.dfpn_table_bytes = seriema::config::parse_bytes("--dfpn-memory", s.dfpn_memory);
+    } catch (const seriema::config_error& error) {
+      throw CLI::ValidationError(error.what());
+    }
+    if (s.dfpn_table_bytes < (std::size_t{1} << 20)) {
+      throw CLI::ValidationError("--dfpn-memory must be at least 1M, not " + s.dfpn_memory);
     }
     seriema::fabric::runtime rt;
     if (s.max_memory.empty()) {

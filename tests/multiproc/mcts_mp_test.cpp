@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <hex.hpp>
+#include <seriema/mcts/dfpn.hpp>
 #include <seriema/mcts/distributed.hpp>
 #include <vector>
 
@@ -305,6 +306,43 @@ TEST(DistributedMcts, VirtualConnectionsProveAWinTheFillInDoesNotSee) {
     EXPECT_LT(proven.rollouts, 100u);
     EXPECT_EQ(unproven.proven_winner, seriema::mcts::nobody) << game.render(s);
   }
+}
+
+// A df-pn solver beside the distributed search (mcts::search_beside_solver, on rank 0 where the
+// search is driven): with H-search it proves the empty 6x6 board a first-player win long before
+// the search's hour is up, its proof ends the search on every process, and the move it names
+// leaves white no win (a second solver, fresh, says so).
+TEST(DistributedMcts, ADfpnProofEndsTheSearchBesideIt) {
+  const hex game(6, false, seriema::hex::playout_policy::random,
+                 seriema::hex::knowledge_sources{true, false, true, true});
+  distributed_search<hex> search(rt(), game);
+  search_options o = budget(0);
+  o.seconds = 3600;
+  o.knowledge = true;
+  const hex::state empty = game.initial_state();
+  seriema::mcts::dfpn_options small;
+  small.table_bytes = std::size_t{16} << 20;
+  if (rt().rank() != 0) {
+    search.search(empty, o);
+    return;
+  }
+  seriema::mcts::dfpn_solver<hex> solver(game, small);
+  const auto both = seriema::mcts::search_beside_solver(
+      solver, empty, o, [&](const search_options& with_stop) {
+        return search.search(empty, with_stop);
+      });
+  ASSERT_EQ(both.proof.outcome, seriema::mcts::dfpn_outcome::win);
+  EXPECT_EQ(both.search.proven_winner, 1);
+  EXPECT_EQ(both.search.best, both.proof.winning_move);
+  EXPECT_LT(both.search.seconds, 600.0);
+  std::printf("6x6 proved by df-pn in %.2f s (%llu expansions), %llu rollouts meanwhile\n",
+              both.proof.seconds, static_cast<unsigned long long>(both.proof.expansions),
+              static_cast<unsigned long long>(both.search.rollouts));
+  hex::state after = empty;
+  game.apply(after, both.search.best);
+  seriema::mcts::dfpn_solver<hex> check(game, small);
+  EXPECT_EQ(check.solve(after).outcome, seriema::mcts::dfpn_outcome::no_win)
+      << game.move_name(both.search.best);
 }
 
 // Knowledge and the solver over processes: 3x3 openings proven as exhaustive search says, with

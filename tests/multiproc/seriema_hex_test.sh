@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # seriema-hex as a user runs it, over 2 processes: analyze finds the one winning move of a
-# position (with either playout policy; an unknown one is refused), play finishes a game against the random player, and a scripted GTP session gets the
+# position (with either playout policy; an unknown one is refused), a df-pn solver beside the
+# search proves a small board, play finishes a game against the random player, and a scripted GTP session gets the
 # right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
 # shows the search options; genmove resigns a lost position (and only with confidence) and
 # answers resign once the game is over; the swap rule set by param_game is used and accepted;
@@ -32,6 +33,17 @@ out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 b1 a1 b2 d4 b4 d1 -
 grep -q '^best move: b3 ' <<<"$out" || fail "analyze with the solver did not play b3: $out"
 grep -q '^proven: black (X) wins' <<<"$out" || fail "analyze with the solver proved nothing: $out"
 grep -Eq '^rollouts: [0-9]{1,2} ' <<<"$out" || fail "the proof did not end the search: $out"
+# With --dfpn a df-pn solver beside the search proves the empty 6x6 board (with H-search and
+# must-play) and its proof ends an hour's search; a table under 1M is refused.
+out=$("${launch[@]}" "$hex" analyze --size 6 --seconds 3600 --dfpn --virtual-connections \
+      --must-play --quiet)
+grep -q '^proven: black (X) wins (df-pn ended the search)' <<<"$out" ||
+  fail "analyze --dfpn proved nothing: $out"
+grep -Eq '^df-pn: proved after [0-9]+ expansions' <<<"$out" || fail "no df-pn line: $out"
+if err=$("$hex" analyze --dfpn --dfpn-memory 100k 2>&1); then
+  fail "--dfpn-memory 100k was accepted"
+fi
+grep -q 'dfpn-memory must be at least 1M' <<<"$err" || fail "unclear --dfpn-memory error: $err"
 # The same with playouts that answer bridge intrusions (the policy travels with the game).
 out=$("${launch[@]}" "$hex" analyze --size 4 --rollouts 3000 --playout-policy bridges \
       b1 a1 b2 d4 b4 d1 --quiet)

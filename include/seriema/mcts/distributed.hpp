@@ -371,6 +371,8 @@ class distributed_search {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point deadline_;
   const std::function<void(std::uint64_t, double)>* progress_ = nullptr;
+  /// Rank 0's search_options::stop (null elsewhere): read where the deadline is.
+  const std::atomic<bool>* stop_ = nullptr;
   node* root_ = nullptr;  ///< rank 0 only
   /// Between searches: the last search's tree is still in the pools (reuse_tree; every rank).
   bool kept_ = false;

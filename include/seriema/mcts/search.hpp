@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -77,6 +78,11 @@ struct search_options {
   /// from an empty tree. A kept tree counts against the memory budget; copying it counts in the
   /// next search's time.
   bool reuse_tree = false;
+  /// Set by another thread to end the search early (a solver working beside it,
+  /// search_beside_solver): read where the clock is (every 64 rollouts in the sequential
+  /// engine, before rollouts start in the distributed one, rank 0's pointer only). The search
+  /// ends as at its budget, after one rollout at least. Null: none.
+  const std::atomic<bool>* stop = nullptr;
   /// Called now and then from the searching thread (never concurrently) with the rollouts done
   /// so far; a progress bar hangs here. May be empty.
   std::function<void(std::uint64_t rollouts_done, double seconds)> progress;

@@ -102,8 +102,8 @@ class sequential_tree {
     return taken;
   }
 
-  /// Rollouts until the budget, the clock (read every 64 rollouts) or a proof of the root ends
-  /// the search.
+  /// Rollouts until the budget, the clock or the stop flag (read every 64 rollouts) or a proof
+  /// of the root ends the search.
   search_result<move> run() {
     constexpr std::uint64_t clock_period = 64;  // rollouts between readings of the clock
     start_ = clock::now();
@@ -115,7 +115,9 @@ class sequential_tree {
       backpropagate(leaf, unstored_edge, wins_of_first);
       ++rollouts_;
       if (nodes_[0].winner != nobody) break;  // the solver decided the root
-      if (rollouts_ % clock_period == 0 && (options_.seconds > 0 || options_.progress)) {
+      if (rollouts_ % clock_period != 0) continue;
+      if (options_.stop != nullptr && options_.stop->load(std::memory_order_relaxed)) break;
+      if (options_.seconds > 0 || options_.progress) {
         const auto now = clock::now();
         const double seconds = elapsed(now);
         if (options_.seconds > 0 && seconds >= options_.seconds) break;

@@ -144,6 +144,7 @@ inline void distributed_search<G>::prepare(const detail::search_command<G>& comm
   budget_reached_nanoseconds_ = 0;
   budget_reached_rollouts_ = 0;
   progress_ = rank0_options != nullptr ? &rank0_options->progress : nullptr;
+  stop_ = rank0_options != nullptr ? rank0_options->stop : nullptr;
   for (std::size_t i = 0; i < workers_.size(); ++i) prepare_worker(i, command.seed);
   carry_path_length_ = command.path_length;
   std::copy(std::begin(command.path), std::end(command.path), carry_path_);

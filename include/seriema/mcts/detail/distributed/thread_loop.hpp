@@ -75,9 +75,10 @@ inline std::size_t distributed_search<G>::start_rollouts(fabric::thread_context&
       stop(me);
       return 0;
     }
-    // The clock only when rollouts would start. At least one rollout, however short the
-    // time: the result names a move.
-    if (has_deadline_ && s > 0 && std::chrono::steady_clock::now() >= deadline_) {
+    // The clock and the stop flag only when rollouts would start. At least one rollout,
+    // however short the time: the result names a move.
+    const bool stopped = stop_ != nullptr && stop_->load(std::memory_order_relaxed);
+    if (s > 0 && (stopped || (has_deadline_ && std::chrono::steady_clock::now() >= deadline_))) {
       stop(me);
       return 0;
     }
