@@ -1,6 +1,6 @@
 // hex::edge_connections (hex.hpp): virtual connections by H-search (Anshelevich's AND and OR
 // rules over a player's chains, its two edges and the empty cells, with carriers), seeded by
-// adjacency and by the third-row edge template (the ziggurat).
+// adjacency and by the third- and fourth-row edge templates (the ziggurat, IV1a).
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -171,7 +171,7 @@ class h_search {
     pairs_.assign(groups * groups, connection_list{});
     to_cells_.assign(groups * cells, connection_list{});
     seed_adjacency();
-    seed_ziggurats();
+    seed_edge_templates();
     // Each round combines only connections of which one is new since the round before (the
     // others were combined then already).
     for (round_ = 2; round_ < 2 + max_rounds && combine(); ++round_) {
@@ -223,7 +223,9 @@ class h_search {
 
   void find_groups(const hex::state& s);
   void seed_adjacency();
-  void seed_ziggurats();
+  void seed_edge_templates();
+  template <std::size_t Cells>
+  void seed_template(int depth, const std::array<std::array<int, 2>, Cells>& shape);
   bool combine();
   bool and_through_cells();
   bool and_through_groups();
@@ -306,16 +308,33 @@ void h_search<W>::seed_adjacency() {
   }
 }
 
-// The ziggurat (edge template IIIa): a stone on the third row joins its edge through 8 empty
-// cells, two rows of 4 and 3 towards the edge and one beside it (tests check it by exhaustive
-// search). Offsets (towards the edge, along it) for black and the top edge; its mirror image,
-// along -> towards - along (the reflection that keeps rows: (dr, dc) -> (dr, -dc - dr), with
-// dr = -towards), is the other orientation.
+// The edge templates H-search starts from, offsets (towards the edge, along it) from the
+// stone for black and the top edge; each one's mirror image, along -> towards - along (the
+// reflection that keeps rows: (dr, dc) -> (dr, -dc - dr), with dr = -towards), is its other
+// orientation. The tests check every orientation by exhaustive search on its carrier.
+// The ziggurat (template IIIa): a stone on the third row joins its edge through 8 empty cells,
+// two rows of 4 and 3 towards the edge and one beside it.
 constexpr std::array<std::array<int, 2>, 8> ziggurat = {{
     {0, 1}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}};
+// A fourth-row template (HexWiki's IV1a family; the "4-3-2"): a stone on the fourth row
+// joins its edge through 19 empty cells, rows of 7, 6 and 5 towards the edge and one beside it.
+// Found by df-pn (mcts::dfpn_solver with H-search) as a carrier from which no cell can be taken
+// away, on boards where every cell outside it was the opponent's.
+constexpr std::array<std::array<int, 2>, 19> fourth_row = {{
+    {0, -1}, {1, -2}, {1, -1}, {1, 0}, {1, 1}, {1, 2}, {2, -2}, {2, -1}, {2, 0}, {2, 1},
+    {2, 2}, {2, 3}, {3, -2}, {3, -1}, {3, 0}, {3, 1}, {3, 2}, {3, 3}, {3, 4}}};
 
 template <std::size_t W>
-void h_search<W>::seed_ziggurats() {
+void h_search<W>::seed_edge_templates() {
+  seed_template(2, ziggurat);
+  seed_template(3, fourth_row);
+}
+
+// Every group's stone at `depth` rows from an edge it does not touch gets the template's
+// full connection to that edge, in each orientation whose cells are all empty and on the board.
+template <std::size_t W>
+template <std::size_t Cells>
+void h_search<W>::seed_template(int depth, const std::array<std::array<int, 2>, Cells>& shape) {
   for (int cell = 0; cell < n_ * n_; ++cell) {
     const int x = group_[static_cast<std::size_t>(cell)];
     if (x < 0) continue;
@@ -325,16 +344,16 @@ void h_search<W>::seed_ziggurats() {
     for (int e = 0; e < 2; ++e) {
       if (x == e) continue;
       const int along_edge = who_ == 1 ? c : r;
-      const int depth = (who_ == 1 ? r : c);
-      if ((e == 0 ? depth : n_ - 1 - depth) != 2) continue;
+      const int row = (who_ == 1 ? r : c);
+      if ((e == 0 ? row : n_ - 1 - row) != depth) continue;
       for (const int mirror : {1, -1}) {
         carrier cells{};
         bool fits = true;
-        for (const auto& [towards, along] : ziggurat) {
+        for (const auto& [towards, along] : shape) {
           const int a = mirror > 0 ? along : towards - along;
           // Towards edge 0 the first coordinate falls; the template turned half a turn (the
           // board's symmetry that swaps the edges) for edge 1.
-          const int depth_at = e == 0 ? depth - towards : depth + towards;
+          const int depth_at = e == 0 ? row - towards : row + towards;
           const int along_at = e == 0 ? along_edge + a : along_edge - a;
           const int rr = who_ == 1 ? depth_at : along_at;
           const int cc = who_ == 1 ? along_at : depth_at;
