@@ -411,6 +411,8 @@ mcts::search_result<hex::move> gtp_session::search(const hex::state& position) {
                      game_.empty_cells(position));
   mcts::search_result<hex::move> first = timed_search(position, budget.base);
   const double more = budget.maximum - first.seconds;
+  // A proven position (the search's solver or df-pn beside it) needs no more time.
+  if (first.proven_winner != mcts::nobody) return first;
   if (more < time_policy{}.min_seconds || !worth_extending(first.moves)) return first;
   return merged(first, timed_search(position, more));
 }

@@ -567,10 +567,12 @@ TEST_F(gtp_test, time_left_states_one_colours_clock_and_refuses_malformed_argume
 struct clocked_engine {
   std::vector<double>* budgets;
   bool close_call;  // the best and second moves get nearly equal visits
+  bool proves = false;  // the search says the player to move wins (its solver, or df-pn)
   result operator()(const hex& game, const hex::state& position, double seconds) const {
     budgets->push_back(seconds);
     result r = answer(first_empty(game, position), seconds, 0.5, 1000);
     if (close_call) r.moves.push_back({static_cast<hex::move>(r.best + 1), 900, 450});
+    if (proves) r.proven_winner = position.to_move;
     return r;
   }
 };
@@ -606,6 +608,15 @@ TEST(gtp_clock, a_critical_move_is_extended_up_to_the_maximum_once) {
   EXPECT_DOUBLE_EQ(budgets[0], planned.base);
   EXPECT_DOUBLE_EQ(budgets[1], planned.maximum - planned.base);
   EXPECT_DOUBLE_EQ(session.clock(1).seconds, 20 - planned.maximum);
+}
+
+// A proof ends the move however open the visits look: no second search.
+TEST(gtp_clock, a_proven_move_is_not_extended) {
+  std::vector<double> budgets;
+  gtp_session session{clocked_engine{&budgets, true, true}, "e", "0", gtp_options{.size = 5}};
+  ASSERT_EQ(session.handle("time_left b 20 0"), "= \n\n");
+  EXPECT_EQ(session.handle("genmove b"), "= a1\n\n");
+  EXPECT_EQ(budgets.size(), 1U);
 }
 
 TEST(gtp_clock, a_timed_genmove_logs_its_time_and_the_clock) {
