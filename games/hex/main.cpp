@@ -236,14 +236,19 @@ class engine {
     }
     return sequential_->search(position, options);
   }
-  // The search with the df-pn solver beside it, on a copy of the game of its own (GTP's
+  // The search with the df-pn solver beside it, on a game of its own: the session's with every
+  // knowledge source that proves or prunes (inferior cells, H-search, must-play) on, whatever
+  // the search uses, since they are what lets a proof-number search prove anything (GTP's
   // boardsize replaces the session's game; the solver and its table are then made anew).
   mcts::search_result<hex::move> search_beside_solver(const hex& game,
                                                       const hex::state& position,
                                                       const mcts::search_options& options) {
-    if (!solver_ || !same_game(solver_game_, game)) {
+    if (!solver_ || !same_game(solver_made_for_, game)) {
       solver_.reset();
-      solver_game_ = game;
+      solver_made_for_ = game;
+      seriema::hex::knowledge_sources proving = game.knowledge();
+      proving.inferior_cells = proving.virtual_connections = proving.must_play = true;
+      solver_game_ = hex(game.size(), game.swap_rule(), game.policy(), proving);
       mcts::dfpn_options solver_options;
       solver_options.table_bytes = s_.dfpn_table_bytes;
       solver_ = std::make_unique<mcts::dfpn_solver<hex>>(solver_game_, solver_options);
@@ -262,7 +267,8 @@ class engine {
   }
   std::unique_ptr<mcts::distributed_search<hex>> distributed_;
   std::unique_ptr<mcts::sequential_engine<hex>> sequential_;  // --engine sequential
-  hex solver_game_;  // --dfpn: the solver's game, a copy the session cannot change under it
+  hex solver_made_for_;  // --dfpn: the session's game when the solver was made
+  hex solver_game_;      // and the solver's own (see search_beside_solver)
   std::unique_ptr<mcts::dfpn_solver<hex>> solver_;
   mcts::dfpn_result<hex::move> last_proof_;
 };
@@ -565,8 +571,8 @@ int main(int argc, char** argv) {
   app.add_flag("--pattern-priors,!--no-pattern-priors", s.pattern_priors,
                "knowledge: move priors from trained local patterns (off by default)");
   app.add_flag("--dfpn,!--no-dfpn", s.dfpn,
-               "a df-pn solver on a thread beside each search; its proof ends the search "
-               "(off by default)");
+               "a df-pn solver (with inferior cells, H-search and must-play) on a thread "
+               "beside each search; its proof ends the search (off by default)");
   app.add_option("--dfpn-memory", s.dfpn_memory,
                  "the df-pn solver's table, kept between moves, e.g. 64M or 1G (at least 1M)");
   app.add_option("--prior-bias", s.prior_bias,
