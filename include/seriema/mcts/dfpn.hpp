@@ -26,7 +26,8 @@ namespace seriema::mcts {
 /// How one df-pn solver runs.
 struct dfpn_options {
   /// Bytes of the transposition table, kept between solve() calls of one solver (positions
-  /// proved for one move stay proved for the next). At least 1 MiB.
+  /// proved for one move stay proved for the next): three quarters for the proof numbers, a
+  /// quarter for the moves of expanded positions. At least 1 MiB.
   std::size_t table_bytes = std::size_t{64} << 20;
   /// Seconds one solve() may take (0: no bound); a stop flag may end it earlier.
   double seconds = 0;
@@ -79,8 +80,18 @@ class dfpn_solver {
     if (!(options.seconds >= 0) || !(options.epsilon >= 0 && options.epsilon <= 10)) {
       throw std::invalid_argument("dfpn_solver: seconds must be >= 0, epsilon in [0, 10]");
     }
-    std::size_t entries = std::bit_floor(options.table_bytes / sizeof(entry));
-    table_.assign(entries, entry{});
+    // Three quarters of the bytes for the numbers, a quarter for the moves of expanded
+    // positions.
+    const std::size_t numbers_bytes = options.table_bytes / 4 * 3;
+    table_.assign(std::bit_floor(numbers_bytes / sizeof(entry)), entry{});
+    moves_per_slot_ = g.max_moves();
+    const std::size_t slot_bytes =
+        moves_per_slot_ * sizeof(move) + sizeof(std::uint64_t) + sizeof(std::uint32_t);
+    const std::size_t slots =
+        std::bit_floor(std::max<std::size_t>(1, (options.table_bytes - numbers_bytes) / slot_bytes));
+    cache_keys_.assign(slots, 0);
+    cache_counts_.assign(slots, 0);
+    cache_moves_.resize(slots * moves_per_slot_);
     frames_.resize(g.max_moves() + 2);
     for (frame& f : frames_) {
       f.moves.resize(g.max_moves());
@@ -114,7 +125,10 @@ class dfpn_solver {
   }
 
   /// Forgets every position (a new game, or another game object's positions).
-  void clear() { std::fill(table_.begin(), table_.end(), entry{}); }
+  void clear() {
+    std::fill(table_.begin(), table_.end(), entry{});
+    std::fill(cache_keys_.begin(), cache_keys_.end(), 0);
+  }
   [[nodiscard]] const G& game() const noexcept { return g_; }
 
  private:
@@ -193,25 +207,49 @@ class dfpn_solver {
   }
 
   // The moves of s into f (their count), or its numbers when it is decided at once.
-  std::size_t expand(const state& s, frame& f, numbers& decided_numbers) {
+  std::size_t expand(const state& s, std::uint64_t key, frame& f, numbers& decided_numbers) {
     ++expansions_;
-    if (const player w = g_.winner(s); w != nobody || g_.legal_moves(s, f.moves) == 0) {
-      decided_numbers = decided(s, w);
-      return 0;
+    std::size_t count = cached_moves(key, f);
+    if (count == 0) {
+      if (const player w = g_.winner(s); w != nobody || g_.legal_moves(s, f.moves) == 0) {
+        decided_numbers = decided(s, w);
+        return 0;
+      }
+      const detail::expansion e =
+          detail::moves_to_search(g_, s, std::span<move>(f.moves), options_.knowledge,
+                                  options_.knowledge);
+      if (e.decided != nobody) {
+        decided_numbers = decided(s, e.decided);
+        return 0;
+      }
+      count = e.count;
+      cache_moves(key, f, count);
     }
-    const detail::expansion e =
-        detail::moves_to_search(g_, s, std::span<move>(f.moves), options_.knowledge,
-                                options_.knowledge);
-    if (e.decided != nobody) {
-      decided_numbers = decided(s, e.decided);
-      return 0;
-    }
-    for (std::size_t i = 0; i < e.count; ++i) {
+    for (std::size_t i = 0; i < count; ++i) {
       state child = s;
       g_.apply(child, f.moves[i]);
       f.keys[i] = key_of(child);
     }
-    return e.count;
+    return count;
+  }
+
+  // The moves kept when the position of `key` was last expanded, copied into f (their count),
+  // or 0 when the cache no longer holds them. A position is re-entered each time its parent's
+  // thresholds grow; with H-search its expansion costs far more than the copy.
+  std::size_t cached_moves(std::uint64_t key, frame& f) const noexcept {
+    const std::size_t slot = static_cast<std::size_t>(key) & (cache_keys_.size() - 1);
+    if (cache_keys_[slot] != key) return 0;
+    const std::size_t count = cache_counts_[slot];
+    std::copy_n(cache_moves_.begin() + static_cast<std::ptrdiff_t>(slot * moves_per_slot_),
+                count, f.moves.begin());
+    return count;
+  }
+  void cache_moves(std::uint64_t key, const frame& f, std::size_t count) noexcept {
+    const std::size_t slot = static_cast<std::size_t>(key) & (cache_keys_.size() - 1);
+    cache_keys_[slot] = key;
+    cache_counts_[slot] = static_cast<std::uint32_t>(count);
+    std::copy_n(f.moves.begin(), count,
+                cache_moves_.begin() + static_cast<std::ptrdiff_t>(slot * moves_per_slot_));
   }
 
   // Df-pn's multiple iterative deepening at s: searches below it until its phi reaches
@@ -230,7 +268,7 @@ class dfpn_solver {
     const std::uint64_t expansions_before = expansions_;
     frame& f = frames_[depth];
     numbers own;
-    const std::size_t count = expand(s, f, own);
+    const std::size_t count = expand(s, key, f, own);
     if (count == 0) {
       store(key, own, 1);
       if (depth == 0) {  // a root decided at once: moves_to_search put its win first
@@ -292,6 +330,12 @@ class dfpn_solver {
   dfpn_options options_;
   std::vector<entry> table_;
   std::vector<frame> frames_;  // by depth from the root
+  // The moves-of-expanded-positions cache (cached_moves): one slot per key's low bits, the
+  // last position stored there wins; slot i's moves at [i * moves_per_slot_, + count).
+  std::size_t moves_per_slot_ = 0;
+  std::vector<std::uint64_t> cache_keys_;
+  std::vector<std::uint32_t> cache_counts_;
+  std::vector<move> cache_moves_;
   player attacker_ = 1;
   const std::atomic<bool>* stop_ = nullptr;
   bool out_of_budget_ = false;
