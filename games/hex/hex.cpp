@@ -224,6 +224,7 @@ player hex::winner(const state& s) const noexcept {
 // filling ignores the swap (random playouts need not model it).
 player hex::playout(const state& s, mcts::random& rng) const noexcept {
   if (policy_ == playout_policy::bridges) return bridge_fill(s, rng, no_record{});
+  if (policy_ == playout_policy::patterns) return pattern_fill(s, rng, nullptr);
   return random_fill(s, rng, no_record{});
 }
 
@@ -231,6 +232,7 @@ player hex::playout(const state& s, mcts::random& rng) const noexcept {
 player hex::playout(const state& s, mcts::random& rng, std::span<player> played_by) const noexcept {
   const record_into record{played_by.data()};
   if (policy_ == playout_policy::bridges) return bridge_fill(s, rng, record);
+  if (policy_ == playout_policy::patterns) return pattern_fill(s, rng, played_by.data());
   return random_fill(s, rng, record);
 }
 

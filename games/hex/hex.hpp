@@ -21,8 +21,11 @@ using mcts::player;
 // split equally likely. bridges: moves one at a time, alternately; a move into the carrier of a
 // bridge of the player then to move (the two empty cells two of their stones share as
 // neighbours) is answered in the other carrier cell, any other move by a uniformly random empty
-// cell. Bridges to the edge are not answered.
-enum class playout_policy : std::uint8_t { random, bridges };
+// cell. Bridges to the edge are not answered. patterns: moves one at a time, alternately, each
+// empty cell drawn with a probability proportional to the gamma of its pattern feature as the
+// mover sees it (pattern_features_of: its ring of six neighbours and its place next to the move
+// before), the weights the pattern priors give the tree.
+enum class playout_policy : std::uint8_t { random, bridges, patterns };
 
 // The Hex knowledge hex::prune uses (mcts::pruning_game, search_options::knowledge), each
 // source switchable (seriema-hex --no-<name>).
@@ -223,6 +226,9 @@ class hex {
   // The bridges policy's move-by-move filling, both playouts' one implementation.
   template <class Recorder>
   player bridge_fill(const state& s, mcts::random& rng, Recorder record) const noexcept;
+  // The patterns policy's filling (patterns.cpp), both playouts' one implementation: the
+  // player of each filled cell goes to played_by[cell] unless played_by is null.
+  player pattern_fill(const state& s, mcts::random& rng, player* played_by) const noexcept;
 
   int size_;
   bool swap_rule_;

@@ -333,8 +333,9 @@ seriema::hex::knowledge_sources knowledge_of(const settings& s) {
 }
 
 seriema::hex::playout_policy playout_policy_of(const std::string& name) {
-  return name == "bridges" ? seriema::hex::playout_policy::bridges
-                           : seriema::hex::playout_policy::random;
+  if (name == "bridges") return seriema::hex::playout_policy::bridges;
+  if (name == "patterns") return seriema::hex::playout_policy::patterns;
+  return seriema::hex::playout_policy::random;
 }
 
 const char* color_name(mcts::player p) { return p == 1 ? "black (X)" : "white (O)"; }
@@ -556,9 +557,10 @@ int main(int argc, char** argv) {
                  "play a win in one and block the opponent's at once, score decided nodes "
                  "without playouts (0 or 1)");
   app.add_option("--playout-policy", s.playout_policy,
-                 "playout moves: random, or bridges (random, but a move into a bridge of the "
-                 "player to move is answered)")
-      ->check(CLI::IsMember({"random", "bridges"}));
+                 "playout moves: random, bridges (random, but a move into a bridge of the "
+                 "player to move is answered), or patterns (drawn by the pattern priors' "
+                 "trained weights)")
+      ->check(CLI::IsMember({"random", "bridges", "patterns"}));
   app.add_flag("!--no-inferior-cells", s.inferior_cells,
                "knowledge: do not prune dead and captured cells nor decide positions by "
                "filling them in");

@@ -1,12 +1,15 @@
 // hex::priors and hex::pattern_features_of (hex.hpp): move priors from local patterns, a move's
 // ring of six neighbours seen by the player to move and its place next to the last move, each
 // feature weighed by a gamma trained on self-play games (train_patterns.py writes
-// pattern_weights.inc; seriema-hex selfplay makes the games).
+// pattern_weights.inc; seriema-hex selfplay makes the games), and the playout policy that draws
+// its moves by the same weights.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+
+#include "bitboard.hpp"
 
 #include "hex.hpp"
 #include "ring_board.hpp"
@@ -93,7 +96,133 @@ std::uint32_t place_from_last(int r, int c, int lr, int lc) noexcept {
   return 0;
 }
 
+// The empty cells of a playout and each one's ring code and base weights (its gamma at place 0,
+// as each player sees it), kept up to date as stones fall: a stone changes the rings of its six
+// neighbours only.
+class weighted_cells {
+ public:
+  weighted_cells(const fill_board& board, int size) noexcept {
+    for (int r = 0; r < size; ++r) {
+      for (int c = 0; c < size; ++c) {
+        const int cell = fill_board::grid(r, c);
+        if (board.at(cell) != 0) continue;
+        slot_[static_cast<std::size_t>(cell)] = static_cast<std::int16_t>(count_);
+        empty_[count_++] = static_cast<std::int16_t>(cell);
+        code_[static_cast<std::size_t>(cell)] = static_cast<std::uint16_t>(board.ring_code(cell));
+        reweigh(cell);
+      }
+    }
+  }
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  [[nodiscard]] int cell(std::size_t i) const noexcept { return empty_[i]; }
+  [[nodiscard]] float base(player mover, int cell) const noexcept {
+    return weight_[mover - 1][static_cast<std::size_t>(cell)];
+  }
+  // The gamma of `cell` for `mover` at `place` from the last move (1 a neighbour, 2 a bridge).
+  [[nodiscard]] float at_place(player mover, int cell, std::uint32_t place) const noexcept {
+    const std::uint32_t ring = ring_features()[mover - 1][code_[static_cast<std::size_t>(cell)]];
+    return gamma_table()[ring * 3 + place];
+  }
+  // `cell` (empty) takes a stone of `who`: it leaves the list, its empty neighbours' rings and
+  // weights change (it is their neighbour in the opposite direction).
+  void play(int cell, player who) noexcept {
+    const auto i = static_cast<std::size_t>(slot_[static_cast<std::size_t>(cell)]);
+    empty_[i] = empty_[--count_];
+    slot_[static_cast<std::size_t>(empty_[i])] = static_cast<std::int16_t>(i);
+    for (int d = 0; d < ring_size; ++d) {
+      const int next = fill_board::neighbour(cell, d);
+      const auto n = static_cast<std::size_t>(next);
+      if (slot_[n] < 0 || static_cast<std::size_t>(slot_[n]) >= count_ ||
+          empty_[static_cast<std::size_t>(slot_[n])] != next) {
+        continue;  // a stone, or the border
+      }
+      code_[n] = static_cast<std::uint16_t>(code_[n] | std::size_t{who} << 2 * ((d + 3) % 6));
+      reweigh(next);
+    }
+  }
+
+ private:
+  static constexpr std::size_t grid_cells = fill_board::stride * fill_board::stride;
+  void reweigh(int cell) noexcept {
+    for (player p = 1; p <= 2; ++p) {
+      weight_[p - 1][static_cast<std::size_t>(cell)] = at_place(p, cell, 0);
+    }
+  }
+
+  std::array<std::int16_t, hex::max_size * hex::max_size> empty_{};
+  std::size_t count_ = 0;
+  std::array<std::int16_t, grid_cells> slot_ = [] {
+    std::array<std::int16_t, grid_cells> none;
+    none.fill(-1);
+    return none;
+  }();
+  std::array<std::uint16_t, grid_cells> code_{};
+  std::array<std::array<float, grid_cells>, 2> weight_{};
+};
+
 }  // namespace
+
+// Each move: the weights of the empty cells for the mover, the cells next to and a bridge from
+// the last move at their own place's gamma, one draw over their sum.
+player hex::pattern_fill(const state& s, mcts::random& rng, player* played_by) const noexcept {
+  fill_board board(*this, s);
+  weighted_cells cells(board, size_);
+  board_rows black = unpacked(s.stones[0], size_);
+  player mover = s.to_move;
+  int last = s.last_move < size_ * size_
+                 ? fill_board::grid(s.last_move / size_, s.last_move % size_)
+                 : -1;
+  std::array<int, 12> near{};  // the last move's empty neighbours and bridge cells
+  std::array<float, 12> near_weight{};
+  while (cells.count() != 0) {
+    std::size_t near_count = 0;
+    float total = 0;
+    for (std::size_t i = 0; i < cells.count(); ++i) total += cells.base(mover, cells.cell(i));
+    if (last >= 0) {
+      const int lr = last / fill_board::stride - 1;
+      const int lc = last % fill_board::stride - 1;
+      for (int d = 0; d < ring_size; ++d) {
+        for (const std::uint32_t place : {1U, 2U}) {
+          const auto k = static_cast<std::size_t>(d);
+          const int r = lr + (place == 1 ? ring_rows[k] : bridge_offsets[k][0]);
+          const int c = lc + (place == 1 ? ring_columns[k] : bridge_offsets[k][1]);
+          if (r < 0 || c < 0 || r >= size_ || c >= size_) continue;
+          const int cell = fill_board::grid(r, c);
+          if (board.at(cell) != 0) continue;
+          near[near_count] = cell;
+          near_weight[near_count] = cells.at_place(mover, cell, place);
+          total += near_weight[near_count] - cells.base(mover, cell);
+          ++near_count;
+        }
+      }
+    }
+    float u = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53) * total;
+    int chosen = -1;
+    for (std::size_t j = 0; j < near_count && chosen < 0; ++j) {
+      if (u < near_weight[j]) chosen = near[j];
+      u -= near_weight[j];
+    }
+    for (std::size_t i = 0; i < cells.count() && chosen < 0; ++i) {
+      const int cell = cells.cell(i);
+      if (std::find(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(near_count),
+                    cell) != near.begin() + static_cast<std::ptrdiff_t>(near_count)) {
+        continue;
+      }
+      if (u < cells.base(mover, cell)) chosen = cell;
+      u -= cells.base(mover, cell);
+    }
+    if (chosen < 0) chosen = cells.cell(cells.count() - 1);  // u at the very top (rounding)
+    board.set(chosen, mover);
+    cells.play(chosen, mover);
+    const int row = chosen / fill_board::stride - 1;
+    const int column = chosen % fill_board::stride - 1;
+    if (mover == 1) black[static_cast<std::size_t>(row)] |= std::uint32_t{1} << column;
+    if (played_by != nullptr) played_by[row * size_ + column] = mover;
+    last = chosen;
+    mover = mcts::opponent(mover);
+  }
+  return joins_top_bottom(black.data(), size_) ? 1 : 2;
+}
 
 void hex::pattern_features_of(const state& s, std::span<const move> moves,
                               std::span<std::uint32_t> out) const noexcept {

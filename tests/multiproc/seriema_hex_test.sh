@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # seriema-hex as a user runs it, over 2 processes: analyze finds the one winning move of a
 # position (with either playout policy; an unknown one is refused), a df-pn solver beside the
-# search proves a small board, play finishes a game against the random player, and a scripted GTP session gets the
-# right answers (genmove answers a legal move of the position, errors are '?' lines); gtp --help
+# search proves a small board, play finishes a game against the random player, and a scripted
+# GTP session gets the right answers (genmove answers a legal move of the position, errors are
+# '?' lines); gtp --help
 # shows the search options; genmove resigns a lost position (and only with confidence) and
 # answers resign once the game is over; the swap rule set by param_game is used and accepted;
 # under a GTP clock the moves come within it; a tree memory budget is kept and reported.

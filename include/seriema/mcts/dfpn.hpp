@@ -87,8 +87,8 @@ class dfpn_solver {
     moves_per_slot_ = g.max_moves();
     const std::size_t slot_bytes =
         moves_per_slot_ * sizeof(move) + sizeof(std::uint64_t) + sizeof(std::uint32_t);
-    const std::size_t slots =
-        std::bit_floor(std::max<std::size_t>(1, (options.table_bytes - numbers_bytes) / slot_bytes));
+    const std::size_t slots = std::bit_floor(
+        std::max<std::size_t>(1, (options.table_bytes - numbers_bytes) / slot_bytes));
     cache_keys_.assign(slots, 0);
     cache_counts_.assign(slots, 0);
     cache_moves_.resize(slots * moves_per_slot_);

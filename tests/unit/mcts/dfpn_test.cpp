@@ -225,8 +225,8 @@ TEST(Dfpn, RefusesAStopFlagOfTheCaller) {
   const std::atomic<bool> stop{false};
   search_options o;
   o.stop = &stop;
-  EXPECT_THROW(search_beside_solver(solver, g.initial_state(), o,
-                                    [](const search_options&) { return search_result<hex::move>{}; }),
+  const auto no_search = [](const search_options&) { return search_result<hex::move>{}; };
+  EXPECT_THROW(search_beside_solver(solver, g.initial_state(), o, no_search),
                std::invalid_argument);
 }
 
