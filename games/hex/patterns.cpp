@@ -97,24 +97,24 @@ std::uint32_t place_from_last(int r, int c, int lr, int lc) noexcept {
 }
 
 // The empty cells of a playout and each one's ring code and base weights (its gamma at place 0,
-// as each player sees it), kept up to date as stones fall: a stone changes the rings of its six
-// neighbours only.
+// as each player sees it), with each row's sum of them and the board's, kept up to date as
+// stones fall: a stone changes the rings of its six neighbours only. A draw then walks the rows
+// and one row's cells, not every cell.
 class weighted_cells {
  public:
-  weighted_cells(const fill_board& board, int size) noexcept {
+  weighted_cells(const fill_board& board, int size) noexcept : board_(board), size_(size) {
     for (int r = 0; r < size; ++r) {
       for (int c = 0; c < size; ++c) {
         const int cell = fill_board::grid(r, c);
         if (board.at(cell) != 0) continue;
-        slot_[static_cast<std::size_t>(cell)] = static_cast<std::int16_t>(count_);
-        empty_[count_++] = static_cast<std::int16_t>(cell);
+        ++count_;
         code_[static_cast<std::size_t>(cell)] = static_cast<std::uint16_t>(board.ring_code(cell));
         reweigh(cell);
       }
     }
   }
-  [[nodiscard]] std::size_t count() const noexcept { return count_; }
-  [[nodiscard]] int cell(std::size_t i) const noexcept { return empty_[i]; }
+  [[nodiscard]] int count() const noexcept { return count_; }
+  [[nodiscard]] double total(player mover) const noexcept { return total_[mover - 1]; }
   [[nodiscard]] float base(player mover, int cell) const noexcept {
     return weight_[mover - 1][static_cast<std::size_t>(cell)];
   }
@@ -123,19 +123,47 @@ class weighted_cells {
     const std::uint32_t ring = ring_features()[mover - 1][code_[static_cast<std::size_t>(cell)]];
     return gamma_table()[ring * 3 + place];
   }
-  // `cell` (empty) takes a stone of `who`: it leaves the list, its empty neighbours' rings and
-  // weights change (it is their neighbour in the opposite direction).
+  // The empty cell at `u` in [0, total(mover) - the base weights of `skipped`) when the cells
+  // are laid end to end by base weight, row by row, the skipped ones left out; the last empty
+  // cell when rounding overshoots.
+  [[nodiscard]] int at(player mover, double u, std::span<const int> skipped) const noexcept {
+    std::array<double, hex::max_size> left_out{};
+    for (const int cell : skipped) {
+      left_out[static_cast<std::size_t>(cell / fill_board::stride - 1)] += base(mover, cell);
+    }
+    int last_empty = -1;
+    for (int r = 0; r < size_; ++r) {
+      const double in_row = row_total_[mover - 1][static_cast<std::size_t>(r)] -
+                            left_out[static_cast<std::size_t>(r)];
+      if (u >= in_row) {
+        u -= in_row;
+        continue;
+      }
+      for (int c = 0; c < size_; ++c) {
+        const int cell = fill_board::grid(r, c);
+        if (board_.at(cell) != 0 ||
+            std::find(skipped.begin(), skipped.end(), cell) != skipped.end()) {
+          continue;
+        }
+        last_empty = cell;
+        if (u < base(mover, cell)) return cell;
+        u -= base(mover, cell);
+      }
+    }
+    if (last_empty >= 0) return last_empty;
+    for (int cell = fill_board::grid(size_ - 1, size_ - 1);; --cell) {
+      if (board_.at(cell) == 0) return cell;  // count() > 0: one is empty
+    }
+  }
+  // `cell` (empty, now set on the board to `who`) leaves the sums; its empty neighbours' rings
+  // and weights change (it is their neighbour in the opposite direction).
   void play(int cell, player who) noexcept {
-    const auto i = static_cast<std::size_t>(slot_[static_cast<std::size_t>(cell)]);
-    empty_[i] = empty_[--count_];
-    slot_[static_cast<std::size_t>(empty_[i])] = static_cast<std::int16_t>(i);
+    --count_;
+    set_weights(cell, 0, 0);
     for (int d = 0; d < ring_size; ++d) {
       const int next = fill_board::neighbour(cell, d);
+      if (board_.at(next) != 0) continue;  // a stone, or the border
       const auto n = static_cast<std::size_t>(next);
-      if (slot_[n] < 0 || static_cast<std::size_t>(slot_[n]) >= count_ ||
-          empty_[static_cast<std::size_t>(slot_[n])] != next) {
-        continue;  // a stone, or the border
-      }
       code_[n] = static_cast<std::uint16_t>(code_[n] | std::size_t{who} << 2 * ((d + 3) % 6));
       reweigh(next);
     }
@@ -143,27 +171,32 @@ class weighted_cells {
 
  private:
   static constexpr std::size_t grid_cells = fill_board::stride * fill_board::stride;
-  void reweigh(int cell) noexcept {
-    for (player p = 1; p <= 2; ++p) {
-      weight_[p - 1][static_cast<std::size_t>(cell)] = at_place(p, cell, 0);
+  void reweigh(int cell) noexcept { set_weights(cell, at_place(1, cell, 0), at_place(2, cell, 0)); }
+  void set_weights(int cell, float black, float white) noexcept {
+    const auto i = static_cast<std::size_t>(cell);
+    const auto row = static_cast<std::size_t>(cell / fill_board::stride - 1);
+    const float now[2] = {black, white};
+    for (std::size_t p = 0; p < 2; ++p) {
+      const double change = static_cast<double>(now[p]) - weight_[p][i];
+      row_total_[p][row] += change;
+      total_[p] += change;
+      weight_[p][i] = now[p];
     }
   }
 
-  std::array<std::int16_t, hex::max_size * hex::max_size> empty_{};
-  std::size_t count_ = 0;
-  std::array<std::int16_t, grid_cells> slot_ = [] {
-    std::array<std::int16_t, grid_cells> none;
-    none.fill(-1);
-    return none;
-  }();
+  const fill_board& board_;
+  int size_;
+  int count_ = 0;
   std::array<std::uint16_t, grid_cells> code_{};
   std::array<std::array<float, grid_cells>, 2> weight_{};
+  std::array<std::array<double, hex::max_size>, 2> row_total_{};
+  std::array<double, 2> total_{};
 };
 
 }  // namespace
 
-// Each move: the weights of the empty cells for the mover, the cells next to and a bridge from
-// the last move at their own place's gamma, one draw over their sum.
+// Each move: the base weights' sum for the mover, the cells next to and a bridge from the last
+// move at their own place's gamma, one draw over the whole.
 player hex::pattern_fill(const state& s, mcts::random& rng, player* played_by) const noexcept {
   fill_board board(*this, s);
   weighted_cells cells(board, size_);
@@ -176,8 +209,8 @@ player hex::pattern_fill(const state& s, mcts::random& rng, player* played_by) c
   std::array<float, 12> near_weight{};
   while (cells.count() != 0) {
     std::size_t near_count = 0;
-    float total = 0;
-    for (std::size_t i = 0; i < cells.count(); ++i) total += cells.base(mover, cells.cell(i));
+    double near_total = 0;
+    double total = cells.total(mover);
     if (last >= 0) {
       const int lr = last / fill_board::stride - 1;
       const int lc = last % fill_board::stride - 1;
@@ -191,27 +224,19 @@ player hex::pattern_fill(const state& s, mcts::random& rng, player* played_by) c
           if (board.at(cell) != 0) continue;
           near[near_count] = cell;
           near_weight[near_count] = cells.at_place(mover, cell, place);
-          total += near_weight[near_count] - cells.base(mover, cell);
+          near_total += near_weight[near_count];
+          total -= cells.base(mover, cell);
           ++near_count;
         }
       }
     }
-    float u = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53) * total;
+    double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * (total + near_total);
     int chosen = -1;
     for (std::size_t j = 0; j < near_count && chosen < 0; ++j) {
       if (u < near_weight[j]) chosen = near[j];
       u -= near_weight[j];
     }
-    for (std::size_t i = 0; i < cells.count() && chosen < 0; ++i) {
-      const int cell = cells.cell(i);
-      if (std::find(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(near_count),
-                    cell) != near.begin() + static_cast<std::ptrdiff_t>(near_count)) {
-        continue;
-      }
-      if (u < cells.base(mover, cell)) chosen = cell;
-      u -= cells.base(mover, cell);
-    }
-    if (chosen < 0) chosen = cells.cell(cells.count() - 1);  // u at the very top (rounding)
+    if (chosen < 0) chosen = cells.at(mover, u, std::span<const int>(near.data(), near_count));
     board.set(chosen, mover);
     cells.play(chosen, mover);
     const int row = chosen / fill_board::stride - 1;
