@@ -201,6 +201,8 @@ class engine {
   }
   // What the last search's solver proved (outcome unknown without --dfpn).
   [[nodiscard]] const mcts::dfpn_result<hex::move>& last_proof() const { return last_proof_; }
+  // Whether the last search's proven winner is the solver's proof (not the search's own).
+  [[nodiscard]] bool last_proof_applied() const { return last_proof_applied_; }
   // play and gtp: say on stderr, once, that a search reached the memory budget (analyze
   // prints it with its result).
   void tell_when_budget_reached() { tell_budget_ = true; }
@@ -259,6 +261,7 @@ class engine {
           return engine_search(game, position, with_stop);
         });
     last_proof_ = both.proof;
+    last_proof_applied_ = both.proof_applied;
     return std::move(both.search);
   }
   static bool same_game(const hex& a, const hex& b) {
@@ -271,6 +274,7 @@ class engine {
   hex solver_game_;      // and the solver's own (see search_beside_solver)
   std::unique_ptr<mcts::dfpn_solver<hex>> solver_;
   mcts::dfpn_result<hex::move> last_proof_;
+  bool last_proof_applied_ = false;
 };
 
 // A subcommand's --help lists only its own options; the program-wide ones that matter to it
@@ -375,7 +379,7 @@ int analyze(seriema::fabric::runtime& rt, engine& e, const hex& game, const sett
   const auto& proof = e.last_proof();
   if (result.proven_winner != mcts::nobody) {
     fmt::print("proven: {} wins ({} ended the search)\n", color_name(result.proven_winner),
-               proof.outcome != mcts::dfpn_outcome::unknown ? "df-pn" : "the search's solver");
+               e.last_proof_applied() ? "df-pn" : "the search's solver");
   }
   if (s.dfpn) {
     fmt::print("df-pn: {} after {} expansions in {:.2f} s\n",

@@ -35,9 +35,9 @@ grep -q '^best move: b3 ' <<<"$out" || fail "analyze with the solver did not pla
 grep -q '^proven: black (X) wins' <<<"$out" || fail "analyze with the solver proved nothing: $out"
 grep -Eq '^rollouts: [0-9]{1,2} ' <<<"$out" || fail "the proof did not end the search: $out"
 # With --dfpn a df-pn solver beside the search proves the empty 6x6 board (with H-search and
-# must-play, its own knowledge even where the search has them off) and its proof ends an hour's
-# search; a table under 1M is refused.
-out=$("${launch[@]}" "$hex" analyze --size 6 --seconds 3600 --dfpn --quiet)
+# must-play, its own knowledge even where the search has them off) and its proof ends a search of
+# two minutes; a table under 1M is refused.
+out=$("${launch[@]}" "$hex" analyze --size 6 --seconds 120 --dfpn --quiet)
 grep -q '^proven: black (X) wins (df-pn ended the search)' <<<"$out" ||
   fail "analyze --dfpn proved nothing: $out"
 grep -Eq '^df-pn: proved after [0-9]+ expansions' <<<"$out" || fail "no df-pn line: $out"

@@ -134,6 +134,7 @@ class dfpn_solver {
  private:
   using clock = std::chrono::steady_clock;
   static constexpr std::uint32_t infinity = 0xffffffff;
+  static constexpr std::uint32_t undecided_limit = infinity - 2;  // see exact_when_decided
   // A proof number of a position not yet expanded (df-pn's usual 1).
   static constexpr std::uint32_t unexpanded = 1;
 
@@ -277,8 +278,9 @@ class dfpn_solver {
       }
       return;
     }
+    std::size_t best = 0;  // the child searched last: once s is proved, one that wins
     for (;;) {
-      std::size_t best = 0;
+      best = 0;
       std::uint32_t best_phi = 0;
       std::uint32_t delta1 = infinity;  // the smallest child delta, and the second smallest
       std::uint32_t delta2 = infinity;
@@ -296,6 +298,7 @@ class dfpn_solver {
         }
       }
       own.phi = delta1;
+      exact_when_decided(own);
       if (own.phi >= threshold_phi || own.delta >= threshold_delta || budget_spent()) break;
       // The child's thresholds: its delta may grow until the node's phi would pass its own
       // threshold or the second child would be better; its phi until the node's delta would.
@@ -313,17 +316,23 @@ class dfpn_solver {
     }
     if (depth == 0) {
       root_numbers_ = own;
-      if (own.phi == 0) root_move_ = f.moves[best_child(f, count)];
+      // best has delta 0 when the root is proved (read before the store above could evict
+      // it from the table).
+      if (own.phi == 0) root_move_ = f.moves[best];
     }
   }
 
-  // The child of the position in f with the smallest delta (0 when the position is proved).
-  std::size_t best_child(const frame& f, std::size_t count) const noexcept {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < count; ++i) {
-      if (lookup(f.keys[i]).delta < lookup(f.keys[best]).delta) best = i;
+  // Infinity means decided, and only decided: a proved position is (0, infinity) and a
+  // disproved one (infinity, 0) exactly, and an undecided one's sum stays below infinity - 1
+  // (the root's thresholds), so that a large sum never reads as a child's proof.
+  static void exact_when_decided(numbers& n) noexcept {
+    if (n.phi == 0) {
+      n.delta = infinity;
+    } else if (n.delta == 0) {
+      n.phi = infinity;
+    } else {
+      n.delta = std::min(n.delta, undecided_limit);
     }
-    return best;
   }
 
   const G& g_;
@@ -356,14 +365,16 @@ template <class Move>
 struct search_and_proof {
   search_result<Move> search;  ///< the search's result, with the solver's proof applied
   dfpn_result<Move> proof;     ///< what the solver found meanwhile
+  /// Whether search.proven_winner is the solver's proof (false: none, or the search's own).
+  bool proof_applied = false;
 };
 
 /// Runs `search(options)`, an engine's search of `position` (a callable taking the options and
 /// returning a search_result), while `solver` works on the same position on a thread of its
 /// own. The first to end decides. A proof of the solver ends the search (it sets options.stop,
 /// which must be null on entry) and is applied to the result unless the search proved the root
-/// itself: proven_winner, and when the player to move wins, best the winning move and win_rate
-/// 1. A no_win is a proof only in a decisive_game. A search that ends first stops the solver.
+/// itself: proven_winner, and when the player to move wins, best the winning move (first of
+/// moves) and win_rate 1. A no_win is a proof only in a decisive_game. A search that ends first stops the solver.
 /// An exception of either is rethrown here once both have ended.
 template <game G, class Search>
   requires hashed_game<G>
@@ -404,10 +415,12 @@ search_and_proof<typename G::move> search_beside_solver(dfpn_solver<G>& solver,
   if (result.proven_winner != nobody) return out;
   if (out.proof.outcome == dfpn_outcome::win) {
     result.proven_winner = mover;
-    result.best = out.proof.winning_move;
+    detail::put_proven_move_first(result, out.proof.winning_move);
     result.win_rate = 1.0;
+    out.proof_applied = true;
   } else if (out.proof.outcome == dfpn_outcome::no_win && decisive_game<G>) {
     result.proven_winner = opponent(mover);
+    out.proof_applied = true;
   }
   return out;
 }

@@ -120,6 +120,7 @@ bool holds_by_proof(int size, player who, int from, int edge, const std::vector<
   s.to_move = mcts::opponent(who);
   mcts::dfpn_options options;
   options.table_bytes = std::size_t{16} << 20;
+  options.seconds = 120;  // a regression ends as "unknown", a failure, not a hang
   mcts::dfpn_solver<hex> solver(g, options);
   const mcts::dfpn_result<hex::move> result = solver.solve(s);
   EXPECT_NE(result.outcome, mcts::dfpn_outcome::unknown);

@@ -419,6 +419,48 @@ TEST(HexTest, PatternsPlayoutDrawsByThePriorsWeights) {
   EXPECT_EQ(checked, 6);
 }
 
+// And the draws after the first, which see the weights a move changed: with three empty cells
+// the opponent's one cell is its draw over the two the mover left, weighed on the board after
+// the mover's first (new rings, and places next to that move). P(opponent gets c) = the sum over
+// first moves m other than c of P(m) times c's share after m, each from priors() (20 000
+// playouts a position, 4 standard errors).
+TEST(HexTest, PatternsPlayoutDrawsLaterMovesByTheUpdatedWeights) {
+  const hex g(5, false, playout_policy::patterns);
+  std::mt19937_64 positions(47);
+  int checked = 0;
+  for (int attempt = 0; attempt < 400 && checked < 4; ++attempt) {
+    const hex::state s = random_position(g, positions, 22);
+    std::vector<hex::move> three(g.max_moves());
+    three.resize(g.legal_moves(s, three));
+    if (three.size() != 3 || g.winner(s) != nobody) continue;
+    std::vector<float> first(3);
+    g.priors(s, three, first);
+    const double first_sum = first[0] + first[1] + first[2];
+    std::array<double, 3> expected{};
+    for (std::size_t m = 0; m < 3; ++m) {
+      hex::state after = s;
+      g.apply(after, three[m]);
+      const std::array<std::size_t, 2> others = {(m + 1) % 3, (m + 2) % 3};
+      const std::vector<hex::move> left = {three[others[0]], three[others[1]]};
+      std::vector<float> second(2);
+      g.priors(after, left, second);
+      for (std::size_t k = 0; k < 2; ++k) {
+        expected[others[k]] += first[m] / first_sum * second[k] / (second[0] + second[1]);
+      }
+    }
+    mcts::random rng(static_cast<std::uint64_t>(attempt));
+    constexpr int playouts = 20000;
+    for (std::size_t c = 0; c < 3; ++c) {
+      const int got = times_played(g, s, three[c], opponent(s.to_move), playouts, rng);
+      const double error = std::sqrt(expected[c] * (1 - expected[c]) / playouts);
+      EXPECT_NEAR(static_cast<double>(got) / playouts, expected[c], 4 * error)
+          << g.move_name(three[c]) << "\n" << g.render(s);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
 TEST(HexTest, AntiDiagonalJoinsTopAndBottomMainDiagonalDoesNot) {
   for (int n = hex::min_size; n <= hex::max_size; ++n) {
     const hex g(n);
