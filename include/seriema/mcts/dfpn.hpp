@@ -374,8 +374,8 @@ struct search_and_proof {
 /// own. The first to end decides. A proof of the solver ends the search (it sets options.stop,
 /// which must be null on entry) and is applied to the result unless the search proved the root
 /// itself: proven_winner, and when the player to move wins, best the winning move (first of
-/// moves) and win_rate 1. A no_win is a proof only in a decisive_game. A search that ends first stops the solver.
-/// An exception of either is rethrown here once both have ended.
+/// moves) and win_rate 1. A no_win is a proof only in a decisive_game. A search that ends
+/// first stops the solver. An exception of either is rethrown here once both have ended.
 template <game G, class Search>
   requires hashed_game<G>
 search_and_proof<typename G::move> search_beside_solver(dfpn_solver<G>& solver,
