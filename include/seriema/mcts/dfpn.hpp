@@ -68,8 +68,8 @@ template <game G>
   requires hashed_game<G>
 class dfpn_solver {
  public:
-  using state = typename G::state;
-  using move = typename G::move;
+  using state = typename G::state;  ///< the game's position
+  using move = typename G::move;    ///< the game's move
 
   /// Throws std::invalid_argument when options.table_bytes is under 1 MiB, seconds is
   /// negative or epsilon is outside [0, 10].
@@ -129,6 +129,7 @@ class dfpn_solver {
     std::fill(table_.begin(), table_.end(), entry{});
     std::fill(cache_keys_.begin(), cache_keys_.end(), 0);
   }
+  /// The game whose positions it solves.
   [[nodiscard]] const G& game() const noexcept { return g_; }
 
  private:
