@@ -35,4 +35,12 @@ struct chunk_request {
 // and enters them into the receiver's incoming memory map, in order, before the reply leaves.
 chunk_grant grant_chunks(fabric::thread_context& server, const chunk_request& request);
 
+// A sender's chunk request in flight (messenger::pending_grant_): its reply slot, which the
+// reply table points at (so it stays on the heap until the answer came or the messenger went),
+// and the number of chunks it asked for.
+struct pending_grant {
+  fabric::return_slot<chunk_grant> reply;
+  std::uint32_t count = 0;
+};
+
 }  // namespace seriema::invoke::detail

@@ -39,9 +39,9 @@ void messenger::setup() {
 
 bool messenger::grow() {
   const messenger_options& options = owner_.options();
-  const auto count = static_cast<std::uint32_t>(
+  auto count = static_cast<std::uint32_t>(
       std::min<std::size_t>(options.chunks_per_allocation, options.max_chunks - ring_.size()));
-  if (count == 0) return false;
+  if (count == 0 && !pending_grant_) return false;
   chunk_grant grant;
   if (!request_chunks(count, grant)) return false;
   if (grant.count != count) {
@@ -53,24 +53,32 @@ bool messenger::grow() {
   return true;
 }
 
-bool messenger::request_chunks(std::uint32_t count, chunk_grant& grant) {
+bool messenger::request_chunks(std::uint32_t& count, chunk_grant& grant) {
   thread_context& self = owner_.self();
-  const chunk_request request{self.id(),
-                              destination_,
-                              batches_,
-                              count,
-                              self.run_epoch(),
-                              owner_.options().chunk_size,
-                              owner_.feedback_locator()};
-  fabric::return_slot<chunk_grant> reply;
-  // No-setup service call on the destination's process: the receiving thread is not involved.
-  fabric::call_status status = self.service_call_return(
-      destination_process_,
-      [request](thread_context& server) { return grant_chunks(server, request); }, reply);
-  if (status != fabric::call_status::ok) {
-    if (status == fabric::call_status::peer_failed) fail_all();
-    return false;
+  if (!pending_grant_) {
+    const chunk_request request{self.id(),
+                                destination_,
+                                batches_,
+                                count,
+                                owner_.run_epoch(),
+                                owner_.options().chunk_size,
+                                owner_.feedback_locator()};
+    auto asked = std::make_unique<detail::pending_grant>();
+    asked->count = count;
+    // No-setup service call on the destination's process: the receiving thread is not involved.
+    fabric::call_status status = self.service_call_return(
+        destination_process_,
+        [request](thread_context& server) { return grant_chunks(server, request); },
+        asked->reply);
+    if (!fabric::reached_transport(status)) {
+      if (status == fabric::call_status::peer_failed) fail_all();
+      return false;
+    }
+    // Sent, or queued in UCX at the deadline (it goes once the link carries it): pending.
+    pending_grant_ = std::move(asked);
   }
+  count = pending_grant_->count;
+  fabric::return_slot<chunk_grant>& reply = pending_grant_->reply;
   {
     // Not abandoned half-way by a call that throws meanwhile (the grant would be lost).
     thread_context::deferring_scope waiting(self);
@@ -79,20 +87,17 @@ bool messenger::request_chunks(std::uint32_t count, chunk_grant& grant) {
   }
   const bool peer_gone = self.rt().peer_failed(destination_process_) ||
                          self.endpoint_to(destination_process_).failed();
-  if (!reply.ready() && !peer_gone &&
-      (!reply.done() || reply.result() == fabric::outcome::deadline_exceeded)) {
-    // The deadline in force passed first: no chunks this time (a grant arriving later stays in
-    // the receiver's map until its run ends). The call's policy decides what "full" means.
-    reply.cancel();
+  if (!reply.done() && !peer_gone) {
+    // The deadline in force passed first: no chunks this time, and the request stays pending
+    // (its answer is taken by the next growth). The call's policy decides what "full" means.
     return false;
   }
-  if (!reply.ready()) {
-    reply.cancel();
-    fail_all();
-    return false;
-  }
-  grant = reply.value();
-  return true;
+  const bool granted = reply.ready();
+  const bool expired = reply.done() && reply.result() == fabric::outcome::deadline_exceeded;
+  if (granted) grant = reply.value();
+  pending_grant_.reset();
+  if (!granted && !expired) fail_all();
+  return granted;
 }
 
 void messenger::warn_no_memory(std::uint32_t count) {

@@ -15,6 +15,8 @@
 #include <seriema/invoke/detail/settings.hpp>
 #include <seriema/invoke/detail/messenger.hpp>
 
+#include "chunk_service.hpp"
+
 namespace seriema::invoke {
 
 namespace {

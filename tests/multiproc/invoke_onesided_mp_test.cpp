@@ -1108,6 +1108,47 @@ TEST(InvokeOneSided, TradBatchesFollowTheFlushSize) {
   expect_ran_in_order(receiver, calls - 1);
 }
 
+// A thread whose deadline passes while the destination's process grants its first chunks (or
+// more of them) keeps that request: the grant is taken by a later call, never asked for again
+// (the receiver adopts the first grant of a batch, so a second request's chunks would be written
+// where nobody reads, and the run could never end). Every call waits under a deadline already
+// passed: the first ones find no ring and return at once, and all that were sent run, in order.
+TEST(InvokeOneSided, AGrantThatMissedItsDeadlineIsTakenByALaterCall) {
+  reset_inboxes();
+  auto& rt = test::rt();
+  const fabric::thread_id receiver = threads() - 1;
+  constexpr std::uint64_t calls = 2000;
+  std::uint64_t missed = 0;
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != 0) return;
+    std::uint64_t sent = 0;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (sent < calls && std::chrono::steady_clock::now() < give_up) {
+      call_status status;
+      {
+        const thread_context::deadline_scope passed(ctx, fabric::deadline_clock::now());
+        status = invoke::call<channel::write, invoke::policy::retry>(ctx, receiver,
+                                                                     run_call{sent});
+      }
+      if (status == call_status::ok) {
+        ++sent;
+      } else {
+        ASSERT_TRUE(status == call_status::deadline_exceeded || status == call_status::full)
+            << invoke::describe(ctx, status, channel::write);
+        ++missed;
+        ctx.poll();
+      }
+    }
+    EXPECT_EQ(sent, calls);
+  });
+  if (rt.rank() == 0 && rt.placement().locate(receiver).process != 0) {
+    // Another process grants: the first call cannot have had its ring. (In one process the
+    // sender's own poll serves the request at once.)
+    EXPECT_GT(missed, 0u);
+  }
+  expect_ran_in_order(receiver, calls - 1);
+}
+
 // A write call publishes itself without restarting the trad batches' flush limit
 // (messenger::note_published): the trad batch after it is due where the limit was left, early,
 // and its publish restarts the limit, so the batches after it follow the flush size again.

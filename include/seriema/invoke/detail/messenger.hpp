@@ -39,6 +39,7 @@ namespace seriema::invoke {
 
 namespace detail {
 struct chunk_grant;  // what the allocation service answers (src/invoke/chunk_service.hpp)
+struct pending_grant;  // a chunk request whose answer is still to come (chunk_service.hpp)
 
 // `word`, loaded into a register on its own: the compiler may not merge it with a neighbour
 // into one wider load, which a store buffer cannot forward from two separate stores.
@@ -344,7 +345,9 @@ class messenger {
   // destination's process and splices them into the ring; false when none came (ring at its
   // maximum, no memory there, the deadline in force passed, or the peer failed: fail_all).
   bool grow();
-  bool request_chunks(std::uint32_t count, detail::chunk_grant& grant);
+  // Asks for `count` chunks, or (a request outstanding) waits for the earlier request's answer
+  // and sets `count` to what it asked.
+  bool request_chunks(std::uint32_t& count, detail::chunk_grant& grant);
   void warn_no_memory(std::uint32_t count);
   void adopt_chunks(const detail::chunk_grant& grant, std::uint32_t count);
   // On the first chunks: direct (mapped) writes, or staged puts / write messages, and the
@@ -405,6 +408,10 @@ class messenger {
   bool busy_ = false;  // inside reserve/grow: a nested call (from a handler run while we wait)
                        // goes to the queue so the ring is never written re-entrantly
   std::uint32_t batches_ = 0;  // allocation batches obtained
+  // A chunk request whose answer had not come when the deadline in force passed. The receiver's
+  // process may have granted it already, and a receiver adopts the first grant of each batch
+  // number: so the next growth waits for this answer instead of asking again for the same batch.
+  std::unique_ptr<detail::pending_grant> pending_grant_;
   std::vector<slot> ring_;
   std::size_t current_ = 0;
   std::uint64_t fills_ = 0;          // fills started
