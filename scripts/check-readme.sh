@@ -35,10 +35,12 @@ skip_reason() {
 as_built() {
   sed -E "s#(^|[[:space:]=])build/#\\1$build/#g" <<<"$1"
 }
-# The command as run here: as_built, and budgets lowered.
+# The command as run here: as_built, budgets lowered, and files a command writes (`--out F`
+# with F relative) put in a scratch directory instead of the source tree.
 as_run() {
   as_built "$1" | sed -E -e 's#--seconds [0-9.]+#--seconds 0.5#g' \
-                         -e 's#--rollouts ([0-9]{4,}|[4-9][0-9]{2})#--rollouts 300#g'
+                         -e 's#--rollouts ([0-9]{4,}|[4-9][0-9]{2})#--rollouts 300#g' \
+                         -e "s#--out ([^/[:space:]][^[:space:]]*)#--out $scratch/\\1#g"
 }
 
 # Every command of every ```sh block, one per line (continuations joined, comments dropped).
@@ -59,7 +61,8 @@ commands() {
 ran=0 skipped=0 failed=0
 failures=()
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+scratch=$(mktemp -d)
+trap 'rm -rf "$out" "$scratch"' EXIT
 while IFS= read -r command; do
   reason=$(skip_reason "$command")
   if [ -n "$reason" ]; then
