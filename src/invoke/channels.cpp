@@ -314,13 +314,17 @@ std::size_t inbound_channel::poll(thread_context& self, std::uint64_t& bytes) {
 // ---------------------------------------------------------------- channels
 
 channels::channels(thread_context& self)
-    : self_(self), options_(environment_options()) {
+    : self_(self),
+      options_(environment_options()),
+      // An attached context outlives runs: its channels are made anew for each (renew_layer).
+      run_epoch_(self.rt().is_attached_id(self.id()) ? self.rt().run_epoch() : self.run_epoch()) {
   fabric::runtime& rt = self.rt();
   const std::size_t threads = rt.placement().thread_count();
   first_synchronizer_word_ = static_cast<std::uint32_t>(threads + 1);
   const std::size_t words = threads + 1 + synchronizer_words;
   const std::size_t bytes = (words * 8 + 4095) / 4096 * 4096;
-  const int zone = rt.placement().locate(self.id()).zone;
+  const int zone = rt.is_attached_id(self.id()) ? rt.placement().zone_of_process(rt.rank())
+                                                : rt.placement().locate(self.id()).zone;
   feedback_ = rt.service_allocate(zone, bytes);
   if (!feedback_) {
     throw error(fmt::format("thread {}: no registered memory for its feedback words", self.id()));
@@ -337,7 +341,10 @@ channels::channels(thread_context& self)
     free_counter_words_.push_back(w);
   }
   out_.resize(threads);
-  in_.resize(threads);
+  // Senders are workers and attached threads (the offload engine's executors); receivers are
+  // workers only.
+  in_.resize(threads + static_cast<std::size_t>(rt.size()) *
+                           static_cast<std::size_t>(rt.options().attach_slots));
 }
 
 channels::~channels() {
@@ -380,7 +387,7 @@ channels::~channels() {
   in_.clear();
   // Chunks granted to us this run that no channel adopted (the sender never got to use them).
   for (auto& g : self_.state().take_granted(
-           [run = self_.run_epoch()](const fabric::granted_memory& m) { return m.run == run; })) {
+           [run = run_epoch_](const fabric::granted_memory& m) { return m.run == run; })) {
     (void)rt.service_free(reinterpret_cast<std::uint64_t>(g.memory.data), g.memory.size);
   }
   (void)rt.service_free(reinterpret_cast<std::uint64_t>(feedback_.data), feedback_.size);
@@ -460,7 +467,9 @@ std::string channels::counters_json() const {
 
 void channels::notify_thread(thread_id thread, std::uint32_t word, std::uint64_t value) {
   fabric::runtime& rt = self_.rt();
-  if (thread >= self_.thread_count()) return;
+  // Workers and attached threads (an offload executor's consumption-notified calls).
+  const int process = rt.process_of_thread(thread);
+  if (process < 0 || (thread >= self_.thread_count() && !rt.is_attached_id(thread))) return;
   if (rt.is_local(thread)) {
     if (!rt.local_state(thread).add_feedback(word, value)) {
       rt.counters().rejected_feedback.fetch_add(1, std::memory_order_relaxed);
@@ -473,7 +482,7 @@ void channels::notify_thread(thread_id thread, std::uint32_t word, std::uint64_t
     in_[thread]->notify(self_, word, value);
     return;
   }
-  transfer::ucx_endpoint& endpoint = self_.endpoint_to(rt.placement().locate(thread).process);
+  transfer::ucx_endpoint& endpoint = self_.endpoint_to(process);
   if (endpoint.failed()) return;  // nobody waits on a dead process's words
   ++received_.notices_by_message;
   send_feedback(endpoint, thread, word, value);
@@ -728,7 +737,8 @@ void channels::peers_failed(thread_context& self) {
 void channels::reclaim_dead_senders(thread_context& self) {
   fabric::runtime& rt = self.rt();
   auto dead = [&](std::uint32_t sender) {
-    return sender < self.thread_count() && rt.peer_failed(rt.placement().locate(sender).process);
+    const int process = rt.process_of_thread(sender);
+    return process >= 0 && rt.peer_failed(process);
   };
   bool deferred = false;
   std::erase_if(in_list_, [&](inbound_channel* channel) {
@@ -759,12 +769,22 @@ bool channels::any_failed() {
 }
 
 namespace detail {
+channels* attached_channels(thread_context& self) {
+  fabric::runtime& rt = self.rt();
+  if (!rt.is_attached_id(self.id()) || !rt.in_run()) return nullptr;
+  auto* current = static_cast<channels*>(self.extension(fabric::layer_slot::invoke_channels));
+  if (current != nullptr && current->run_epoch() == rt.run_epoch()) return current;
+  // The earlier run ended once every record sent in it was consumed: nothing is lost here.
+  return static_cast<channels*>(self.renew_layer(fabric::layer_slot::invoke_channels));
+}
+
 void throw_no_channels(thread_context& self) {
   if (self.rt().is_attached_id(self.id())) {
     throw error(fmt::format(
         "thread {} is an attached thread (runtime::attach): one-sided channels, synchronizers "
         "and broadcasts need a worker thread of runtime::run; attached threads make send-based "
-        "calls (thread_context::call, call_buffer, call_return)",
+        "calls (thread_context::call, call_buffer, call_return), and any thread makes one-sided "
+        "calls through an offload::engine (engine::call<invoke::channel::write>)",
         self.id()));
   }
   throw error(fmt::format("thread {} has no one-sided channels (service threads do not)",

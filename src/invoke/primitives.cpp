@@ -80,6 +80,11 @@ bool synchronizer::a_target_failed() const noexcept {
   return false;
 }
 
+fabric::outcome synchronizer::status() const noexcept {
+  if (done()) return fabric::outcome::done;
+  return a_target_failed() ? fabric::outcome::may_have_executed : fabric::outcome::pending;
+}
+
 fabric::outcome synchronizer::wait_until(fabric::deadline_clock::time_point deadline) {
   std::uint64_t epoch_checked = ~std::uint64_t{0};
   bool target_failed = false;
@@ -160,6 +165,12 @@ call_status check_broadcast_targets(thread_context& self, std::uint64_t size,
 
 void send_reply(thread_context& self, thread_id caller, std::uint32_t slot,
                 std::uint32_t generation, std::span<const std::byte> value) {
+  if (self.rt().is_attached_id(caller)) {
+    // An attached caller (an offload executor) receives no one-sided records: fabric's reply
+    // path, as a send-based call's reply goes.
+    self.send_reply_value(caller, slot, generation, value);
+    return;
+  }
   reply_delivery delivery{slot, generation};
   call_status status = channels_of(self).to(caller).send_unbounded(
       fabric::function_wrapper<reply_delivery, fabric::buffer_shape>::id, bytes_of(delivery), value);

@@ -309,6 +309,10 @@ class runtime {
     helper_signal_.fetch_add(1, std::memory_order_acq_rel);
     helper_signal_.notify_all();
   }
+  /// Whether a run() is in progress in this process (its workers exist). Any thread.
+  [[nodiscard]] bool in_run() const noexcept {
+    return running_runs_.load(std::memory_order_acquire) > 0;
+  }
   /// Number of run() calls started so far (thread contexts of run k carry epoch k).
   [[nodiscard]] std::uint64_t run_epoch() const noexcept {
     return run_epoch_.load(std::memory_order_acquire);

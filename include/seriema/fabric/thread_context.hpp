@@ -467,6 +467,12 @@ class thread_context {
   [[nodiscard]] thread_extension* extension(std::size_t slot) const noexcept {
     return layers_[slot].get();
   }
+  /// Attached contexts: makes this context's state of the layer in `slot` now, or anew
+  /// (replacing the one it has), whatever the layer's scope: a layer of workers' scope that an
+  /// attached thread asked for (the offload engine's one-sided calls need invoke's channels, made
+  /// anew for each run). Returns it (null when no layer is registered there). Owner thread only,
+  /// outside any call the old state is running.
+  thread_extension* renew_layer(std::size_t slot);
   /// Asks every layer to publish what it batched (aggregators), so that it will be received:
   /// the upper layers first, so that what they hand down (a container's cached updates) is in
   /// the lower layers' batches before those publish.
@@ -571,6 +577,7 @@ class thread_context {
   std::array<thread_extension*, layer_slot::count> in_order_{};
   std::uint8_t layer_count_ = 0;
   void make_layers();
+  void order_layers() noexcept;  // in_order_ and layer_count_ from layers_
 };
 
 /// While alive, the thread that created it does not touch its context (it computes), and the

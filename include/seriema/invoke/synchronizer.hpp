@@ -48,6 +48,10 @@ class synchronizer {
   }
   /// wait_until() == done.
   bool wait() { return wait_until() == fabric::outcome::done; }
+  /// Where it stands, without polling: done (every call reported), may_have_executed (a
+  /// process a consumption-notified call went to died first), else pending. For a thread that
+  /// polls on its own (an offload executor watching its requests).
+  [[nodiscard]] fabric::outcome status() const noexcept;
   /// Adds `n` expected calls (a reusable synchronizer).
   void add(std::uint64_t n) noexcept;
 

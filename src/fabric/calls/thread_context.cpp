@@ -336,8 +336,27 @@ void thread_context::make_layers() {
     if (layer.make == nullptr) continue;
     if (attached && layer.scope != layer_scope::workers_and_attached) continue;
     layers_[slot] = layer.make(*this);
-    in_order_[layer_count_++] = layers_[slot].get();
   }
+  order_layers();
+}
+
+void thread_context::order_layers() noexcept {
+  layer_count_ = 0;
+  for (auto& layer : layers_) {
+    if (layer) in_order_[layer_count_++] = layer.get();
+  }
+}
+
+thread_extension* thread_context::renew_layer(std::size_t slot) {
+  const thread_layer layer = registered_thread_layer(slot);
+  if (layer.make == nullptr) return nullptr;
+  // The old state goes first (it hands its registered memory back before the new one takes
+  // some), out of the poll order while it is destroyed.
+  layers_[slot].reset();
+  order_layers();
+  layers_[slot] = layer.make(*this);
+  order_layers();
+  return layers_[slot].get();
 }
 
 void thread_context::adopt_owner_thread() noexcept { log::set_thread(static_cast<std::int64_t>(id_)); }

@@ -34,6 +34,8 @@ class channels final : public fabric::thread_extension {
   ~channels() override;
 
   [[nodiscard]] thread_context& self() noexcept { return self_; }
+  // The run these channels belong to (their chunks are granted for it).
+  [[nodiscard]] std::uint64_t run_epoch() const noexcept { return run_epoch_; }
   [[nodiscard]] const messenger_options& options() const noexcept { return options_; }
   // Replaces the options of messengers created from now on (e.g. small chunks in a test).
   void set_options(const messenger_options& options);
@@ -121,6 +123,7 @@ class channels final : public fabric::thread_extension {
  private:
   thread_context& self_;
   messenger_options options_;
+  std::uint64_t run_epoch_;
   transfer::registered_buffer feedback_;
   transfer::remote_memory_locator feedback_locator_;
   std::uint32_t first_synchronizer_word_ = 0;
@@ -164,6 +167,11 @@ class channels final : public fabric::thread_extension {
 
 namespace detail {
 [[noreturn]] void throw_no_channels(thread_context& self);
+// An attached thread's channels for the run in progress: made on first use, and made anew when
+// the ones it has belong to an earlier run (whose receivers and chunks are gone). Null when no
+// run is in progress in this process (no receiver exists). The offload engine's executors make
+// their one-sided calls through these. Owner thread only, outside any call it is running.
+channels* attached_channels(thread_context& self);
 }  // namespace detail
 
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
