@@ -53,6 +53,7 @@ struct options {
   unsigned executors = 1;
   std::size_t flush_size = 64;
   std::string pattern = "contiguous";
+  std::string channel = "send";
   std::string transport = "unlabelled";
   std::string json;
 };
@@ -83,6 +84,7 @@ struct rate_point {
 // One requester's loop: keeps `window` gets in flight until `stop`.
 bool scattered = false;  // --pattern
 bool calls = false;      // --pattern calls
+invoke::channel call_channel = invoke::channel::send;  // --channel
 fabric::thread_id call_target = 0;       // rank 1's worker
 std::atomic<std::uint64_t> calls_run{0};  // at rank 1: calls that ran there
 std::atomic<std::uint64_t> calls_done{0};  // at rank 0: calls whose futures ended done
@@ -90,7 +92,19 @@ std::atomic<std::uint64_t> calls_done{0};  // at rank 0: calls whose futures end
 // The next request of a requester's window: a get of `offset` into `into`, or a call.
 offload::future<void> issue(offload::engine& e, offload::region target, std::uint64_t* into,
                             std::uint64_t offset) {
-  if (calls) return e.call(call_target, [] { calls_run.fetch_add(1, std::memory_order_relaxed); });
+  if (calls) {
+    auto ran = [] { calls_run.fetch_add(1, std::memory_order_relaxed); };
+    switch (call_channel) {
+      case invoke::channel::write:
+        return e.call<invoke::channel::write>(call_target, ran);
+      case invoke::channel::trad:
+        return e.call<invoke::channel::trad>(call_target, ran);
+      case invoke::channel::ovfl:
+        return e.call<invoke::channel::ovfl>(call_target, ran);
+      default:
+        return e.call(call_target, ran);
+    }
+  }
   return e.get(std::as_writable_bytes(std::span(into, 1)), target, offset);
 }
 
@@ -169,7 +183,9 @@ double measure_latency_us(offload::engine& e, offload::region target, int ops) {
     for (int i = 0; i < ops; ++i) {
       const auto t0 = clock_type::now();
       if (calls) {
-        auto answer = e.call_return(call_target, [] { return 7; });
+        auto answer = call_channel == invoke::channel::send
+                          ? e.call_return(call_target, [] { return 7; })
+                          : e.call_return<invoke::channel::write>(call_target, [] { return 7; });
         if (answer.wait(std::chrono::seconds(60)) != fabric::outcome::done || answer.get() != 7) {
           wrong("a call_return failed");
         }
@@ -238,12 +254,19 @@ int main(int argc, char** argv) {
                  "coalesce them); scattered: each get reads a pseudo-random word; calls: "
                  "fire-and-forget calls to rank 1 (latency: call_return)")
       ->check(CLI::IsMember({"contiguous", "scattered", "calls"}));
+  app.add_option("--channel", opt.channel,
+                 "calls pattern: the channel the calls go on (send; write, trad, ovfl: "
+                 "one-sided, written by the executors; latency: write for all three)")
+      ->check(CLI::IsMember({"send", "write", "trad", "ovfl"}));
   app.add_option("--transport", opt.transport, "label for the output (shm, tcp)");
   app.add_option("--json", opt.json, "write results here (rank 0)");
   CLI11_PARSE(app, argc, argv);
 
   scattered = opt.pattern == "scattered";
   calls = opt.pattern == "calls";
+  for (auto c : {invoke::channel::write, invoke::channel::trad, invoke::channel::ovfl}) {
+    if (opt.channel == invoke::to_string(c)) call_channel = c;
+  }
   fabric::runtime rt;
   call_target = rt.placement().global_id(1 % rt.size(), 0);
   if (rt.size() != 2) {
@@ -330,14 +353,15 @@ int main(int argc, char** argv) {
 
   const machine_info machine = machine_info::here();
   fmt::print("{}\n# offload_rate: {} | 2 processes | {} executor(s) | window {} | pattern {} | "
-             "{} reps\n",
-             machine.line(), opt.transport, opt.executors, opt.window, opt.pattern, opt.reps);
+             "channel {} | {} reps\n",
+             machine.line(), opt.transport, opt.executors, opt.window, opt.pattern, opt.channel,
+             opt.reps);
   const method_result& direct = results[methods.front()];
   const double direct_latency = median(direct.latency_us);
   report_json report = {{"benchmark", "offload_rate"}, {"machine", machine.json()},
                         {"transport", opt.transport}, {"executors", opt.executors},
                         {"window", opt.window},       {"reps", opt.reps},
-                        {"pattern", opt.pattern},
+                        {"pattern", opt.pattern},     {"channel", opt.channel},
                         {"baseline", methods.front()}};
   fmt::print("{:<15} {:>10} {:>8} {:>9} {:>10}", "method", "latency", "x base", "idle CPU",
              "endpoints");

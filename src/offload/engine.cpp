@@ -185,6 +185,10 @@ future<void> engine::refuse(request_status why) noexcept {
   return future<void>(core_, nullptr, why);
 }
 
+bool engine::is_worker(fabric::thread_id dest) const noexcept {
+  return dest < rt_.placement().thread_count();
+}
+
 int engine::dest_process(fabric::thread_id dest) const noexcept {
   const fabric::thread_id workers = rt_.placement().thread_count();
   if (dest < workers || rt_.is_attached_id(dest)) return rt_.process_of_thread(dest);
@@ -335,7 +339,8 @@ engine_counters engine::counters() const noexcept {
   return {read(c.requests),          read(c.refused_full), read(c.batches), read(c.posted),
           read(c.completions_asked), read(c.sleeps),       read(c.wakes),   read(c.delegated),
           read(c.executor_errors),   read(c.endpoints),    read(c.coalesced),
-          read(c.gathered),          read(c.bundles),      read(c.bundled)};
+          read(c.gathered),          read(c.bundles),      read(c.bundled),
+          read(c.one_sided)};
 }
 
 std::size_t engine::pending() const noexcept { return core_->pool.in_use(); }
@@ -379,6 +384,44 @@ bool end_send(lane& l, command& c, fabric::call_status status) noexcept {
   }
   l.finish(*c.record, sent ? fabric::outcome::done : fabric::outcome::not_executed, why);
   return true;
+}
+
+bool open_channels(lane& l, command& c) noexcept { return l.open_channels(c); }
+
+bool open_synchronizer(lane& l, command& c) noexcept {
+  try {
+    new (c.record->value) invoke::synchronizer(l.context(), 1);
+    return true;
+  } catch (...) {  // every word of the context's feedback area counts a call in flight
+    return false;
+  }
+}
+
+namespace {
+bool ended_cancelled(request_record& r) noexcept {
+  if (r.claim()) r.publish(fabric::outcome::cancelled);
+  return true;
+}
+}  // namespace
+
+bool check_consumed(request_record& r) noexcept {
+  invoke::synchronizer& sync = synchronizer_of(r);
+  const fabric::outcome now = sync.status();
+  if (now == fabric::outcome::pending) return false;
+  sync.~synchronizer();
+  if (r.claim()) r.publish(now);
+  return true;
+}
+
+void cancel_consumed(request_record& r) noexcept {
+  synchronizer_of(r).~synchronizer();
+  r.check = &ended_cancelled;
+  r.cancel = [](request_record&) noexcept {};
+}
+void count_one_sided(lane& l) noexcept { l.count_one_sided(); }
+bool end_one_sided(lane& l, command& c, fabric::call_status status) noexcept {
+  if (fabric::reached_transport(status)) l.count_one_sided();
+  return end_send(l, c, status);
 }
 
 void drive_lane(engine_core& core, std::uint16_t lane) noexcept {

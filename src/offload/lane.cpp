@@ -10,6 +10,7 @@
 #include <seriema/base/error.hpp>
 #include <seriema/base/log.hpp>
 #include <seriema/fabric/runtime.hpp>
+#include <seriema/invoke/detail/channels.hpp>
 #include <seriema/transfer/ucx.hpp>
 
 #include <algorithm>
@@ -208,12 +209,14 @@ std::size_t lane::run_once() {
     st_.counters.batches.fetch_add(1, std::memory_order_relaxed);
     st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
   }
+  if (one_sided_unflushed_) flush_one_sided();
   return retried + taken + poll_context() + complete_transfers() + check_watched() +
          complete_gathers();
 }
 
 void lane::post_now(command& c) {
   execute(c);
+  if (one_sided_unflushed_) flush_one_sided();
   ask_completions();
   st_.counters.posted.fetch_add(1, std::memory_order_relaxed);
 }
@@ -308,6 +311,36 @@ void lane::park(command& c) {
 // requester stopped waiting (its record ended) or whose process died is dropped or ended
 // not_executed without a send. Calls at the front to one thread go as one bundle (they piled
 // up because the transport was slow: the moment one message for many pays most).
+bool lane::open_channels(command& c) noexcept {
+  bool ready = false;
+  try {
+    ready = invoke::detail::attached_channels(*context_) != nullptr;
+  } catch (...) {  // no registered memory for the channels' feedback words
+    st_.report_executor_error("opening one-sided channels", std::current_exception());
+    finish(*c.record, fabric::outcome::not_executed, std::current_exception());
+    return false;
+  }
+  if (!ready) {
+    finish(*c.record, fabric::outcome::not_executed,
+           failure("offload: a one-sided call to thread {} needs runtime::run() in progress "
+                   "(its receivers exist only then); this process is not in a run",
+                   c.target));
+    return false;
+  }
+  one_sided_unflushed_ = true;
+  return true;
+}
+
+void lane::flush_one_sided() noexcept {
+  one_sided_unflushed_ = false;
+  try {
+    fabric::thread_context::deadline_scope bounded(*context_, st_.options.transport_wait);
+    context_->flush_endpoints();
+  } catch (...) {
+    st_.report_executor_error("flushing one-sided calls", std::current_exception());
+  }
+}
+
 std::size_t lane::retry_parked() noexcept {
   if (parked_count_ == 0) return 0;
   std::size_t moved = 0;

@@ -40,7 +40,7 @@ struct engine::state {
   struct atomic_counters {
     std::atomic<std::uint64_t> requests{0}, refused_full{0}, batches{0}, posted{0},
         completions_asked{0}, sleeps{0}, wakes{0}, delegated{0}, executor_errors{0},
-        endpoints{0}, coalesced{0}, gathered{0}, bundles{0}, bundled{0};
+        endpoints{0}, coalesced{0}, gathered{0}, bundles{0}, bundled{0}, one_sided{0};
   } counters;
   // The first executor error is logged; later ones are counted.
   void report_executor_error(const char* where, std::exception_ptr error) noexcept;
@@ -88,6 +88,11 @@ class lane {
   void watch(request_record& r) noexcept;
   void finish(request_record& r, fabric::outcome how, std::exception_ptr failure) noexcept;
   void execute_transfer(command& c);
+  // One-sided calls: the context's channels for the run in progress (detail::open_channels).
+  bool open_channels(command& c) noexcept;
+  void count_one_sided() noexcept {
+    st_.counters.one_sided.fetch_add(1, std::memory_order_relaxed);
+  }
 
   // The lane's context's job-wide id (set before started_; read after wait_started).
   [[nodiscard]] fabric::thread_id id() const noexcept { return id_; }
@@ -112,6 +117,12 @@ class lane {
     bool endpoint_counted = false;  // engine_counters::endpoints
   };
   void count_endpoint(destination& d) noexcept;
+  // A one-sided call went out since the last flush_one_sided: its channel may hold it in an
+  // open aggregate, and across machines UCX may still hold its bytes.
+  bool one_sided_unflushed_ = false;
+  // Publishes the channels' aggregates and flushes the context's endpoints (at most
+  // transport_wait), so that nothing waits in this context for a poll after the executor slept.
+  void flush_one_sided() noexcept;
   void count_call_endpoint(int process);
   // Puts or gets of one region whose remote and local bytes follow each other: one operation
   // (execute_transfer).

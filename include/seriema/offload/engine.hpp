@@ -17,6 +17,7 @@
 #include <seriema/invoke/errors.hpp>
 #include <seriema/invoke/future.hpp>
 #include <seriema/invoke/invoke.hpp>
+#include <seriema/invoke/synchronizer.hpp>
 #include <seriema/offload/detail/request.hpp>
 #include <seriema/offload/detail/settings.hpp>
 #include <seriema/transfer/remote_memory.hpp>
@@ -106,6 +107,7 @@ struct engine_counters {
   std::uint64_t gathered = 0;  ///< runs of gets carried by one call (tcp: gets by messages)
   std::uint64_t bundles = 0;   ///< messages that carried two calls or more
   std::uint64_t bundled = 0;   ///< calls that travelled in those messages
+  std::uint64_t one_sided = 0; ///< calls written into a ring (channel write, trad, ovfl)
 };
 
 /// A region of remote registered memory the engine may reach: a remote_memory_locator that
@@ -179,6 +181,80 @@ bool execute_call_buffer(lane& l, command& c) {
   return end_send(l, c, context_of(l).call_buffer(c.target, f.get(), buffer));
 }
 
+/// One-sided calls (invoke::channel write, trad, ovfl): readies the lane's channels for the
+/// run in progress and notes that this batch needs its publish and flush; false, having ended
+/// `c`'s record not_executed, when no run is in progress in this process (no receiver exists).
+bool open_channels(lane& l, command& c) noexcept;
+/// engine_counters::one_sided += 1.
+void count_one_sided(lane& l) noexcept;
+/// end_send for a one-sided call, counting it (engine_counters::one_sided) when it was written.
+bool end_one_sided(lane& l, command& c, fabric::call_status status) noexcept;
+
+/// A one-sided call or call_buffer: written into the destination's ring by the executor (a ring
+/// that is full waits for room, at most transport_wait, and the call is tried again later).
+template <invoke::channel C, class F, bool WithBuffer>
+bool execute_one_sided(lane& l, command& c) {
+  if (!open_channels(l, c)) return true;
+  stored_closure<F> f(c);
+  fabric::thread_context& ctx = context_of(l);
+  fabric::thread_context::deadline_scope bounded(ctx, transport_wait(l));
+  if constexpr (!WithBuffer) {
+    return end_one_sided(l, c, invoke::call<C, invoke::policy::retry>(ctx, c.target, f.get()));
+  } else {
+    const auto buffer = std::span<const std::byte>(c.local, c.size);
+    return end_one_sided(
+        l, c, invoke::call_buffer<C, invoke::policy::retry>(ctx, c.target, f.get(), buffer));
+  }
+}
+
+/// A consumption-notified call: its synchronizer (the lane context's, counting this one call)
+/// lives in the record's value storage, which such a call does not use otherwise.
+inline invoke::synchronizer& synchronizer_of(request_record& r) noexcept {
+  static_assert(sizeof(invoke::synchronizer) <= request_record::value_capacity &&
+                alignof(invoke::synchronizer) <= 16);
+  return *std::launder(reinterpret_cast<invoke::synchronizer*>(r.value));
+}
+/// Ends the record once the destination ran the call (done) or its process died first
+/// (may_have_executed), destroying the synchronizer; false while it is pending.
+bool check_consumed(request_record& r) noexcept;
+/// The requester stopped waiting, or the engine ends: the synchronizer goes (a notice that
+/// still comes is absorbed by its word) and the next check ends the record cancelled.
+void cancel_consumed(request_record& r) noexcept;
+/// Makes the lane's synchronizer for `c`; false (the call is tried again later) when the
+/// context's feedback area has no free word.
+bool open_synchronizer(lane& l, command& c) noexcept;
+
+/// A call whose future ends when the destination ran it: the call names a synchronizer of the
+/// lane's context (invoke::notify_on::consume), which the executor watches.
+template <invoke::channel C, class F, bool WithBuffer>
+bool execute_consumed(lane& l, command& c) {
+  if (!open_channels(l, c)) return true;  // the synchronizer's word is in the channels' area
+  if (!open_synchronizer(l, c)) return false;
+  stored_closure<F> f(c);
+  fabric::thread_context& ctx = context_of(l);
+  invoke::synchronizer& sync = synchronizer_of(*c.record);
+  fabric::call_status status;
+  {
+    fabric::thread_context::deadline_scope bounded(ctx, transport_wait(l));
+    if constexpr (!WithBuffer) {
+      status = invoke::call<C, invoke::policy::retry>(ctx, c.target, f.get(), sync);
+    } else {
+      const auto buffer = std::span<const std::byte>(c.local, c.size);
+      status = invoke::call_buffer<C, invoke::policy::retry>(ctx, c.target, f.get(), buffer,
+                                                             sync);
+    }
+  }
+  if (!fabric::reached_transport(status)) {
+    sync.~synchronizer();
+    return end_send(l, c, status);
+  }
+  if constexpr (C != invoke::channel::send) count_one_sided(l);
+  c.record->check = &check_consumed;
+  c.record->cancel = &cancel_consumed;
+  watch(l, *c.record);
+  return true;
+}
+
 /// Reads the executor's future of a call_return; ends the record once it ended (returns
 /// whether it did). The future is destroyed here, on the lane holder's thread.
 template <class R>
@@ -225,17 +301,21 @@ void cancel_call_return(request_record& r) noexcept {
   pending.cancel();
 }
 
-template <class F>
+template <class F, invoke::channel C = invoke::channel::send>
 bool execute_call_return(lane& l, command& c) {
+  if (C != invoke::channel::send && !open_channels(l, c)) return true;
   stored_closure<F> f(c);
   fabric::thread_context::deadline_scope bounded(context_of(l), transport_wait(l));
-  auto pending = invoke::call_return<invoke::channel::send>(context_of(l), c.target, f.get());
+  auto pending = invoke::call_return<C, invoke::policy::retry>(context_of(l), c.target, f.get());
   using R = typename decltype(pending)::value_type;
   using T = std::conditional_t<std::is_same_v<decltype(pending), invoke::future<void>>, void, R>;
   static_assert(sizeof(pending) <= request_record::future_capacity);
   if (pending.status() == fabric::call_status::deadline_exceeded) {
     (void)pending.result();  // seen (not an unobserved failure): the call is tried again
     return false;
+  }
+  if constexpr (C != invoke::channel::send) {
+    if (fabric::reached_transport(pending.status())) count_one_sided(l);
   }
   new (c.record->pending_future) invoke::future<T>(std::move(pending));
   c.record->check = &check_call_return<T>;
@@ -380,24 +460,51 @@ class engine {
   /// Stores `value`; gives the word before.
   future<std::uint64_t> swap(region target, std::uint64_t offset, std::uint64_t value);
 
-  /// Send-based call: `dest` runs f() (or f(ctx)) when it polls. The future is done once the
-  /// call was handed to the transport. Calls of one batch to one thread may share a message
-  /// (engine_options::bundle_bytes); each still runs as a call that came alone (in order, an
-  /// exception leaves the destination's poll that ran it, a wait inside runs the next).
-  template <class F>
+  /// Call: `dest` runs f() (or f(ctx)) when it polls. The future is done once the call was
+  /// handed to the transport. Send-based (C = channel::send, the default): calls of one batch
+  /// to one thread may share a message (engine_options::bundle_bytes); each still runs as a
+  /// call that came alone (in order, an exception leaves the destination's poll that ran it, a
+  /// wait inside runs the next). One-sided (C = write, trad, ovfl): the executor writes the
+  /// call into the destination's ring as a worker's call on that channel would travel (its
+  /// aggregation published at the end of each batch); `dest` must be a worker and the call made
+  /// inside runtime::run() (else the future ends not_executed, saying so).
+  template <invoke::channel C = invoke::channel::send, class F>
   future<void> call(fabric::thread_id dest, F f) {
-    return submit_closure(dest, f, &detail::execute_call<F>, {},
-                          fabric::function_wrapper<F, fabric::plain_shape>::id);
+    if constexpr (C == invoke::channel::send) {
+      return submit_closure(dest, f, &detail::execute_call<F>, {},
+                            fabric::function_wrapper<F, fabric::plain_shape>::id);
+    } else {
+      return submit_one_sided(dest, f, &detail::execute_one_sided<C, F, false>, {});
+    }
   }
   /// As call, with a copy of `buffer` (which stays untouched until the future ended).
-  template <class F>
+  template <invoke::channel C = invoke::channel::send, class F>
   future<void> call_buffer(fabric::thread_id dest, F f, std::span<const std::byte> buffer) {
-    return submit_closure(dest, f, &detail::execute_call_buffer<F>, buffer,
-                          fabric::function_wrapper<F, fabric::buffer_shape>::id);
+    if constexpr (C == invoke::channel::send) {
+      return submit_closure(dest, f, &detail::execute_call_buffer<F>, buffer,
+                            fabric::function_wrapper<F, fabric::buffer_shape>::id);
+    } else {
+      return submit_one_sided(dest, f, &detail::execute_one_sided<C, F, true>, buffer);
+    }
+  }
+  /// As call, and the future ends only once `dest` ran the call (done), or may_have_executed
+  /// when dest's process died first: the synchronizer-notified call
+  /// (invoke::notify_on::consume) for a thread that has no synchronizer of its own, one
+  /// synchronizer word of the executor per call in flight. On any channel; inside run().
+  template <invoke::channel C = invoke::channel::send, class F>
+  future<void> call_consumed(fabric::thread_id dest, F f) {
+    return submit_one_sided(dest, f, &detail::execute_consumed<C, F, false>, {});
+  }
+  /// As call_consumed, with a copy of `buffer` (untouched until the future ended).
+  template <invoke::channel C = invoke::channel::send, class F>
+  future<void> call_buffer_consumed(fabric::thread_id dest, F f,
+                                    std::span<const std::byte> buffer) {
+    return submit_one_sided(dest, f, &detail::execute_consumed<C, F, true>, buffer);
   }
   /// `dest` runs f(); the future gets what it returns (a value of up to 64 bytes, any type
-  /// cereal serializes) or its exception.
-  template <class F>
+  /// cereal serializes) or its exception. The call goes on channel C (as for call); the reply
+  /// comes back to the executor by fabric's reply path.
+  template <invoke::channel C = invoke::channel::send, class F>
   auto call_return(fabric::thread_id dest, F f) {
     using R = decltype(invoke::call_return<invoke::channel::send>(
         std::declval<fabric::thread_context&>(), dest, f));
@@ -408,7 +515,9 @@ class engine {
                         alignof(T) <= 16,
                     "offload::engine::call_return: the value must fit 64 bytes");
     }
-    auto made = submit_closure(dest, f, &detail::execute_call_return<F>, {}, 0);
+    auto made = C == invoke::channel::send
+                    ? submit_closure(dest, f, &detail::execute_call_return<F, C>, {}, 0)
+                    : submit_one_sided(dest, f, &detail::execute_call_return<F, C>, {});
     return future<T>(made.core_, std::exchange(made.record_, nullptr), made.status_);
   }
 
@@ -465,7 +574,16 @@ class engine {
       return submit(c, dest_process(dest));
     }
   }
+  /// One-sided and consumption-notified calls: to worker threads only (attached threads have no
+  /// ring to write into, nor channels to count a consumption with).
+  template <class F>
+  future<void> submit_one_sided(fabric::thread_id dest, const F& f, executor_fn execute,
+                                std::span<const std::byte> buffer) {
+    if (!is_worker(dest)) return refuse(request_status::bad_destination);
+    return submit_closure(dest, f, execute, buffer, 0);  // never bundled
+  }
   future<void> refuse(request_status why) noexcept;
+  [[nodiscard]] bool is_worker(fabric::thread_id dest) const noexcept;
   /// The lane the calling thread's requests to this engine go through.
   std::uint16_t lane_of_this_thread() noexcept;
   /// The same request as a future of the old word (atomics).

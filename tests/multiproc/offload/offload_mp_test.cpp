@@ -583,4 +583,152 @@ TEST(Offload, DestroyingTheEngineCancelsWhatIsPending) {
   rt.run([](thread_context&) {});  // the calls run now; their replies are dropped
 }
 
+// One-sided calls through the engine (invoke::channel write, trad and ovfl): 8 plain threads
+// per process, none attached, make calls, call_buffers and call_returns on the channel to every
+// worker of every process; each runs once, with its own buffer and value, in its requester's
+// order at its destination; a consumption-notified call (call_consumed, on the channel and
+// send-based) has run when its future is done; a fresh run() gets fresh channels (each channel
+// is a run of its own here). A one-sided call to an attached thread is refused, and one made
+// outside run() ends not_executed saying why.
+namespace one_sided {
+constexpr int senders = 8;
+constexpr std::uint64_t calls_each = 24;  // per sender and destination: 8 of each kind
+constexpr std::uint64_t consumed_each = 2;  // then: one call_consumed<C>, one send-based
+constexpr std::size_t max_threads = 8;
+
+std::atomic<std::uint64_t> ran{0};
+std::atomic<std::uint64_t> out_of_order{0};
+std::atomic<std::uint64_t> bad_buffer{0};
+// Per destination thread (its own entries only), sender process and sender: the next sequence.
+std::array<std::array<std::array<std::uint64_t, senders>, max_processes>, max_threads> next{};
+
+struct tag {
+  std::uint32_t process;
+  std::uint32_t sender;
+  std::uint64_t seq;
+};
+
+void take(thread_context& self, tag t) {
+  std::uint64_t& expected = next[self.id()][t.process][t.sender];
+  if (t.seq != expected) ++out_of_order;
+  expected = t.seq + 1;
+  ++ran;
+}
+
+template <invoke::channel C>
+void send_all(offload::engine& e, int sender, std::atomic<int>& failures) {
+  const auto me = static_cast<std::uint32_t>(test::rt().rank());
+  const thread_id workers = test::rt().placement().thread_count();
+  for (thread_id dest = 0; dest < workers; ++dest) {
+    std::vector<offload::future<void>> sent;
+    std::vector<offload::future<std::uint64_t>> asked;
+    for (std::uint64_t seq = 0; seq < calls_each; seq += 3) {
+      const tag t{me, static_cast<std::uint32_t>(sender), seq};
+      sent.push_back(e.call<C>(dest, [t](thread_context& self) { take(self, t); }));
+      const std::array<std::uint64_t, 2> bytes{seq, ~seq};
+      const tag u{me, t.sender, seq + 1};
+      sent.push_back(e.call_buffer<C>(
+          dest,
+          [u](thread_context& self, std::span<std::byte> buffer) {
+            std::array<std::uint64_t, 2> got{};
+            if (buffer.size() == sizeof got) std::memcpy(got.data(), buffer.data(), sizeof got);
+            if (got[0] != u.seq - 1 || got[1] != ~(u.seq - 1)) ++bad_buffer;
+            take(self, u);
+          },
+          std::as_bytes(std::span(bytes))));
+      // The buffer is copied once the call is written: wait before the array goes.
+      if (sent.back().wait(soon()) != outcome::done) ++failures;
+      const tag v{me, t.sender, seq + 2};
+      asked.push_back(e.call_return<C>(dest, [v](thread_context& self) {
+        take(self, v);
+        return v.seq * 2;
+      }));
+    }
+    for (auto& f : sent) {
+      if (f.wait(soon()) != outcome::done) ++failures;
+    }
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      if (asked[i].wait(soon(30)) != outcome::done || asked[i].get() != (3 * i + 2) * 2) {
+        ++failures;
+      }
+    }
+    // Consumption-notified, on the channel and send-based: once the future is done the call
+    // has run there, so a question asked after it sees its sequence number taken.
+    for (std::uint64_t seq = calls_each; seq < calls_each + consumed_each; ++seq) {
+      const tag t{me, static_cast<std::uint32_t>(sender), seq};
+      auto consumed = seq == calls_each
+                     ? e.call_consumed<C>(dest, [t](thread_context& self) { take(self, t); })
+                     : e.call_consumed(dest, [t](thread_context& self) { take(self, t); });
+      if (consumed.wait(soon(30)) != outcome::done) ++failures;
+      auto seen = e.call_return(dest, [t](thread_context& self) {
+        return next[self.id()][t.process][t.sender];
+      });
+      if (seen.wait(soon(30)) != outcome::done || seen.get() != seq + 1) ++failures;
+    }
+  }
+}
+
+template <invoke::channel C>
+void run_case(offload::engine& e) {
+  SCOPED_TRACE(invoke::to_string(C));
+  auto& rt = test::rt();
+  ran = 0;
+  out_of_order = 0;
+  bad_buffer = 0;
+  for (auto& per_dest : next) {
+    for (auto& per_process : per_dest) per_process.fill(0);
+  }
+  const std::uint64_t written_before = e.counters().one_sided;
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  rt.run([&](thread_context& ctx) {
+    if (ctx.id() != rt.placement().global_id(rt.rank(), 0)) return;
+    std::vector<std::thread> pool;
+    for (int s = 0; s < senders; ++s) {
+      pool.emplace_back([&, s] {
+        send_all<C>(e, s, failures);
+        finished += 1;
+      });
+    }
+    EXPECT_TRUE(ctx.wait_until([&] { return finished.load() == senders; }, soon(120)));
+    for (auto& thread : pool) thread.join();
+  });
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(out_of_order.load(), 0u);
+  EXPECT_EQ(bad_buffer.load(), 0u);
+  const std::uint64_t pairs = std::uint64_t(senders) * rt.placement().thread_count();
+  EXPECT_EQ(e.counters().one_sided - written_before, pairs * (calls_each + 1));
+  std::uint64_t total = 0;
+  for (auto n : test::allgather_value(ran.load())) total += n;
+  EXPECT_EQ(total, pairs * (calls_each + consumed_each) * std::uint64_t(rt.size()));
+}
+}  // namespace one_sided
+
+TEST(Offload, OneSidedCallsGoThroughTheEngineOnEveryChannel) {
+  auto& rt = test::rt();
+  ASSERT_LE(rt.placement().thread_count(), one_sided::max_threads);
+  for (auto mode : {offload::method::sleep, offload::method::direct, offload::method::delegate}) {
+    SCOPED_TRACE(offload::to_string(mode));
+    offload::engine_options options;
+    options.mode = mode;
+    offload::engine e(rt, options);
+    one_sided::run_case<invoke::channel::write>(e);
+    one_sided::run_case<invoke::channel::trad>(e);
+    one_sided::run_case<invoke::channel::ovfl>(e);
+    const thread_id lane = e.lane_ids().at(0);
+    EXPECT_EQ(e.call<invoke::channel::write>(lane, [] {}).status(),
+              offload::request_status::bad_destination);
+    auto outside = e.call<invoke::channel::write>(0, [] {});
+    EXPECT_EQ(outside.wait(soon()), outcome::not_executed);
+    try {
+      outside.get();
+      ADD_FAILURE() << "a one-sided call outside run() did not fail";
+    } catch (const std::exception& refused) {
+      EXPECT_NE(std::string(refused.what()).find("runtime::run"), std::string::npos)
+          << refused.what();
+    }
+    rt.barrier();
+  }
+}
+
 int main(int argc, char** argv) { return seriema::test::run_all_tests(argc, argv); }
