@@ -778,6 +778,22 @@ channels* attached_channels(thread_context& self) {
   return static_cast<channels*>(self.renew_layer(fabric::layer_slot::invoke_channels));
 }
 
+bool attached_channels_stale(thread_context& self) noexcept {
+  const auto* current =
+      static_cast<const channels*>(self.extension(fabric::layer_slot::invoke_channels));
+  return current != nullptr && current->run_epoch() != self.rt().run_epoch();
+}
+
+bool channels_queued(thread_context& self) noexcept {
+  const auto* current =
+      static_cast<const channels*>(self.extension(fabric::layer_slot::invoke_channels));
+  return current != nullptr && current->has_queued();
+}
+
+void close_attached_channels(thread_context& self) noexcept {
+  if (self.rt().is_attached_id(self.id())) self.drop_layer(fabric::layer_slot::invoke_channels);
+}
+
 void throw_no_channels(thread_context& self) {
   if (self.rt().is_attached_id(self.id())) {
     throw error(fmt::format(

@@ -185,6 +185,14 @@ future<void> engine::refuse(request_status why) noexcept {
   return future<void>(core_, nullptr, why);
 }
 
+void engine::hold_run() noexcept {
+  rt_.counters().deferred_started.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void engine::release_run() noexcept {
+  rt_.counters().deferred_finished.fetch_add(1, std::memory_order_acq_rel);
+}
+
 bool engine::is_worker(fabric::thread_id dest) const noexcept {
   return dest < rt_.placement().thread_count();
 }
@@ -411,6 +419,15 @@ bool check_consumed(request_record& r) noexcept {
   sync.~synchronizer();
   if (r.claim()) r.publish(now);
   return true;
+}
+
+void settle_consumed(request_record& r) noexcept {
+  synchronizer_of(r).~synchronizer();
+  r.check = [](request_record& done) noexcept {
+    if (done.claim()) done.publish(fabric::outcome::done);
+    return true;
+  };
+  r.cancel = [](request_record&) noexcept {};
 }
 
 void cancel_consumed(request_record& r) noexcept {

@@ -166,7 +166,8 @@ void lane::executor_loop() {
       if ((++idle & 1023) == 0) std::this_thread::yield();  // more threads than cores
       continue;
     }
-    if (in_flight.load(std::memory_order_relaxed) != 0 || queue.has_claims()) {
+    if (in_flight.load(std::memory_order_relaxed) != 0 || queue.has_claims() ||
+        invoke::detail::channels_queued(*context_)) {
       fabric::thread_context::back_off(idle);
       continue;
     }
@@ -240,6 +241,12 @@ void lane::drive() noexcept {
 // transport; an exception (an rkey UCX cannot unpack, a transmitter it cannot make) ends the
 // request not_executed with that exception and is reported, never rethrown to anyone.
 void lane::execute(command& c) noexcept {
+  // Whatever happens to c here it is done with, unless it was parked (the parked copy holds).
+  struct release_at_end {
+    lane& l;
+    command& c;
+    ~release_at_end() { l.release_run_hold(c); }
+  } release{*this, c};
   request_record& r = *c.record;
   if (context_ == nullptr) {  // shut down (a direct requester after the executor stopped)
     finish(r, fabric::outcome::cancelled, nullptr);
@@ -303,6 +310,7 @@ void lane::park(command& c) {
     p.retry_at = fabric::deadline_clock::now() + p.gap;
   }
   p.calls.push_back(c);
+  c.holds_run = false;  // the parked copy holds the run now
   ++parked_count_;
   in_flight.fetch_add(1, std::memory_order_seq_cst);
 }
@@ -311,8 +319,22 @@ void lane::park(command& c) {
 // requester stopped waiting (its record ended) or whose process died is dropped or ended
 // not_executed without a send. Calls at the front to one thread go as one bundle (they piled
 // up because the transport was slow: the moment one message for many pays most).
+void lane::release_run_hold(command& c) noexcept {
+  if (!c.holds_run) return;
+  c.holds_run = false;
+  st_.owner.rt().counters().deferred_finished.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void lane::settle_earlier_run() noexcept {
+  for (request_record* r = watched_; r != nullptr; r = r->next) {
+    if (r->check == &check_consumed) settle_consumed(*r);
+  }
+  (void)check_watched();
+}
+
 bool lane::open_channels(command& c) noexcept {
   bool ready = false;
+  if (invoke::detail::attached_channels_stale(*context_)) settle_earlier_run();
   try {
     ready = invoke::detail::attached_channels(*context_) != nullptr;
   } catch (...) {  // no registered memory for the channels' feedback words
@@ -367,6 +389,12 @@ std::size_t lane::retry_parked() noexcept {
 // the transport did not take the first.
 std::size_t lane::retry_front(parked_calls& p) noexcept {
   command& c = p.calls.front();
+  const std::size_t dealt = retry_one(p, c);
+  if (dealt != 0) release_run_hold(c);  // (bundles are of send-based calls only)
+  return dealt;
+}
+
+std::size_t lane::retry_one(parked_calls& p, command& c) noexcept {
   request_record& r = *c.record;
   if (r.result() != fabric::outcome::pending) {
     finish(r, fabric::outcome::cancelled, nullptr);  // the requester's end stays
@@ -1009,11 +1037,13 @@ void lane::shutdown() noexcept {
       continue;
     }
     finish(*c->record, fabric::outcome::cancelled, nullptr);
+    release_run_hold(*c);
     queue.pop();
   }
   for (parked_calls& p : parked_) {
     for (command& c : p.calls) {
       finish(*c.record, fabric::outcome::cancelled, nullptr);
+      release_run_hold(c);
       in_flight.fetch_sub(1, std::memory_order_relaxed);
     }
     p.calls.clear();
@@ -1071,6 +1101,8 @@ void lane::shutdown() noexcept {
   }
   memories_.clear();
   destinations_.clear();
+  // The slot's next holder must not find this lane's channels (of a run it did not open).
+  invoke::detail::close_attached_channels(*context_);
   context_ = nullptr;
   attached_.reset();
 }

@@ -90,6 +90,12 @@ class lane {
   void execute_transfer(command& c);
   // One-sided calls: the context's channels for the run in progress (detail::open_channels).
   bool open_channels(command& c) noexcept;
+  // A one-sided command the lane is done with (written, or ended without a write): the run it
+  // held may end (engine::submit_one_sided).
+  void release_run_hold(command& c) noexcept;
+  // Consumption-notified calls of an earlier run (they ran: that run ended) are ended done
+  // before the channels their synchronizers count in are replaced.
+  void settle_earlier_run() noexcept;
   void count_one_sided() noexcept {
     st_.counters.one_sided.fetch_add(1, std::memory_order_relaxed);
   }
@@ -205,6 +211,7 @@ class lane {
   std::vector<parked_calls> parked_;
   std::size_t parked_count_ = 0;
   std::size_t retry_front(parked_calls& p) noexcept;
+  std::size_t retry_one(parked_calls& p, command& c) noexcept;  // retry_front's work
   std::optional<std::size_t> bundle_parked_front(parked_calls& p) noexcept;
   std::vector<open_run> runs_;  // open until the batch ends (flush_size of them at most)
   std::size_t run_count_ = 0;

@@ -473,6 +473,10 @@ class thread_context {
   /// anew for each run). Returns it (null when no layer is registered there). Owner thread only,
   /// outside any call the old state is running.
   thread_extension* renew_layer(std::size_t slot);
+  /// Attached contexts: drops this context's state of the layer in `slot` (the thread that
+  /// asked for it is done with it, so the slot's next holder does not find it). Owner thread
+  /// only, outside any call the state is running.
+  void drop_layer(std::size_t slot) noexcept;
   /// Asks every layer to publish what it batched (aggregators), so that it will be received:
   /// the upper layers first, so that what they hand down (a container's cached updates) is in
   /// the lower layers' batches before those publish.

@@ -143,6 +143,9 @@ struct command {
   std::uint32_t target = 0;  ///< thread id, or region index
   std::uint32_t kind = 0;    ///< transfers: which operation
   bool sends = false;        ///< a send-based call (kept in order behind one not taken yet)
+  /// One-sided: counted as work of the run in progress (runtime::run does not end) until the
+  /// lane wrote it or ended it (engine::submit_one_sided, lane::release_run_hold).
+  bool holds_run = false;
   /// call / call_buffer: the closure's registered function (0: not one a bundle may carry)
   fabric::function_id function = 0;
   std::uint32_t closure_size = 0;  ///< bytes of `closure` in use
@@ -220,6 +223,9 @@ bool check_consumed(request_record& r) noexcept;
 /// The requester stopped waiting, or the engine ends: the synchronizer goes (a notice that
 /// still comes is absorbed by its word) and the next check ends the record cancelled.
 void cancel_consumed(request_record& r) noexcept;
+/// The run the call was made in ended, hence the call ran (a run ends once every call sent in
+/// it was consumed): ends the record done and lets its synchronizer go while its channels live.
+void settle_consumed(request_record& r) noexcept;
 /// Makes the lane's synchronizer for `c`; false (the call is tried again later) when the
 /// context's feedback area has no free word.
 bool open_synchronizer(lane& l, command& c) noexcept;
@@ -245,6 +251,7 @@ bool execute_consumed(lane& l, command& c) {
     }
   }
   if (!fabric::reached_transport(status)) {
+    sync.decrement();  // no notice will come for it: the word goes back free
     sync.~synchronizer();
     return end_send(l, c, status);
   }
@@ -557,7 +564,8 @@ class engine {
 
   template <class F>
   future<void> submit_closure(fabric::thread_id dest, const F& f, executor_fn execute,
-                              std::span<const std::byte> buffer, fabric::function_id function) {
+                              std::span<const std::byte> buffer, fabric::function_id function,
+                              bool holds_run = false) {
     fabric::check_remote_closure<F>();
     if constexpr (sizeof(F) > detail::command::closure_capacity) {
       return refuse(request_status::too_large);
@@ -565,6 +573,7 @@ class engine {
       detail::command c;
       c.execute = execute;
       c.sends = true;
+      c.holds_run = holds_run;
       c.target = dest;
       c.local = const_cast<std::byte*>(buffer.data());
       c.size = buffer.size();
@@ -580,8 +589,15 @@ class engine {
   future<void> submit_one_sided(fabric::thread_id dest, const F& f, executor_fn execute,
                                 std::span<const std::byte> buffer) {
     if (!is_worker(dest)) return refuse(request_status::bad_destination);
-    return submit_closure(dest, f, execute, buffer, 0);  // never bundled
+    // Until the lane wrote it, the request is work the run waits for: a run that ended with it
+    // still queued or parked would free the rings it is to be written into.
+    hold_run();
+    auto made = submit_closure(dest, f, execute, buffer, 0, true);  // never bundled
+    if (made.status() != request_status::ok) release_run();
+    return made;
   }
+  void hold_run() noexcept;     ///< runtime counters: deferred_started += 1
+  void release_run() noexcept;  ///< deferred_finished += 1
   future<void> refuse(request_status why) noexcept;
   [[nodiscard]] bool is_worker(fabric::thread_id dest) const noexcept;
   /// The lane the calling thread's requests to this engine go through.

@@ -352,11 +352,15 @@ thread_extension* thread_context::renew_layer(std::size_t slot) {
   if (layer.make == nullptr) return nullptr;
   // The old state goes first (it hands its registered memory back before the new one takes
   // some), out of the poll order while it is destroyed.
-  layers_[slot].reset();
-  order_layers();
+  drop_layer(slot);
   layers_[slot] = layer.make(*this);
   order_layers();
   return layers_[slot].get();
+}
+
+void thread_context::drop_layer(std::size_t slot) noexcept {
+  layers_[slot].reset();
+  order_layers();
 }
 
 void thread_context::adopt_owner_thread() noexcept { log::set_thread(static_cast<std::int64_t>(id_)); }

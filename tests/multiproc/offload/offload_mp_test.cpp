@@ -597,6 +597,8 @@ constexpr std::uint64_t consumed_each = 2;  // then: one call_consumed<C>, one s
 constexpr std::size_t max_threads = 8;
 
 std::atomic<std::uint64_t> ran{0};
+std::atomic<std::uint64_t> ran_late{0};  // fire-and-forget calls made as the body returns
+constexpr std::uint64_t late_each = 8;   // per sender and destination
 std::atomic<std::uint64_t> out_of_order{0};
 std::atomic<std::uint64_t> bad_buffer{0};
 // Per destination thread (its own entries only), sender process and sender: the next sequence.
@@ -613,6 +615,18 @@ void take(thread_context& self, tag t) {
   if (t.seq != expected) ++out_of_order;
   expected = t.seq + 1;
   ++ran;
+}
+
+// Calls whose futures are dropped at once, made just before the body returns: the run still
+// ends only once they ran (each is work of the run until the executor wrote it).
+template <invoke::channel C>
+void fire_and_forget(offload::engine& e) {
+  const thread_id workers = test::rt().placement().thread_count();
+  for (std::uint64_t k = 0; k < late_each; ++k) {
+    for (thread_id dest = 0; dest < workers; ++dest) {
+      (void)e.call<C>(dest, [] { ran_late.fetch_add(1, std::memory_order_relaxed); });
+    }
+  }
 }
 
 template <invoke::channel C>
@@ -673,6 +687,7 @@ void run_case(offload::engine& e) {
   SCOPED_TRACE(invoke::to_string(C));
   auto& rt = test::rt();
   ran = 0;
+  ran_late = 0;
   out_of_order = 0;
   bad_buffer = 0;
   for (auto& per_dest : next) {
@@ -687,17 +702,22 @@ void run_case(offload::engine& e) {
     for (int s = 0; s < senders; ++s) {
       pool.emplace_back([&, s] {
         send_all<C>(e, s, failures);
+        fire_and_forget<C>(e);
         finished += 1;
       });
     }
     EXPECT_TRUE(ctx.wait_until([&] { return finished.load() == senders; }, soon(120)));
     for (auto& thread : pool) thread.join();
   });
+  std::uint64_t late = 0;
+  for (auto n : test::allgather_value(ran_late.load())) late += n;
+  EXPECT_EQ(late, std::uint64_t(senders) * rt.placement().thread_count() * late_each *
+                      std::uint64_t(rt.size()));
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(out_of_order.load(), 0u);
   EXPECT_EQ(bad_buffer.load(), 0u);
   const std::uint64_t pairs = std::uint64_t(senders) * rt.placement().thread_count();
-  EXPECT_EQ(e.counters().one_sided - written_before, pairs * (calls_each + 1));
+  EXPECT_EQ(e.counters().one_sided - written_before, pairs * (calls_each + 1 + late_each));
   std::uint64_t total = 0;
   for (auto n : test::allgather_value(ran.load())) total += n;
   EXPECT_EQ(total, pairs * (calls_each + consumed_each) * std::uint64_t(rt.size()));

@@ -119,6 +119,8 @@ class channels final : public fabric::thread_extension {
   void put_async(std::span<const std::byte> source, const transfer::remote_memory_locator& target,
                  read_done done);
   [[nodiscard]] std::size_t reads_in_flight() const noexcept { return reads_.size(); }
+  // Messengers holding records queued for room (drained by poll()).
+  [[nodiscard]] bool has_queued() const noexcept { return !with_queue_.empty(); }
 
  private:
   thread_context& self_;
@@ -172,6 +174,14 @@ namespace detail {
 // run is in progress in this process (no receiver exists). The offload engine's executors make
 // their one-sided calls through these. Owner thread only, outside any call it is running.
 channels* attached_channels(thread_context& self);
+// Whether `self` (attached) has channels of an earlier run, which attached_channels would
+// replace: what still refers to them (a synchronizer) must be settled first.
+bool attached_channels_stale(thread_context& self) noexcept;
+// Whether `self`'s channels hold records queued for room (ovfl): its polls must go on.
+bool channels_queued(thread_context& self) noexcept;
+// Drops an attached thread's channels (its offload lane shuts down): the slot's next holder
+// must not find channels of a run it did not open them for.
+void close_attached_channels(thread_context& self) noexcept;
 }  // namespace detail
 
 // This thread's channels (the extension the invoke layer installed). Throws seriema::error on a
