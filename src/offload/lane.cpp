@@ -315,10 +315,6 @@ void lane::park(command& c) {
   in_flight.fetch_add(1, std::memory_order_seq_cst);
 }
 
-// Tries each process's parked calls again, in order, once its gap passed. A call whose
-// requester stopped waiting (its record ended) or whose process died is dropped or ended
-// not_executed without a send. Calls at the front to one thread go as one bundle (they piled
-// up because the transport was slow: the moment one message for many pays most).
 void lane::release_run_hold(command& c) noexcept {
   if (!c.holds_run) return;
   c.holds_run = false;
@@ -363,6 +359,10 @@ void lane::flush_one_sided() noexcept {
   }
 }
 
+// Tries each process's parked calls again, in order, once its gap passed. A call whose
+// requester stopped waiting (its record ended) or whose process died is dropped or ended
+// not_executed without a send. Calls at the front to one thread go as one bundle (they piled
+// up because the transport was slow: the moment one message for many pays most).
 std::size_t lane::retry_parked() noexcept {
   if (parked_count_ == 0) return 0;
   std::size_t moved = 0;
