@@ -422,11 +422,20 @@ bool check_consumed(request_record& r) noexcept {
 }
 
 void settle_consumed(request_record& r) noexcept {
-  synchronizer_of(r).~synchronizer();
-  r.check = [](request_record& done) noexcept {
-    if (done.claim()) done.publish(fabric::outcome::done);
-    return true;
-  };
+  invoke::synchronizer& sync = synchronizer_of(r);
+  const bool target_died = sync.status() == fabric::outcome::may_have_executed;
+  sync.~synchronizer();
+  if (target_died) {
+    r.check = [](request_record& ended) noexcept {
+      if (ended.claim()) ended.publish(fabric::outcome::may_have_executed);
+      return true;
+    };
+  } else {
+    r.check = [](request_record& done) noexcept {
+      if (done.claim()) done.publish(fabric::outcome::done);
+      return true;
+    };
+  }
   r.cancel = [](request_record&) noexcept {};
 }
 

@@ -167,7 +167,7 @@ void lane::executor_loop() {
       continue;
     }
     if (in_flight.load(std::memory_order_relaxed) != 0 || queue.has_claims() ||
-        invoke::detail::channels_queued(*context_)) {
+        channels_queued_) {
       fabric::thread_context::back_off(idle);
       continue;
     }
@@ -211,8 +211,11 @@ std::size_t lane::run_once() {
     st_.counters.posted.fetch_add(taken, std::memory_order_relaxed);
   }
   if (one_sided_unflushed_) flush_one_sided();
-  return retried + taken + poll_context() + complete_transfers() + check_watched() +
-         complete_gathers();
+  const std::size_t work = retried + taken + poll_context() + complete_transfers() +
+                           check_watched() + complete_gathers();
+  // Read under the lane's lock (a direct requester may renew the channels under it).
+  channels_queued_ = invoke::detail::channels_queued(*context_);
+  return work;
 }
 
 void lane::post_now(command& c) {
@@ -1051,7 +1054,8 @@ void lane::shutdown() noexcept {
   parked_count_ = 0;
   const auto settled_by = fabric::deadline_clock::now() + std::chrono::seconds(2);
   unsigned idle = 0;
-  while (in_flight.load(std::memory_order_relaxed) != 0 &&
+  while ((in_flight.load(std::memory_order_relaxed) != 0 ||
+          invoke::detail::channels_queued(*context_)) &&
          fabric::deadline_clock::now() < settled_by) {
     if (poll_context() + complete_transfers() + check_watched() + complete_gathers() == 0) {
       fabric::thread_context::back_off(idle);
@@ -1101,8 +1105,12 @@ void lane::shutdown() noexcept {
   }
   memories_.clear();
   destinations_.clear();
-  // The slot's next holder must not find this lane's channels (of a run it did not open).
-  invoke::detail::close_attached_channels(*context_);
+  // The slot's next holder must not find this lane's channels of an earlier run. Channels of
+  // the run in progress stay: its receivers know this sender id, and a next holder in the same
+  // run writes on in the same rings.
+  if (!st_.owner.rt().in_run() || invoke::detail::attached_channels_stale(*context_)) {
+    invoke::detail::close_attached_channels(*context_);
+  }
   context_ = nullptr;
   attached_.reset();
 }

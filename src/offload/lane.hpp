@@ -126,6 +126,9 @@ class lane {
   // A one-sided call went out since the last flush_one_sided: its channel may hold it in an
   // open aggregate, and across machines UCX may still hold its bytes.
   bool one_sided_unflushed_ = false;
+  // The channels held records queued for room at the end of the last run_once (the executor
+  // does not sleep then); written and read by the lock holder's thread.
+  bool channels_queued_ = false;
   // Publishes the channels' aggregates and flushes the context's endpoints (at most
   // transport_wait), so that nothing waits in this context for a poll after the executor slept.
   void flush_one_sided() noexcept;
